@@ -1,0 +1,1 @@
+"""Custom TFX components used by the pipeline."""

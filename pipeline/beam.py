@@ -1,0 +1,38 @@
+"""Beam options chosen from the size of the data.
+
+On small data Beam's start-up dominates: the in-memory DirectRunner skips the
+worker processes that `multi_processing` starts (measured here: 102 s vs.
+185 s for the whole DAG on the 15k-row sample). Large data wants the cores.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+BeamMode = Literal["auto", "in_memory", "multi_processing"]
+
+# Above this much input, parallel workers beat their start-up cost.
+IN_MEMORY_MAX_BYTES = 256 * 1024 * 1024
+
+
+def data_size_bytes(data_root: str | os.PathLike) -> int:
+    root = Path(data_root)
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def choose_beam_mode(data_bytes: int, requested: BeamMode = "auto") -> str:
+    if requested != "auto":
+        return requested
+    return "in_memory" if data_bytes <= IN_MEMORY_MAX_BYTES else "multi_processing"
+
+
+def beam_pipeline_args(mode: str, *, num_workers: int | None = None) -> list[str]:
+    """DirectRunner arguments for `mode` (`in_memory` or `multi_processing`)."""
+    if mode == "in_memory":
+        return ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+    if mode == "multi_processing":
+        workers = num_workers or os.cpu_count() or 1
+        return ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
+    raise ValueError(f"unknown Beam mode {mode!r}; use in_memory or multi_processing")

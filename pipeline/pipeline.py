@@ -1,0 +1,182 @@
+"""The TFX DAG, built by one pure factory shared by every runner.
+
+ExampleGen -> StatisticsGen -> (schema from schemas/) -> ExampleValidator
+-> DataValidationGate -> Transform -> Trainer -> Evaluator (absolute and
+change thresholds vs. the latest blessed model) -> Pusher (only if blessed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import tensorflow_model_analysis as tfma
+from ml_metadata.proto import metadata_store_pb2
+from tfx import v1 as tfx
+
+from components.data_gate import DataValidationGate
+from pipeline.config import EvaluationConfig
+from trainer import features
+from trainer.config import TrainerConfig
+from trainer.export import PROBABILITY_OUTPUT, SERVING_SIGNATURE, TRANSFORM_SIGNATURE
+from trainer.preprocessing import preprocessing_fn
+from trainer.run import run_fn
+
+# Stable node ids: metadata, caching and the Kubeflow spec all key on them.
+EXAMPLE_GEN = "CsvExampleGen"
+STATISTICS_GEN = "StatisticsGen"
+SCHEMA_IMPORTER = "SchemaImporter"
+EXAMPLE_VALIDATOR = "ExampleValidator"
+DATA_GATE = "DataValidationGate"
+TRANSFORM = "Transform"
+TRAINER = "Trainer"
+BASELINE_RESOLVER = "LatestBlessedModelResolver"
+EVALUATOR = "Evaluator"
+PUSHER = "Pusher"
+
+
+def function_path(fn: Callable) -> str:
+    """`module.function` for a function TFX must import by name at run time."""
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
+def build_eval_config(evaluation: EvaluationConfig) -> tfma.EvalConfig:
+    """TFMA config: accuracy must clear an absolute floor and not regress vs. the baseline."""
+    accuracy_threshold = tfma.MetricThreshold(
+        value_threshold=tfma.GenericValueThreshold(
+            lower_bound={"value": evaluation.min_binary_accuracy}
+        ),
+        change_threshold=tfma.GenericChangeThreshold(
+            direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+            absolute={"value": -evaluation.max_accuracy_drop},
+        ),
+    )
+    return tfma.EvalConfig(
+        model_specs=[
+            tfma.ModelSpec(
+                signature_name=SERVING_SIGNATURE,
+                prediction_key=PROBABILITY_OUTPUT,
+                label_key=features.LABEL_KEY,
+                # The label is computed by Transform; replay that on raw examples.
+                preprocessing_function_names=[TRANSFORM_SIGNATURE],
+                model_type=tfma.TF_GENERIC,
+            )
+        ],
+        slicing_specs=[tfma.SlicingSpec()]
+        + [tfma.SlicingSpec(feature_keys=[key]) for key in evaluation.slice_features],
+        metrics_specs=[
+            tfma.MetricsSpec(
+                metrics=[
+                    tfma.MetricConfig(class_name="ExampleCount"),
+                    tfma.MetricConfig(class_name="AUC"),
+                    tfma.MetricConfig(
+                        class_name="BinaryAccuracy",
+                        # Gate on the whole eval set only; slices are reported, not gated.
+                        per_slice_thresholds=[
+                            tfma.PerSliceMetricThreshold(
+                                slicing_specs=[tfma.SlicingSpec()], threshold=accuracy_threshold
+                            )
+                        ],
+                    ),
+                ]
+            )
+        ],
+    )
+
+
+def create_pipeline(
+    *,
+    pipeline_name: str,
+    pipeline_root: str,
+    data_root: str,
+    schema_path: str,
+    serving_model_dir: str,
+    train_steps: int,
+    eval_steps: int,
+    trainer_config: TrainerConfig,
+    evaluation: EvaluationConfig,
+    enable_cache: bool,
+    beam_pipeline_args: Sequence[str] = (),
+    metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
+) -> tfx.dsl.Pipeline:
+    """Builds the DAG. Pure: reads no files and no environment."""
+    example_gen = tfx.components.CsvExampleGen(input_base=data_root).with_id(EXAMPLE_GEN)
+
+    statistics_gen = tfx.components.StatisticsGen(
+        examples=example_gen.outputs["examples"]
+    ).with_id(STATISTICS_GEN)
+
+    schema_importer = tfx.components.ImportSchemaGen(schema_file=schema_path).with_id(
+        SCHEMA_IMPORTER
+    )
+
+    example_validator = tfx.components.ExampleValidator(
+        statistics=statistics_gen.outputs["statistics"],
+        schema=schema_importer.outputs["schema"],
+    ).with_id(EXAMPLE_VALIDATOR)
+
+    data_gate = DataValidationGate(
+        anomalies=example_validator.outputs["anomalies"],
+        statistics=statistics_gen.outputs["statistics"],
+    ).with_id(DATA_GATE)
+
+    transform = tfx.components.Transform(
+        examples=example_gen.outputs["examples"],
+        schema=schema_importer.outputs["schema"],
+        preprocessing_fn=function_path(preprocessing_fn),
+        # Pre/post-transform statistics double Transform's Beam work; StatisticsGen
+        # and the gate already cover the raw data.
+        disable_statistics=True,
+    ).with_id(TRANSFORM)
+    # Transform consumes nothing from the gate; this edge is what makes bad data stop here.
+    transform.add_upstream_node(data_gate)
+
+    trainer = tfx.components.Trainer(
+        run_fn=function_path(run_fn),
+        examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        schema=schema_importer.outputs["schema"],
+        train_args=tfx.proto.TrainArgs(num_steps=train_steps),
+        eval_args=tfx.proto.EvalArgs(num_steps=eval_steps),
+        custom_config=trainer_config.to_custom_config(),
+    ).with_id(TRAINER)
+
+    baseline_resolver = tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    ).with_id(BASELINE_RESOLVER)
+
+    evaluator = tfx.components.Evaluator(
+        examples=example_gen.outputs["examples"],
+        model=trainer.outputs["model"],
+        baseline_model=baseline_resolver.outputs["model"],
+        eval_config=build_eval_config(evaluation),
+    ).with_id(EVALUATOR)
+
+    pusher = tfx.components.Pusher(
+        model=trainer.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
+        push_destination=tfx.proto.PushDestination(
+            filesystem=tfx.proto.PushDestination.Filesystem(base_directory=serving_model_dir)
+        ),
+    ).with_id(PUSHER)
+
+    return tfx.dsl.Pipeline(
+        pipeline_name=pipeline_name,
+        pipeline_root=pipeline_root,
+        components=[
+            example_gen,
+            statistics_gen,
+            schema_importer,
+            example_validator,
+            data_gate,
+            transform,
+            trainer,
+            baseline_resolver,
+            evaluator,
+            pusher,
+        ],
+        enable_cache=enable_cache,
+        metadata_connection_config=metadata_connection_config,
+        beam_pipeline_args=list(beam_pipeline_args),
+    )

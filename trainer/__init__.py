@@ -1,0 +1,1 @@
+"""The model: features, tf.Transform preprocessing, Keras model, and TFX's `run_fn`."""
