@@ -90,6 +90,7 @@ def gpu_8x_amp() -> PipelineConfig:
 
 
 VARIANTS = {
+    "default": PipelineConfig,
     "local_cpu": local_cpu,
     "gpu_1x": gpu_1x,
     "gpu_8x_amp": gpu_8x_amp,

@@ -1,0 +1,47 @@
+"""Checks on the input data location, run before any TFX component starts.
+
+CsvExampleGen reports a missing directory, an empty file or mismatched headers
+deep inside a Beam stack trace; these checks say the same in one line.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+
+class InputDataError(ValueError):
+    """The data root cannot be read as the pipeline's CSV input."""
+
+
+def check_csv_data_root(data_root: str | Path) -> list[Path]:
+    """Returns the CSV files under `data_root`, or raises InputDataError naming the problem."""
+    root = Path(data_root)
+    if not root.is_dir():
+        raise InputDataError(f"data root {root} is not a directory")
+    files = sorted(p for p in root.iterdir() if p.is_file() and not p.name.startswith("."))
+    csv_files = [p for p in files if p.suffix == ".csv"]
+    if not csv_files:
+        raise InputDataError(f"data root {root} holds no *.csv files")
+    others = [p.name for p in files if p.suffix != ".csv"]
+    if others:
+        # CsvExampleGen reads every file under input_base, CSV or not.
+        raise InputDataError(f"data root {root} holds files that are not CSV: {', '.join(others)}")
+    headers = {}
+    for path in csv_files:
+        with path.open(newline="") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if not header or not any(cell.strip() for cell in header):
+                raise InputDataError(f"{path} is empty: it has no header row")
+            if next(reader, None) is None:
+                raise InputDataError(f"{path} has a header but no data rows")
+        headers[path] = tuple(header)
+    first, *rest = csv_files
+    for path in rest:
+        if headers[path] != headers[first]:
+            raise InputDataError(
+                f"{path} has columns {list(headers[path])} but {first} has "
+                f"{list(headers[first])}; every CSV under the data root must share one header"
+            )
+    return csv_files

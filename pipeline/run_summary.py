@@ -1,0 +1,150 @@
+"""What a finished run did, read back from ML Metadata.
+
+Used by `local_runner.py` for its closing summary and by the benchmark for
+per-component timings, so both report exactly what TFX recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import tensorflow_model_analysis as tfma
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+_STATE_NAMES = {
+    metadata_store_pb2.Execution.COMPLETE: "complete",
+    metadata_store_pb2.Execution.CACHED: "cached",
+    metadata_store_pb2.Execution.FAILED: "failed",
+    metadata_store_pb2.Execution.RUNNING: "running",
+    metadata_store_pb2.Execution.CANCELED: "canceled",
+}
+
+
+@dataclass(frozen=True)
+class ComponentRun:
+    node_id: str
+    state: str
+    seconds: float
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    components: list[ComponentRun] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)
+    validation_failures: list[str] = field(default_factory=list)
+    has_baseline: bool = False
+    blessed: bool | None = None
+    pushed_destination: str | None = None
+
+    def format(self) -> str:
+        lines = [f"Run {self.run_id}"]
+        lines += [
+            f"  {c.node_id:<28} {c.state:<9} {c.seconds:6.1f} s" for c in self.components
+        ]
+        if self.metrics:
+            shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(self.metrics.items()))
+            lines.append(f"Evaluation (eval split): {shown}")
+        lines.append(
+            "Baseline: "
+            + ("latest blessed model" if self.has_baseline else "none (first blessed model)")
+        )
+        if self.blessed is None:
+            lines.append("Blessing: not evaluated")
+        else:
+            lines.append(f"Blessing: {'BLESSED' if self.blessed else 'NOT BLESSED'}")
+        lines += [f"  failed: {f}" for f in self.validation_failures]
+        lines.append(
+            f"Pushed model: {self.pushed_destination}"
+            if self.pushed_destination
+            else "Pushed model: none (serving directory untouched)"
+        )
+        return "\n".join(lines)
+
+
+def _overall_metrics(evaluation_uri: str) -> dict[str, float]:
+    result = tfma.load_eval_result(evaluation_uri)
+    for slice_key, metrics in result.slicing_metrics:
+        if slice_key == ():
+            values = {}
+            for _output, by_class in metrics.items():
+                for _class, by_name in by_class.items():
+                    for name, value in by_name.items():
+                        if "doubleValue" in value:
+                            values[name] = float(value["doubleValue"])
+            return values
+    return {}
+
+
+def _validation_failures(evaluation_uri: str) -> list[str]:
+    validation = tfma.load_validation_result(evaluation_uri)
+    failures = []
+    for per_slice in validation.metric_validations_per_slice:
+        for failure in per_slice.failures:
+            threshold = failure.metric_threshold
+            kind = "change vs. baseline" if threshold.HasField("change_threshold") else "value"
+            failures.append(
+                f"{failure.metric_key.name}"
+                f"{' (diff)' if failure.metric_key.is_diff else ''}"
+                f" = {failure.metric_value.double_value.value:.4f} breaks the {kind} threshold"
+            )
+    return failures
+
+
+def summarize_latest_run(
+    connection_config: metadata_store_pb2.ConnectionConfig, pipeline_name: str
+) -> RunSummary:
+    """Summarizes the most recent run of `pipeline_name` in the metadata store."""
+    store = metadata_store.MetadataStore(connection_config)
+    node_prefix = f"{pipeline_name}."
+
+    def node_id(execution: metadata_store_pb2.Execution) -> str | None:
+        for context in store.get_contexts_by_execution(execution.id):
+            if context.type == "node" and context.name.startswith(node_prefix):
+                return context.name[len(node_prefix) :]
+        return None
+
+    # Newest run first; a store may hold several pipelines.
+    for run in sorted(
+        store.get_contexts_by_type("pipeline_run"),
+        key=lambda c: c.create_time_since_epoch,
+        reverse=True,
+    ):
+        executions = store.get_executions_by_context(run.id)
+        if executions and node_id(executions[0]) is not None:
+            break
+    else:
+        raise LookupError(f"no runs of pipeline {pipeline_name!r} in the metadata store")
+
+    summary = RunSummary(run_id=run.name)
+    executions.sort(key=lambda e: e.create_time_since_epoch)
+    events = store.get_events_by_execution_ids([e.id for e in executions])
+    artifact_types = {t.id: t.name for t in store.get_artifact_types()}
+    artifacts = {a.id: a for a in store.get_artifacts_by_id(list({ev.artifact_id for ev in events}))}
+    outputs_by_execution: dict[int, list[metadata_store_pb2.Artifact]] = {}
+    for ev in events:
+        if ev.type == metadata_store_pb2.Event.INPUT:
+            if any(step.key == "baseline_model" for step in ev.path.steps):
+                summary.has_baseline = True
+        elif ev.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT):
+            outputs_by_execution.setdefault(ev.execution_id, []).append(artifacts[ev.artifact_id])
+
+    for execution in executions:
+        node = node_id(execution) or str(execution.id)
+        seconds = (execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1e3
+        summary.components.append(
+            ComponentRun(node, _STATE_NAMES.get(execution.last_known_state, "unknown"), seconds)
+        )
+        for artifact in outputs_by_execution.get(execution.id, []):
+            type_name = artifact_types[artifact.type_id]
+            if type_name == "ModelEvaluation":
+                summary.metrics = _overall_metrics(artifact.uri)
+                summary.validation_failures = _validation_failures(artifact.uri)
+            elif type_name == "ModelBlessing":
+                summary.blessed = bool(artifact.custom_properties["blessed"].int_value)
+            elif type_name == "PushedModel":
+                props = artifact.custom_properties
+                if props.get("pushed") and props["pushed"].int_value:
+                    summary.pushed_destination = props["pushed_destination"].string_value
+    return summary
