@@ -30,10 +30,15 @@ def describe_anomalies(anomalies_by_split: "dict[str, anomalies_pb2.Anomalies]")
     splits_by_problem: dict[tuple[str, str], list[str]] = {}
     for split, anomalies in sorted(anomalies_by_split.items()):
         for feature, info in anomalies.anomaly_info.items():
-            reasons = "; ".join(
-                f"{r.short_description}: {r.description}" if r.description else r.short_description
-                for r in info.reason
-            ) or info.short_description
+            reasons = (
+                "; ".join(
+                    f"{r.short_description}: {r.description}"
+                    if r.description
+                    else r.short_description
+                    for r in info.reason
+                )
+                or info.short_description
+            )
             splits_by_problem.setdefault((f"feature '{feature}'", reasons), []).append(split)
         if anomalies.HasField("dataset_anomaly_info"):
             info = anomalies.dataset_anomaly_info
@@ -89,7 +94,8 @@ def DataValidationGate(
     }
     num_examples_by_split = {
         split: sum(
-            d.num_examples for d in stats_artifact_utils.load_statistics(statistics, split).proto().datasets
+            d.num_examples
+            for d in stats_artifact_utils.load_statistics(statistics, split).proto().datasets
         )
         for split in artifact_utils.decode_split_names(statistics.split_names)
     }

@@ -101,7 +101,9 @@ def variant(name: str) -> PipelineConfig:
     try:
         return VARIANTS[name]()
     except KeyError:
-        raise ValueError(f"unknown config variant {name!r}; choose from {sorted(VARIANTS)}") from None
+        raise ValueError(
+            f"unknown config variant {name!r}; choose from {sorted(VARIANTS)}"
+        ) from None
 
 
 __all__ = [
@@ -109,8 +111,8 @@ __all__ = [
     "PipelineConfig",
     "RuntimeConfig",
     "TrainerConfig",
-    "local_cpu",
     "gpu_1x",
     "gpu_8x_amp",
+    "local_cpu",
     "variant",
 ]

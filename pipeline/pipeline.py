@@ -101,9 +101,9 @@ def create_pipeline(
     """Builds the DAG. Pure: reads no files and no environment."""
     example_gen = tfx.components.CsvExampleGen(input_base=data_root).with_id(EXAMPLE_GEN)
 
-    statistics_gen = tfx.components.StatisticsGen(
-        examples=example_gen.outputs["examples"]
-    ).with_id(STATISTICS_GEN)
+    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"]).with_id(
+        STATISTICS_GEN
+    )
 
     schema_importer = tfx.components.ImportSchemaGen(schema_file=schema_path).with_id(
         SCHEMA_IMPORTER

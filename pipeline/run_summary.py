@@ -40,9 +40,7 @@ class RunSummary:
 
     def format(self) -> str:
         lines = [f"Run {self.run_id}"]
-        lines += [
-            f"  {c.node_id:<28} {c.state:<9} {c.seconds:6.1f} s" for c in self.components
-        ]
+        lines += [f"  {c.node_id:<28} {c.state:<9} {c.seconds:6.1f} s" for c in self.components]
         if self.metrics:
             shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(self.metrics.items()))
             lines.append(f"Evaluation (eval split): {shown}")
@@ -121,7 +119,9 @@ def summarize_latest_run(
     executions.sort(key=lambda e: e.create_time_since_epoch)
     events = store.get_events_by_execution_ids([e.id for e in executions])
     artifact_types = {t.id: t.name for t in store.get_artifact_types()}
-    artifacts = {a.id: a for a in store.get_artifacts_by_id(list({ev.artifact_id for ev in events}))}
+    artifacts = {
+        a.id: a for a in store.get_artifacts_by_id(list({ev.artifact_id for ev in events}))
+    }
     outputs_by_execution: dict[int, list[metadata_store_pb2.Artifact]] = {}
     for ev in events:
         if ev.type == metadata_store_pb2.Event.INPUT:

@@ -52,21 +52,30 @@ def build_model(
         x = keras.layers.Dense(units, activation="relu", name=f"hidden_{i}", dtype=policy)(x)
         if config.dropout:
             x = keras.layers.Dropout(config.dropout, name=f"dropout_{i}", dtype=policy)(x)
-    probability = keras.layers.Dense(1, activation="sigmoid", name="probability", dtype="float32")(x)
+    probability = keras.layers.Dense(1, activation="sigmoid", name="probability", dtype="float32")(
+        x
+    )
     # A list of inputs (not a dict): Keras 3 then matches a dict of features to
     # the inputs by name at call time, whatever extra keys the dict carries.
     return keras.Model(inputs=inputs, outputs=probability, name="big_tipper_classifier")
 
 
-def compile_model(model: keras.Model, config: ModelConfig, *, precision: str, jit_compile: bool) -> None:
+def compile_model(
+    model: keras.Model, config: ModelConfig, *, precision: str, jit_compile: bool
+) -> None:
     """Adam + binary cross-entropy; float16 training gets dynamic loss scaling."""
-    optimizer: keras.optimizers.Optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate)
+    optimizer: keras.optimizers.Optimizer = keras.optimizers.Adam(
+        learning_rate=config.learning_rate
+    )
     if precision == "mixed_float16":
         # float16 gradients underflow without it; bfloat16 has float32's range and needs none.
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     model.compile(
         optimizer=optimizer,
         loss=keras.losses.BinaryCrossentropy(),
-        metrics=[keras.metrics.BinaryAccuracy(name="binary_accuracy"), keras.metrics.AUC(name="auc")],
+        metrics=[
+            keras.metrics.BinaryAccuracy(name="binary_accuracy"),
+            keras.metrics.AUC(name="auc"),
+        ],
         jit_compile=jit_compile,
     )

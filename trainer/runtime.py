@@ -7,6 +7,7 @@ applies the choice and logs it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -145,10 +146,9 @@ def detect_hardware(config: RuntimeConfig) -> HardwareInfo:
     physical_gpus = tf.config.list_physical_devices("GPU")
     if config.gpu_memory_growth:
         for gpu in physical_gpus:
-            try:
+            # RuntimeError: already initialized by an earlier run in this process.
+            with contextlib.suppress(RuntimeError):
                 tf.config.experimental.set_memory_growth(gpu, True)
-            except RuntimeError:  # Already initialized by an earlier run in this process.
-                pass
     gpus = []
     for gpu in physical_gpus:
         details = tf.config.experimental.get_device_details(gpu)
@@ -171,9 +171,7 @@ def build_strategy(plan: RuntimePlan) -> tf.distribute.Strategy:
         return tf.distribute.OneDeviceStrategy("/gpu:0" if plan.use_gpus else "/cpu:0")
     if plan.strategy == "mirrored":
         if plan.use_gpus:
-            return tf.distribute.MirroredStrategy(
-                cross_device_ops=tf.distribute.NcclAllReduce()
-            )
+            return tf.distribute.MirroredStrategy(cross_device_ops=tf.distribute.NcclAllReduce())
         # Several logical CPUs (tests, or a deliberately split host).
         cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
         return tf.distribute.MirroredStrategy(

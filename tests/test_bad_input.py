@@ -1,0 +1,82 @@
+"""Bad data stops the pipeline before Trainer, says why, and pushes nothing."""
+
+from __future__ import annotations
+
+import pytest
+from tfx import v1 as tfx
+
+import local_runner
+from pipeline import pipeline as dag
+from pipeline.run_summary import summarize_latest_run
+from tests.conftest import read_taxi_rows, write_csv
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+
+def _missing_column(header, rows):
+    return [c for c in header if c != "payment_type"], rows
+
+
+def _wrong_type(header, rows):
+    return header, [
+        {**r, "fare": "twelve dollars"} if i % 3 == 0 else r for i, r in enumerate(rows)
+    ]
+
+
+def _label_outside_schema(header, rows):
+    return header, [{**r, "tips": "-5.0"} if i % 10 == 0 else r for i, r in enumerate(rows)]
+
+
+CASES = {
+    "missing_column": (_missing_column, ["feature 'payment_type'", "Column dropped"]),
+    "wrong_type": (_wrong_type, ["feature 'fare'", "type"]),
+    "label_outside_schema": (_label_outside_schema, ["feature 'tips'", "Out-of-range"]),
+}
+
+
+def run_and_get_last_error_line(tmp_path, capsys, data_root) -> tuple[int, str]:
+    output_dir = tmp_path / "out"
+    rc = local_runner.main(
+        ["--data-root", str(data_root), "--output-dir", str(output_dir), "--train-steps", "5"]
+    )
+    err_lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert not (output_dir / "serving_model").exists(), "a model was pushed from bad data"
+    return rc, err_lines[-1] if err_lines else ""
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_data_stops_before_trainer(tmp_path, capsys, case):
+    corrupt, expected = CASES[case]
+    header, rows = read_taxi_rows(limit=600)
+    header, rows = corrupt(header, rows)
+    data_root = tmp_path / "data"
+    write_csv(data_root / "data.csv", header, rows)
+
+    rc, last_line = run_and_get_last_error_line(tmp_path, capsys, data_root)
+
+    assert rc == 1
+    assert last_line.startswith("error: DataValidationError: data validation failed")
+    for fragment in expected:
+        assert fragment in last_line
+    summary = summarize_latest_run(
+        tfx.orchestration.metadata.sqlite_metadata_connection_config(
+            str(tmp_path / "out" / "metadata.sqlite")
+        ),
+        "taxi_big_tipper",
+    )
+    ran = {c.node_id: c.state for c in summary.components}
+    assert ran[dag.DATA_GATE] == "failed"
+    assert dag.TRANSFORM not in ran and dag.TRAINER not in ran and dag.PUSHER not in ran
+
+
+def test_empty_file_stops_before_any_component(tmp_path, capsys):
+    data_root = tmp_path / "data"
+    data_root.mkdir()
+    (data_root / "data.csv").write_text("")
+    rc, last_line = run_and_get_last_error_line(tmp_path, capsys, data_root)
+    assert rc == 1
+    assert (
+        last_line
+        == f"error: InputDataError: {data_root / 'data.csv'} is empty: it has no header row"
+    )
+    assert not (tmp_path / "out" / "metadata.sqlite").exists()

@@ -1,0 +1,54 @@
+"""The data gate's messages and decisions, on hand-built anomaly protos."""
+
+import pytest
+from tensorflow_metadata.proto.v0 import anomalies_pb2
+
+from components.data_gate import DataValidationError, check_data, describe_anomalies
+
+
+def _anomalies(**by_feature: tuple[str, str]) -> anomalies_pb2.Anomalies:
+    anomalies = anomalies_pb2.Anomalies()
+    for feature, (short, description) in by_feature.items():
+        info = anomalies.anomaly_info[feature]
+        reason = info.reason.add()
+        reason.short_description = short
+        reason.description = description
+    return anomalies
+
+
+def test_clean_data_passes():
+    check_data(
+        {"train": anomalies_pb2.Anomalies(), "eval": anomalies_pb2.Anomalies()},
+        {"train": 10, "eval": 5},
+    )
+
+
+def test_anomalies_name_feature_reason_and_splits():
+    dropped = ("Column dropped", "The feature was present in fewer examples than expected.")
+    lines = describe_anomalies(
+        {"train": _anomalies(fare=dropped), "eval": _anomalies(fare=dropped)}
+    )
+    assert lines == [
+        "feature 'fare': Column dropped: The feature was present in fewer examples than "
+        "expected. (split eval, train)"
+    ]
+
+
+def test_gate_raises_with_every_problem():
+    anomalies = {
+        "train": _anomalies(tips=("Out-of-range values", "Unexpectedly low value: -1.")),
+        "eval": anomalies_pb2.Anomalies(),
+    }
+    with pytest.raises(DataValidationError) as err:
+        check_data(anomalies, {"train": 10, "eval": 0})
+    message = str(err.value)
+    assert "feature 'tips': Out-of-range values" in message
+    assert "split 'eval' has no examples" in message
+    assert "2 problem(s)" in message
+
+
+def test_dataset_level_anomaly_is_reported():
+    anomalies = anomalies_pb2.Anomalies()
+    anomalies.dataset_anomaly_info.reason.add(description="Low number of examples")
+    with pytest.raises(DataValidationError, match="whole dataset: Low number of examples"):
+        check_data({"train": anomalies}, {"train": 3})

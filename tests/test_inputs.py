@@ -1,0 +1,29 @@
+import pytest
+
+from pipeline.inputs import InputDataError, check_csv_data_root
+
+
+def test_real_data_root_is_accepted(taxi_slice):
+    assert [p.name for p in check_csv_data_root(taxi_slice)] == ["data.csv"]
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({}, "holds no \\*.csv files"),
+        ({"data.csv": ""}, "is empty: it has no header row"),
+        ({"data.csv": "fare,tips\n"}, "has a header but no data rows"),
+        ({"data.csv": "fare,tips\n1,2\n", "notes.txt": "x"}, "not CSV: notes.txt"),
+        ({"a.csv": "fare,tips\n1,2\n", "b.csv": "fare\n1\n"}, "must share one header"),
+    ],
+)
+def test_unreadable_data_roots_are_named(tmp_path, files, message):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(InputDataError, match=message):
+        check_csv_data_root(tmp_path)
+
+
+def test_missing_directory(tmp_path):
+    with pytest.raises(InputDataError, match="is not a directory"):
+        check_csv_data_root(tmp_path / "nope")

@@ -1,0 +1,130 @@
+"""The DAG's shape, and every module path handed to TFX as a string."""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import pytest
+import tensorflow_model_analysis as tfma
+
+from pipeline import pipeline as dag
+from pipeline.config import EvaluationConfig, PipelineConfig
+from trainer.config import TrainerConfig
+
+EXPECTED_EDGES = {
+    (dag.EXAMPLE_GEN, dag.STATISTICS_GEN),
+    (dag.EXAMPLE_GEN, dag.TRANSFORM),
+    (dag.EXAMPLE_GEN, dag.EVALUATOR),
+    (dag.STATISTICS_GEN, dag.EXAMPLE_VALIDATOR),
+    (dag.STATISTICS_GEN, dag.DATA_GATE),
+    (dag.SCHEMA_IMPORTER, dag.EXAMPLE_VALIDATOR),
+    (dag.SCHEMA_IMPORTER, dag.TRANSFORM),
+    (dag.SCHEMA_IMPORTER, dag.TRAINER),
+    (dag.EXAMPLE_VALIDATOR, dag.DATA_GATE),
+    (dag.DATA_GATE, dag.TRANSFORM),
+    (dag.TRANSFORM, dag.TRAINER),
+    (dag.TRAINER, dag.EVALUATOR),
+    (dag.TRAINER, dag.PUSHER),
+    (dag.BASELINE_RESOLVER, dag.EVALUATOR),
+    (dag.EVALUATOR, dag.PUSHER),
+}
+
+
+def build(tmp_path, config: PipelineConfig | None = None):
+    config = config or PipelineConfig()
+    return dag.create_pipeline(
+        pipeline_name=config.pipeline_name,
+        pipeline_root=str(tmp_path / "root"),
+        data_root=str(tmp_path / "data"),
+        schema_path=str(tmp_path / "schema.pbtxt"),
+        serving_model_dir=str(tmp_path / "serving"),
+        train_steps=config.train_steps,
+        eval_steps=config.eval_steps,
+        trainer_config=config.trainer,
+        evaluation=config.evaluation,
+        enable_cache=config.enable_cache,
+    )
+
+
+def edges(pipeline) -> set[tuple[str, str]]:
+    return {(up.id, node.id) for node in pipeline.components for up in node.upstream_nodes}
+
+
+def test_components_and_edges(tmp_path):
+    pipeline = build(tmp_path)
+    ids = [c.id for c in pipeline.components]
+    assert sorted(ids) == sorted(
+        [
+            dag.EXAMPLE_GEN,
+            dag.STATISTICS_GEN,
+            dag.SCHEMA_IMPORTER,
+            dag.EXAMPLE_VALIDATOR,
+            dag.DATA_GATE,
+            dag.TRANSFORM,
+            dag.TRAINER,
+            dag.BASELINE_RESOLVER,
+            dag.EVALUATOR,
+            dag.PUSHER,
+        ]
+    )
+    assert edges(pipeline) == EXPECTED_EDGES
+    # TFX hands runners the components in an order where every edge points forward.
+    assert all(ids.index(up) < ids.index(down) for up, down in EXPECTED_EDGES)
+
+
+def test_pusher_is_gated_on_the_blessing(tmp_path):
+    pipeline = build(tmp_path)
+    pusher = next(c for c in pipeline.components if c.id == dag.PUSHER)
+    evaluator = next(c for c in pipeline.components if c.id == dag.EVALUATOR)
+    assert pusher.inputs["model_blessing"] is evaluator.outputs["blessing"]
+
+
+def _resolve(path: str):
+    module_name, _, attr = path.rpartition(".")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def test_every_module_path_given_to_tfx_resolves(tmp_path):
+    pipeline = build(tmp_path)
+    by_id = {c.id: c for c in pipeline.components}
+    paths = {
+        "preprocessing_fn": by_id[dag.TRANSFORM].exec_properties["preprocessing_fn"],
+        "run_fn": by_id[dag.TRAINER].exec_properties["run_fn"],
+    }
+    from trainer.preprocessing import preprocessing_fn
+    from trainer.run import run_fn
+
+    assert _resolve(paths["preprocessing_fn"]) is preprocessing_fn
+    assert _resolve(paths["run_fn"]) is run_fn
+    # No module_file: nothing gets packaged into a wheel under the pipeline root.
+    assert by_id[dag.TRANSFORM].exec_properties.get("module_file") is None
+    assert by_id[dag.TRAINER].exec_properties.get("module_file") is None
+
+
+def test_a_stale_module_path_fails_to_resolve():
+    with pytest.raises(AttributeError):
+        _resolve("trainer.run.no_such_fn")
+
+
+def test_trainer_receives_the_typed_config(tmp_path):
+    config = PipelineConfig().with_runtime(precision="mixed_bfloat16")
+    trainer = next(c for c in build(tmp_path, config).components if c.id == dag.TRAINER)
+    custom = json.loads(trainer.exec_properties["custom_config"])
+    assert TrainerConfig.from_custom_config(custom) == config.trainer
+
+
+def test_thresholds_gate_the_overall_slice_only():
+    eval_config = dag.build_eval_config(
+        EvaluationConfig(min_binary_accuracy=0.8, max_accuracy_drop=0.02)
+    )
+    (spec,) = eval_config.metrics_specs
+    accuracy = next(m for m in spec.metrics if m.class_name == "BinaryAccuracy")
+    assert not accuracy.HasField("threshold")
+    (per_slice,) = accuracy.per_slice_thresholds
+    assert list(per_slice.slicing_specs) == [tfma.SlicingSpec()]
+    assert per_slice.threshold.value_threshold.lower_bound.value == 0.8
+    assert per_slice.threshold.change_threshold.absolute.value == pytest.approx(-0.02)
+    assert per_slice.threshold.change_threshold.direction == tfma.MetricDirection.HIGHER_IS_BETTER
+    (model_spec,) = eval_config.model_specs
+    assert list(model_spec.preprocessing_function_names) == ["transform_features"]

@@ -1,0 +1,170 @@
+"""preprocessing_fn through real tf.Transform on a handful of rows, checked by hand."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import apache_beam as beam
+import pytest
+import tensorflow as tf
+import tensorflow_transform as tft
+import tensorflow_transform.beam as tft_beam
+from google.protobuf import text_format
+from tensorflow_metadata.proto.v0 import schema_pb2
+from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
+from tfx_bsl.public import tfxio as public_tfxio
+
+from schemas import SCHEMA_FILE
+from tests.conftest import golden_path, update_goldens
+from trainer import features
+from trainer.preprocessing import big_tipper_label, fill_in_missing, preprocessing_fn
+from trainer.raw_examples import serialize_rows
+
+pytestmark = pytest.mark.slow
+
+
+def _row(fare, tips, payment, company, hour, lat, area) -> dict[str, str]:
+    """A CSV row as strings; "" is an empty cell."""
+    return {
+        "fare": fare,
+        "tips": tips,
+        "trip_miles": "1.0",
+        "trip_seconds": "60",
+        "payment_type": payment,
+        "company": company,
+        "trip_start_hour": hour,
+        "trip_start_day": "3",
+        "trip_start_month": "6",
+        "pickup_latitude": lat,
+        "pickup_longitude": "-87.6",
+        "dropoff_latitude": "41.9",
+        "dropoff_longitude": "-87.6",
+        "pickup_community_area": area,
+        "dropoff_community_area": "",
+        "dropoff_census_tract": "",
+        "pickup_census_tract": "",
+        "trip_start_timestamp": "1400000000",
+    }
+
+
+ROWS = [
+    _row("10", "3", "Cash", "Flash Cab", "0", "41.80", "8"),
+    _row("20", "1", "Credit Card", "", "5", "41.85", "8"),
+    _row("30", "10", "Cash", "Flash Cab", "23", "41.90", "32"),
+    _row("40", "0", "Cash", "Yellow", "30", "", "8"),
+]
+
+
+def _schema() -> schema_pb2.Schema:
+    return text_format.Parse(SCHEMA_FILE.read_text(), schema_pb2.Schema())
+
+
+@pytest.fixture(scope="module")
+def transformed(tmp_path_factory):
+    """Analyzes ROWS with real tf.Transform on Beam, then applies the result in TF.
+
+    Applying the written transform graph (rather than reading Beam's output)
+    is the path serving takes, so both are covered at once.
+    """
+    schema = _schema()
+    output_dir = str(tmp_path_factory.mktemp("transform_output"))
+    serialized = serialize_rows(ROWS, schema)
+    tfxio = public_tfxio.TFExampleBeamRecord(
+        physical_format="inmem", telemetry_descriptors=["test"], schema=schema
+    )
+    with (
+        beam.Pipeline() as p,
+        tft_beam.Context(
+            temp_dir=str(tmp_path_factory.mktemp("tft_tmp")), force_tf_compat_v1=False
+        ),
+    ):
+        raw = p | beam.Create(serialized) | tfxio.BeamSource()
+        transform_fn = (raw, tfxio.TensorAdapterConfig()) | tft_beam.AnalyzeDataset(
+            preprocessing_fn
+        )
+        _ = transform_fn | tft_beam.WriteTransformFn(output_dir)
+    # The TFX Transform executor also records the raw schema; serving reads it.
+    metadata_io.write_metadata(
+        dataset_metadata.DatasetMetadata(schema),
+        os.path.join(output_dir, tft.TFTransformOutput.RAW_METADATA_DIR),
+    )
+    tf_transform_output = tft.TFTransformOutput(output_dir)
+    parsed = tf.io.parse_example(serialized, tf_transform_output.raw_feature_spec())
+    outputs = tf_transform_output.transform_raw_features(parsed)
+    rows = [
+        {key: value[i].numpy().item() for key, value in outputs.items()} for i in range(len(ROWS))
+    ]
+    return rows, tf_transform_output.transformed_metadata, tf_transform_output
+
+
+def test_dense_floats_are_z_scored(transformed):
+    rows, _, _ = transformed
+    # fare = 10, 20, 30, 40: mean 25, population std sqrt(125).
+    std = math.sqrt(125.0)
+    expected = [(v - 25.0) / std for v in (10.0, 20.0, 30.0, 40.0)]
+    got = [r[features.transformed_name("fare")] for r in rows]
+    assert got == pytest.approx(expected, rel=1e-5)
+
+
+def test_label_is_tip_above_twenty_percent_of_fare(transformed):
+    rows, _, _ = transformed
+    # 3 > 2, 1 <= 4, 10 > 6, 0 <= 8
+    assert [r[features.LABEL_KEY] for r in rows] == [1, 0, 1, 0]
+
+
+def test_vocabularies_are_ordered_by_frequency(transformed):
+    rows, _, tf_transform_output = transformed
+    assert tf_transform_output.vocabulary_by_name("payment_type") == [b"Cash", b"Credit Card"]
+    assert [r[features.transformed_name("payment_type")] for r in rows] == [0, 1, 0, 0]
+    # A missing company becomes '', which tf.Transform keeps out of vocabularies:
+    # it lands in an out-of-vocabulary bucket, after the 2 known entries.
+    assert tf_transform_output.vocabulary_by_name("company") == [b"Flash Cab", b"Yellow"]
+    company = [r[features.transformed_name("company")] for r in rows]
+    assert company[0] == company[2] == 0 and company[3] == 1
+    assert 2 <= company[1] < 2 + features.OOV_BUCKETS
+    # Integer ids are vocabularized as strings.
+    assert tf_transform_output.vocabulary_by_name("pickup_community_area") == [b"8", b"32"]
+
+
+def test_unseen_value_maps_to_an_oov_bucket(transformed):
+    _, _, tf_transform_output = transformed
+    row = {"fare": "15.0", "payment_type": "Bitcoin", "company": "New Co", "trip_start_hour": "1"}
+    serialized = serialize_rows([row], _schema())
+    raw = tf.io.parse_example(serialized, tf_transform_output.raw_feature_spec())
+    out = tf_transform_output.transform_raw_features(raw)
+    payment = int(out[features.transformed_name("payment_type")][0])
+    # Two known payment types, so OOV ids are 2 .. 2 + OOV_BUCKETS - 1.
+    assert 2 <= payment < 2 + features.OOV_BUCKETS
+
+
+def test_bucketize_is_monotonic_and_missing_goes_lowest(transformed):
+    rows, _, _ = transformed
+    buckets = [r[features.transformed_name("pickup_latitude")] for r in rows]
+    # The missing latitude is filled with 0.0, the smallest value, then
+    # 41.80 < 41.85 < 41.90: bucket ids must follow the same order.
+    assert buckets[3] < buckets[0] < buckets[1] < buckets[2], buckets
+    assert all(0 <= b < features.BUCKET_COUNT for b in buckets)
+
+
+def test_calendar_ids_are_clipped_to_their_range(transformed):
+    rows, _, _ = transformed
+    assert [r[features.transformed_name("trip_start_hour")] for r in rows] == [0, 5, 23, 23]
+
+
+def test_transformed_schema_matches_golden(transformed):
+    _, transformed_metadata, _ = transformed
+    actual = transformed_metadata.schema
+    path = golden_path("transformed_schema.pbtxt")
+    if update_goldens():
+        path.write_text(text_format.MessageToString(actual))
+    expected = text_format.Parse(path.read_text(), schema_pb2.Schema())
+    assert actual == expected, text_format.MessageToString(actual)
+
+
+def test_fill_in_missing_and_label_helpers_on_plain_tensors():
+    sparse = tf.SparseTensor(indices=[[0, 0], [2, 0]], values=[1.5, 2.5], dense_shape=[3, 1])
+    assert fill_in_missing(sparse).numpy().tolist() == [1.5, 0.0, 2.5]
+    label = big_tipper_label(tf.constant([1.0, 5.0, 1.0]), tf.constant([10.0, 10.0, float("nan")]))
+    assert label.dtype == tf.int64
+    assert label.numpy().tolist() == [0, 1, 0]
