@@ -80,3 +80,78 @@ def update_goldens() -> bool:
 def copy_tree(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst
+
+
+@pytest.fixture(scope="session")
+def transformed_taxi(tmp_path_factory):
+    """Real tf.Transform output for 2,000 taxi rows: graph dir + train/eval TFRecords.
+
+    What the Trainer component receives, without running the DAG.
+    """
+    import apache_beam as beam
+    import tensorflow as tf
+    import tensorflow_transform as tft
+    import tensorflow_transform.beam as tft_beam
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
+    from tfx_bsl.public import tfxio as public_tfxio
+
+    from schemas import SCHEMA_FILE
+    from trainer.preprocessing import preprocessing_fn
+    from trainer.raw_examples import serialize_rows
+
+    schema = text_format.Parse(SCHEMA_FILE.read_text(), schema_pb2.Schema())
+    _, rows = read_taxi_rows(limit=2000)
+    serialized = serialize_rows(rows, schema)
+    root = tmp_path_factory.mktemp("transformed_taxi")
+    graph_dir = root / "transform_graph"
+    tfxio = public_tfxio.TFExampleBeamRecord(
+        physical_format="inmem", telemetry_descriptors=["test"], schema=schema
+    )
+    with (
+        beam.Pipeline() as p,
+        tft_beam.Context(temp_dir=str(root / "tmp"), force_tf_compat_v1=False),
+    ):
+        raw = p | beam.Create(serialized) | tfxio.BeamSource()
+        transform_fn = (raw, tfxio.TensorAdapterConfig()) | tft_beam.AnalyzeDataset(
+            preprocessing_fn
+        )
+        _ = transform_fn | tft_beam.WriteTransformFn(str(graph_dir))
+    metadata_io.write_metadata(
+        dataset_metadata.DatasetMetadata(schema),
+        str(graph_dir / tft.TFTransformOutput.RAW_METADATA_DIR),
+    )
+    output = tft.TFTransformOutput(str(graph_dir))
+    parsed = tf.io.parse_example(serialized, output.raw_feature_spec())
+    transformed = output.transform_raw_features(parsed)
+
+    def write(name: str, start: int, stop: int) -> str:
+        path = root / f"{name}.tfrecord.gz"
+        with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+            for i in range(start, stop):
+                feature = {}
+                for key, values in transformed.items():
+                    value = values[i].numpy().item()
+                    if isinstance(value, float):
+                        feature[key] = tf.train.Feature(
+                            float_list=tf.train.FloatList(value=[value])
+                        )
+                    else:
+                        feature[key] = tf.train.Feature(
+                            int64_list=tf.train.Int64List(value=[value])
+                        )
+                writer.write(
+                    tf.train.Example(
+                        features=tf.train.Features(feature=feature)
+                    ).SerializeToString()
+                )
+        return str(path)
+
+    return {
+        "transform_output": str(graph_dir),
+        "train_files": write("train", 0, 1500),
+        "eval_files": write("eval", 1500, 2000),
+        "raw_rows": rows[1500:],
+        "schema": schema,
+    }

@@ -47,8 +47,8 @@ def train_and_export(
     eval_steps: int,
 ) -> dict[str, float]:
     """Trains on Transform output and exports the serving model; returns final metrics."""
+    runtime = resolve_runtime(config.runtime)  # First: strategies configure TF at start-up.
     keras.utils.set_random_seed(config.seed)
-    runtime = resolve_runtime(config.runtime)
     tf_transform_output = tft.TFTransformOutput(transform_output)
     feature_spec = tf_transform_output.transformed_feature_spec()
 

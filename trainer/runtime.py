@@ -36,10 +36,9 @@ class GpuInfo:
 
 @dataclass(frozen=True)
 class HardwareInfo:
-    """What training can see: GPUs, logical CPUs, and workers named by TF_CONFIG."""
+    """What training can see: GPUs and the workers TF_CONFIG names."""
 
     gpus: tuple[GpuInfo, ...]
-    num_cpu_devices: int = 1
     num_workers: int = 1
 
     def describe(self) -> str:
@@ -51,7 +50,7 @@ class HardwareInfo:
             )
         else:
             gpus = "none"
-        return f"GPUs: {gpus}; CPU devices: {self.num_cpu_devices}; workers: {self.num_workers}"
+        return f"GPUs: {gpus}; workers: {self.num_workers}"
 
 
 @dataclass(frozen=True)
@@ -142,7 +141,11 @@ def _build_info(key: str) -> str:
 
 
 def detect_hardware(config: RuntimeConfig) -> HardwareInfo:
-    """Reads the visible devices; applies memory growth before anything touches the GPUs."""
+    """Reads the visible devices; applies memory growth before anything touches the GPUs.
+
+    Only physical-device queries here: they leave the TensorFlow context
+    uninitialized, which MultiWorkerMirroredStrategy requires at creation.
+    """
     physical_gpus = tf.config.list_physical_devices("GPU")
     if config.gpu_memory_growth:
         for gpu in physical_gpus:
@@ -160,7 +163,6 @@ def detect_hardware(config: RuntimeConfig) -> HardwareInfo:
         )
     return HardwareInfo(
         gpus=tuple(gpus),
-        num_cpu_devices=len(tf.config.list_logical_devices("CPU")),
         num_workers=workers_in_tf_config(os.environ.get("TF_CONFIG")),
     )
 
@@ -208,8 +210,9 @@ class Runtime:
 
     def summary(self) -> dict[str, object]:
         return {
-            "devices": self.hardware.describe(),
+            "hardware": self.hardware.describe(),
             "strategy": f"{self.plan.strategy} ({type(self.strategy).__name__})",
+            "devices": ", ".join(self.strategy.extended.worker_devices),
             "replicas_in_sync": self.strategy.num_replicas_in_sync,
             "precision": self.plan.precision,
             "jit_compile": self.plan.jit_compile,
@@ -218,7 +221,10 @@ class Runtime:
 
 
 def resolve_runtime(config: RuntimeConfig) -> Runtime:
-    """Detects hardware, plans, builds the strategy and logs what was chosen."""
+    """Detects hardware, plans, builds the strategy and logs what was chosen.
+
+    Call it before any other TensorFlow work in the process (see detect_hardware).
+    """
     if config.accelerator == "cpu":
         tf.config.set_visible_devices([], "GPU")
     hardware = detect_hardware(config)

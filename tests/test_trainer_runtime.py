@@ -1,0 +1,219 @@
+"""The real trainer under each strategy and precision, on real Transform output, on CPU."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.conftest import REPO_ROOT
+from trainer import features
+from trainer.config import ModelConfig, RuntimeConfig, TrainerConfig
+from trainer.export import PROBABILITY_OUTPUT, SERVING_SIGNATURE
+from trainer.raw_examples import serialize_rows
+from trainer.run import train_and_export
+
+pytestmark = pytest.mark.slow
+
+TRAIN_STEPS = 40
+# No dropout: replicas draw different dropout masks, which would make
+# "scores like a single-device model" a statement about noise.
+BASE = TrainerConfig(
+    model=ModelConfig(hidden_units=(32, 16), dropout=0.0),
+    runtime=RuntimeConfig(
+        strategy="one_device",
+        accelerator="cpu",
+        precision="float32",
+        per_replica_batch_size=64,
+        shuffle_buffer_size=500,
+    ),
+)
+MULTI_PROCESS_TIMEOUT_S = 300
+
+
+def with_runtime(config: TrainerConfig, **changes) -> TrainerConfig:
+    return dataclasses.replace(config, runtime=dataclasses.replace(config.runtime, **changes))
+
+
+def score(export_dir: Path, data) -> np.ndarray:
+    serve = tf.saved_model.load(str(export_dir)).signatures[SERVING_SIGNATURE]
+    serialized = serialize_rows(data["raw_rows"], data["schema"], drop=[features.LABEL_SOURCE_KEY])
+    out = serve(examples=tf.constant(serialized))[PROBABILITY_OUTPUT]
+    assert out.dtype == tf.float32
+    return out.numpy()[:, 0]
+
+
+def accuracy(scores: np.ndarray, data) -> float:
+    labels = np.array([float(r["tips"]) > 0.2 * float(r["fare"]) for r in data["raw_rows"]])
+    return float(np.mean((scores > 0.5) == labels))
+
+
+def train_here(tmp_path: Path, data, config: TrainerConfig, name: str) -> Path:
+    export_dir = tmp_path / name / "serving"
+    train_and_export(
+        config=config,
+        train_files=[data["train_files"]],
+        eval_files=[data["eval_files"]],
+        transform_output=data["transform_output"],
+        serving_model_dir=str(export_dir),
+        model_run_dir=str(tmp_path / name / "run"),
+        train_steps=TRAIN_STEPS,
+        eval_steps=2,
+    )
+    return export_dir
+
+
+def process_command(tmp_path: Path, data, config: TrainerConfig, name: str, **extra) -> list[str]:
+    command = [sys.executable, "-m", "tests.trainer_process"]
+    command += ["--transform-output", data["transform_output"]]
+    command += ["--train-files", data["train_files"], "--eval-files", data["eval_files"]]
+    command += ["--export-dir", str(tmp_path / name / "serving")]
+    command += ["--run-dir", str(tmp_path / name / "run")]
+    command += ["--trainer-config", json.dumps(dataclasses.asdict(config))]
+    command += ["--train-steps", str(TRAIN_STEPS)]
+    for flag, value in extra.items():
+        command += [f"--{flag.replace('_', '-')}", str(value)]
+    return command
+
+
+def run_processes(commands_and_envs, timeout=MULTI_PROCESS_TIMEOUT_S):
+    """Starts every process, waits for all; kills the rest if one fails or time runs out."""
+    procs = [
+        subprocess.Popen(
+            cmd,
+            cwd=REPO_ROOT,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for cmd, env in commands_and_envs
+    ]
+    try:
+        outputs = [p.communicate(timeout=timeout)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, out in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, out[-4000:]
+    return outputs
+
+
+@pytest.fixture(scope="module")
+def single_device(tmp_path_factory, transformed_taxi):
+    """The reference: one device, float32, 64 examples per step, trained in a fresh process."""
+    tmp = tmp_path_factory.mktemp("single")
+    run_processes([(process_command(tmp, transformed_taxi, BASE, "single"), {})])
+    return score(tmp / "single" / "serving", transformed_taxi)
+
+
+def test_single_device_model_learns(single_device, transformed_taxi):
+    assert accuracy(single_device, transformed_taxi) >= 0.8
+
+
+def test_mirrored_over_two_logical_cpus_scores_like_one_device(
+    tmp_path, transformed_taxi, single_device
+):
+    # Same global batch: 2 replicas x 32 == 1 x 64, so the math is the same.
+    config = with_runtime(BASE, strategy="mirrored", per_replica_batch_size=32)
+    outputs = run_processes(
+        [(process_command(tmp_path, transformed_taxi, config, "mirrored", logical_cpus=2), {})]
+    )
+    assert "replicas_in_sync = 2" in outputs[0]
+    mirrored = score(tmp_path / "mirrored" / "serving", transformed_taxi)
+    np.testing.assert_allclose(mirrored, single_device, atol=0.02)
+
+
+def test_two_workers_train_one_model_and_the_chief_exports_it(
+    tmp_path, transformed_taxi, single_device
+):
+    import portpicker
+
+    ports = [portpicker.pick_unused_port() for _ in range(2)]
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    config = with_runtime(BASE, strategy="auto", per_replica_batch_size=32)
+    jobs = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        jobs.append(
+            (
+                process_command(tmp_path, transformed_taxi, config, f"worker{index}"),
+                {"TF_CONFIG": tf_config},
+            )
+        )
+    outputs = run_processes(jobs)
+    for out in outputs:
+        assert "strategy = multi_worker_mirrored (MultiWorkerMirroredStrategy)" in out
+        assert "global_batch_size = 64" in out
+    assert (tmp_path / "worker0" / "serving" / "saved_model.pb").exists()
+    assert not (tmp_path / "worker1" / "serving").exists()
+    assert not (tmp_path / "worker1" / "run" / "worker_export").exists()
+    # Each worker reads its own half of the records, so the example order
+    # differs from the single-device run: same quality, not the same numbers.
+    multi = score(tmp_path / "worker0" / "serving", transformed_taxi)
+    assert abs(accuracy(multi, transformed_taxi) - accuracy(single_device, transformed_taxi)) < 0.05
+    assert np.mean(np.abs(multi - single_device)) < 0.1
+
+
+def test_mixed_bfloat16_on_cpu_exports_float32(tmp_path, transformed_taxi, caplog):
+    config = with_runtime(BASE, precision="mixed_bfloat16")
+    with caplog.at_level(logging.INFO, logger="trainer"):
+        export_dir = train_here(tmp_path, transformed_taxi, config, "bf16")
+    assert "trainer runtime: precision = mixed_bfloat16" in caplog.text
+    dtypes = tf.train.load_checkpoint(str(export_dir / "variables" / "variables"))
+    float_dtypes = {d for d in dtypes.get_variable_to_dtype_map().values() if d.is_floating}
+    assert float_dtypes == {tf.float32}
+    scores = score(export_dir, transformed_taxi)
+    assert accuracy(scores, transformed_taxi) >= 0.8
+
+
+def test_jit_compile_scores_like_without(tmp_path, transformed_taxi):
+    plain = score(train_here(tmp_path, transformed_taxi, BASE, "plain"), transformed_taxi)
+    jit = score(
+        train_here(tmp_path, transformed_taxi, with_runtime(BASE, jit_compile=True), "jit"),
+        transformed_taxi,
+    )
+    np.testing.assert_allclose(jit, plain, atol=0.02)
+
+
+def test_run_directory_has_tensorboard_logs_profile_and_resolved_config(tmp_path, transformed_taxi):
+    config = with_runtime(BASE, profile_steps=(2, 3))
+    train_here(tmp_path, transformed_taxi, config, "tb")
+    run_dir = tmp_path / "tb" / "run"
+    assert list(run_dir.glob("train/events.out.tfevents.*"))
+    assert list(run_dir.glob("train/plugins/profile/*"))
+    resolved = json.loads((run_dir / "trainer_config.json").read_text())
+    assert resolved["resolved_runtime"]["strategy"].startswith("one_device")
+    assert resolved["runtime"]["profile_steps"] == [2, 3]
+    exported = json.loads(
+        (tmp_path / "tb" / "serving" / "assets.extra" / "trainer_config.json").read_text()
+    )
+    assert exported == resolved
+
+
+@pytest.mark.gpu
+def test_mixed_float16_on_gpu_exports_float32_that_runs_on_cpu(tmp_path, transformed_taxi):
+    config = with_runtime(BASE, accelerator="gpu", precision="mixed_float16")
+    export_dir = train_here(tmp_path, transformed_taxi, config, "fp16")
+    with tf.device("/cpu:0"):
+        scores = score(export_dir, transformed_taxi)
+    assert accuracy(scores, transformed_taxi) >= 0.8
+
+
+@pytest.mark.gpu
+def test_mirrored_nccl_on_all_gpus(tmp_path, transformed_taxi):
+    if len(tf.config.list_physical_devices("GPU")) < 2:
+        pytest.skip("NCCL all-reduce needs at least two GPUs")
+    config = with_runtime(BASE, accelerator="gpu", strategy="mirrored")
+    export_dir = train_here(tmp_path, transformed_taxi, config, "nccl")
+    assert accuracy(score(export_dir, transformed_taxi), transformed_taxi) >= 0.8

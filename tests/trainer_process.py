@@ -1,0 +1,53 @@
+"""Runs `train_and_export` in a fresh process, for tests that need one.
+
+A fresh process is needed when a test must configure devices before
+TensorFlow initializes them (logical CPUs for MirroredStrategy) or run
+several workers (MultiWorkerMirroredStrategy with TF_CONFIG).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--transform-output", required=True)
+    parser.add_argument("--train-files", required=True)
+    parser.add_argument("--eval-files", required=True)
+    parser.add_argument("--export-dir", required=True)
+    parser.add_argument("--run-dir", required=True)
+    parser.add_argument("--trainer-config", required=True, help="TrainerConfig as JSON")
+    parser.add_argument("--train-steps", type=int, required=True)
+    parser.add_argument("--logical-cpus", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    import tensorflow as tf
+
+    if args.logical_cpus:
+        (cpu,) = tf.config.list_physical_devices("CPU")
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * args.logical_cpus
+        )
+
+    from trainer.config import TrainerConfig
+    from trainer.run import train_and_export
+
+    metrics = train_and_export(
+        config=TrainerConfig.from_dict(json.loads(args.trainer_config)),
+        train_files=[args.train_files],
+        eval_files=[args.eval_files],
+        transform_output=args.transform_output,
+        serving_model_dir=args.export_dir,
+        model_run_dir=args.run_dir,
+        train_steps=args.train_steps,
+        eval_steps=2,
+    )
+    print(json.dumps(metrics))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
