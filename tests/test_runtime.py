@@ -64,7 +64,7 @@ def test_accelerator_cpu_ignores_visible_gpus():
 
 
 def test_gpu_requested_but_none_visible_fails_with_the_likely_cause():
-    with pytest.raises(RuntimeConfigError, match="sees no GPU.*CUDA/cuDNN"):
+    with pytest.raises(RuntimeConfigError, match=r"sees no GPU.*CUDA/cuDNN"):
         plan(NO_GPU, accelerator="gpu")
 
 

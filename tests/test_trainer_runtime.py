@@ -34,6 +34,7 @@ BASE = TrainerConfig(
         precision="float32",
         per_replica_batch_size=64,
         shuffle_buffer_size=500,
+        deterministic_input=True,
     ),
 )
 MULTI_PROCESS_TIMEOUT_S = 300
@@ -105,7 +106,8 @@ def run_processes(commands_and_envs, timeout=MULTI_PROCESS_TIMEOUT_S):
                 p.kill()
                 p.wait()
     for p, out in zip(procs, outputs, strict=True):
-        assert p.returncode == 0, out[-4000:]
+        # Show the traceback, not the tensors an error message may dump after it.
+        assert p.returncode == 0, out[out.find("Traceback") :][:4000]
     return outputs
 
 
@@ -131,7 +133,7 @@ def test_mirrored_over_two_logical_cpus_scores_like_one_device(
     )
     assert "replicas_in_sync = 2" in outputs[0]
     mirrored = score(tmp_path / "mirrored" / "serving", transformed_taxi)
-    np.testing.assert_allclose(mirrored, single_device, atol=0.02)
+    np.testing.assert_allclose(mirrored, single_device, atol=0.01)
 
 
 def test_two_workers_train_one_model_and_the_chief_exports_it(
@@ -153,11 +155,12 @@ def test_two_workers_train_one_model_and_the_chief_exports_it(
         )
     outputs = run_processes(jobs)
     for out in outputs:
-        assert "strategy = multi_worker_mirrored (MultiWorkerMirroredStrategy)" in out
+        assert "strategy = multi_worker_mirrored" in out
+        assert "replicas_in_sync = 2" in out
         assert "global_batch_size = 64" in out
     assert (tmp_path / "worker0" / "serving" / "saved_model.pb").exists()
     assert not (tmp_path / "worker1" / "serving").exists()
-    assert not (tmp_path / "worker1" / "run" / "worker_export").exists()
+    assert not list((tmp_path / "worker1" / "run").glob("worker_export*"))
     # Each worker reads its own half of the records, so the example order
     # differs from the single-device run: same quality, not the same numbers.
     multi = score(tmp_path / "worker0" / "serving", transformed_taxi)

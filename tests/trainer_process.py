@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 
 
@@ -23,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-steps", type=int, required=True)
     parser.add_argument("--logical-cpus", type=int, default=0)
     args = parser.parse_args(argv)
+    # The parent test reads the trainer's start-up log (strategy, precision, batch).
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
 
     import tensorflow as tf
 

@@ -37,6 +37,8 @@ class RuntimeConfig:
       per_replica_batch_size: examples per device per step; the global batch is
         this times the replicas in sync.
       cache_dataset: keep decoded training records in memory after the first pass.
+      deterministic_input: read and batch records in a reproducible order (same
+        seed, same batches) at some cost in input throughput.
       shuffle_buffer_size: examples held for shuffling the training stream.
       profile_steps: (first, last) train steps to trace with the TensorFlow
         profiler into TensorBoard, or None for no trace.
@@ -50,6 +52,7 @@ class RuntimeConfig:
     gpu_memory_growth: bool = True
     per_replica_batch_size: int = 256
     cache_dataset: bool = True
+    deterministic_input: bool = False
     shuffle_buffer_size: int = 10_000
     profile_steps: tuple[int, int] | None = None
 

@@ -38,10 +38,13 @@ def make_dataset(
     cache: bool = False,
     shuffle_buffer_size: int = 10_000,
     seed: int | None = None,
+    deterministic: bool = False,
     input_context: tf.distribute.InputContext | None = None,
 ) -> tf.data.Dataset:
     """Batches of (features, label) from TFRecord files of serialized tf.Examples.
 
+    Training data is read in whatever order keeps the pipeline busiest unless
+    `deterministic` is set; evaluation data always keeps file order.
     Both repeat forever: TFX counts steps, not epochs, and Keras re-reads the
     validation data for a fixed number of steps at every epoch end. Training
     data is shuffled; evaluation data keeps file order.
@@ -63,7 +66,7 @@ def make_dataset(
         lambda path: tf.data.TFRecordDataset(path, compression_type=compression),
         cycle_length=min(len(files), 8),
         num_parallel_calls=AUTOTUNE,
-        deterministic=not training,
+        deterministic=deterministic or not training,
     )
     if shard_records:
         dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
@@ -82,7 +85,9 @@ def make_dataset(
         label = parsed.pop(label_key)
         return parsed, label
 
-    dataset = dataset.map(parse, num_parallel_calls=AUTOTUNE, deterministic=not training)
+    dataset = dataset.map(
+        parse, num_parallel_calls=AUTOTUNE, deterministic=deterministic or not training
+    )
     options = tf.data.Options()
     # Sharding is done above; stop tf.distribute from sharding a second time.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF

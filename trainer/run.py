@@ -14,6 +14,7 @@ from tfx.components.trainer.fn_args_utils import FnArgs
 
 from trainer import features
 from trainer.config import TrainerConfig
+from trainer.custom_loop import fit_with_custom_loop
 from trainer.data import distributed_dataset
 from trainer.export import export_serving_model
 from trainer.model import build_model, compile_model
@@ -69,6 +70,7 @@ def train_and_export(
         file_patterns=train_files,
         training=True,
         cache=config.runtime.cache_dataset,
+        deterministic=config.runtime.deterministic_input,
         **common,
     )
     eval_data = distributed_dataset(
@@ -88,33 +90,51 @@ def train_and_export(
             jit_compile=runtime.plan.jit_compile,
         )
 
-    callbacks = [
-        keras.callbacks.TensorBoard(
-            log_dir=model_run_dir,
-            update_freq="epoch",
-            profile_batch=config.runtime.profile_steps or 0,
-        )
-    ]
     # Several short epochs give TensorBoard a curve; TFX counts steps.
     epochs = max(1, min(10, train_steps // 50))
-    history = model.fit(
-        train_data,
-        epochs=epochs,
-        steps_per_epoch=max(1, train_steps // epochs),
-        validation_data=eval_data,
-        validation_steps=eval_steps,
-        callbacks=callbacks,
-        verbose=2,
-    )
-    metrics = {k: float(v[-1]) for k, v in history.history.items()}
+    chief = is_chief(os.environ.get("TF_CONFIG"))
+    if isinstance(runtime.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        metrics = fit_with_custom_loop(
+            model,
+            strategy=runtime.strategy,
+            train_data=train_data,
+            eval_data=eval_data,
+            global_batch_size=runtime.global_batch_size,
+            train_steps=train_steps,
+            eval_steps=eval_steps,
+            epochs=epochs,
+            log_dir=model_run_dir,
+            is_chief=chief,
+        )
+    else:
+        callbacks = [
+            keras.callbacks.TensorBoard(
+                log_dir=model_run_dir,
+                update_freq="epoch",
+                profile_batch=config.runtime.profile_steps or 0,
+            )
+        ]
+        history = model.fit(
+            train_data,
+            epochs=epochs,
+            steps_per_epoch=max(1, train_steps // epochs),
+            validation_data=eval_data,
+            validation_steps=eval_steps,
+            callbacks=callbacks,
+            verbose=2,
+        )
+        metrics = {k: float(v[-1]) for k, v in history.history.items()}
     logger.info("trainer final metrics: %s", metrics)
 
-    if is_chief(os.environ.get("TF_CONFIG")):
+    if chief:
         export_serving_model(model, tf_transform_output, serving_model_dir, config=resolved)
     else:
         # Non-chief workers must still take part in the collective save, but
         # into a scratch directory: only the chief's copy is the model.
-        scratch = os.path.join(model_run_dir, "worker_export")
+        task = json.loads(os.environ["TF_CONFIG"]).get("task", {})
+        scratch = os.path.join(
+            model_run_dir, f"worker_export_{task.get('type', 'worker')}_{task.get('index', 0)}"
+        )
         export_serving_model(model, tf_transform_output, scratch)
         tf.io.gfile.rmtree(scratch)
     return metrics
