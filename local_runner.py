@@ -81,7 +81,9 @@ def _configure_logging(verbose: bool) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
     if not verbose:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        # TensorFlow's C++ start-up chatter (CUDA plugin registration) is all
+        # at ERROR level; Python exceptions still surface every real failure.
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         handler.addFilter(_ProgressOnly())
@@ -95,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from pipeline.beam import beam_pipeline_args, choose_beam_mode, data_size_bytes
     from pipeline.config import variant
     from pipeline.inputs import check_csv_data_root
+    from pipeline.local import run_locally
     from pipeline.pipeline import create_pipeline
     from pipeline.run_summary import summarize_latest_run
     from schemas import SCHEMA_FILE
@@ -133,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         f"{config.train_steps} train steps, cache {'on' if config.enable_cache else 'off'})",
         flush=True,
     )
-    tfx.orchestration.LocalDagRunner().run(pipeline)
+    run_locally(pipeline)
     print(summarize_latest_run(metadata, config.pipeline_name).format(), flush=True)
     return 0
 

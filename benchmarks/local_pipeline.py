@@ -73,7 +73,7 @@ def _child(name: str, out: Path) -> dict:
         rc = local_runner.main(["--output-dir", str(out), "--no-cache"])
         if rc:
             raise SystemExit(rc)
-        pipeline_name, output_key = "taxi_big_tipper", "probabilities"
+        pipeline_name, output_key = "taxi-big-tipper", "probabilities"
         pipeline_root = out / "pipeline_root"
     else:
         import tfx.examples.chicago_taxi_pipeline.taxi_pipeline_native_keras as example
@@ -140,7 +140,7 @@ _GROUPS = {
     "Transform": ("Transform",),
     "Trainer": ("Trainer",),
     "Evaluator": ("Evaluator",),
-    "Resolver + Pusher": ("latest_blessed_model_resolver", "LatestBlessedModelResolver", "Pusher"),
+    "Baseline + Pusher": ("latest_blessed_model_resolver", "LatestServedModel", "Pusher"),
 }
 
 

@@ -7,6 +7,7 @@ few fields, so a GPU or Kubeflow setup cannot drift from the local one.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 from trainer.config import RuntimeConfig, TrainerConfig
@@ -14,6 +15,7 @@ from trainer.config import RuntimeConfig, TrainerConfig
 # Share of "big tippers" in the sample is 22.5%: always answering "no" scores
 # 0.775. A model is only worth serving if it beats that clearly.
 DEFAULT_MIN_BINARY_ACCURACY = 0.8
+PIPELINE_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,127}")
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ class EvaluationConfig:
 class PipelineConfig:
     """Everything about the DAG that is not a path (paths are the runner's job)."""
 
-    pipeline_name: str = "taxi_big_tipper"
+    pipeline_name: str = "taxi-big-tipper"
     train_steps: int = 200
     eval_steps: int = 20
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
@@ -55,6 +57,11 @@ class PipelineConfig:
     enable_cache: bool = True
 
     def __post_init__(self) -> None:
+        if not PIPELINE_NAME_PATTERN.fullmatch(self.pipeline_name):
+            raise ValueError(
+                f"pipeline_name {self.pipeline_name!r} must match {PIPELINE_NAME_PATTERN.pattern} "
+                "(Kubeflow Pipelines' rule, applied locally too so both runs share one name)"
+            )
         if self.train_steps <= 0:
             raise ValueError(f"train_steps must be positive, got {self.train_steps}")
         if self.eval_steps <= 0:

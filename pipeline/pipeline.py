@@ -2,7 +2,8 @@
 
 ExampleGen -> StatisticsGen -> (schema from schemas/) -> ExampleValidator
 -> DataValidationGate -> Transform -> Trainer -> Evaluator (absolute and
-change thresholds vs. the latest blessed model) -> Pusher (only if blessed).
+change thresholds vs. the model currently served, i.e. the latest blessed and
+pushed one) -> Pusher (only if blessed).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 
 from components.data_gate import DataValidationGate
+from components.evaluator import Evaluator
+from components.served_model import LatestServedModel
 from pipeline.config import EvaluationConfig
 from trainer import features
 from trainer.config import TrainerConfig
@@ -29,9 +32,13 @@ EXAMPLE_VALIDATOR = "ExampleValidator"
 DATA_GATE = "DataValidationGate"
 TRANSFORM = "Transform"
 TRAINER = "Trainer"
-BASELINE_RESOLVER = "LatestBlessedModelResolver"
+BASELINE = "LatestServedModel"
 EVALUATOR = "Evaluator"
 PUSHER = "Pusher"
+
+
+# Nodes that read state outside the pipeline and so must run every time.
+UNCACHED_NODES = (BASELINE,)
 
 
 def function_path(fn: Callable) -> str:
@@ -87,10 +94,10 @@ def create_pipeline(
     *,
     pipeline_name: str,
     pipeline_root: str,
-    data_root: str,
+    data_root: str | tfx.dsl.experimental.RuntimeParameter,
     schema_path: str,
     serving_model_dir: str,
-    train_steps: int,
+    train_steps: int | tfx.dsl.experimental.RuntimeParameter,
     eval_steps: int,
     trainer_config: TrainerConfig,
     evaluation: EvaluationConfig,
@@ -98,7 +105,13 @@ def create_pipeline(
     beam_pipeline_args: Sequence[str] = (),
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
 ) -> tfx.dsl.Pipeline:
-    """Builds the DAG. Pure: reads no files and no environment."""
+    """Builds the DAG. Pure: reads no files and no environment.
+
+    `data_root` and `train_steps` may be RuntimeParameters (Kubeflow), set per
+    run. TFX cannot put a parameter inside the TrainArgs proto, so a
+    `train_steps` parameter must be a str parameter holding TrainArgs JSON,
+    `{"num_steps": N}` (see kubeflow/compile.py).
+    """
     example_gen = tfx.components.CsvExampleGen(input_base=data_root).with_id(EXAMPLE_GEN)
 
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"]).with_id(
@@ -135,21 +148,26 @@ def create_pipeline(
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_importer.outputs["schema"],
-        train_args=tfx.proto.TrainArgs(num_steps=train_steps),
+        train_args=(
+            train_steps
+            if isinstance(train_steps, tfx.dsl.experimental.RuntimeParameter)
+            else tfx.proto.TrainArgs(num_steps=train_steps)
+        ),
         eval_args=tfx.proto.EvalArgs(num_steps=eval_steps),
         custom_config=trainer_config.to_custom_config(),
     ).with_id(TRAINER)
 
-    baseline_resolver = tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-    ).with_id(BASELINE_RESOLVER)
+    # The model being served is the baseline (every served model was blessed
+    # when pushed). Unlike TFX's Resolver, this runs on open-source Kubeflow.
+    baseline = LatestServedModel(
+        candidate_model=trainer.outputs["model"],
+        serving_model_dir=serving_model_dir,
+    ).with_id(BASELINE)
 
-    evaluator = tfx.components.Evaluator(
+    evaluator = Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
-        baseline_model=baseline_resolver.outputs["model"],
+        baseline_model=baseline.outputs["baseline_model"],
         eval_config=build_eval_config(evaluation),
     ).with_id(EVALUATOR)
 
@@ -172,7 +190,7 @@ def create_pipeline(
             data_gate,
             transform,
             trainer,
-            baseline_resolver,
+            baseline,
             evaluator,
             pusher,
         ],

@@ -35,6 +35,7 @@ class RunSummary:
     metrics: dict[str, float] = field(default_factory=dict)
     validation_failures: list[str] = field(default_factory=list)
     has_baseline: bool = False
+    baseline_path: str | None = None
     blessed: bool | None = None
     pushed_destination: str | None = None
 
@@ -45,8 +46,9 @@ class RunSummary:
             shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(self.metrics.items()))
             lines.append(f"Evaluation (eval split): {shown}")
         lines.append(
-            "Baseline: "
-            + ("latest blessed model" if self.has_baseline else "none (first blessed model)")
+            f"Baseline: model served at {self.baseline_path}"
+            if self.has_baseline
+            else "Baseline: none (nothing served yet; absolute thresholds only)"
         )
         if self.blessed is None:
             lines.append("Blessing: not evaluated")
@@ -126,7 +128,11 @@ def summarize_latest_run(
     for ev in events:
         if ev.type == metadata_store_pb2.Event.INPUT:
             if any(step.key == "baseline_model" for step in ev.path.steps):
-                summary.has_baseline = True
+                props = artifacts[ev.artifact_id].custom_properties
+                if "has_model" not in props or props["has_model"].int_value == 1:
+                    summary.has_baseline = True
+                    if "served_path" in props:
+                        summary.baseline_path = props["served_path"].string_value
         elif ev.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT):
             outputs_by_execution.setdefault(ev.execution_id, []).append(artifacts[ev.artifact_id])
 

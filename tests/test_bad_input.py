@@ -62,7 +62,7 @@ def test_bad_data_stops_before_trainer(tmp_path, capsys, case):
         tfx.orchestration.metadata.sqlite_metadata_connection_config(
             str(tmp_path / "out" / "metadata.sqlite")
         ),
-        "taxi_big_tipper",
+        "taxi-big-tipper",
     )
     ran = {c.node_id: c.state for c in summary.components}
     assert ran[dag.DATA_GATE] == "failed"

@@ -65,3 +65,8 @@ def test_evaluation_bounds_are_checked(field):
 def test_steps_must_be_positive():
     with pytest.raises(ValueError, match="train_steps"):
         PipelineConfig(train_steps=0)
+
+
+def test_pipeline_name_follows_kubeflow_rules():
+    with pytest.raises(ValueError, match="pipeline_name 'My_Pipeline' must match"):
+        PipelineConfig(pipeline_name="My_Pipeline")

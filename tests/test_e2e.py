@@ -39,7 +39,7 @@ def test_local_run_pushes_a_model_that_scores_raw_rows_then_reruns_against_it(
     )
 
     assert local_runner.main(args) == 0
-    first = summarize_latest_run(metadata, "taxi_big_tipper")
+    first = summarize_latest_run(metadata, "taxi-big-tipper")
     assert first.blessed is True and not first.has_baseline
     assert first.metrics["binary_accuracy"] >= 0.8
     (version,) = sorted((output_dir / "serving_model").iterdir())
@@ -65,7 +65,7 @@ def test_local_run_pushes_a_model_that_scores_raw_rows_then_reruns_against_it(
     # being served is never rewritten.
     served_before = _snapshot(version)
     assert local_runner.main(args) == 0
-    second = summarize_latest_run(metadata, "taxi_big_tipper")
+    second = summarize_latest_run(metadata, "taxi-big-tipper")
     assert second.run_id != first.run_id
     assert second.has_baseline
     assert "binary_accuracy_diff" in second.metrics

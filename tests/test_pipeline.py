@@ -26,7 +26,8 @@ EXPECTED_EDGES = {
     (dag.TRANSFORM, dag.TRAINER),
     (dag.TRAINER, dag.EVALUATOR),
     (dag.TRAINER, dag.PUSHER),
-    (dag.BASELINE_RESOLVER, dag.EVALUATOR),
+    (dag.TRAINER, dag.BASELINE),
+    (dag.BASELINE, dag.EVALUATOR),
     (dag.EVALUATOR, dag.PUSHER),
 }
 
@@ -63,7 +64,7 @@ def test_components_and_edges(tmp_path):
             dag.DATA_GATE,
             dag.TRANSFORM,
             dag.TRAINER,
-            dag.BASELINE_RESOLVER,
+            dag.BASELINE,
             dag.EVALUATOR,
             dag.PUSHER,
         ]

@@ -1,0 +1,53 @@
+"""TFX's Evaluator, taught that an empty baseline means "no baseline".
+
+`LatestServedModel` always emits a Model artifact (a step must produce its
+outputs on Kubeflow); when nothing is served yet that artifact is marked
+`has_model = 0`. This executor drops such a baseline before TFMA runs, so the
+change threshold is skipped exactly as TFX does on a first run without a
+blessed model. Everything else is the stock executor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfx import types
+from tfx.components.evaluator import component as evaluator_component
+from tfx.components.evaluator import executor as evaluator_executor
+from tfx.dsl.components.base import executor_spec
+from tfx.types import standard_component_specs
+
+from components.served_model import HAS_MODEL_PROPERTY
+
+
+def drop_empty_baseline(
+    input_dict: dict[str, list[types.Artifact]],
+) -> dict[str, list[types.Artifact]]:
+    baselines = [
+        a
+        for a in input_dict.get(standard_component_specs.BASELINE_MODEL_KEY, [])
+        if not a.has_custom_property(HAS_MODEL_PROPERTY)
+        or a.get_int_custom_property(HAS_MODEL_PROPERTY) == 1
+    ]
+    result = {
+        k: v for k, v in input_dict.items() if k != standard_component_specs.BASELINE_MODEL_KEY
+    }
+    if baselines:
+        result[standard_component_specs.BASELINE_MODEL_KEY] = baselines
+    return result
+
+
+class ServedBaselineExecutor(evaluator_executor.Executor):
+    def Do(
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+    ) -> None:
+        super().Do(drop_empty_baseline(input_dict), output_dict, exec_properties)
+
+
+class Evaluator(evaluator_component.Evaluator):
+    """`tfx.components.Evaluator` with `ServedBaselineExecutor`."""
+
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(ServedBaselineExecutor)

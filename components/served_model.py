@@ -1,0 +1,69 @@
+"""The baseline for the Evaluator: the model currently served.
+
+TFX's `Resolver(LatestBlessedModelStrategy)` compiles, for Kubeflow, to a
+resolver executor that open-source Kubeflow Pipelines v2 does not implement.
+This component does the same job as an ordinary container step, locally and
+on Kubeflow alike: it finds the newest version under the Pusher's serving
+directory (the one TF Serving loads) and hands a copy to the Evaluator as a
+Model artifact. With nothing served yet it emits an empty artifact marked
+`has_model = 0`, which `components.evaluator.Evaluator` treats as "no
+baseline" (so only absolute thresholds apply, as on a first run).
+
+It reads state outside the pipeline, so it must never be served from cache:
+`pipeline.pipeline.UNCACHED_NODES` lists it and both runners switch caching
+off for it.
+"""
+
+# No `from __future__ import annotations`: the @component decorator reads
+# the real annotation objects.
+
+import os
+
+from absl import logging
+from tfx import v1 as tfx
+from tfx.utils import io_utils
+
+HAS_MODEL_PROPERTY = "has_model"
+SERVED_VERSION_PROPERTY = "served_version"
+SERVED_PATH_PROPERTY = "served_path"
+# Where the Evaluator looks for a SavedModel inside a Model artifact.
+SERVING_SUBDIR = "Format-Serving"
+
+
+def latest_served_version(serving_model_dir: str) -> "str | None":
+    """Newest numeric version directory holding a complete SavedModel, or None.
+
+    TF Serving loads the highest version number; the Pusher writes
+    saved_model.pb last, so a version without it is still being copied.
+    """
+    if not tfx.dsl.io.fileio.exists(serving_model_dir):
+        return None
+    versions = []
+    for name in tfx.dsl.io.fileio.listdir(serving_model_dir):
+        name = name.rstrip("/")
+        if name.isdigit() and tfx.dsl.io.fileio.exists(
+            os.path.join(serving_model_dir, name, "saved_model.pb")
+        ):
+            versions.append(int(name))
+    return str(max(versions)) if versions else None
+
+
+@tfx.dsl.components.component
+def LatestServedModel(
+    candidate_model: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Model],
+    baseline_model: tfx.dsl.components.OutputArtifact[tfx.types.standard_artifacts.Model],
+    serving_model_dir: tfx.dsl.components.Parameter[str],
+):
+    """Copies the newest served model into `baseline_model`, or marks it empty."""
+    del candidate_model  # Only orders this step after Trainer; see the module docstring.
+    version = latest_served_version(serving_model_dir)
+    if version is None:
+        logging.info("Nothing served under %s yet: no baseline.", serving_model_dir)
+        baseline_model.set_int_custom_property(HAS_MODEL_PROPERTY, 0)
+        return
+    served_path = os.path.join(serving_model_dir, version)
+    io_utils.copy_dir(served_path, os.path.join(baseline_model.uri, SERVING_SUBDIR))
+    baseline_model.set_int_custom_property(HAS_MODEL_PROPERTY, 1)
+    baseline_model.set_string_custom_property(SERVED_VERSION_PROPERTY, version)
+    baseline_model.set_string_custom_property(SERVED_PATH_PROPERTY, served_path)
+    logging.info("Baseline: served version %s (%s).", version, served_path)
