@@ -29,10 +29,14 @@ def choose_beam_mode(data_bytes: int, requested: BeamMode = "auto") -> str:
 
 
 def beam_pipeline_args(mode: str, *, num_workers: int | None = None) -> list[str]:
-    """DirectRunner arguments for `mode` (`in_memory` or `multi_processing`)."""
+    """DirectRunner arguments for `mode` (`in_memory` or `multi_processing`).
+
+    `num_workers=None` uses this machine's cores; 0 lets Beam count the cores
+    of the machine it runs on (a Kubeflow pod).
+    """
     if mode == "in_memory":
         return ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
     if mode == "multi_processing":
-        workers = num_workers or os.cpu_count() or 1
+        workers = num_workers if num_workers is not None else (os.cpu_count() or 1)
         return ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
     raise ValueError(f"unknown Beam mode {mode!r}; use in_memory or multi_processing")

@@ -37,6 +37,18 @@ EVALUATOR = "Evaluator"
 PUSHER = "Pusher"
 
 
+COMPONENT_IDS = (
+    EXAMPLE_GEN,
+    STATISTICS_GEN,
+    SCHEMA_IMPORTER,
+    EXAMPLE_VALIDATOR,
+    DATA_GATE,
+    TRANSFORM,
+    TRAINER,
+    BASELINE,
+    EVALUATOR,
+    PUSHER,
+)
 # Nodes that read state outside the pipeline and so must run every time.
 UNCACHED_NODES = (BASELINE,)
 

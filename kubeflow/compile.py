@@ -1,0 +1,254 @@
+"""Compiles the pipeline for Kubeflow Pipelines v2.
+
+    python -m kubeflow.compile --output pipeline.yaml [--config kubeflow/pipeline.yaml]
+
+The DAG is the same `create_pipeline(...)` that runs locally. TFX's
+KubeflowV2DagRunner writes the pipeline spec (schema 2.1.0); this module then
+adds what TFX leaves out, in the form today's KFP SDK writes it:
+
+* per-component CPU/memory/accelerator requests and limits on every container
+  step, ExampleGen and the schema importer included;
+* the Kubernetes platform section (node selectors, tolerations) that KFP reads,
+  as `kfp.kubernetes.add_node_selector` / `add_toleration` produce it;
+* defaults for the runtime parameters (`data_root`, `train_args`) and the
+  pipeline root;
+* caching switched off for steps that read state outside the pipeline.
+
+The output is a two-document YAML file (pipeline spec, platform spec), as
+`kfp.compiler.Compiler` writes: upload it in the KFP UI or submit it with
+`python -m kubeflow.submit`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+import tempfile
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubeflow.settings import DEFAULT_SETTINGS_FILE, KubeflowSettings, Placement, load_settings
+
+TRAIN_ARGS_PARAMETER = "train_args"
+DATA_ROOT_PARAMETER = "data_root"
+_MEMORY_SUFFIXES = {
+    "": 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
+
+
+def _cpu_number(quantity: str) -> float:
+    return float(Decimal(quantity[:-1]) / 1000) if quantity.endswith("m") else float(quantity)
+
+
+def _memory_gb(quantity: str) -> float:
+    """Decimal gigabytes, the unit of KFP's legacy numeric memory fields."""
+    for suffix in sorted(_MEMORY_SUFFIXES, key=len, reverse=True):
+        if suffix and quantity.endswith(suffix):
+            return float(Decimal(quantity[: -len(suffix)]) * _MEMORY_SUFFIXES[suffix] / 10**9)
+    return float(Decimal(quantity) / 10**9)
+
+
+def resource_spec(placement: Placement) -> dict[str, Any]:
+    """The container `resources` block, field for field as kfp 2.x's compiler writes it."""
+    resources = placement.resources
+    spec: dict[str, Any] = {}
+    for field, legacy, convert in (
+        ("cpu_limit", "cpuLimit", _cpu_number),
+        ("cpu_request", "cpuRequest", _cpu_number),
+        ("memory_limit", "memoryLimit", _memory_gb),
+        ("memory_request", "memoryRequest", _memory_gb),
+    ):
+        value = getattr(resources, field)
+        if value is not None:
+            spec[legacy] = convert(value)
+            spec["resource" + legacy[0].upper() + legacy[1:]] = value
+    if resources.gpu:
+        spec["accelerator"] = {
+            "count": str(resources.gpu),
+            "resourceCount": str(resources.gpu),
+            "resourceType": resources.accelerator,
+            "type": resources.accelerator,
+        }
+    return spec
+
+
+def kubernetes_executor_config(placement: Placement) -> dict[str, Any]:
+    """One executor's entry in the platform spec, as kfp-kubernetes writes it."""
+    config: dict[str, Any] = {}
+    if placement.node_selector:
+        config["nodeSelector"] = {"labels": dict(placement.node_selector)}
+    if placement.tolerations:
+        config["tolerations"] = [
+            {
+                key: value
+                for key, value in (
+                    ("key", t.key),
+                    ("operator", t.operator),
+                    ("value", t.value),
+                    ("effect", t.effect),
+                    ("tolerationSeconds", t.toleration_seconds),
+                )
+                if value is not None
+            }
+            for t in placement.tolerations
+        ]
+    return config
+
+
+def build_tfx_pipeline(settings: KubeflowSettings):
+    """The local DAG, with runtime parameters for what changes between scheduled runs."""
+    from tfx import v1 as tfx
+
+    from pipeline.beam import beam_pipeline_args
+    from pipeline.config import variant
+    from pipeline.pipeline import create_pipeline
+
+    config = variant(settings.config_variant)
+    return create_pipeline(
+        pipeline_name=config.pipeline_name,
+        pipeline_root=settings.pipeline_root,
+        data_root=tfx.dsl.experimental.RuntimeParameter(
+            name=DATA_ROOT_PARAMETER, ptype=str, default=settings.data_root
+        ),
+        schema_path=settings.schema_path,
+        serving_model_dir=settings.serving_model_dir,
+        train_steps=tfx.dsl.experimental.RuntimeParameter(
+            name=TRAIN_ARGS_PARAMETER,
+            ptype=str,
+            default=train_args_value(settings.train_steps),
+        ),
+        eval_steps=config.eval_steps,
+        trainer_config=config.trainer,
+        evaluation=config.evaluation,
+        enable_cache=config.enable_cache,
+        # Beam counts the pod's cores at run time.
+        beam_pipeline_args=beam_pipeline_args("multi_processing", num_workers=0),
+    )
+
+
+def train_args_value(train_steps: int) -> str:
+    """The `train_args` parameter for `train_steps` (TrainArgs as JSON)."""
+    return json.dumps({"num_steps": train_steps})
+
+
+def _tfx_pipeline_spec(tfx_pipeline, image: str) -> dict[str, Any]:
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
+
+    with tempfile.TemporaryDirectory() as tmp:
+        runner = v2.KubeflowV2DagRunner(
+            config=v2.KubeflowV2DagRunnerConfig(default_image=image, use_pipeline_spec_2_1=True),
+            output_dir=tmp,
+            output_filename="pipeline.json",
+        )
+        runner.run(tfx_pipeline, write_out=True)
+        return json.loads((Path(tmp) / "pipeline.json").read_text())["pipelineSpec"]
+
+
+def executor_labels(spec: dict[str, Any]) -> dict[str, str]:
+    """Task (component) id -> executor label, for tasks that run something."""
+    labels = {}
+    for task_id, task in spec["root"]["dag"]["tasks"].items():
+        component = spec["components"][task["componentRef"]["name"]]
+        if "executorLabel" in component:
+            labels[task_id] = component["executorLabel"]
+    return labels
+
+
+def complete_spec(
+    spec: dict[str, Any], settings: KubeflowSettings, uncached: tuple[str, ...]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Adds resources, parameter defaults, pipeline root and caching; returns (spec, platform)."""
+    spec = copy.deepcopy(spec)
+    spec["defaultPipelineRoot"] = settings.pipeline_root
+    parameters = spec["root"].setdefault("inputDefinitions", {}).setdefault("parameters", {})
+    defaults = {
+        DATA_ROOT_PARAMETER: settings.data_root,
+        TRAIN_ARGS_PARAMETER: train_args_value(settings.train_steps),
+    }
+    for name, default in defaults.items():
+        parameters[name]["defaultValue"] = default
+
+    executors = spec["deploymentSpec"]["executors"]
+    platform_executors = {}
+    for task_id, label in executor_labels(spec).items():
+        container = executors[label].get("container")
+        placement = settings.placement_for(task_id)
+        if container is None:
+            if task_id in settings.placements:
+                raise ValueError(f"components.{task_id}: runs no container; it takes no resources")
+            continue
+        resources = resource_spec(placement)
+        if resources:
+            container["resources"] = resources
+        kubernetes = kubernetes_executor_config(placement)
+        if kubernetes:
+            platform_executors[label] = kubernetes
+    for task_id in uncached:
+        spec["root"]["dag"]["tasks"][task_id]["cachingOptions"] = {}
+    platform = {"platforms": {"kubernetes": {"deploymentSpec": {"executors": platform_executors}}}}
+    return spec, platform
+
+
+def compile_pipeline(settings: KubeflowSettings) -> tuple[dict[str, Any], dict[str, Any]]:
+    from pipeline.pipeline import UNCACHED_NODES
+
+    tfx_spec = _tfx_pipeline_spec(build_tfx_pipeline(settings), settings.image)
+    return complete_spec(tfx_spec, settings, UNCACHED_NODES)
+
+
+def pipeline_component_ids() -> set[str]:
+    from pipeline.pipeline import COMPONENT_IDS
+
+    return set(COMPONENT_IDS)
+
+
+def write_package(path: Path, spec: dict[str, Any], platform: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    name = spec["pipelineInfo"]["name"]
+    with path.open("w") as f:
+        f.write(f"# PIPELINE DEFINITION\n# Name: {name}\n")
+        yaml.safe_dump_all([spec, platform], f, sort_keys=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Compile the pipeline for Kubeflow Pipelines v2.")
+    parser.add_argument("--output", type=Path, required=True, help="pipeline package (.yaml)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=DEFAULT_SETTINGS_FILE,
+        help="Kubeflow settings (default: kubeflow/pipeline.yaml)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings(args.config, pipeline_component_ids())
+        spec, platform = compile_pipeline(settings)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    write_package(args.output, spec, platform)
+    print(
+        f"wrote {args.output} ({len(spec['root']['dag']['tasks'])} steps, image {settings.image})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,279 @@
+"""Typed Kubeflow settings, read from one checked-in YAML file (kubeflow/pipeline.yaml).
+
+Every mistake is reported at compile time with the field that holds it
+(`components.Trainer.resources.gpu: must be >= 0, got -1`), instead of as a
+pod that never schedules.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEFAULT_SETTINGS_FILE = Path(__file__).resolve().parent / "pipeline.yaml"
+
+# What open-source KFP and the NVIDIA device plugin call a GPU.
+DEFAULT_ACCELERATOR = "nvidia.com/gpu"
+TOLERATION_OPERATORS = ("Equal", "Exists")
+TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?|\.[0-9]+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+_LABEL_NAME = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+class SettingsError(ValueError):
+    """A Kubeflow setting is missing or malformed; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Kubernetes requests/limits for one component. Quantities use Kubernetes syntax."""
+
+    cpu_request: str | None = None
+    cpu_limit: str | None = None
+    memory_request: str | None = None
+    memory_limit: str | None = None
+    gpu: int = 0
+    accelerator: str = DEFAULT_ACCELERATOR
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str | None = None
+    operator: str = "Equal"
+    value: str | None = None
+    effect: str | None = None
+    toleration_seconds: int | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where and with what one component runs."""
+
+    resources: Resources = field(default_factory=Resources)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True)
+class Schedule:
+    cron: str
+    experiment: str
+    max_concurrency: int = 1
+    catchup: bool = False
+
+
+@dataclass(frozen=True)
+class KubeflowSettings:
+    image: str
+    pipeline_root: str
+    serving_model_dir: str
+    schema_path: str
+    data_root: str
+    train_steps: int
+    config_variant: str
+    default_placement: Placement
+    placements: Mapping[str, Placement]
+    schedule: Schedule | None
+
+    def placement_for(self, component_id: str) -> Placement:
+        """The component's own placement, or the defaults."""
+        return self.placements.get(component_id, self.default_placement)
+
+
+def _expect(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise SettingsError(f"{where}: must be a {names}, got {value!r}")
+    return value
+
+
+def _no_unknown(values: Mapping[str, Any], known: set[str], where: str) -> None:
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise SettingsError(f"{where}: unknown field(s) {unknown}; known: {sorted(known)}")
+
+
+def _quantity(values: Mapping[str, Any], key: str, where: str) -> str | None:
+    if values.get(key) is None:
+        return None
+    text = str(values[key])
+    if not _QUANTITY.match(text):
+        raise SettingsError(
+            f"{where}.{key}: {text!r} is not a Kubernetes quantity (e.g. 500m, 4, 16Gi)"
+        )
+    return text
+
+
+def _resources(values: Any, where: str) -> Resources:
+    values = _expect(values or {}, dict, where)
+    known = {"cpu_request", "cpu_limit", "memory_request", "memory_limit", "gpu", "accelerator"}
+    _no_unknown(values, known, where)
+    gpu = _expect(values.get("gpu", 0), int, f"{where}.gpu")
+    if gpu < 0:
+        raise SettingsError(f"{where}.gpu: must be >= 0, got {gpu}")
+    accelerator = _expect(
+        values.get("accelerator", DEFAULT_ACCELERATOR), str, f"{where}.accelerator"
+    )
+    if not _LABEL_NAME.match(accelerator):
+        raise SettingsError(f"{where}.accelerator: {accelerator!r} is not a resource name")
+    return Resources(
+        cpu_request=_quantity(values, "cpu_request", where),
+        cpu_limit=_quantity(values, "cpu_limit", where),
+        memory_request=_quantity(values, "memory_request", where),
+        memory_limit=_quantity(values, "memory_limit", where),
+        gpu=gpu,
+        accelerator=accelerator,
+    )
+
+
+def _node_selector(values: Any, where: str) -> dict[str, str]:
+    values = _expect(values or {}, dict, where)
+    for key, value in values.items():
+        if not isinstance(key, str) or not _LABEL_NAME.match(key):
+            raise SettingsError(f"{where}: {key!r} is not a Kubernetes label name")
+        if not isinstance(value, str) or not _LABEL_VALUE.match(value):
+            raise SettingsError(
+                f"{where}.{key}: {value!r} is not a Kubernetes label value (quote it)"
+            )
+    return dict(values)
+
+
+def _toleration(values: Any, where: str) -> Toleration:
+    values = _expect(values, dict, where)
+    _no_unknown(values, {"key", "operator", "value", "effect", "toleration_seconds"}, where)
+    operator = values.get("operator", "Equal")
+    if operator not in TOLERATION_OPERATORS:
+        raise SettingsError(
+            f"{where}.operator: must be one of {TOLERATION_OPERATORS}, got {operator!r}"
+        )
+    effect = values.get("effect")
+    if effect is not None and effect not in TOLERATION_EFFECTS:
+        raise SettingsError(f"{where}.effect: must be one of {TOLERATION_EFFECTS}, got {effect!r}")
+    key = values.get("key")
+    if key is not None and (not isinstance(key, str) or not _LABEL_NAME.match(key)):
+        raise SettingsError(f"{where}.key: {key!r} is not a Kubernetes taint key")
+    value = values.get("value")
+    if operator == "Exists" and value is not None:
+        raise SettingsError(f"{where}.value: must be empty when operator is Exists")
+    if operator == "Equal" and key is None:
+        raise SettingsError(f"{where}.key: required when operator is Equal")
+    seconds = values.get("toleration_seconds")
+    if seconds is not None:
+        _expect(seconds, int, f"{where}.toleration_seconds")
+        if effect != "NoExecute":
+            raise SettingsError(f"{where}.toleration_seconds: only valid with effect NoExecute")
+    return Toleration(
+        key=key, operator=operator, value=value, effect=effect, toleration_seconds=seconds
+    )
+
+
+def _placement(values: Any, where: str, fallback: Placement | None = None) -> Placement:
+    values = _expect(values or {}, dict, where)
+    _no_unknown(values, {"resources", "node_selector", "tolerations"}, where)
+    fallback = fallback or Placement()
+    tolerations = _expect(values.get("tolerations", []) or [], list, f"{where}.tolerations")
+    return Placement(
+        resources=(
+            _resources(values["resources"], f"{where}.resources")
+            if "resources" in values
+            else fallback.resources
+        ),
+        node_selector=(
+            _node_selector(values["node_selector"], f"{where}.node_selector")
+            if "node_selector" in values
+            else fallback.node_selector
+        ),
+        tolerations=(
+            tuple(_toleration(t, f"{where}.tolerations[{i}]") for i, t in enumerate(tolerations))
+            if "tolerations" in values
+            else fallback.tolerations
+        ),
+    )
+
+
+def _required_str(values: Mapping[str, Any], key: str) -> str:
+    value = values.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise SettingsError(f"{key}: required")
+    return _expect(value, str, key)
+
+
+def parse_settings(values: Mapping[str, Any], component_ids: set[str]) -> KubeflowSettings:
+    """Validates raw YAML values against the pipeline's real component ids."""
+    known = {
+        "image",
+        "pipeline_root",
+        "serving_model_dir",
+        "schema_path",
+        "config_variant",
+        "parameters",
+        "defaults",
+        "components",
+        "schedule",
+    }
+    _no_unknown(values, known, "settings")
+    image = _required_str(values, "image")
+    if any(c.isspace() for c in image):
+        raise SettingsError(f"image: {image!r} contains white space")
+    parameters = _expect(values.get("parameters") or {}, dict, "parameters")
+    _no_unknown(parameters, {"data_root", "train_steps"}, "parameters")
+    train_steps = _expect(parameters.get("train_steps", 1000), int, "parameters.train_steps")
+    if train_steps <= 0:
+        raise SettingsError(f"parameters.train_steps: must be > 0, got {train_steps}")
+    default = _placement(values.get("defaults"), "defaults")
+    components = _expect(values.get("components") or {}, dict, "components")
+    unknown = sorted(set(components) - component_ids)
+    if unknown:
+        raise SettingsError(
+            f"components: unknown component id(s) {unknown}; the pipeline has {sorted(component_ids)}"
+        )
+    placements = {
+        cid: _placement(spec, f"components.{cid}", default) for cid, spec in components.items()
+    }
+    schedule = None
+    if values.get("schedule"):
+        raw = _expect(values["schedule"], dict, "schedule")
+        _no_unknown(raw, {"cron", "experiment", "max_concurrency", "catchup"}, "schedule")
+        cron = _required_str(raw, "cron") if "cron" in raw else _required_str({}, "schedule.cron")
+        if len(cron.split()) != 6:
+            raise SettingsError(
+                f"schedule.cron: {cron!r} must have 6 fields (KFP cron starts with seconds: "
+                "'0 0 3 * * *' is 03:00 daily)"
+            )
+        schedule = Schedule(
+            cron=cron,
+            experiment=_expect(raw.get("experiment", "default"), str, "schedule.experiment"),
+            max_concurrency=_expect(raw.get("max_concurrency", 1), int, "schedule.max_concurrency"),
+            catchup=_expect(raw.get("catchup", False), bool, "schedule.catchup"),
+        )
+    return KubeflowSettings(
+        image=image,
+        pipeline_root=_required_str(values, "pipeline_root"),
+        serving_model_dir=_required_str(values, "serving_model_dir"),
+        schema_path=_required_str(values, "schema_path"),
+        data_root=_expect(parameters.get("data_root", ""), str, "parameters.data_root")
+        or _required_str({}, "parameters.data_root"),
+        train_steps=train_steps,
+        config_variant=_expect(values.get("config_variant", "default"), str, "config_variant"),
+        default_placement=default,
+        placements=placements,
+        schedule=schedule,
+    )
+
+
+def load_settings(path: Path, component_ids: set[str]) -> KubeflowSettings:
+    try:
+        values = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise SettingsError(f"settings file {path} does not exist") from None
+    except yaml.YAMLError as err:
+        raise SettingsError(f"{path} is not valid YAML: {err}") from None
+    return parse_settings(_expect(values or {}, dict, str(path)), component_ids)

@@ -1,0 +1,259 @@
+"""The Kubeflow package: same DAG as local, resources and placement where configured."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from kubeflow import compile as kfp_compile
+from kubeflow.settings import DEFAULT_SETTINGS_FILE, SettingsError, load_settings, parse_settings
+from pipeline import pipeline as dag
+from tests.conftest import REPO_ROOT, golden_path, update_goldens
+from tests.test_pipeline import EXPECTED_EDGES
+
+COMPONENT_IDS = set(dag.COMPONENT_IDS)
+RAW_SETTINGS = yaml.safe_load(DEFAULT_SETTINGS_FILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def settings():
+    return load_settings(DEFAULT_SETTINGS_FILE, COMPONENT_IDS)
+
+
+@pytest.fixture(scope="module")
+def compiled(settings):
+    return kfp_compile.compile_pipeline(settings)
+
+
+def _executors(spec):
+    labels = kfp_compile.executor_labels(spec)
+    return {task: spec["deploymentSpec"]["executors"][label] for task, label in labels.items()}
+
+
+def _platform(spec, platform):
+    labels = kfp_compile.executor_labels(spec)
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    return {task: executors.get(label, {}) for task, label in labels.items()}
+
+
+def test_same_components_and_edges_as_the_local_dag(compiled):
+    spec, _ = compiled
+    tasks = spec["root"]["dag"]["tasks"]
+    assert set(tasks) == COMPONENT_IDS
+    edges = {(up, task) for task, body in tasks.items() for up in body.get("dependentTasks", [])}
+    assert edges == EXPECTED_EDGES
+
+
+def test_no_resolver_executor_that_open_source_kfp_lacks(compiled):
+    spec, _ = compiled
+    for label, executor in spec["deploymentSpec"]["executors"].items():
+        assert "resolver" not in executor, label
+        assert "container" in executor, label
+
+
+def test_gpu_node_selector_and_toleration_only_where_configured(compiled):
+    spec, platform = compiled
+    executors = _executors(spec)
+    placements = _platform(spec, platform)
+    gpu_tasks = {
+        t for t, e in executors.items() if "accelerator" in e["container"].get("resources", {})
+    }
+    assert gpu_tasks == {dag.TRAINER}
+    assert executors[dag.TRAINER]["container"]["resources"]["accelerator"]["resourceType"] == (
+        "nvidia.com/gpu"
+    )
+    tolerated = {t for t, p in placements.items() if p.get("tolerations")}
+    assert tolerated == {dag.TRAINER}
+    assert placements[dag.TRAINER] == {
+        "nodeSelector": {"labels": {"cloud.google.com/gke-accelerator": "nvidia-l4"}},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    for task in COMPONENT_IDS - {dag.TRAINER}:
+        assert placements[task] == {
+            "nodeSelector": {"labels": {"cloud.google.com/gke-nodepool": "cpu-pool"}}
+        }
+
+
+def test_every_component_has_resources_including_examplegen_and_importer(compiled):
+    spec, _ = compiled
+    executors = _executors(spec)
+    for task in COMPONENT_IDS:
+        assert executors[task]["container"]["resources"]["resourceCpuLimit"], task
+    assert executors[dag.EXAMPLE_GEN]["container"]["resources"]["resourceMemoryLimit"] == "16Gi"
+    assert executors[dag.SCHEMA_IMPORTER]["container"]["resources"]["resourceMemoryLimit"] == "8Gi"
+
+
+def test_runtime_parameters_pipeline_root_and_uncached_baseline(compiled, settings):
+    spec, _ = compiled
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    assert parameters["data_root"]["defaultValue"] == settings.data_root
+    assert parameters["train_args"]["defaultValue"] == '{"num_steps": 2000}'
+    tasks = spec["root"]["dag"]["tasks"]
+    assert tasks[dag.EXAMPLE_GEN]["inputs"]["parameters"]["input_base"] == {
+        "componentInputParameter": "data_root"
+    }
+    assert tasks[dag.TRAINER]["inputs"]["parameters"]["train_args"] == {
+        "componentInputParameter": "train_args"
+    }
+    assert spec["defaultPipelineRoot"] == settings.pipeline_root
+    assert spec["schemaVersion"] == "2.1.0"
+    assert tasks[dag.BASELINE]["cachingOptions"] == {}
+    assert tasks[dag.TRAINER]["cachingOptions"] == {"enableCache": True}
+
+
+def test_module_paths_not_a_packaged_module_file(compiled):
+    spec, _ = compiled
+    trainer = spec["root"]["dag"]["tasks"][dag.TRAINER]["inputs"]["parameters"]
+    assert trainer["run_fn"]["runtimeValue"]["constant"] == "trainer.run.run_fn"
+    assert "module_file" not in trainer
+
+
+def _volatile_removed(doc):
+    doc = copy.deepcopy(doc)
+    doc.pop("sdkVersion", None)
+    return doc
+
+
+def test_compiled_spec_matches_golden(compiled, tmp_path):
+    spec, platform = compiled
+    path = golden_path("kubeflow_pipeline.yaml")
+    if update_goldens():
+        kfp_compile.write_package(path, spec, platform)
+    golden_spec, golden_platform = list(yaml.safe_load_all(path.read_text()))
+    # Round-trip ours through the same writer so both sides are plain YAML data.
+    ours = tmp_path / "pipeline.yaml"
+    kfp_compile.write_package(ours, spec, platform)
+    our_spec, our_platform = list(yaml.safe_load_all(ours.read_text()))
+    assert _volatile_removed(our_spec) == _volatile_removed(golden_spec)
+    assert our_platform == golden_platform
+
+
+def test_resource_quantities_convert_like_kfp():
+    from kubeflow.settings import Placement, Resources
+
+    spec = kfp_compile.resource_spec(
+        Placement(resources=Resources(cpu_limit="500m", memory_limit="32Gi", memory_request="16G"))
+    )
+    assert spec == {
+        "cpuLimit": 0.5,
+        "resourceCpuLimit": "500m",
+        "memoryLimit": 34.359738368,
+        "resourceMemoryLimit": "32Gi",
+        "memoryRequest": 16.0,
+        "resourceMemoryRequest": "16G",
+    }
+
+
+def _with(path: str, value):
+    raw = copy.deepcopy(RAW_SETTINGS)
+    target = raw
+    *parents, last = path.split(".")
+    for key in parents:
+        target = target.setdefault(key, {})
+    if value is _DELETE:
+        del target[last]
+    else:
+        target[last] = value
+    return raw
+
+
+_DELETE = object()
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("components.Trainr", {"resources": {"gpu": 1}}, r"unknown component id\(s\) \['Trainr'\]"),
+        (
+            "components.Trainer.resources",
+            {"gpu": -1},
+            r"components.Trainer.resources.gpu: must be >= 0",
+        ),
+        (
+            "components.Trainer.resources",
+            {"gpu": "one"},
+            r"components.Trainer.resources.gpu: must be a int",
+        ),
+        (
+            "components.Trainer.tolerations",
+            [{"key": "nvidia.com/gpu", "operator": "Exist"}],
+            r"components.Trainer.tolerations\[0\].operator: must be one of",
+        ),
+        (
+            "components.Trainer.tolerations",
+            [{"key": "nvidia.com/gpu", "operator": "Exists", "value": "x"}],
+            r"tolerations\[0\].value: must be empty when operator is Exists",
+        ),
+        (
+            "components.Trainer.tolerations",
+            [{"operator": "Equal", "value": "x"}],
+            r"tolerations\[0\].key: required when operator is Equal",
+        ),
+        (
+            "components.Trainer.tolerations",
+            [{"key": "k", "effect": "NoRun"}],
+            r"tolerations\[0\].effect: must be one of",
+        ),
+        ("components.Trainer.tolerations", "nvidia.com/gpu", r"tolerations: must be a list"),
+        ("image", _DELETE, r"^image: required$"),
+        ("image", "", r"^image: required$"),
+        (
+            "defaults.resources",
+            {"memory_limit": "32 GB"},
+            r"defaults.resources.memory_limit: '32 GB' is not",
+        ),
+        (
+            "defaults.node_selector",
+            {"pool": 5},
+            r"defaults.node_selector.pool: 5 is not a Kubernetes label",
+        ),
+        ("schedule.cron", "0 3 * * *", r"schedule.cron: '0 3 \* \* \*' must have 6 fields"),
+        ("parameters.train_steps", 0, r"parameters.train_steps: must be > 0"),
+        ("parameters.data_path", "gs://x", r"parameters: unknown field\(s\) \['data_path'\]"),
+    ],
+)
+def test_configuration_errors_name_the_field(path, value, message):
+    with pytest.raises(SettingsError, match=message):
+        parse_settings(_with(path, value), COMPONENT_IDS)
+
+
+def test_compile_command_reports_a_bad_config_and_writes_nothing(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(_with("components.Trainer.resources", {"gpu": -2})))
+    out = tmp_path / "pipeline.yaml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "kubeflow.compile", "--output", str(out), "--config", str(bad)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: components.Trainer.resources.gpu: must be >= 0, got -2"
+    )
+    assert not out.exists()
+
+
+def test_our_kubeflow_package_does_not_shadow_kubeflows_sdks(tmp_path):
+    """`kubeflow` is a namespace package: kubeflow.training & co. import beside it."""
+    other = tmp_path / "site" / "kubeflow" / "training"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("NAME = 'kubeflow-training'\n")
+    assert not (REPO_ROOT / "kubeflow" / "__init__.py").exists()
+    code = (
+        "import sys; sys.path.append(sys.argv[1]); "
+        "import kubeflow.training, kubeflow.settings; "
+        "print(kubeflow.training.NAME, kubeflow.settings.__name__)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "site")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["kubeflow-training", "kubeflow.settings"]

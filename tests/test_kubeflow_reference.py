@@ -1,0 +1,86 @@
+"""The compiled package, checked by a *current* kfp + kfp-kubernetes in their own environment.
+
+The project's kfp is held at 2.5 by TFX's protobuf pin, and its kfp-kubernetes
+(1.0.0) has no tolerations; a cluster today speaks a newer SDK. This test
+builds the second locked environment in kubeflow/reference/ (once; uv reuses
+it), parses our package with that SDK's protos (unknown fields rejected) and
+compares our resources and platform entries with what that SDK itself writes
+for the same settings through `set_*_limit`, `kubernetes.add_node_selector`
+and `kubernetes.add_toleration`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from kubeflow import compile as kfp_compile
+from kubeflow.settings import DEFAULT_SETTINGS_FILE, load_settings
+from pipeline import pipeline as dag
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+
+REFERENCE_PROJECT = REPO_ROOT / "kubeflow" / "reference"
+
+
+def _uv() -> str:
+    bundled = REPO_ROOT / ".tools" / "bin" / "uv"
+    found = str(bundled) if bundled.exists() else shutil.which("uv")
+    if not found:
+        pytest.fail("uv not found: run the tests through ./dev test, which installs it")
+    return found
+
+
+def test_package_parses_and_placement_matches_current_kfp(tmp_path):
+    settings = load_settings(DEFAULT_SETTINGS_FILE, set(dag.COMPONENT_IDS))
+    spec, platform = kfp_compile.compile_pipeline(settings)
+    package = tmp_path / "pipeline.yaml"
+    kfp_compile.write_package(package, spec, platform)
+    placements = {
+        task: {
+            "resources": dataclasses.asdict(settings.placement_for(task).resources),
+            "node_selector": dict(settings.placement_for(task).node_selector),
+            "tolerations": [
+                dataclasses.asdict(t) for t in settings.placement_for(task).tolerations
+            ],
+        }
+        for task in dag.COMPONENT_IDS
+    }
+    placements_file = tmp_path / "placements.json"
+    placements_file.write_text(json.dumps(placements))
+
+    proc = subprocess.run(
+        [
+            _uv(),
+            "run",
+            "--project",
+            str(REFERENCE_PROJECT),
+            "--locked",
+            "python",
+            str(REFERENCE_PROJECT / "check_spec.py"),
+            "--package",
+            str(package),
+            "--placements",
+            str(placements_file),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    reference = json.loads(proc.stdout.strip().splitlines()[-1])
+
+    labels = kfp_compile.executor_labels(spec)
+    executors = spec["deploymentSpec"]["executors"]
+    ours_platform = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    for task in dag.COMPONENT_IDS:
+        label = labels[task]
+        assert executors[label]["container"].get("resources", {}) == reference[task]["resources"], (
+            task
+        )
+        assert ours_platform.get(label, {}) == reference[task]["kubernetes"], task
