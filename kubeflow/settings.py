@@ -233,7 +233,8 @@ def parse_settings(values: Mapping[str, Any], component_ids: set[str]) -> Kubefl
     unknown = sorted(set(components) - component_ids)
     if unknown:
         raise SettingsError(
-            f"components: unknown component id(s) {unknown}; the pipeline has {sorted(component_ids)}"
+            f"components: unknown component id(s) {unknown}; "
+            f"the pipeline has {sorted(component_ids)}"
         )
     placements = {
         cid: _placement(spec, f"components.{cid}", default) for cid, spec in components.items()

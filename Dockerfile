@@ -1,0 +1,36 @@
+# The pipeline image for Kubeflow: TensorFlow 2.16.2's GPU build with the
+# project installed at /pipeline (kubeflow/pipeline.yaml's schema_path).
+#
+#   docker build -t REGISTRY/taxi-big-tipper:0.1.0 .
+#   docker push REGISTRY/taxi-big-tipper:0.1.0      # then set `image:` in kubeflow/pipeline.yaml
+#
+# TensorFlow 2.16.2 was built against CUDA 12.3 and cuDNN 8.9; the `gpu` extra
+# installs exactly those libraries as pinned wheels (tensorflow[and-cuda]), so
+# the base image only needs the CUDA 12.3 driver compatibility layer. The same
+# uv.lock as local runs fixes every other version.
+FROM nvidia/cuda:12.3.2-base-ubuntu22.04
+
+ENV DEBIAN_FRONTEND=noninteractive \
+    PYTHONUNBUFFERED=1 \
+    UV_PYTHON_DOWNLOADS=never \
+    UV_PROJECT_ENVIRONMENT=/opt/venv \
+    UV_LINK_MODE=copy \
+    PATH=/opt/venv/bin:$PATH \
+    TF_CPP_MIN_LOG_LEVEL=1
+
+# Ubuntu 22.04's python3 is 3.10, the version TFX 1.16 and uv.lock need.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 python3-venv python3-pip ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && python3 -m pip install --no-cache-dir "uv==0.13.9"
+
+WORKDIR /pipeline
+# Dependencies first, so code changes do not rebuild the 3 GB layer.
+COPY pyproject.toml uv.lock .python-version ./
+RUN uv sync --locked --no-dev --extra gpu --no-install-project
+COPY . .
+RUN uv sync --locked --no-dev --extra gpu \
+    && python -c "import trainer.run, pipeline.pipeline, components.data_gate, components.served_model"
+
+# KubeflowV2DagRunner sets each step's command
+# (python -m tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor).

@@ -1,0 +1,104 @@
+"""Submits a compiled package to Kubeflow Pipelines, once or on a schedule.
+
+    ./dev submit --host https://kfp.example.com --package build/pipeline.yaml \
+        [--data-root gs://bucket/data/2026-11] [--train-steps 5000] [--schedule]
+
+Runs in the current-KFP-SDK environment (kubeflow/reference/), not the
+project's: TFX 1.16 holds the project's kfp at 2.5, whose client cannot read
+the resource fields today's clusters use. Nothing here imports TFX.
+
+Once: creates (or reuses) the experiment and starts a run.
+--schedule: creates a recurring run from the `schedule` section of the
+settings file (cron, experiment, max_concurrency, catchup).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from kubeflow.compile import DATA_ROOT_PARAMETER, TRAIN_ARGS_PARAMETER, train_args_value
+from kubeflow.settings import DEFAULT_SETTINGS_FILE, SettingsError, load_settings
+
+
+def run_arguments(data_root: str | None, train_steps: int | None) -> dict[str, str]:
+    """Pipeline parameters for this run; unset ones keep the package's defaults."""
+    arguments = {}
+    if data_root is not None:
+        arguments[DATA_ROOT_PARAMETER] = data_root
+    if train_steps is not None:
+        if train_steps <= 0:
+            raise SettingsError(f"--train-steps: must be > 0, got {train_steps}")
+        arguments[TRAIN_ARGS_PARAMETER] = train_args_value(train_steps)
+    return arguments
+
+
+def package_tasks(package: Path) -> set[str]:
+    spec = next(yaml.safe_load_all(package.read_text()))
+    return set(spec["root"]["dag"]["tasks"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Submit the compiled pipeline to KFP.")
+    parser.add_argument(
+        "--host", required=True, help="KFP API endpoint, e.g. https://kfp.example.com"
+    )
+    parser.add_argument(
+        "--package", type=Path, required=True, help="from python -m kubeflow.compile"
+    )
+    parser.add_argument("--data-root", help="override the data_root parameter")
+    parser.add_argument("--train-steps", type=int, help="override the training steps")
+    parser.add_argument(
+        "--experiment", help="experiment name (default: the settings' schedule one)"
+    )
+    parser.add_argument("--run-name", help="display name of the run or recurring run")
+    parser.add_argument("--schedule", action="store_true", help="create a recurring run")
+    parser.add_argument("--config", type=Path, default=DEFAULT_SETTINGS_FILE)
+    parser.add_argument("--namespace", help="Kubeflow profile namespace (multi-user clusters)")
+    args = parser.parse_args(argv)
+    try:
+        if not args.package.exists():
+            raise SettingsError(f"--package: {args.package} does not exist")
+        settings = load_settings(args.config, package_tasks(args.package))
+        arguments = run_arguments(args.data_root, args.train_steps)
+        schedule = settings.schedule
+        if args.schedule and schedule is None:
+            raise SettingsError(f"schedule: required in {args.config} for --schedule")
+    except SettingsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+    import kfp
+
+    client = kfp.Client(host=args.host, namespace=args.namespace)
+    experiment_name = args.experiment or (schedule.experiment if schedule else "Default")
+    name = args.run_name or args.package.stem
+    if args.schedule:
+        experiment = client.create_experiment(experiment_name, namespace=args.namespace)
+        recurring = client.create_recurring_run(
+            experiment_id=experiment.experiment_id,
+            job_name=name,
+            cron_expression=schedule.cron,
+            max_concurrency=schedule.max_concurrency,
+            no_catchup=not schedule.catchup,
+            pipeline_package_path=str(args.package),
+            params=arguments,
+        )
+        print(f"recurring run {recurring.recurring_run_id}: '{schedule.cron}' in {experiment_name}")
+    else:
+        result = client.create_run_from_pipeline_package(
+            str(args.package),
+            arguments=arguments,
+            run_name=name,
+            experiment_name=experiment_name,
+            namespace=args.namespace,
+        )
+        print(f"run {result.run_id} in {experiment_name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""The Dockerfile agrees with the pinned stack (no Docker engine here, so checked as text)."""
+
+from __future__ import annotations
+
+import re
+
+import tensorflow as tf
+import yaml
+
+from tests.conftest import REPO_ROOT
+
+DOCKERFILE = (REPO_ROOT / "Dockerfile").read_text()
+LOCK = (REPO_ROOT / "uv.lock").read_text()
+
+
+def _locked_version(package: str) -> str:
+    match = re.search(rf'name = "{re.escape(package)}"\nversion = "([^"]+)"', LOCK)
+    assert match, f"{package} not in uv.lock"
+    return match.group(1)
+
+
+def test_base_image_cuda_matches_tensorflow_build():
+    (cuda,) = re.findall(r"^FROM nvidia/cuda:(\d+\.\d+)\.\d+-base-ubuntu22\.04$", DOCKERFILE, re.M)
+    assert cuda == tf.sysconfig.get_build_info()["cuda_version"]
+
+
+def test_gpu_extra_pins_the_cudnn_tensorflow_was_built_with():
+    assert "--extra gpu" in DOCKERFILE
+    cudnn_major = tf.sysconfig.get_build_info()["cudnn_version"].split(".")[0]
+    assert _locked_version("nvidia-cudnn-cu12").split(".")[0] == cudnn_major
+    assert _locked_version("tensorflow") == tf.__version__
+
+
+def test_image_layout_matches_kubeflow_settings_and_uv_version():
+    settings = yaml.safe_load((REPO_ROOT / "kubeflow" / "pipeline.yaml").read_text())
+    assert "WORKDIR /pipeline" in DOCKERFILE
+    assert settings["schema_path"] == "/pipeline/schemas/schema.pbtxt"
+    (dev_uv,) = re.findall(r'^UV_VERSION="([^"]+)"', (REPO_ROOT / "dev").read_text(), re.M)
+    assert f'"uv=={dev_uv}"' in DOCKERFILE

@@ -1,0 +1,73 @@
+"""Submit and schedule through the real kfp client, against a stand-in KFP API on loopback."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+import yaml
+
+from tests.conftest import REPO_ROOT, golden_path
+from tests.kfp_standin import KfpStandIn
+from tests.test_kubeflow_reference import REFERENCE_PROJECT, _uv
+
+pytestmark = pytest.mark.slow
+
+PACKAGE = golden_path("kubeflow_pipeline.yaml")
+
+
+def submit(host: str, *args: str) -> subprocess.CompletedProcess:
+    command = [_uv(), "run", "--project", str(REFERENCE_PROJECT), "--locked"]
+    command += ["python", "-m", "kubeflow.submit", "--host", host, "--package", str(PACKAGE), *args]
+    return subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_one_run_carries_package_parameters_and_experiment():
+    spec, platform = list(yaml.safe_load_all(PACKAGE.read_text()))
+    with KfpStandIn() as kfp:
+        proc = submit(
+            kfp.host,
+            "--data-root",
+            "gs://bucket/data/2026-11",
+            "--train-steps",
+            "5000",
+            "--experiment",
+            "nightly",
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert proc.stdout.strip().endswith("run run-1 in nightly")
+        (experiment,) = kfp.posted("/apis/v2beta1/experiments")
+        assert experiment["display_name"] == "nightly"
+        (run,) = kfp.posted("/apis/v2beta1/runs")
+    assert run["experiment_id"] == "exp-1"
+    # The client sends the spec and, beside it, the Kubernetes platform section
+    # (node selectors, tolerations) exactly as compiled.
+    assert run["pipeline_spec"] == {"pipeline_spec": spec, "platform_spec": platform}
+    assert run["runtime_config"]["parameters"] == {
+        "data_root": "gs://bucket/data/2026-11",
+        "train_args": '{"num_steps": 5000}',
+    }
+
+
+def test_schedule_creates_a_recurring_run_from_the_settings():
+    with KfpStandIn() as kfp:
+        proc = submit(kfp.host, "--schedule", "--train-steps", "300")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        (experiment,) = kfp.posted("/apis/v2beta1/experiments")
+        (recurring,) = kfp.posted("/apis/v2beta1/recurringruns")
+    assert experiment["display_name"] == "taxi-big-tipper"
+    assert recurring["experiment_id"] == "exp-1"
+    assert recurring["trigger"]["cron_schedule"]["cron"] == "0 0 3 * * *"
+    assert recurring["max_concurrency"] in (1, "1")
+    assert recurring["no_catchup"] is True
+    assert recurring["runtime_config"]["parameters"] == {"train_args": '{"num_steps": 300}'}
+    assert "Trainer" in recurring["pipeline_spec"]["pipeline_spec"]["root"]["dag"]["tasks"]
+    assert recurring["pipeline_spec"]["platform_spec"]["platforms"]["kubernetes"]
+
+
+def test_bad_arguments_fail_before_any_request():
+    with KfpStandIn() as kfp:
+        proc = submit(kfp.host, "--train-steps", "0")
+        assert proc.returncode == 2
+        assert proc.stderr.strip().splitlines()[-1] == "error: --train-steps: must be > 0, got 0"
+        assert kfp.requests == []
