@@ -86,13 +86,22 @@ def _configure_logging(verbose: bool) -> None:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", category=DeprecationWarning)
+        # TFMA divides by zero for slices without positives and reports NaN anyway.
+        warnings.filterwarnings(
+            "ignore", category=RuntimeWarning, module="tensorflow_model_analysis.*"
+        )
         handler.addFilter(_ProgressOnly())
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    # TFX reports progress through absl at INFO. Libraries that silence absl for
+    # a while restore the verbosity absl had, so give it INFO explicitly.
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(absl_logging.INFO)
 
 
 def run(args: argparse.Namespace) -> int:
     # Heavy imports after argument parsing, so `--help` answers at once.
-    from tfx import v1 as tfx
+    from tfx.orchestration import metadata as tfx_metadata
 
     from pipeline.beam import beam_pipeline_args, choose_beam_mode, data_size_bytes
     from pipeline.config import variant
@@ -112,9 +121,7 @@ def run(args: argparse.Namespace) -> int:
     check_csv_data_root(data_root)
     output_dir = args.output_dir.resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
-    metadata = tfx.orchestration.metadata.sqlite_metadata_connection_config(
-        str(output_dir / "metadata.sqlite")
-    )
+    metadata = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
     beam_mode = choose_beam_mode(data_size_bytes(data_root), args.beam_mode)
 
     pipeline = create_pipeline(

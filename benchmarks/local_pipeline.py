@@ -62,7 +62,7 @@ def _score_eval_split(pipeline_root: Path, model_dir: str, output_key: str) -> d
 
 
 def _child(name: str, out: Path) -> dict:
-    from tfx import v1 as tfx
+    from tfx.orchestration import metadata as tfx_metadata
 
     from pipeline.run_summary import summarize_latest_run
 
@@ -93,7 +93,7 @@ def _child(name: str, out: Path) -> dict:
             )
         )
     summary = summarize_latest_run(
-        tfx.orchestration.metadata.sqlite_metadata_connection_config(str(metadata_path)),
+        tfx_metadata.sqlite_metadata_connection_config(str(metadata_path)),
         pipeline_name,
     )
     if not summary.pushed_destination:

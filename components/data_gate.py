@@ -12,9 +12,10 @@ training and nothing gets pushed.
 import os
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2
-from tfx import v1 as tfx
 from tfx.components.statistics_gen import stats_artifact_utils
-from tfx.types import artifact_utils
+from tfx.dsl.component.experimental.annotations import InputArtifact
+from tfx.dsl.component.experimental.decorators import component
+from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import io_utils
 
 # ExampleValidator writes one binary Anomalies proto per split under this name.
@@ -79,10 +80,10 @@ def _read_binary(path: str, proto):
     return proto
 
 
-@tfx.dsl.components.component
+@component
 def DataValidationGate(
-    anomalies: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ExampleAnomalies],
-    statistics: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ExampleStatistics],
+    anomalies: InputArtifact[standard_artifacts.ExampleAnomalies],
+    statistics: InputArtifact[standard_artifacts.ExampleStatistics],
 ) -> None:
     """Fails the run if any split has anomalies or no examples."""
     anomalies_by_split = {

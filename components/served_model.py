@@ -20,7 +20,14 @@ off for it.
 import os
 
 from absl import logging
-from tfx import v1 as tfx
+from tfx.dsl.component.experimental.annotations import (
+    InputArtifact,
+    OutputArtifact,
+    Parameter,
+)
+from tfx.dsl.component.experimental.decorators import component
+from tfx.dsl.io import fileio
+from tfx.types import standard_artifacts
 from tfx.utils import io_utils
 
 HAS_MODEL_PROPERTY = "has_model"
@@ -36,23 +43,23 @@ def latest_served_version(serving_model_dir: str) -> "str | None":
     TF Serving loads the highest version number; the Pusher writes
     saved_model.pb last, so a version without it is still being copied.
     """
-    if not tfx.dsl.io.fileio.exists(serving_model_dir):
+    if not fileio.exists(serving_model_dir):
         return None
     versions = []
-    for name in tfx.dsl.io.fileio.listdir(serving_model_dir):
+    for name in fileio.listdir(serving_model_dir):
         name = name.rstrip("/")
-        if name.isdigit() and tfx.dsl.io.fileio.exists(
+        if name.isdigit() and fileio.exists(
             os.path.join(serving_model_dir, name, "saved_model.pb")
         ):
             versions.append(int(name))
     return str(max(versions)) if versions else None
 
 
-@tfx.dsl.components.component
+@component
 def LatestServedModel(
-    candidate_model: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Model],
-    baseline_model: tfx.dsl.components.OutputArtifact[tfx.types.standard_artifacts.Model],
-    serving_model_dir: tfx.dsl.components.Parameter[str],
+    candidate_model: InputArtifact[standard_artifacts.Model],
+    baseline_model: OutputArtifact[standard_artifacts.Model],
+    serving_model_dir: Parameter[str],
 ):
     """Copies the newest served model into `baseline_model`, or marks it empty."""
     del candidate_model  # Only orders this step after Trainer; see the module docstring.

@@ -114,7 +114,7 @@ def kubernetes_executor_config(placement: Placement) -> dict[str, Any]:
 
 def build_tfx_pipeline(settings: KubeflowSettings):
     """The local DAG, with runtime parameters for what changes between scheduled runs."""
-    from tfx import v1 as tfx
+    from tfx.orchestration.data_types import RuntimeParameter
 
     from pipeline.beam import beam_pipeline_args
     from pipeline.config import variant
@@ -124,12 +124,10 @@ def build_tfx_pipeline(settings: KubeflowSettings):
     return create_pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=settings.pipeline_root,
-        data_root=tfx.dsl.experimental.RuntimeParameter(
-            name=DATA_ROOT_PARAMETER, ptype=str, default=settings.data_root
-        ),
+        data_root=RuntimeParameter(name=DATA_ROOT_PARAMETER, ptype=str, default=settings.data_root),
         schema_path=settings.schema_path,
         serving_model_dir=settings.serving_model_dir,
-        train_steps=tfx.dsl.experimental.RuntimeParameter(
+        train_steps=RuntimeParameter(
             name=TRAIN_ARGS_PARAMETER,
             ptype=str,
             default=train_args_value(settings.train_steps),

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tfx import v1 as tfx
 from tfx.dsl.compiler import compiler
+from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+from tfx.orchestration.pipeline import Pipeline
 from tfx.proto.orchestration import pipeline_pb2
 
 from pipeline.pipeline import UNCACHED_NODES
 
 
 def compile_with_uncached_nodes(
-    pipeline: tfx.dsl.Pipeline, uncached: Iterable[str] = UNCACHED_NODES
+    pipeline: Pipeline, uncached: Iterable[str] = UNCACHED_NODES
 ) -> pipeline_pb2.Pipeline:
     """Pipeline IR where the nodes in `uncached` always run, whatever `enable_cache` says.
 
@@ -32,5 +33,5 @@ def compile_with_uncached_nodes(
     return ir
 
 
-def run_locally(pipeline: tfx.dsl.Pipeline) -> None:
-    tfx.orchestration.LocalDagRunner().run_with_ir(compile_with_uncached_nodes(pipeline))
+def run_locally(pipeline: Pipeline) -> None:
+    LocalDagRunner().run_with_ir(compile_with_uncached_nodes(pipeline))

@@ -12,7 +12,18 @@ from collections.abc import Callable, Sequence
 
 import tensorflow_model_analysis as tfma
 from ml_metadata.proto import metadata_store_pb2
-from tfx import v1 as tfx
+from tfx.components import (
+    CsvExampleGen,
+    ExampleValidator,
+    Pusher,
+    StatisticsGen,
+    Trainer,
+    Transform,
+)
+from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
+from tfx.orchestration.data_types import RuntimeParameter
+from tfx.orchestration.pipeline import Pipeline
+from tfx.proto import pusher_pb2, trainer_pb2
 
 from components.data_gate import DataValidationGate
 from components.evaluator import Evaluator
@@ -106,17 +117,17 @@ def create_pipeline(
     *,
     pipeline_name: str,
     pipeline_root: str,
-    data_root: str | tfx.dsl.experimental.RuntimeParameter,
+    data_root: str | RuntimeParameter,
     schema_path: str,
     serving_model_dir: str,
-    train_steps: int | tfx.dsl.experimental.RuntimeParameter,
+    train_steps: int | RuntimeParameter,
     eval_steps: int,
     trainer_config: TrainerConfig,
     evaluation: EvaluationConfig,
     enable_cache: bool,
     beam_pipeline_args: Sequence[str] = (),
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
-) -> tfx.dsl.Pipeline:
+) -> Pipeline:
     """Builds the DAG. Pure: reads no files and no environment.
 
     `data_root` and `train_steps` may be RuntimeParameters (Kubeflow), set per
@@ -124,17 +135,13 @@ def create_pipeline(
     `train_steps` parameter must be a str parameter holding TrainArgs JSON,
     `{"num_steps": N}` (see kubeflow/compile.py).
     """
-    example_gen = tfx.components.CsvExampleGen(input_base=data_root).with_id(EXAMPLE_GEN)
+    example_gen = CsvExampleGen(input_base=data_root).with_id(EXAMPLE_GEN)
 
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"]).with_id(
-        STATISTICS_GEN
-    )
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"]).with_id(STATISTICS_GEN)
 
-    schema_importer = tfx.components.ImportSchemaGen(schema_file=schema_path).with_id(
-        SCHEMA_IMPORTER
-    )
+    schema_importer = ImportSchemaGen(schema_file=schema_path).with_id(SCHEMA_IMPORTER)
 
-    example_validator = tfx.components.ExampleValidator(
+    example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"],
         schema=schema_importer.outputs["schema"],
     ).with_id(EXAMPLE_VALIDATOR)
@@ -144,7 +151,7 @@ def create_pipeline(
         statistics=statistics_gen.outputs["statistics"],
     ).with_id(DATA_GATE)
 
-    transform = tfx.components.Transform(
+    transform = Transform(
         examples=example_gen.outputs["examples"],
         schema=schema_importer.outputs["schema"],
         preprocessing_fn=function_path(preprocessing_fn),
@@ -155,17 +162,17 @@ def create_pipeline(
     # Transform consumes nothing from the gate; this edge is what makes bad data stop here.
     transform.add_upstream_node(data_gate)
 
-    trainer = tfx.components.Trainer(
+    trainer = Trainer(
         run_fn=function_path(run_fn),
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_importer.outputs["schema"],
         train_args=(
             train_steps
-            if isinstance(train_steps, tfx.dsl.experimental.RuntimeParameter)
-            else tfx.proto.TrainArgs(num_steps=train_steps)
+            if isinstance(train_steps, RuntimeParameter)
+            else trainer_pb2.TrainArgs(num_steps=train_steps)
         ),
-        eval_args=tfx.proto.EvalArgs(num_steps=eval_steps),
+        eval_args=trainer_pb2.EvalArgs(num_steps=eval_steps),
         custom_config=trainer_config.to_custom_config(),
     ).with_id(TRAINER)
 
@@ -183,15 +190,15 @@ def create_pipeline(
         eval_config=build_eval_config(evaluation),
     ).with_id(EVALUATOR)
 
-    pusher = tfx.components.Pusher(
+    pusher = Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
-        push_destination=tfx.proto.PushDestination(
-            filesystem=tfx.proto.PushDestination.Filesystem(base_directory=serving_model_dir)
+        push_destination=pusher_pb2.PushDestination(
+            filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=serving_model_dir)
         ),
     ).with_id(PUSHER)
 
-    return tfx.dsl.Pipeline(
+    return Pipeline(
         pipeline_name=pipeline_name,
         pipeline_root=pipeline_root,
         components=[

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tfx import v1 as tfx
+from tfx.orchestration import metadata as tfx_metadata
 
 import local_runner
 from pipeline import pipeline as dag
@@ -59,9 +59,7 @@ def test_bad_data_stops_before_trainer(tmp_path, capsys, case):
     for fragment in expected:
         assert fragment in last_line
     summary = summarize_latest_run(
-        tfx.orchestration.metadata.sqlite_metadata_connection_config(
-            str(tmp_path / "out" / "metadata.sqlite")
-        ),
+        tfx_metadata.sqlite_metadata_connection_config(str(tmp_path / "out" / "metadata.sqlite")),
         "taxi-big-tipper",
     )
     ran = {c.node_id: c.state for c in summary.components}

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
-from tfx import v1 as tfx
+from tfx.orchestration import metadata as tfx_metadata
 
 import local_runner
 from pipeline.run_summary import summarize_latest_run
@@ -34,9 +34,7 @@ def test_local_run_pushes_a_model_that_scores_raw_rows_then_reruns_against_it(
     output_dir = tmp_path / "out"
     args = ["--data-root", str(taxi_slice), "--output-dir", str(output_dir)]
     args += ["--train-steps", "60", "--eval-steps", "5"]
-    metadata = tfx.orchestration.metadata.sqlite_metadata_connection_config(
-        str(output_dir / "metadata.sqlite")
-    )
+    metadata = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
 
     assert local_runner.main(args) == 0
     first = summarize_latest_run(metadata, "taxi-big-tipper")
