@@ -92,6 +92,8 @@ def _child(name: str, out: Path) -> dict:
                 beam_pipeline_args=example._beam_pipeline_args,
             )
         )
+    # Wall time ends here: scoring below is the benchmark's own work.
+    finished_at = time.time()
     summary = summarize_latest_run(
         tfx_metadata.sqlite_metadata_connection_config(str(metadata_path)),
         pipeline_name,
@@ -99,6 +101,7 @@ def _child(name: str, out: Path) -> dict:
     if not summary.pushed_destination:
         raise SystemExit(f"{name}: no model was pushed")
     return {
+        "finished_at": finished_at,
         "components": {c.node_id: c.seconds for c in summary.components},
         "blessed": summary.blessed,
         **_score_eval_split(pipeline_root, summary.pushed_destination, output_key),
@@ -111,7 +114,7 @@ def _run(name: str) -> dict:
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
         if name == "tfx_taxi_native_keras":
             env["TF_USE_LEGACY_KERAS"] = "1"
-        start = time.perf_counter()
+        started_at = time.time()
         proc = subprocess.run(
             [sys.executable, "-m", "benchmarks.local_pipeline", "--child", name, "--out", str(out)],
             cwd=REPO_ROOT,
@@ -119,12 +122,13 @@ def _run(name: str) -> dict:
             capture_output=True,
             text=True,
         )
-        wall = time.perf_counter() - start
         if proc.returncode:
             sys.stderr.write(proc.stderr[-5000:])
             raise SystemExit(f"{name} failed with exit code {proc.returncode}")
         result = json.loads((out / "result.json").read_text())
-        return {"wall_seconds": wall, **result}
+        # From spawning the process (Python start-up and imports included, as a
+        # user waits for them) to the end of the pipeline run.
+        return {"wall_seconds": result.pop("finished_at") - started_at, **result}
 
 
 # Component ids differ between the two DAGs; group them for the table.
@@ -147,7 +151,12 @@ _GROUPS = {
 def _table(results: dict[str, dict]) -> str:
     names = list(results)
     rows = [("", *names)]
-    rows.append(("wall time, whole run (s)", *(f"{results[n]['wall_seconds']:.1f}" for n in names)))
+    rows.append(
+        (
+            "wall time, process start to run end (s)",
+            *(f"{results[n]['wall_seconds']:.1f}" for n in names),
+        )
+    )
     rows.append(
         (
             "  sum of components (s)",

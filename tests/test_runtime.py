@@ -106,3 +106,15 @@ def test_is_chief():
     with_chief = {"chief": ["c:1"], **cluster}
     assert is_chief(json.dumps({"cluster": with_chief, "task": {"type": "chief", "index": 0}}))
     assert not is_chief(json.dumps({"cluster": with_chief, "task": {"type": "worker", "index": 0}}))
+
+
+@pytest.mark.parametrize(
+    ("steps", "plan"),
+    [(200, (4, 50)), (1000, (10, 100)), (203, (1, 203)), (60, (1, 60)), (1, (1, 1)), (150, (3, 50))],
+)
+def test_epoch_plan_runs_exactly_the_requested_steps(steps, plan):
+    from trainer.run import epoch_plan
+
+    epochs, per_epoch = epoch_plan(steps)
+    assert (epochs, per_epoch) == plan
+    assert epochs * per_epoch == steps

@@ -27,7 +27,7 @@ def fit_with_custom_loop(
     train_data: tf.distribute.DistributedDataset,
     eval_data: tf.distribute.DistributedDataset,
     global_batch_size: int,
-    train_steps: int,
+    steps_per_epoch: int,
     eval_steps: int,
     epochs: int,
     log_dir: str,
@@ -76,7 +76,6 @@ def fit_with_custom_loop(
     summary_dir = log_dir if is_chief else tempfile.mkdtemp(prefix="worker_tensorboard_")
     writer = tf.summary.create_file_writer(os.path.join(summary_dir, "train"))
     train_iterator, eval_iterator = iter(train_data), iter(eval_data)
-    steps_per_epoch = max(1, train_steps // epochs)
     metrics: dict[str, float] = {}
     for epoch in range(epochs):
         loss_sum, correct, count = train_loop(train_iterator, tf.constant(steps_per_epoch)).numpy()

@@ -23,17 +23,34 @@ from trainer.runtime import resolve_runtime
 logger = logging.getLogger(__name__)
 
 
+def worker_task(tf_config: str | None) -> tuple[str | None, int, bool]:
+    """(task type, task index, cluster has an explicit chief) from a TF_CONFIG value."""
+    if not tf_config:
+        return None, 0, False
+    parsed = json.loads(tf_config)
+    task = parsed.get("task", {})
+    return task.get("type"), int(task.get("index", 0)), "chief" in parsed.get("cluster", {})
+
+
 def is_chief(tf_config: str | None) -> bool:
     """True unless TF_CONFIG makes this process a non-chief worker."""
-    if not tf_config:
-        return True
-    task = json.loads(tf_config).get("task", {})
-    cluster = json.loads(tf_config).get("cluster", {})
-    task_type, task_id = task.get("type"), task.get("index", 0)
+    task_type, index, has_chief = worker_task(tf_config)
     if task_type == "chief":
         return True
     # Without an explicit chief, worker 0 plays that role.
-    return task_type in (None, "worker") and task_id == 0 and "chief" not in cluster
+    return task_type in (None, "worker") and index == 0 and not has_chief
+
+
+def epoch_plan(train_steps: int, *, min_steps: int = 50, max_epochs: int = 10) -> tuple[int, int]:
+    """(epochs, steps per epoch) running exactly `train_steps` steps.
+
+    TFX counts steps; several epochs of at least `min_steps` give TensorBoard
+    and the logs a learning curve. The epoch count divides `train_steps`.
+    """
+    for epochs in range(min(max_epochs, train_steps // min_steps), 1, -1):
+        if train_steps % epochs == 0:
+            return epochs, train_steps // epochs
+    return 1, train_steps
 
 
 def train_and_export(
@@ -90,8 +107,7 @@ def train_and_export(
             jit_compile=runtime.plan.jit_compile,
         )
 
-    # Several short epochs give TensorBoard a curve; TFX counts steps.
-    epochs = max(1, min(10, train_steps // 50))
+    epochs, steps_per_epoch = epoch_plan(train_steps)
     chief = is_chief(os.environ.get("TF_CONFIG"))
     if isinstance(runtime.strategy, tf.distribute.MultiWorkerMirroredStrategy):
         metrics = fit_with_custom_loop(
@@ -100,7 +116,7 @@ def train_and_export(
             train_data=train_data,
             eval_data=eval_data,
             global_batch_size=runtime.global_batch_size,
-            train_steps=train_steps,
+            steps_per_epoch=steps_per_epoch,
             eval_steps=eval_steps,
             epochs=epochs,
             log_dir=model_run_dir,
@@ -117,7 +133,7 @@ def train_and_export(
         history = model.fit(
             train_data,
             epochs=epochs,
-            steps_per_epoch=max(1, train_steps // epochs),
+            steps_per_epoch=steps_per_epoch,
             validation_data=eval_data,
             validation_steps=eval_steps,
             callbacks=callbacks,
@@ -131,10 +147,8 @@ def train_and_export(
     else:
         # Non-chief workers must still take part in the collective save, but
         # into a scratch directory: only the chief's copy is the model.
-        task = json.loads(os.environ["TF_CONFIG"]).get("task", {})
-        scratch = os.path.join(
-            model_run_dir, f"worker_export_{task.get('type', 'worker')}_{task.get('index', 0)}"
-        )
+        task_type, index, _ = worker_task(os.environ.get("TF_CONFIG"))
+        scratch = os.path.join(model_run_dir, f"worker_export_{task_type or 'worker'}_{index}")
         export_serving_model(model, tf_transform_output, scratch)
         tf.io.gfile.rmtree(scratch)
     return metrics
