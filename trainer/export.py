@@ -40,7 +40,7 @@ class ServingModule(tf.Module):
         self._serving_spec = {k: v for k, v in raw_spec.items() if k != features.LABEL_SOURCE_KEY}
         self._model_inputs = tuple(features.model_input_sizes())
 
-    @tf.function(input_signature=[_EXAMPLES_SPEC])
+    @tf.function(input_signature=[_EXAMPLES_SPEC], autograph=False)
     def serve(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
         raw = tf.io.parse_example(examples, self._serving_spec)
         transformed = self.transform_layer(raw)
@@ -48,7 +48,7 @@ class ServingModule(tf.Module):
         probabilities = self.model(model_inputs, training=False)
         return {PROBABILITY_OUTPUT: tf.cast(probabilities, tf.float32)}
 
-    @tf.function(input_signature=[_EXAMPLES_SPEC])
+    @tf.function(input_signature=[_EXAMPLES_SPEC], autograph=False)
     def transform_features(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
         raw = tf.io.parse_example(examples, self._labelled_spec)
         return self.transform_layer(raw)
