@@ -21,21 +21,7 @@ import time
 
 import numpy as np
 
-
-def synthetic_features(
-    num_examples: int, seed: int = 0
-) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    from trainer import features
-
-    rng = np.random.default_rng(seed)
-    inputs = {}
-    for name, size in features.model_input_sizes().items():
-        if size is None:
-            inputs[name] = rng.normal(size=num_examples).astype("float32")
-        else:
-            inputs[name] = rng.integers(0, size, size=num_examples).astype("int64")
-    labels = rng.integers(0, 2, size=(num_examples, 1)).astype("float32")
-    return inputs, labels
+from trainer.features import random_model_inputs
 
 
 def device_description() -> tuple[str, bool]:
@@ -70,7 +56,7 @@ def model_throughput(
     config = ModelConfig(hidden_units=hidden_units)
     model = build_model(config, dtype_policy=precision)
     compile_model(model, config, precision=precision, jit_compile=keras.backend.backend() == "jax")
-    inputs, labels = synthetic_features(batch_size * steps)
+    inputs, labels = random_model_inputs(batch_size * steps)
     warm = {k: v[: batch_size * warmup_steps] for k, v in inputs.items()}
     model.fit(warm, labels[: batch_size * warmup_steps], batch_size=batch_size, epochs=1, verbose=0)
     start = time.perf_counter()
@@ -84,7 +70,7 @@ def input_pipeline_throughput(batch_size: int, steps: int, *, cache: bool) -> fl
     from trainer import features
     from trainer.data import make_dataset
 
-    inputs, labels = synthetic_features(batch_size * 8)
+    inputs, labels = random_model_inputs(batch_size * 8)
     spec = {
         name: tf.io.FixedLenFeature([], tf.float32 if values.dtype == np.float32 else tf.int64)
         for name, values in inputs.items()

@@ -12,16 +12,8 @@ from trainer.config import ModelConfig
 from trainer.model import build_model, compile_model
 
 
-def tiny_batch(batch_size: int = 8, seed: int = 0) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    rng = np.random.default_rng(seed)
-    inputs = {}
-    for name, size in features.model_input_sizes().items():
-        if size is None:
-            inputs[name] = rng.normal(size=batch_size).astype("float32")
-        else:
-            inputs[name] = rng.integers(0, size, size=batch_size).astype("int64")
-    labels = rng.integers(0, 2, size=(batch_size, 1)).astype("float32")
-    return inputs, labels
+def tiny_batch(batch_size: int = 8, seed: int = 0):
+    return features.random_model_inputs(batch_size, seed)
 
 
 def test_output_is_one_float32_probability_per_example():

@@ -110,7 +110,14 @@ def test_is_chief():
 
 @pytest.mark.parametrize(
     ("steps", "plan"),
-    [(200, (4, 50)), (1000, (10, 100)), (203, (1, 203)), (60, (1, 60)), (1, (1, 1)), (150, (3, 50))],
+    [
+        (200, (4, 50)),
+        (1000, (10, 100)),
+        (203, (1, 203)),
+        (60, (1, 60)),
+        (1, (1, 1)),
+        (150, (3, 50)),
+    ],
 )
 def test_epoch_plan_runs_exactly_the_requested_steps(steps, plan):
     from trainer.run import epoch_plan

@@ -92,3 +92,22 @@ def model_input_sizes() -> dict[str, int | None]:
     sizes.update({transformed_name(k): VOCAB_SIZE + OOV_BUCKETS for k in VOCAB_KEYS})
     sizes.update({transformed_name(f.name): f.num_values for f in CATEGORICAL_FEATURES})
     return sizes
+
+
+def random_model_inputs(num_examples: int, seed: int = 0):
+    """Random (inputs, labels) shaped like Transform's output, for smoke tests and benchmarks.
+
+    Values are in range for every input (ids below their category counts), so
+    the model runs on them; they carry no signal.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    inputs = {}
+    for name, size in model_input_sizes().items():
+        if size is None:
+            inputs[name] = rng.normal(size=num_examples).astype("float32")
+        else:
+            inputs[name] = rng.integers(0, size, size=num_examples).astype("int64")
+    labels = rng.integers(0, 2, size=(num_examples, 1)).astype("float32")
+    return inputs, labels
