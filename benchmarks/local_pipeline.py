@@ -36,6 +36,8 @@ def _score_eval_split(pipeline_root: Path, model_dir: str, output_key: str) -> d
     import tensorflow as tf
     from sklearn.metrics import roc_auc_score
 
+    from trainer.features import BIG_TIP_FRACTION
+
     files = sorted(
         glob.glob(str(pipeline_root / "CsvExampleGen" / "examples" / "*" / "Split-eval" / "*"))
     )
@@ -46,7 +48,7 @@ def _score_eval_split(pipeline_root: Path, model_dir: str, output_key: str) -> d
     )
     tips = tf.sparse.to_dense(parsed["tips"]).numpy()[:, 0]
     fare = tf.sparse.to_dense(parsed["fare"]).numpy()[:, 0]
-    labels = (tips > 0.2 * fare).astype(int)
+    labels = (tips > BIG_TIP_FRACTION * fare).astype(int)
     serve = tf.saved_model.load(model_dir).signatures["serving_default"]
     scores = np.concatenate(
         [

@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 import tensorflow_model_analysis as tfma
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
+from tfx.types.standard_component_specs import BASELINE_MODEL_KEY
+
+from components.served_model import HAS_MODEL_PROPERTY, SERVED_PATH_PROPERTY
 
 _STATE_NAMES = {
     metadata_store_pb2.Execution.COMPLETE: "complete",
@@ -127,12 +130,12 @@ def summarize_latest_run(
     outputs_by_execution: dict[int, list[metadata_store_pb2.Artifact]] = {}
     for ev in events:
         if ev.type == metadata_store_pb2.Event.INPUT:
-            if any(step.key == "baseline_model" for step in ev.path.steps):
+            if any(step.key == BASELINE_MODEL_KEY for step in ev.path.steps):
                 props = artifacts[ev.artifact_id].custom_properties
-                if "has_model" not in props or props["has_model"].int_value == 1:
+                if HAS_MODEL_PROPERTY not in props or props[HAS_MODEL_PROPERTY].int_value == 1:
                     summary.has_baseline = True
-                    if "served_path" in props:
-                        summary.baseline_path = props["served_path"].string_value
+                    if SERVED_PATH_PROPERTY in props:
+                        summary.baseline_path = props[SERVED_PATH_PROPERTY].string_value
         elif ev.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT):
             outputs_by_execution.setdefault(ev.execution_id, []).append(artifacts[ev.artifact_id])
 

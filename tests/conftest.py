@@ -82,30 +82,42 @@ def copy_tree(src: Path, dst: Path) -> Path:
     return dst
 
 
-@pytest.fixture(scope="session")
-def transformed_taxi(tmp_path_factory):
-    """Real tf.Transform output for 2,000 taxi rows: graph dir + train/eval TFRecords.
+def load_schema():
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
 
-    What the Trainer component receives, without running the DAG.
+    from schemas import SCHEMA_FILE
+
+    return text_format.Parse(SCHEMA_FILE.read_text(), schema_pb2.Schema())
+
+
+def big_tipper_labels(rows: list[dict[str, str]]):
+    """The label Transform computes, recomputed from raw CSV rows."""
+    import numpy as np
+
+    from trainer.features import BIG_TIP_FRACTION
+
+    return np.array([float(r["tips"]) > BIG_TIP_FRACTION * float(r["fare"]) for r in rows])
+
+
+def analyze_and_transform(rows: list[dict[str, str]], schema, root: Path):
+    """Real tf.Transform analysis of `rows` on Beam, written where the Trainer expects it.
+
+    Returns the TFTransformOutput and the rows transformed by the written
+    graph: the path serving takes, so both are exercised.
     """
     import apache_beam as beam
     import tensorflow as tf
     import tensorflow_transform as tft
     import tensorflow_transform.beam as tft_beam
-    from google.protobuf import text_format
-    from tensorflow_metadata.proto.v0 import schema_pb2
     from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
     from tfx_bsl.public import tfxio as public_tfxio
 
-    from schemas import SCHEMA_FILE
     from trainer.preprocessing import preprocessing_fn
     from trainer.raw_examples import serialize_rows
 
-    schema = text_format.Parse(SCHEMA_FILE.read_text(), schema_pb2.Schema())
-    _, rows = read_taxi_rows(limit=2000)
-    serialized = serialize_rows(rows, schema)
-    root = tmp_path_factory.mktemp("transformed_taxi")
     graph_dir = root / "transform_graph"
+    serialized = serialize_rows(rows, schema)
     tfxio = public_tfxio.TFExampleBeamRecord(
         physical_format="inmem", telemetry_descriptors=["test"], schema=schema
     )
@@ -118,13 +130,28 @@ def transformed_taxi(tmp_path_factory):
             preprocessing_fn
         )
         _ = transform_fn | tft_beam.WriteTransformFn(str(graph_dir))
+    # The TFX Transform executor also records the raw schema; serving reads it.
     metadata_io.write_metadata(
         dataset_metadata.DatasetMetadata(schema),
         str(graph_dir / tft.TFTransformOutput.RAW_METADATA_DIR),
     )
     output = tft.TFTransformOutput(str(graph_dir))
     parsed = tf.io.parse_example(serialized, output.raw_feature_spec())
-    transformed = output.transform_raw_features(parsed)
+    return output, output.transform_raw_features(parsed)
+
+
+@pytest.fixture(scope="session")
+def transformed_taxi(tmp_path_factory):
+    """Real tf.Transform output for 2,000 taxi rows: graph dir + train/eval TFRecords.
+
+    What the Trainer component receives, without running the DAG.
+    """
+    import tensorflow as tf
+
+    schema = load_schema()
+    _, rows = read_taxi_rows(limit=2000)
+    root = tmp_path_factory.mktemp("transformed_taxi")
+    _, transformed = analyze_and_transform(rows, schema, root)
 
     def write(name: str, start: int, stop: int) -> str:
         path = root / f"{name}.tfrecord.gz"
@@ -149,7 +176,7 @@ def transformed_taxi(tmp_path_factory):
         return str(path)
 
     return {
-        "transform_output": str(graph_dir),
+        "transform_output": str(root / "transform_graph"),
         "train_files": write("train", 0, 1500),
         "eval_files": write("eval", 1500, 2000),
         "raw_rows": rows[1500:],

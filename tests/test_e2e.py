@@ -5,14 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-from google.protobuf import text_format
-from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx.orchestration import metadata as tfx_metadata
 
 import local_runner
 from pipeline.run_summary import summarize_latest_run
-from schemas import SCHEMA_FILE
-from tests.conftest import read_taxi_rows
+from tests.conftest import big_tipper_labels, load_schema, read_taxi_rows
 from trainer import features
 from trainer.export import PROBABILITY_OUTPUT, SERVING_SIGNATURE
 from trainer.raw_examples import serialize_rows
@@ -46,7 +43,7 @@ def test_local_run_pushes_a_model_that_scores_raw_rows_then_reruns_against_it(
     assert "Blessing: BLESSED" in printed and f"Pushed model: {version}" in printed
 
     # The pushed model scores raw CSV rows (no label column) through its signature.
-    schema = text_format.Parse(SCHEMA_FILE.read_text(), schema_pb2.Schema())
+    schema = load_schema()
     _, rows = read_taxi_rows(limit=400)
     loaded = tf.saved_model.load(str(version))
     serve = loaded.signatures[SERVING_SIGNATURE]
@@ -55,8 +52,7 @@ def test_local_run_pushes_a_model_that_scores_raw_rows_then_reruns_against_it(
     probabilities = serve(examples=tf.constant(serialized))[PROBABILITY_OUTPUT].numpy()
     assert probabilities.shape == (len(rows), 1)
     assert np.all((probabilities >= 0) & (probabilities <= 1))
-    labels = np.array([float(r["tips"]) > 0.2 * float(r["fare"]) for r in rows])
-    accuracy = np.mean((probabilities[:, 0] > 0.5) == labels)
+    accuracy = np.mean((probabilities[:, 0] > 0.5) == big_tipper_labels(rows))
     assert accuracy >= 0.8
 
     # Second run: evaluated against the first run's blessed model; the model

@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import math
-import os
 
-import apache_beam as beam
 import pytest
 import tensorflow as tf
-import tensorflow_transform as tft
-import tensorflow_transform.beam as tft_beam
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
-from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
-from tfx_bsl.public import tfxio as public_tfxio
 
-from schemas import SCHEMA_FILE
-from tests.conftest import golden_path, update_goldens
+from tests.conftest import analyze_and_transform, golden_path, load_schema, update_goldens
 from trainer import features
-from trainer.preprocessing import big_tipper_label, fill_in_missing, preprocessing_fn
+from trainer.preprocessing import big_tipper_label, fill_in_missing
 from trainer.raw_examples import serialize_rows
 
 pytestmark = pytest.mark.slow
@@ -56,42 +49,12 @@ ROWS = [
 ]
 
 
-def _schema() -> schema_pb2.Schema:
-    return text_format.Parse(SCHEMA_FILE.read_text(), schema_pb2.Schema())
-
-
 @pytest.fixture(scope="module")
 def transformed(tmp_path_factory):
-    """Analyzes ROWS with real tf.Transform on Beam, then applies the result in TF.
-
-    Applying the written transform graph (rather than reading Beam's output)
-    is the path serving takes, so both are covered at once.
-    """
-    schema = _schema()
-    output_dir = str(tmp_path_factory.mktemp("transform_output"))
-    serialized = serialize_rows(ROWS, schema)
-    tfxio = public_tfxio.TFExampleBeamRecord(
-        physical_format="inmem", telemetry_descriptors=["test"], schema=schema
+    """ROWS analyzed by real tf.Transform, then transformed by the written graph."""
+    tf_transform_output, outputs = analyze_and_transform(
+        ROWS, load_schema(), tmp_path_factory.mktemp("tft")
     )
-    with (
-        beam.Pipeline() as p,
-        tft_beam.Context(
-            temp_dir=str(tmp_path_factory.mktemp("tft_tmp")), force_tf_compat_v1=False
-        ),
-    ):
-        raw = p | beam.Create(serialized) | tfxio.BeamSource()
-        transform_fn = (raw, tfxio.TensorAdapterConfig()) | tft_beam.AnalyzeDataset(
-            preprocessing_fn
-        )
-        _ = transform_fn | tft_beam.WriteTransformFn(output_dir)
-    # The TFX Transform executor also records the raw schema; serving reads it.
-    metadata_io.write_metadata(
-        dataset_metadata.DatasetMetadata(schema),
-        os.path.join(output_dir, tft.TFTransformOutput.RAW_METADATA_DIR),
-    )
-    tf_transform_output = tft.TFTransformOutput(output_dir)
-    parsed = tf.io.parse_example(serialized, tf_transform_output.raw_feature_spec())
-    outputs = tf_transform_output.transform_raw_features(parsed)
     rows = [
         {key: value[i].numpy().item() for key, value in outputs.items()} for i in range(len(ROWS))
     ]
@@ -130,7 +93,7 @@ def test_vocabularies_are_ordered_by_frequency(transformed):
 def test_unseen_value_maps_to_an_oov_bucket(transformed):
     _, _, tf_transform_output = transformed
     row = {"fare": "15.0", "payment_type": "Bitcoin", "company": "New Co", "trip_start_hour": "1"}
-    serialized = serialize_rows([row], _schema())
+    serialized = serialize_rows([row], load_schema())
     raw = tf.io.parse_example(serialized, tf_transform_output.raw_feature_spec())
     out = tf_transform_output.transform_raw_features(raw)
     payment = int(out[features.transformed_name("payment_type")][0])

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, big_tipper_labels
 from trainer import features
 from trainer.config import ModelConfig, RuntimeConfig, TrainerConfig
 from trainer.export import PROBABILITY_OUTPUT, SERVING_SIGNATURE
@@ -53,8 +53,7 @@ def score(export_dir: Path, data) -> np.ndarray:
 
 
 def accuracy(scores: np.ndarray, data) -> float:
-    labels = np.array([float(r["tips"]) > 0.2 * float(r["fare"]) for r in data["raw_rows"]])
-    return float(np.mean((scores > 0.5) == labels))
+    return float(np.mean((scores > 0.5) == big_tipper_labels(data["raw_rows"])))
 
 
 def train_here(tmp_path: Path, data, config: TrainerConfig, name: str) -> Path:
