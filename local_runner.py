@@ -10,15 +10,23 @@ and serving_model/<version>/ for every blessed, pushed model.
 from __future__ import annotations
 
 import argparse
+import datetime
 import logging
 import os
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipeline.config import PipelineConfig
 
 REPO_ROOT = Path(__file__).resolve().parent
 DEFAULT_DATA_ROOT = REPO_ROOT / "data" / "chicago_taxi"
 DEFAULT_OUTPUT_DIR = REPO_ROOT / "outputs"
+EXIT_FAILED = 1
+EXIT_NOT_BLESSED = 3
+EXIT_INTERRUPTED = 130
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -52,6 +60,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=("auto", "in_memory", "multi_processing"),
         default="auto",
         help="DirectRunner mode (auto: in_memory for small data)",
+    )
+    parser.add_argument(
+        "--fail-if-not-blessed",
+        action="store_true",
+        help=f"exit {EXIT_NOT_BLESSED} when the Evaluator does not bless the candidate "
+        "(default: exit 0, as schedulers treat a run without a new model as a success)",
     )
     parser.add_argument("--verbose", action="store_true", help="show all TFX/TensorFlow logs")
     args = parser.parse_args(argv)
@@ -99,17 +113,21 @@ def _configure_logging(verbose: bool) -> None:
     absl_logging.set_verbosity(absl_logging.INFO)
 
 
-def run(args: argparse.Namespace) -> int:
-    # Heavy imports after argument parsing, so `--help` answers at once.
-    from tfx.orchestration import metadata as tfx_metadata
+class NotBlessedError(RuntimeError):
+    """--fail-if-not-blessed, and the Evaluator did not bless the candidate."""
 
-    from pipeline.beam import beam_pipeline_args, choose_beam_mode, data_size_bytes
+
+def new_run_id() -> str:
+    """A run id in TFX's own format (LocalDagRunner uses the start time too)."""
+    return datetime.datetime.now().isoformat()
+
+
+def run(args: argparse.Namespace) -> int:
+    # Only light modules before the lock: a second run is refused at once, and
+    # `--help` answers at once. TensorFlow and TFX load in _run_pipeline.
     from pipeline.config import variant
     from pipeline.inputs import check_csv_data_root
-    from pipeline.local import run_locally
-    from pipeline.pipeline import create_pipeline
-    from pipeline.run_summary import summarize_latest_run
-    from schemas import SCHEMA_FILE
+    from pipeline.run_lock import RunLock
 
     config = variant(args.config)
     config = config.replace(
@@ -121,6 +139,21 @@ def run(args: argparse.Namespace) -> int:
     check_csv_data_root(data_root)
     output_dir = args.output_dir.resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
+    with RunLock(output_dir):
+        return _run_pipeline(args, config, data_root, output_dir)
+
+
+def _run_pipeline(
+    args: argparse.Namespace, config: PipelineConfig, data_root: Path, output_dir: Path
+) -> int:
+    from tfx.orchestration import metadata as tfx_metadata
+
+    from pipeline.beam import beam_pipeline_args, choose_beam_mode, data_size_bytes
+    from pipeline.local import run_locally
+    from pipeline.pipeline import create_pipeline
+    from pipeline.run_summary import summarize_run
+    from schemas import SCHEMA_FILE
+
     metadata = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
     beam_mode = choose_beam_mode(data_size_bytes(data_root), args.beam_mode)
 
@@ -143,8 +176,16 @@ def run(args: argparse.Namespace) -> int:
         f"{config.train_steps} train steps, cache {'on' if config.enable_cache else 'off'})",
         flush=True,
     )
-    run_locally(pipeline)
-    print(summarize_latest_run(metadata, config.pipeline_name).format(), flush=True)
+    run_id = new_run_id()
+    run_locally(pipeline, run_id)
+    summary = summarize_run(metadata, config.pipeline_name, run_id)
+    print(summary.format(), flush=True)
+    if args.fail_if_not_blessed and summary.blessed is False:
+        raise NotBlessedError(
+            "the candidate was not blessed: " + "; ".join(summary.validation_failures)
+            if summary.validation_failures
+            else "the candidate was not blessed"
+        )
     return 0
 
 
@@ -155,12 +196,15 @@ def main(argv: list[str] | None = None) -> int:
         return run(args)
     except KeyboardInterrupt:
         print("error: interrupted; the serving directory was not changed", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except NotBlessedError as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return EXIT_NOT_BLESSED
     except Exception as err:  # The last line must say why, whatever failed.
         if args.verbose:
             logging.exception("pipeline failed")
         print(f"error: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
-        return 1
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ off for it.
 # No `from __future__ import annotations`: the @component decorator reads
 # the real annotation objects.
 
+import hashlib
 import os
 
 from absl import logging
@@ -53,6 +54,24 @@ def latest_served_version(serving_model_dir: str) -> "str | None":
         ):
             versions.append(int(name))
     return str(max(versions)) if versions else None
+
+
+def model_digest(model_dir: str) -> str:
+    """SHA-256 over a SavedModel directory: every file's relative path and bytes.
+
+    Two directories with equal digests serve the same model; the Pusher uses
+    this to avoid pushing the model that is already being served.
+    """
+    digest = hashlib.sha256()
+    for root, _dirs, files in sorted(fileio.walk(model_dir)):
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            digest.update(os.path.relpath(path, model_dir).encode() + b"\0")
+            with fileio.open(path, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    digest.update(chunk)
+            digest.update(b"\0")
+    return digest.hexdigest()
 
 
 @component

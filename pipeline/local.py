@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tfx.dsl.compiler import compiler
+from tfx.dsl.compiler import compiler, constants
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 from tfx.orchestration.pipeline import Pipeline
+from tfx.orchestration.portable import runtime_parameter_utils
 from tfx.proto.orchestration import pipeline_pb2
 
 from pipeline.pipeline import UNCACHED_NODES
@@ -33,5 +34,14 @@ def compile_with_uncached_nodes(
     return ir
 
 
-def run_locally(pipeline: Pipeline) -> None:
-    LocalDagRunner().run_with_ir(compile_with_uncached_nodes(pipeline))
+def run_locally(pipeline: Pipeline, run_id: str) -> None:
+    """Runs `pipeline` as the run `run_id`, the key its summary reads back from MLMD.
+
+    LocalDagRunner would name the run after the clock itself; binding the id
+    first means this process knows which run is its own.
+    """
+    ir = compile_with_uncached_nodes(pipeline)
+    runtime_parameter_utils.substitute_runtime_parameter(
+        ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id}
+    )
+    LocalDagRunner().run_with_ir(ir)

@@ -15,7 +15,6 @@ from ml_metadata.proto import metadata_store_pb2
 from tfx.components import (
     CsvExampleGen,
     ExampleValidator,
-    Pusher,
     StatisticsGen,
     Trainer,
     Transform,
@@ -27,7 +26,9 @@ from tfx.proto import pusher_pb2, trainer_pb2
 
 from components.data_gate import DataValidationGate
 from components.evaluator import Evaluator
+from components.pusher import Pusher
 from components.served_model import LatestServedModel
+from pipeline import fingerprint
 from pipeline.config import EvaluationConfig
 from trainer import features
 from trainer.config import TrainerConfig
@@ -67,6 +68,11 @@ UNCACHED_NODES = (BASELINE,)
 def function_path(fn: Callable) -> str:
     """`module.function` for a function TFX must import by name at run time."""
     return f"{fn.__module__}.{fn.__qualname__}"
+
+
+def code_fingerprint_config(fn: Callable) -> dict[str, str]:
+    """`custom_config` entry that ties a component's cache key to the code `fn` runs."""
+    return {fingerprint.CUSTOM_CONFIG_KEY: fingerprint.code_fingerprint(fn)}
 
 
 def build_eval_config(evaluation: EvaluationConfig) -> tfma.EvalConfig:
@@ -128,7 +134,8 @@ def create_pipeline(
     beam_pipeline_args: Sequence[str] = (),
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
 ) -> Pipeline:
-    """Builds the DAG. Pure: reads no files and no environment.
+    """Builds the DAG. Pure: reads no data and no environment; it only hashes the
+    project's own source for the cache key (see pipeline/fingerprint.py).
 
     `data_root` and `train_steps` may be RuntimeParameters (Kubeflow), set per
     run. TFX cannot put a parameter inside the TrainArgs proto, so a
@@ -155,6 +162,9 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         schema=schema_importer.outputs["schema"],
         preprocessing_fn=function_path(preprocessing_fn),
+        # The module path holds no trace of the code; this fingerprint makes
+        # TFX's cache key change when preprocessing (or what it imports) does.
+        custom_config=code_fingerprint_config(preprocessing_fn),
         # Pre/post-transform statistics double Transform's Beam work; StatisticsGen
         # and the gate already cover the raw data.
         disable_statistics=True,
@@ -173,7 +183,7 @@ def create_pipeline(
             else trainer_pb2.TrainArgs(num_steps=train_steps)
         ),
         eval_args=trainer_pb2.EvalArgs(num_steps=eval_steps),
-        custom_config=trainer_config.to_custom_config(),
+        custom_config=trainer_config.to_custom_config() | code_fingerprint_config(run_fn),
     ).with_id(TRAINER)
 
     # The model being served is the baseline (every served model was blessed

@@ -13,6 +13,7 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 from tfx.types.standard_component_specs import BASELINE_MODEL_KEY
 
+from components.pusher import ALREADY_SERVED_PROPERTY
 from components.served_model import HAS_MODEL_PROPERTY, SERVED_PATH_PROPERTY
 
 _STATE_NAMES = {
@@ -41,6 +42,7 @@ class RunSummary:
     baseline_path: str | None = None
     blessed: bool | None = None
     pushed_destination: str | None = None
+    already_served_path: str | None = None
 
     def format(self) -> str:
         lines = [f"Run {self.run_id}"]
@@ -58,11 +60,15 @@ class RunSummary:
         else:
             lines.append(f"Blessing: {'BLESSED' if self.blessed else 'NOT BLESSED'}")
         lines += [f"  failed: {f}" for f in self.validation_failures]
-        lines.append(
-            f"Pushed model: {self.pushed_destination}"
-            if self.pushed_destination
-            else "Pushed model: none (serving directory untouched)"
-        )
+        if self.pushed_destination:
+            lines.append(f"Pushed model: {self.pushed_destination}")
+        elif self.already_served_path:
+            lines.append(
+                "Pushed model: none (the candidate is the model already served at "
+                f"{self.already_served_path}; no duplicate version)"
+            )
+        else:
+            lines.append("Pushed model: none (serving directory untouched)")
         return "\n".join(lines)
 
 
@@ -95,30 +101,69 @@ def _validation_failures(evaluation_uri: str) -> list[str]:
     return failures
 
 
-def summarize_latest_run(
+def _node_contexts(store: metadata_store.MetadataStore, pipeline_name: str) -> dict[int, str]:
+    """Context id -> node id, for the nodes of `pipeline_name`."""
+    prefix = f"{pipeline_name}."
+    return {
+        c.id: c.name[len(prefix) :]
+        for c in store.get_contexts_by_type("node")
+        if c.name.startswith(prefix)
+    }
+
+
+def _node_id(store, execution, nodes: dict[int, str]) -> str | None:
+    for context in store.get_contexts_by_execution(execution.id):
+        if context.id in nodes:
+            return nodes[context.id]
+    return None
+
+
+def latest_run_id(
     connection_config: metadata_store_pb2.ConnectionConfig, pipeline_name: str
-) -> RunSummary:
-    """Summarizes the most recent run of `pipeline_name` in the metadata store."""
+) -> str:
+    """The newest run of `pipeline_name`, for a store this process did not run itself."""
     store = metadata_store.MetadataStore(connection_config)
-    node_prefix = f"{pipeline_name}."
-
-    def node_id(execution: metadata_store_pb2.Execution) -> str | None:
-        for context in store.get_contexts_by_execution(execution.id):
-            if context.type == "node" and context.name.startswith(node_prefix):
-                return context.name[len(node_prefix) :]
-        return None
-
-    # Newest run first; a store may hold several pipelines.
+    nodes = _node_contexts(store, pipeline_name)
     for run in sorted(
         store.get_contexts_by_type("pipeline_run"),
         key=lambda c: c.create_time_since_epoch,
         reverse=True,
     ):
         executions = store.get_executions_by_context(run.id)
-        if executions and node_id(executions[0]) is not None:
-            break
-    else:
-        raise LookupError(f"no runs of pipeline {pipeline_name!r} in the metadata store")
+        if executions and _node_id(store, executions[0], nodes) is not None:
+            return run.name
+    raise LookupError(f"no runs of pipeline {pipeline_name!r} in the metadata store")
+
+
+def summarize_latest_run(
+    connection_config: metadata_store_pb2.ConnectionConfig, pipeline_name: str
+) -> RunSummary:
+    """Summarizes the most recent run of `pipeline_name` in the metadata store."""
+    return summarize_run(
+        connection_config, pipeline_name, latest_run_id(connection_config, pipeline_name)
+    )
+
+
+def summarize_run(
+    connection_config: metadata_store_pb2.ConnectionConfig, pipeline_name: str, run_id: str
+) -> RunSummary:
+    """Summarizes the run `run_id` of `pipeline_name`: the run a process started itself.
+
+    Keyed on the run id, never on "the latest run", so a summary describes its
+    own run even when another run wrote to the same store meanwhile.
+    """
+    store = metadata_store.MetadataStore(connection_config)
+    nodes = _node_contexts(store, pipeline_name)
+
+    def node_id(execution: metadata_store_pb2.Execution) -> str | None:
+        return _node_id(store, execution, nodes)
+
+    run = store.get_context_by_type_and_name("pipeline_run", run_id)
+    if run is None:
+        raise LookupError(f"no run {run_id!r} in the metadata store")
+    executions = [e for e in store.get_executions_by_context(run.id) if node_id(e) is not None]
+    if not executions:
+        raise LookupError(f"run {run_id!r} has no executions of pipeline {pipeline_name!r}")
 
     summary = RunSummary(run_id=run.name)
     executions.sort(key=lambda e: e.create_time_since_epoch)
@@ -156,4 +201,6 @@ def summarize_latest_run(
                 props = artifact.custom_properties
                 if props.get("pushed") and props["pushed"].int_value:
                     summary.pushed_destination = props["pushed_destination"].string_value
+                elif ALREADY_SERVED_PROPERTY in props:
+                    summary.already_served_path = props[ALREADY_SERVED_PROPERTY].string_value
     return summary

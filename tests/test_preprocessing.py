@@ -17,7 +17,7 @@ from trainer.raw_examples import serialize_rows
 pytestmark = pytest.mark.slow
 
 
-def _row(fare, tips, payment, company, hour, lat, area) -> dict[str, str]:
+def _row(fare, tips, payment, company, hour, lat, area, tract="") -> dict[str, str]:
     """A CSV row as strings; "" is an empty cell."""
     return {
         "fare": fare,
@@ -35,16 +35,16 @@ def _row(fare, tips, payment, company, hour, lat, area) -> dict[str, str]:
         "dropoff_longitude": "-87.6",
         "pickup_community_area": area,
         "dropoff_community_area": "",
-        "dropoff_census_tract": "",
+        "dropoff_census_tract": tract,
         "pickup_census_tract": "",
         "trip_start_timestamp": "1400000000",
     }
 
 
 ROWS = [
-    _row("10", "3", "Cash", "Flash Cab", "0", "41.80", "8"),
-    _row("20", "1", "Credit Card", "", "5", "41.85", "8"),
-    _row("30", "10", "Cash", "Flash Cab", "23", "41.90", "32"),
+    _row("10", "3", "Cash", "Flash Cab", "0", "41.80", "8", "17031081500"),
+    _row("20", "1", "Credit Card", "", "5", "41.85", "8", "17031320100"),
+    _row("30", "10", "Cash", "Flash Cab", "23", "41.90", "32", "17031081500"),
     _row("40", "0", "Cash", "Yellow", "30", "", "8"),
 ]
 
@@ -86,8 +86,20 @@ def test_vocabularies_are_ordered_by_frequency(transformed):
     company = [r[features.transformed_name("company")] for r in rows]
     assert company[0] == company[2] == 0 and company[3] == 1
     assert 2 <= company[1] < 2 + features.OOV_BUCKETS
-    # Integer ids are vocabularized as strings.
-    assert tf_transform_output.vocabulary_by_name("pickup_community_area") == [b"8", b"32"]
+
+
+def test_community_areas_are_closed_range_ids_with_missing_as_zero(transformed):
+    rows, _, _ = transformed
+    assert [r[features.transformed_name("pickup_community_area")] for r in rows] == [8, 8, 32, 8]
+    assert [r[features.transformed_name("dropoff_community_area")] for r in rows] == [0, 0, 0, 0]
+
+
+def test_census_tracts_are_hashed_consistently_into_range(transformed):
+    rows, _, _ = transformed
+    tracts = [r[features.transformed_name("dropoff_census_tract")] for r in rows]
+    assert all(0 <= t < features.HASH_BUCKETS for t in tracts)
+    assert tracts[0] == tracts[2]  # same tract, same bucket
+    assert len(set(tracts)) == 3  # two tracts and "missing", here without collision
 
 
 def test_unseen_value_maps_to_an_oov_bucket(transformed):

@@ -39,23 +39,26 @@ BUCKET_KEYS: tuple[str, ...] = (
 )
 BUCKET_COUNT = 10
 
-# Columns whose value set is learned from the data (strings, or ids whose range
-# is open-ended such as community areas and census tracts).
-VOCAB_KEYS: tuple[str, ...] = (
-    "payment_type",
-    "company",
-    "pickup_community_area",
-    "dropoff_community_area",
-    "dropoff_census_tract",
-)
+# String columns whose value set is learned from the data. Each vocabulary is
+# an analyzer, i.e. extra Beam stages in Transform: keep this list to columns
+# that need one (see README, "Why Transform is fast").
+VOCAB_KEYS: tuple[str, ...] = ("payment_type", "company")
 VOCAB_SIZE = 1000
 OOV_BUCKETS = 10
 
-# Calendar columns with fixed ranges; the model one-hots them directly.
+# Open-ended integer ids (230 census tracts in the sample, thousands in the
+# city): hashed into buckets, which needs no pass over the data.
+HASH_KEYS: tuple[str, ...] = ("dropoff_census_tract",)
+HASH_BUCKETS = 1024
+
+# Integer categories with a closed range (the schema's int_domain); missing
+# values become 0. The model embeds them directly, with no vocabulary pass.
 CATEGORICAL_FEATURES: tuple[CategoricalFeature, ...] = (
     CategoricalFeature("trip_start_hour", 24),
     CategoricalFeature("trip_start_day", 8),  # 1..7
     CategoricalFeature("trip_start_month", 13),  # 1..12
+    CategoricalFeature("pickup_community_area", 78),  # 1..77
+    CategoricalFeature("dropoff_community_area", 78),  # 1..77
 )
 
 # Raw columns present in the data that the model deliberately ignores:
@@ -75,6 +78,7 @@ def raw_feature_keys() -> tuple[str, ...]:
         *DENSE_FLOAT_KEYS,
         *BUCKET_KEYS,
         *VOCAB_KEYS,
+        *HASH_KEYS,
         *(f.name for f in CATEGORICAL_FEATURES),
         LABEL_SOURCE_KEY,
     )
@@ -90,6 +94,7 @@ def model_input_sizes() -> dict[str, int | None]:
     sizes: dict[str, int | None] = {transformed_name(k): None for k in DENSE_FLOAT_KEYS}
     sizes.update({transformed_name(k): BUCKET_COUNT for k in BUCKET_KEYS})
     sizes.update({transformed_name(k): VOCAB_SIZE + OOV_BUCKETS for k in VOCAB_KEYS})
+    sizes.update({transformed_name(k): HASH_BUCKETS for k in HASH_KEYS})
     sizes.update({transformed_name(f.name): f.num_values for f in CATEGORICAL_FEATURES})
     return sizes
 
