@@ -1,24 +1,38 @@
-"""Times the full local DAG against TFX 1.16's own taxi native-Keras example.
+"""Times the whole local DAG against TFX 1.16's own taxi template, side by side.
 
-    ./dev exec python -m benchmarks.local_pipeline            # both, side by side
-    ./dev exec python -m benchmarks.local_pipeline --only template
+    ./dev exec python -m benchmarks.local_pipeline              # 2 rounds, alternating
+    ./dev exec python -m benchmarks.local_pipeline --rounds 3
+    ./dev exec python -m benchmarks.local_pipeline --with-native-keras   # + a third column
 
-Each pipeline runs from scratch (fresh output directory, no cache) in its own
-process, on the same embedded CSV. Wall time includes Python start-up and
-imports, as a user experiences it; per-component times come from ML Metadata.
-Both pushed models are then scored on the same eval split (CsvExampleGen's
-default hash split is content-based, so both pipelines get the same rows).
+Anchor: the template that `tfx template copy --model=taxi` writes (from this
+environment's tfx), with every step 5/6 `components.append(...)` uncommented
+by this script, run with its own `local_runner.py` on the same CSV. Ours is
+`local_runner.py` with its defaults, run from a temporary copy of this
+repository so the inner-loop edit below never touches the checkout.
 
-The TFX example needs TF_USE_LEGACY_KERAS=1 (it fails under Keras 3) and runs
-with its own Beam settings (multi_processing), as shipped.
+Each round runs ours, then the anchor (the order alternates between rounds),
+every run in a fresh process on a fresh output directory with no cache. Wall
+time is from spawning the process to its exit, Python start-up and imports
+included, as a user waits for them. Per-component times come from ML
+Metadata; eval accuracy is TFMA's on the eval split (CsvExampleGen's split is
+a content hash, so both see the same rows).
+
+Inner loop: after each cold run of ours, the script edits only
+`trainer/model.py` in the copy and reruns on the same output directory: only
+Trainer and what follows it may run again.
+
+The TFX native-Keras example (a third column, opt in: about 3.5 min a run)
+needs TF_USE_LEGACY_KERAS=1, as it fails under Keras 3.
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
+import re
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,113 +41,143 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_ROOT = REPO_ROOT / "data" / "chicago_taxi"
-RUNS = ("template", "tfx_taxi_native_keras")
+OURS, ANCHOR, NATIVE_KERAS = "this template", "TFX taxi template", "TFX native-Keras example"
+ANCHOR_PIPELINE = "taxi_anchor"
+OUR_PIPELINE = "taxi-big-tipper"
+# A code change that the model really sees (the fingerprint ignores comments).
+MODEL_EDIT = "\n\n_BENCHMARK_EDIT = 1  # appended by benchmarks/local_pipeline.py\n"
+RETRAINED = ("Trainer", "LatestServedModel", "Evaluator", "Pusher")
 
 
-def _score_eval_split(pipeline_root: Path, model_dir: str, output_key: str) -> dict[str, float]:
-    """Accuracy and AUC of a pushed model on the raw eval split, via its serving signature."""
-    import numpy as np
-    import tensorflow as tf
-    from sklearn.metrics import roc_auc_score
+def _summary(metadata_path: Path, pipeline_name: str, run_dir: Path) -> dict:
+    """Component states and times and eval metrics of the newest run in a store.
 
-    from trainer.features import BIG_TIP_FRACTION
-
-    files = sorted(
-        glob.glob(str(pipeline_root / "CsvExampleGen" / "examples" / "*" / "Split-eval" / "*"))
+    Artifact URIs may be relative to the directory the pipeline ran in (the
+    anchor's are), so read from there, after importing our own modules (the
+    anchor has a `pipeline` package too).
+    """
+    code = (
+        "import json, os, sys\n"
+        "from tfx.orchestration import metadata\n"
+        "from pipeline.run_summary import summarize_latest_run\n"
+        "os.chdir(sys.argv[3])\n"
+        "s = summarize_latest_run(metadata.sqlite_metadata_connection_config(sys.argv[1]),"
+        " sys.argv[2])\n"
+        "print(json.dumps({'components': {c.node_id: [c.state, c.seconds] for c in s.components},"
+        " 'metrics': s.metrics, 'blessed': s.blessed,"
+        " 'pushed': s.pushed_destination}))\n"
     )
-    serialized = list(tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator())
-    parsed = tf.io.parse_example(
-        serialized,
-        {"tips": tf.io.VarLenFeature(tf.float32), "fare": tf.io.VarLenFeature(tf.float32)},
-    )
-    tips = tf.sparse.to_dense(parsed["tips"]).numpy()[:, 0]
-    fare = tf.sparse.to_dense(parsed["fare"]).numpy()[:, 0]
-    labels = (tips > BIG_TIP_FRACTION * fare).astype(int)
-    serve = tf.saved_model.load(model_dir).signatures["serving_default"]
-    scores = np.concatenate(
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(metadata_path), pipeline_name, str(run_dir)],
+        cwd=REPO_ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _timed(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
+    started = time.monotonic()
+    proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    seconds = time.monotonic() - started
+    if proc.returncode:
+        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-5000:])
+        raise SystemExit(f"{' '.join(command)} failed with exit code {proc.returncode}")
+    return seconds
+
+
+def make_anchor(workdir: Path) -> Path:
+    """`tfx template copy --model=taxi`, with its step 5/6 components switched on."""
+    destination = workdir / "taxi_template"
+    tfx_cli = Path(sys.executable).with_name("tfx")
+    subprocess.run(
         [
-            serve(examples=tf.constant(serialized[i : i + 1024]))[output_key].numpy().reshape(-1)
-            for i in range(0, len(serialized), 1024)
-        ]
+            str(tfx_cli),
+            "template",
+            "copy",
+            "--model=taxi",
+            f"--pipeline_name={ANCHOR_PIPELINE}",
+            f"--destination_path={destination}",
+        ],
+        check=True,
+        capture_output=True,
     )
-    return {
-        "eval_examples": len(labels),
-        "binary_accuracy": float(np.mean((scores > 0.5) == labels)),
-        "auc": float(roc_auc_score(labels, scores)),
-    }
-
-
-def _child(name: str, out: Path) -> dict:
-    from tfx.orchestration import metadata as tfx_metadata
-
-    from pipeline.run_summary import summarize_latest_run
-
-    metadata_path = out / "metadata.sqlite"
-    if name == "template":
-        import local_runner
-
-        rc = local_runner.main(["--output-dir", str(out), "--no-cache"])
-        if rc:
-            raise SystemExit(rc)
-        pipeline_name, output_key = "taxi-big-tipper", "probabilities"
-        pipeline_root = out / "pipeline_root"
-    else:
-        import tfx.examples.chicago_taxi_pipeline.taxi_pipeline_native_keras as example
-        from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
-
-        pipeline_name, output_key = "chicago_taxi_native_keras", "outputs"
-        pipeline_root = out / "pipeline_root"
-        BeamDagRunner().run(
-            example._create_pipeline(
-                pipeline_name=pipeline_name,
-                pipeline_root=str(pipeline_root),
-                data_root=str(DATA_ROOT),
-                module_file=str(Path(example.__file__).with_name("taxi_utils_native_keras.py")),
-                serving_model_dir=str(out / "serving_model"),
-                metadata_path=str(metadata_path),
-                beam_pipeline_args=example._beam_pipeline_args,
-            )
+    pipeline_py = destination / "pipeline" / "pipeline.py"
+    source = pipeline_py.read_text()
+    enabled, count = re.subn(r"^(\s*)# (components\.append\()", r"\1\2", source, flags=re.M)
+    if count < 8:
+        raise SystemExit(
+            f"expected the template's commented components.append lines, found {count}"
         )
-    # Wall time ends here: scoring below is the benchmark's own work.
-    finished_at = time.time()
-    summary = summarize_latest_run(
-        tfx_metadata.sqlite_metadata_connection_config(str(metadata_path)),
-        pipeline_name,
+    pipeline_py.write_text(enabled)
+    return destination
+
+
+def make_copy(workdir: Path) -> Path:
+    """This repository's tracked files (the code the user has), in a scratch directory."""
+    destination = workdir / "template_copy"
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO_ROOT, check=True, capture_output=True, text=True
+    ).stdout.split("\0")
+    for name in filter(None, files):
+        target = destination / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO_ROOT / name, target)
+    return destination
+
+
+def run_anchor(anchor: Path) -> dict:
+    for name in ("tfx_pipeline_output", "tfx_metadata"):
+        shutil.rmtree(anchor / name, ignore_errors=True)
+    wall = _timed([sys.executable, "local_runner.py"], anchor)
+    metadata_path = anchor / "tfx_metadata" / ANCHOR_PIPELINE / "metadata.db"
+    result = _summary(metadata_path, ANCHOR_PIPELINE, anchor)
+    return {"wall": wall, **result}
+
+
+def run_ours(copy: Path, out: Path) -> tuple[dict, dict]:
+    """A cold run, then a rerun after editing only the model code."""
+    shutil.rmtree(out, ignore_errors=True)
+    model_py = copy / "trainer" / "model.py"
+    original = model_py.read_text()
+    command = [sys.executable, "local_runner.py", "--output-dir", str(out)]
+    try:
+        cold = {"wall": _timed(command, copy)}  # fresh output dir: nothing cached
+        cold |= _summary(out / "metadata.sqlite", OUR_PIPELINE, copy)
+        model_py.write_text(original + MODEL_EDIT)
+        rerun = {"wall": _timed(command, copy)}
+        rerun |= _summary(out / "metadata.sqlite", OUR_PIPELINE, copy)
+    finally:
+        model_py.write_text(original)
+    ran = {node for node, (state, _) in rerun["components"].items() if state == "complete"}
+    if ran != set(RETRAINED):
+        raise SystemExit(f"after a model-only edit, expected {RETRAINED} to run, got {sorted(ran)}")
+    return cold, rerun
+
+
+def run_native_keras(workdir: Path) -> dict:
+    code = (
+        "import sys\n"
+        "import tfx.examples.chicago_taxi_pipeline.taxi_pipeline_native_keras as ex\n"
+        "from pathlib import Path\n"
+        "from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner\n"
+        "out = Path(sys.argv[1])\n"
+        "BeamDagRunner().run(ex._create_pipeline(pipeline_name='native_keras',"
+        " pipeline_root=str(out / 'root'), data_root=sys.argv[2],"
+        " module_file=str(Path(ex.__file__).with_name('taxi_utils_native_keras.py')),"
+        " serving_model_dir=str(out / 'serving'), metadata_path=str(out / 'm.db'),"
+        " beam_pipeline_args=ex._beam_pipeline_args))\n"
     )
-    if not summary.pushed_destination:
-        raise SystemExit(f"{name}: no model was pushed")
-    return {
-        "finished_at": finished_at,
-        "components": {c.node_id: c.seconds for c in summary.components},
-        "blessed": summary.blessed,
-        **_score_eval_split(pipeline_root, summary.pushed_destination, output_key),
-    }
+    out = workdir / "native_keras"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1")
+    wall = _timed([sys.executable, "-c", code, str(out), str(DATA_ROOT)], workdir, env)
+    return {"wall": wall, **_summary(out / "m.db", "native_keras", workdir)}
 
 
-def _run(name: str) -> dict:
-    with tempfile.TemporaryDirectory(prefix=f"bench_{name}_") as tmp:
-        out = Path(tmp)
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-        if name == "tfx_taxi_native_keras":
-            env["TF_USE_LEGACY_KERAS"] = "1"
-        started_at = time.time()
-        proc = subprocess.run(
-            [sys.executable, "-m", "benchmarks.local_pipeline", "--child", name, "--out", str(out)],
-            cwd=REPO_ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode:
-            sys.stderr.write(proc.stderr[-5000:])
-            raise SystemExit(f"{name} failed with exit code {proc.returncode}")
-        result = json.loads((out / "result.json").read_text())
-        # From spawning the process (Python start-up and imports included, as a
-        # user waits for them) to the end of the pipeline run.
-        return {"wall_seconds": result.pop("finished_at") - started_at, **result}
-
-
-# Component ids differ between the two DAGs; group them for the table.
+# Component ids differ between the DAGs; group them for the table.
 _GROUPS = {
     "ExampleGen": ("CsvExampleGen",),
     "StatisticsGen": ("StatisticsGen",),
@@ -150,47 +194,51 @@ _GROUPS = {
 }
 
 
-def _table(results: dict[str, dict]) -> str:
+def _seconds(runs: list[dict], ids: tuple[str, ...] | None = None) -> str:
+    def one(run: dict) -> float:
+        if ids is None:
+            return run["wall"]
+        return sum(seconds for node, (_, seconds) in run["components"].items() if node in ids)
+
+    values = [one(r) for r in runs]
+    shown = " / ".join(f"{v:.1f}" for v in values)
+    return f"{statistics.median(values):.1f} ({shown})" if len(values) > 1 else shown
+
+
+def table(results: dict[str, list[dict]], reruns: list[dict]) -> str:
     names = list(results)
-    rows = [("", *names)]
-    rows.append(
-        (
-            "wall time, process start to run end (s)",
-            *(f"{results[n]['wall_seconds']:.1f}" for n in names),
-        )
-    )
-    rows.append(
-        (
-            "  sum of components (s)",
-            *(f"{sum(results[n]['components'].values()):.1f}" for n in names),
-        )
-    )
+    rows = [("seconds: median (each run)", *names)]
+    rows.append(("wall time, process start to exit", *(_seconds(results[n]) for n in names)))
     for group, ids in _GROUPS.items():
-        rows.append(
-            (
-                f"  {group} (s)",
-                *(
-                    f"{sum(v for k, v in results[n]['components'].items() if k in ids):.1f}"
-                    for n in names
-                ),
-            )
+        rows.append((f"  {group}", *(_seconds(results[n], ids) for n in names)))
+    rows.append(
+        (
+            "eval binary_accuracy",
+            *(
+                " / ".join(
+                    f"{r['metrics'].get('binary_accuracy', float('nan')):.4f}" for r in results[n]
+                )
+                for n in names
+            ),
         )
-    for metric in ("binary_accuracy", "auc", "eval_examples"):
+    )
+    ours = [r["wall"] for r in results[OURS]]
+    for other in names[1:]:
+        theirs = [r["wall"] for r in results[other]]
+        ratio = statistics.median(ours) / statistics.median(theirs)
+        per_round = " / ".join(f"{a / b:.2f}" for a, b in zip(ours, theirs, strict=False))
         rows.append(
-            (
-                f"eval {metric}",
-                *(f"{results[n][metric]:.4f}".rstrip("0").rstrip(".") for n in names),
-            )
+            (f"ratio ours / {other}", f"{ratio:.2f}x ({per_round})", *[""] * (len(names) - 1))
         )
-    if len(names) == 2:
-        a, b = names
-        rows.append(
-            (
-                f"speed-up ({a} vs {b})",
-                f"{results[b]['wall_seconds'] / results[a]['wall_seconds']:.2f}x",
-                "",
-            )
+    rerun_walls = [r["wall"] for r in reruns]
+    rows.append(
+        (
+            "inner loop: rerun after a model-only edit",
+            f"{_seconds(reruns)}, {statistics.median(rerun_walls) / statistics.median(ours):.2f}x"
+            " of a cold run",
+            *[""] * (len(names) - 1),
         )
+    )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join(
         "| " + " | ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) + " |"
@@ -200,19 +248,34 @@ def _table(results: dict[str, dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=RUNS, action="append", help="run only this pipeline")
-    parser.add_argument("--child", choices=RUNS, help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each pipeline (>= 2)")
+    parser.add_argument(
+        "--with-native-keras", action="store_true", help="add the TFX native-Keras example"
+    )
     args = parser.parse_args(argv)
-    if args.child:
-        result = _child(args.child, args.out)
-        (args.out / "result.json").write_text(json.dumps(result))
-        return 0
-    results = {}
-    for name in args.only or RUNS:
-        print(f"running {name} ...", flush=True)
-        results[name] = _run(name)
-    print(_table(results))
+    if args.rounds < 2:
+        parser.error("--rounds must be at least 2: one run of each is noise here")
+    results: dict[str, list[dict]] = {OURS: [], ANCHOR: []}
+    if args.with_native_keras:
+        results[NATIVE_KERAS] = []
+    reruns: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="bench_local_") as tmp:
+        workdir = Path(tmp)
+        anchor, copy = make_anchor(workdir), make_copy(workdir)
+        for round_index in range(args.rounds):
+            order = [OURS, ANCHOR] if round_index % 2 == 0 else [ANCHOR, OURS]
+            for name in order:
+                print(f"round {round_index + 1}: {name} ...", flush=True)
+                if name == OURS:
+                    cold, rerun = run_ours(copy, workdir / "ours_out")
+                    results[OURS].append(cold)
+                    reruns.append(rerun)
+                else:
+                    results[ANCHOR].append(run_anchor(anchor))
+            if args.with_native_keras:
+                print(f"round {round_index + 1}: {NATIVE_KERAS} ...", flush=True)
+                results[NATIVE_KERAS].append(run_native_keras(workdir))
+    print(table(results, reruns))
     return 0
 
 

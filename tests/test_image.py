@@ -37,3 +37,13 @@ def test_image_layout_matches_kubeflow_settings_and_uv_version():
     assert settings["schema_path"] == "/pipeline/schemas/schema.pbtxt"
     (dev_uv,) = re.findall(r'^UV_VERSION="([^"]+)"', (REPO_ROOT / "dev").read_text(), re.M)
     assert f'"uv=={dev_uv}"' in DOCKERFILE
+
+
+def test_image_and_dev_environment_precompile_bytecode():
+    # Each KFP step is a fresh container; without .pyc files every step would
+    # compile TensorFlow, TFX and Beam from source before doing any work.
+    assert re.search(r"^\s*UV_COMPILE_BYTECODE=1 \\$", DOCKERFILE, re.M)
+    assert "python -m compileall" in DOCKERFILE
+    dev = (REPO_ROOT / "dev").read_text()
+    assert "uv sync --locked --compile-bytecode" in dev
+    assert re.search(r"^  ensure_bytecode$", dev, re.M)

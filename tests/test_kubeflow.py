@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import re
 import subprocess
 import sys
 
@@ -11,9 +13,12 @@ import yaml
 
 from kubeflow import compile as kfp_compile
 from kubeflow.settings import DEFAULT_SETTINGS_FILE, SettingsError, load_settings, parse_settings
+from pipeline import fingerprint
 from pipeline import pipeline as dag
 from tests.conftest import REPO_ROOT, golden_path, update_goldens
 from tests.test_pipeline import EXPECTED_EDGES
+from trainer.preprocessing import preprocessing_fn
+from trainer.run import run_fn
 
 COMPONENT_IDS = set(dag.COMPONENT_IDS)
 RAW_SETTINGS = yaml.safe_load(DEFAULT_SETTINGS_FILE.read_text())
@@ -112,10 +117,36 @@ def test_module_paths_not_a_packaged_module_file(compiled):
     assert "module_file" not in trainer
 
 
+_FINGERPRINT = re.compile(r'("code_fingerprint": ")[0-9a-f]+(")')
+
+
 def _volatile_removed(doc):
-    doc = copy.deepcopy(doc)
+    """The spec without what changes on its own: the SDK version, code fingerprints.
+
+    Fingerprints change with every edit to trainer code; the test below checks them.
+    """
+
+    def mask(value):
+        if isinstance(value, dict):
+            return {k: mask(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [mask(v) for v in value]
+        if isinstance(value, str):
+            return _FINGERPRINT.sub(r"\1<fingerprint>\2", value)
+        return value
+
+    doc = mask(copy.deepcopy(doc))
     doc.pop("sdkVersion", None)
     return doc
+
+
+def test_transform_and_trainer_tasks_carry_the_code_fingerprint(compiled):
+    spec, _ = compiled
+    tasks = spec["root"]["dag"]["tasks"]
+    for node_id, fn in ((dag.TRANSFORM, preprocessing_fn), (dag.TRAINER, run_fn)):
+        constant = tasks[node_id]["inputs"]["parameters"]["custom_config"]["runtimeValue"]
+        custom_config = json.loads(constant["constant"])
+        assert custom_config[fingerprint.CUSTOM_CONFIG_KEY] == fingerprint.code_fingerprint(fn)
 
 
 def test_compiled_spec_matches_golden(compiled, tmp_path):

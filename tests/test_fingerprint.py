@@ -1,0 +1,126 @@
+"""Code fingerprints: which edits change which component's cache key."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import textwrap
+from types import SimpleNamespace
+
+import pytest
+
+from pipeline import fingerprint
+from pipeline import pipeline as dag
+from trainer.preprocessing import preprocessing_fn
+from trainer.run import run_fn
+
+SOURCES = {
+    "__init__.py": "",
+    "feats.py": "KEYS = ('a', 'b')\n",
+    "prep.py": "from fpdemo import feats\n\ndef fn(x):\n    return [x[k] for k in feats.KEYS]\n",
+    "model.py": "from . import feats\n\nUNITS = 8\n",
+    "run.py": (
+        "from fpdemo.model import UNITS\nfrom fpdemo import prep\n\ndef fn():\n    return UNITS\n"
+    ),
+}
+
+
+@pytest.fixture
+def demo_package(tmp_path, monkeypatch):
+    """A first-party package `fpdemo` on sys.path, and a function to edit one of its files."""
+    root = tmp_path / "fpdemo"
+    root.mkdir()
+    for name, text in SOURCES.items():
+        (root / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+
+    def fp(module: str) -> str:
+        fn = SimpleNamespace(__module__=f"fpdemo.{module}", __qualname__="fn")
+        return fingerprint.code_fingerprint(fn, packages=("fpdemo",))
+
+    def edit(name: str, text: str) -> None:
+        (root / name).write_text(text)
+
+    yield fp, edit
+    for name in [m for m in sys.modules if m == "fpdemo" or m.startswith("fpdemo.")]:
+        del sys.modules[name]
+
+
+def test_sources_follow_first_party_imports_only(demo_package):
+    names = set(fingerprint.first_party_sources("fpdemo.run", packages=("fpdemo",)))
+    assert names == {"fpdemo", "fpdemo.run", "fpdemo.model", "fpdemo.prep", "fpdemo.feats"}
+    assert set(fingerprint.first_party_sources("fpdemo.prep", packages=("fpdemo",))) == {
+        "fpdemo",
+        "fpdemo.prep",
+        "fpdemo.feats",
+    }
+
+
+def test_model_edit_changes_training_but_not_preprocessing(demo_package):
+    fp, edit = demo_package
+    before = fp("prep"), fp("run")
+    edit("model.py", SOURCES["model.py"].replace("UNITS = 8", "UNITS = 16"))
+    assert fp("prep") == before[0]
+    assert fp("run") != before[1]
+
+
+def test_shared_module_edit_changes_both(demo_package):
+    fp, edit = demo_package
+    before = fp("prep"), fp("run")
+    edit("feats.py", "KEYS = ('a', 'b', 'c')\n")
+    assert fp("prep") != before[0] and fp("run") != before[1]
+
+
+def test_comments_and_formatting_do_not_count(demo_package):
+    fp, edit = demo_package
+    before = fp("run")
+    edit("model.py", "# a comment\nfrom . import feats\n\n\nUNITS   =   8  # why 8\n")
+    assert fp("run") == before
+
+
+def test_project_fingerprints_cover_the_right_modules():
+    transform_code = set(fingerprint.first_party_sources(preprocessing_fn.__module__))
+    trainer_code = set(fingerprint.first_party_sources(run_fn.__module__))
+    assert {"trainer.preprocessing", "trainer.features"} <= transform_code
+    assert "trainer.model" not in transform_code
+    assert {"trainer.run", "trainer.model", "trainer.data", "trainer.export"} <= trainer_code
+
+
+def test_transform_and_trainer_carry_their_fingerprints(fast_config, tmp_path):
+    pipeline = dag.create_pipeline(
+        pipeline_name="fp-test",
+        pipeline_root=str(tmp_path / "root"),
+        data_root=str(tmp_path / "data"),
+        schema_path=str(tmp_path / "schema.pbtxt"),
+        serving_model_dir=str(tmp_path / "serving"),
+        train_steps=fast_config.train_steps,
+        eval_steps=fast_config.eval_steps,
+        trainer_config=fast_config.trainer,
+        evaluation=fast_config.evaluation,
+        enable_cache=True,
+    )
+    components = {c.id: c for c in pipeline.components}
+
+    def custom_config(node_id: str) -> dict:
+        return json.loads(components[node_id].exec_properties["custom_config"])
+
+    key = fingerprint.CUSTOM_CONFIG_KEY
+    assert custom_config(dag.TRANSFORM)[key] == fingerprint.code_fingerprint(preprocessing_fn)
+    assert custom_config(dag.TRAINER)[key] == fingerprint.code_fingerprint(run_fn)
+    assert custom_config(dag.TRANSFORM)[key] != custom_config(dag.TRAINER)[key]
+
+
+def test_relative_import_resolution():
+    tree = __import__("ast").parse(
+        textwrap.dedent(
+            """
+            from . import a
+            from .b import c
+            from .. import d
+            """
+        )
+    )
+    names = fingerprint._imported_names(tree, "pkg.sub.mod", is_package=False)
+    assert {"pkg.sub", "pkg.sub.a", "pkg.sub.b", "pkg.sub.b.c", "pkg", "pkg.d"} == names

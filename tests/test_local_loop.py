@@ -1,0 +1,229 @@
+"""The edit-and-rerun loop, as a user runs it: `python local_runner.py` in a checkout.
+
+Each run is a fresh process in a temporary copy of the project (so edits to the
+copy's code are what the run imports), on a slice of the real data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tfx.orchestration import metadata as tfx_metadata
+
+import local_runner
+from pipeline import config as pipeline_config
+from pipeline.run_lock import LOCK_FILE_NAME, RunLock, RunLockedError
+from pipeline.run_summary import summarize_latest_run
+from tests.conftest import REPO_ROOT
+
+PIPELINE_NAME = "taxi-big-tipper"
+FAST_ARGS = ["--train-steps", "60", "--eval-steps", "5"]
+CODE_EDIT = "\n\n_TEST_EDIT = {n}  # appended by tests/test_local_loop.py\n"
+
+
+def copy_project(destination: Path) -> Path:
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO_ROOT, check=True, capture_output=True, text=True
+    ).stdout.split("\0")
+    for name in filter(None, files):
+        if name.startswith(("data/", "tests/")):
+            continue
+        target = destination / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((REPO_ROOT / name).read_bytes())
+    return destination
+
+
+def runner_command(data_root: Path, output_dir: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "local_runner.py",
+        "--data-root",
+        str(data_root),
+        "--output-dir",
+        str(output_dir),
+        *FAST_ARGS,
+        *extra,
+    ]
+
+
+def states(output_dir: Path) -> dict[str, str]:
+    connection = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
+    return {c.node_id: c.state for c in summarize_latest_run(connection, PIPELINE_NAME).components}
+
+
+def versions(output_dir: Path) -> list[str]:
+    serving = output_dir / "serving_model"
+    return sorted(p.name for p in serving.iterdir()) if serving.exists() else []
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_code_edits_rerun_exactly_the_components_that_run_that_code(tmp_path, taxi_slice):
+    project = copy_project(tmp_path / "project")
+    output_dir = tmp_path / "out"
+
+    def run() -> str:
+        proc = subprocess.run(
+            runner_command(taxi_slice, output_dir), cwd=project, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout
+
+    def append(relative: str, n: int) -> None:
+        path = project / relative
+        path.write_text(path.read_text() + CODE_EDIT.format(n=n))
+
+    run()
+    assert set(states(output_dir).values()) == {"complete"}
+    first_versions = versions(output_dir)
+
+    append("trainer/model.py", 1)
+    run()
+    after_model_edit = states(output_dir)
+    assert after_model_edit["Transform"] == "cached"
+    assert after_model_edit["Trainer"] == "complete"
+    assert after_model_edit["CsvExampleGen"] == "cached"
+
+    # Nothing edited: both cached, and the served model is not pushed again.
+    before_rerun = versions(output_dir)
+    printed = run()
+    unchanged = states(output_dir)
+    assert unchanged["Transform"] == unchanged["Trainer"] == "cached"
+    assert versions(output_dir) == before_rerun
+    if before_rerun != first_versions:  # the edited model was blessed and pushed
+        assert "Pushed model: none (the candidate is the model already served at" in printed
+
+    append("trainer/preprocessing.py", 2)
+    run()
+    after_preprocessing_edit = states(output_dir)
+    assert after_preprocessing_edit["Transform"] == "complete"
+    assert after_preprocessing_edit["Trainer"] == "complete"
+
+
+def _wait_for_lock_holder(lock_file: Path, proc: subprocess.Popen, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if lock_file.exists() and lock_file.read_text():
+            return json.loads(lock_file.read_text())
+        if proc.poll() is not None:
+            pytest.fail(f"first run exited early: {proc.communicate()}")
+        time.sleep(0.2)
+    pytest.fail("first run never took the lock")
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_second_run_on_one_output_dir_is_refused_and_first_summary_is_its_own(tmp_path, taxi_slice):
+    output_dir = tmp_path / "out"
+    lock_file = output_dir / LOCK_FILE_NAME
+    first = subprocess.Popen(
+        runner_command(taxi_slice, output_dir),
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        holder = _wait_for_lock_holder(lock_file, first)
+        assert holder["pid"] == first.pid
+        second = subprocess.run(
+            runner_command(taxi_slice, output_dir, "--train-steps", "70"),
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert second.returncode == 1
+        last_line = second.stderr.strip().splitlines()[-1]
+        assert "RunLockedError: another run is using this output directory" in last_line
+        assert f"process {first.pid}" in last_line and holder["started_at"] in last_line
+        assert str(lock_file) in last_line
+        assert "Running" not in second.stdout  # refused before anything started
+        out, err = first.communicate(timeout=600)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, err[-3000:]
+    # The first run's summary describes the first run: its own run id, pushed version.
+    connection = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
+    summary = summarize_latest_run(connection, PIPELINE_NAME)
+    assert f"Run {summary.run_id}" in out
+    (version,) = versions(output_dir)
+    assert f"Pushed model: {output_dir / 'serving_model' / version}" in out
+    assert lock_file.read_text() == ""  # released on a clean exit
+
+
+def test_lock_refuses_a_live_holder_and_names_it(tmp_path):
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pipeline.run_lock import RunLock\n"
+            "with RunLock(sys.argv[1]):\n    print('locked', flush=True); time.sleep(60)\n",
+            str(tmp_path),
+        ],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(RunLockedError) as refused, RunLock(tmp_path):
+            pass
+        message = str(refused.value)
+        assert f"process {holder.pid}" in message and str(tmp_path / LOCK_FILE_NAME) in message
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_stale_lock_of_a_killed_process_is_taken_over_with_a_warning(tmp_path, caplog):
+    killed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, signal, sys; from pipeline.run_lock import RunLock\n"
+            "lock = RunLock(sys.argv[1]).__enter__()\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n",
+            str(tmp_path),
+        ],
+        cwd=REPO_ROOT,
+    )
+    assert killed.returncode == -signal.SIGKILL
+    stale = json.loads((tmp_path / LOCK_FILE_NAME).read_text())
+    with caplog.at_level("WARNING", logger="pipeline.run_lock"), RunLock(tmp_path):
+        current = json.loads((tmp_path / LOCK_FILE_NAME).read_text())
+    assert current["pid"] == os.getpid()
+    assert f"left by process {stale['pid']}" in caplog.text
+    assert "no longer running" in caplog.text
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_fail_if_not_blessed_exits_3_with_the_failed_threshold(
+    tmp_path, taxi_slice, fast_config, monkeypatch, capsys
+):
+    unreachable = fast_config.replace(
+        evaluation=pipeline_config.EvaluationConfig(min_binary_accuracy=1.0)
+    )
+    monkeypatch.setitem(pipeline_config.VARIANTS, "unreachable", lambda: unreachable)
+    output_dir = tmp_path / "out"
+    args = ["--data-root", str(taxi_slice), "--output-dir", str(output_dir), "--config"]
+    args += ["unreachable", "--fail-if-not-blessed"]
+    assert local_runner.main(args) == local_runner.EXIT_NOT_BLESSED
+    captured = capsys.readouterr()
+    assert "Blessing: NOT BLESSED" in captured.out
+    last_line = captured.err.strip().splitlines()[-1]
+    assert last_line.startswith("error: the candidate was not blessed: binary_accuracy = ")
+    assert "breaks the value threshold" in last_line
+    assert versions(output_dir) == []
+    # Without the flag, the same outcome is a successful run (exit 0), as TFX treats it.
+    assert local_runner.main(args[:-1]) == 0
