@@ -12,6 +12,7 @@ import pytest
 
 from pipeline import fingerprint
 from pipeline import pipeline as dag
+from tests.test_pipeline import build
 from trainer.preprocessing import preprocessing_fn
 from trainer.run import run_fn
 
@@ -89,18 +90,7 @@ def test_project_fingerprints_cover_the_right_modules():
 
 
 def test_transform_and_trainer_carry_their_fingerprints(fast_config, tmp_path):
-    pipeline = dag.create_pipeline(
-        pipeline_name="fp-test",
-        pipeline_root=str(tmp_path / "root"),
-        data_root=str(tmp_path / "data"),
-        schema_path=str(tmp_path / "schema.pbtxt"),
-        serving_model_dir=str(tmp_path / "serving"),
-        train_steps=fast_config.train_steps,
-        eval_steps=fast_config.eval_steps,
-        trainer_config=fast_config.trainer,
-        evaluation=fast_config.evaluation,
-        enable_cache=True,
-    )
+    pipeline = build(tmp_path, fast_config)
     components = {c.id: c for c in pipeline.components}
 
     def custom_config(node_id: str) -> dict:
