@@ -114,13 +114,17 @@ def make_anchor(workdir: Path) -> Path:
     return destination
 
 
-def make_copy(workdir: Path) -> Path:
-    """This repository's tracked files (the code the user has), in a scratch directory."""
-    destination = workdir / "template_copy"
+def copy_tracked_files(destination: Path, skip: tuple[str, ...] = ()) -> Path:
+    """This repository's git-tracked files (the code a user has) under `destination`.
+
+    `skip`: path prefixes to leave out (the edit-rerun tests need no data/ or tests/).
+    """
     files = subprocess.run(
         ["git", "ls-files", "-z"], cwd=REPO_ROOT, check=True, capture_output=True, text=True
     ).stdout.split("\0")
     for name in filter(None, files):
+        if skip and name.startswith(skip):
+            continue
         target = destination / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO_ROOT / name, target)
@@ -261,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     reruns: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="bench_local_") as tmp:
         workdir = Path(tmp)
-        anchor, copy = make_anchor(workdir), make_copy(workdir)
+        anchor = make_anchor(workdir)
+        copy = copy_tracked_files(workdir / "template_copy")
         for round_index in range(args.rounds):
             order = [OURS, ANCHOR] if round_index % 2 == 0 else [ANCHOR, OURS]
             for name in order:

@@ -64,12 +64,10 @@ def _imported_names(tree: ast.AST, module: str, is_package: bool) -> set[str]:
     return names
 
 
-def first_party_sources(
-    module: str, packages: Iterable[str] = FIRST_PARTY_PACKAGES
-) -> dict[str, Path]:
-    """`module` and every first-party module it imports, transitively: name -> file."""
+def _first_party_trees(module: str, packages: Iterable[str]) -> dict[str, tuple[Path, ast.Module]]:
+    """`module` and every first-party module it imports, transitively: name -> (file, tree)."""
     packages = tuple(packages)
-    found: dict[str, Path] = {}
+    found: dict[str, tuple[Path, ast.Module]] = {}
     pending = [module]
     while pending:
         name = pending.pop()
@@ -78,8 +76,8 @@ def first_party_sources(
         path = _module_file(name)
         if path is None:
             continue  # `from pkg import CONSTANT`: not a module of its own.
-        found[name] = path
         tree = ast.parse(path.read_text(), filename=str(path))
+        found[name] = (path, tree)
         is_package = path.name == "__init__.py"
         pending.extend(_imported_names(tree, name, is_package))
         # Importing `a.b.c` runs a/__init__.py and a/b/__init__.py first.
@@ -88,14 +86,21 @@ def first_party_sources(
     return found
 
 
+def first_party_sources(
+    module: str, packages: Iterable[str] = FIRST_PARTY_PACKAGES
+) -> dict[str, Path]:
+    """`module` and every first-party module it imports, transitively: name -> file."""
+    return {name: path for name, (path, _) in _first_party_trees(module, packages).items()}
+
+
 def code_fingerprint(fn: Callable, packages: Iterable[str] = FIRST_PARTY_PACKAGES) -> str:
     """A short hash of the code `fn` runs: its module and the first-party modules it imports."""
     digest = hashlib.sha256()
-    for name, path in sorted(first_party_sources(fn.__module__, packages).items()):
+    for name, (_, tree) in sorted(_first_party_trees(fn.__module__, packages).items()):
         digest.update(name.encode())
         digest.update(b"\0")
         # Syntax, not text: comments and formatting do not invalidate the cache.
-        digest.update(ast.dump(ast.parse(path.read_text(), filename=str(path))).encode())
+        digest.update(ast.dump(tree).encode())
         digest.update(b"\0")
     digest.update(f"{fn.__module__}.{fn.__qualname__}".encode())
     return digest.hexdigest()[:16]

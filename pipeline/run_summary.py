@@ -155,13 +155,13 @@ def summarize_run(
     store = metadata_store.MetadataStore(connection_config)
     nodes = _node_contexts(store, pipeline_name)
 
-    def node_id(execution: metadata_store_pb2.Execution) -> str | None:
-        return _node_id(store, execution, nodes)
-
     run = store.get_context_by_type_and_name("pipeline_run", run_id)
     if run is None:
         raise LookupError(f"no run {run_id!r} in the metadata store")
-    executions = [e for e in store.get_executions_by_context(run.id) if node_id(e) is not None]
+    # One MLMD query per execution: look each node up once.
+    run_executions = store.get_executions_by_context(run.id)
+    node_of = {e.id: _node_id(store, e, nodes) for e in run_executions}
+    executions = [e for e in run_executions if node_of[e.id] is not None]
     if not executions:
         raise LookupError(f"run {run_id!r} has no executions of pipeline {pipeline_name!r}")
 
@@ -185,7 +185,7 @@ def summarize_run(
             outputs_by_execution.setdefault(ev.execution_id, []).append(artifacts[ev.artifact_id])
 
     for execution in executions:
-        node = node_id(execution) or str(execution.id)
+        node = node_of[execution.id]
         seconds = (execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1e3
         summary.components.append(
             ComponentRun(node, _STATE_NAMES.get(execution.last_known_state, "unknown"), seconds)

@@ -18,6 +18,7 @@ import pytest
 from tfx.orchestration import metadata as tfx_metadata
 
 import local_runner
+from benchmarks.local_pipeline import copy_tracked_files
 from pipeline import config as pipeline_config
 from pipeline.run_lock import LOCK_FILE_NAME, RunLock, RunLockedError
 from pipeline.run_summary import summarize_latest_run
@@ -26,19 +27,6 @@ from tests.conftest import REPO_ROOT
 PIPELINE_NAME = "taxi-big-tipper"
 FAST_ARGS = ["--train-steps", "60", "--eval-steps", "5"]
 CODE_EDIT = "\n\n_TEST_EDIT = {n}  # appended by tests/test_local_loop.py\n"
-
-
-def copy_project(destination: Path) -> Path:
-    files = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=REPO_ROOT, check=True, capture_output=True, text=True
-    ).stdout.split("\0")
-    for name in filter(None, files):
-        if name.startswith(("data/", "tests/")):
-            continue
-        target = destination / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes((REPO_ROOT / name).read_bytes())
-    return destination
 
 
 def runner_command(data_root: Path, output_dir: Path, *extra: str) -> list[str]:
@@ -67,7 +55,7 @@ def versions(output_dir: Path) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_code_edits_rerun_exactly_the_components_that_run_that_code(tmp_path, taxi_slice):
-    project = copy_project(tmp_path / "project")
+    project = copy_tracked_files(tmp_path / "project", skip=("data/", "tests/"))
     output_dir = tmp_path / "out"
 
     def run() -> str:
