@@ -67,6 +67,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"exit {EXIT_NOT_BLESSED} when the Evaluator does not bless the candidate "
         "(default: exit 0, as schedulers treat a run without a new model as a success)",
     )
+    parser.add_argument(
+        "--no-report",
+        action="store_true",
+        help="do not write the HTML run report (OUTPUT_DIR/reports/<run id>.html, latest.html)",
+    )
     parser.add_argument("--verbose", action="store_true", help="show all TFX/TensorFlow logs")
     args = parser.parse_args(argv)
     for flag in ("train_steps", "eval_steps"):
@@ -177,9 +182,19 @@ def _run_pipeline(
         flush=True,
     )
     run_id = new_run_id()
-    run_locally(pipeline, run_id)
+    try:
+        run_locally(pipeline, run_id)
+    except Exception as err:
+        # A failed run still gets its report, up to the failing component.
+        if not args.no_report:
+            write_run_report(
+                metadata, config.pipeline_name, run_id, output_dir, error=_error_text(err)
+            )
+        raise
     summary = summarize_run(metadata, config.pipeline_name, run_id)
     print(summary.format(), flush=True)
+    if not args.no_report:
+        write_run_report(metadata, config.pipeline_name, run_id, output_dir, summary=summary)
     if args.fail_if_not_blessed and summary.blessed is False:
         raise NotBlessedError(
             "the candidate was not blessed: " + "; ".join(summary.validation_failures)
@@ -187,6 +202,48 @@ def _run_pipeline(
             else "the candidate was not blessed"
         )
     return 0
+
+
+def _error_text(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}"
+
+
+def write_run_report(
+    metadata, pipeline_name: str, run_id: str, output_dir: Path, *, summary=None, error=None
+) -> Path | None:
+    """Writes OUTPUT_DIR/reports/<run id>.html and latest.html, and prints where.
+
+    The report never changes a run's outcome: if writing it fails, that is
+    said on stderr and the run's own exit code stands.
+    """
+    import time
+
+    from pipeline.pipeline import COMPONENT_IDS
+    from pipeline.report.contents import RunReport
+    from pipeline.report.render import LATEST, write_report
+    from pipeline.run_summary import summarize_run
+
+    started = time.monotonic()
+    try:
+        if summary is None:
+            try:
+                summary = summarize_run(metadata, pipeline_name, run_id)
+            except LookupError:  # Failed before any component ran.
+                summary = None
+        report = (
+            summary.report(expected_nodes=COMPONENT_IDS, error=error)
+            if summary is not None
+            else RunReport(pipeline_name, run_id, components=(), error=error)
+        )
+        path = write_report(report, output_dir / "reports")
+    except Exception as err:  # Reported, never raised: see the docstring.
+        print(f"warning: run report not written: {_error_text(err)}", file=sys.stderr, flush=True)
+        return None
+    print(
+        f"Report: {path} (and {LATEST}; written in {time.monotonic() - started:.1f} s)",
+        flush=True,
+    )
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:

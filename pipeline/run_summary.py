@@ -6,7 +6,7 @@ per-component timings, so both report exactly what TFX recorded.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import tensorflow_model_analysis as tfma
 from ml_metadata.metadata_store import metadata_store
@@ -15,6 +15,7 @@ from tfx.types.standard_component_specs import BASELINE_MODEL_KEY
 
 from components.pusher import ALREADY_SERVED_PROPERTY
 from components.served_model import HAS_MODEL_PROPERTY, SERVED_PATH_PROPERTY
+from pipeline.report.contents import ArtifactUris, ComponentRun, RunReport, read_artifacts
 
 _STATE_NAMES = {
     metadata_store_pb2.Execution.COMPLETE: "complete",
@@ -24,12 +25,13 @@ _STATE_NAMES = {
     metadata_store_pb2.Execution.CANCELED: "canceled",
 }
 
-
-@dataclass(frozen=True)
-class ComponentRun:
-    node_id: str
-    state: str
-    seconds: float
+# MLMD artifact type -> the ArtifactUris field the run report reads it from.
+_REPORTED_ARTIFACT_TYPES = {
+    "ExampleStatistics": "statistics",
+    "ExampleAnomalies": "anomalies",
+    "ModelRun": "model_run",
+    "ModelEvaluation": "evaluation",
+}
 
 
 @dataclass
@@ -43,10 +45,14 @@ class RunSummary:
     blessed: bool | None = None
     pushed_destination: str | None = None
     already_served_path: str | None = None
+    pipeline_name: str = ""
+    artifact_uris: ArtifactUris = field(default_factory=ArtifactUris)
 
     def format(self) -> str:
         lines = [f"Run {self.run_id}"]
-        lines += [f"  {c.node_id:<28} {c.state:<9} {c.seconds:6.1f} s" for c in self.components]
+        lines += [
+            f"  {c.node_id:<28} {c.state:<9} {c.seconds or 0.0:6.1f} s" for c in self.components
+        ]
         if self.metrics:
             shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(self.metrics.items()))
             lines.append(f"Evaluation (eval split): {shown}")
@@ -70,6 +76,30 @@ class RunSummary:
         else:
             lines.append("Pushed model: none (serving directory untouched)")
         return "\n".join(lines)
+
+    def report(
+        self, *, expected_nodes: tuple[str, ...] = (), error: str | None = None
+    ) -> RunReport:
+        """The run report: this summary plus what the run's artifacts hold.
+
+        Nodes in `expected_nodes` with no execution in this run (a failure
+        stopped the DAG before them) are listed as "not run".
+        """
+        ran = {c.node_id for c in self.components}
+        components = tuple(self.components) + tuple(
+            ComponentRun(node, "not run") for node in expected_nodes if node not in ran
+        )
+        report = RunReport(
+            pipeline_name=self.pipeline_name,
+            run_id=self.run_id,
+            components=components,
+            blessed=self.blessed,
+            baseline_path=self.baseline_path if self.has_baseline else None,
+            pushed_destination=self.pushed_destination,
+            already_served_path=self.already_served_path,
+            error=error,
+        )
+        return replace(report, **read_artifacts(self.artifact_uris))
 
 
 def _overall_metrics(evaluation_uri: str) -> dict[str, float]:
@@ -165,7 +195,8 @@ def summarize_run(
     if not executions:
         raise LookupError(f"run {run_id!r} has no executions of pipeline {pipeline_name!r}")
 
-    summary = RunSummary(run_id=run.name)
+    summary = RunSummary(run_id=run.name, pipeline_name=pipeline_name)
+    uris: dict[str, str] = {}
     executions.sort(key=lambda e: e.create_time_since_epoch)
     events = store.get_events_by_execution_ids([e.id for e in executions])
     artifact_types = {t.id: t.name for t in store.get_artifact_types()}
@@ -185,13 +216,18 @@ def summarize_run(
             outputs_by_execution.setdefault(ev.execution_id, []).append(artifacts[ev.artifact_id])
 
     for execution in executions:
-        node = node_of[execution.id]
-        seconds = (execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1e3
         summary.components.append(
-            ComponentRun(node, _STATE_NAMES.get(execution.last_known_state, "unknown"), seconds)
+            ComponentRun(
+                node_of[execution.id],
+                _STATE_NAMES.get(execution.last_known_state, "unknown"),
+                started_ms=execution.create_time_since_epoch,
+                ended_ms=execution.last_update_time_since_epoch,
+            )
         )
         for artifact in outputs_by_execution.get(execution.id, []):
             type_name = artifact_types[artifact.type_id]
+            if type_name in _REPORTED_ARTIFACT_TYPES:
+                uris[_REPORTED_ARTIFACT_TYPES[type_name]] = artifact.uri
             if type_name == "ModelEvaluation":
                 summary.metrics = _overall_metrics(artifact.uri)
                 summary.validation_failures = _validation_failures(artifact.uri)
@@ -203,4 +239,5 @@ def summarize_run(
                     summary.pushed_destination = props["pushed_destination"].string_value
                 elif ALREADY_SERVED_PROPERTY in props:
                     summary.already_served_path = props[ALREADY_SERVED_PROPERTY].string_value
+    summary.artifact_uris = ArtifactUris(**uris)
     return summary

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import os
 import shutil
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -182,3 +186,67 @@ def transformed_taxi(tmp_path_factory):
         "raw_rows": rows[1500:],
         "schema": schema,
     }
+
+
+def snapshot_files(directory: Path) -> dict[Path, tuple[int, int]]:
+    """Relative path -> (size, mtime) of every file under `directory`."""
+    return {
+        p.relative_to(directory): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in directory.rglob("*")
+        if p.is_file()
+    }
+
+
+@dataclass(frozen=True)
+class TwoLocalRuns:
+    """Two `local_runner` runs on one output directory: the second has a baseline."""
+
+    output_dir: Path
+    exit_codes: tuple[int, int]
+    first: object  # RunSummary
+    second: object  # RunSummary
+    first_stdout: str
+    second_stdout: str
+    first_version: Path
+    served_files_before_second: dict
+    served_files_after_second: dict
+
+
+@pytest.fixture(scope="session")
+def two_local_runs(tmp_path_factory, taxi_slice) -> TwoLocalRuns:
+    """The real runner, twice, on a slice of the real data (shared by e2e and report tests)."""
+    from tfx.orchestration import metadata as tfx_metadata
+
+    import local_runner
+    from pipeline.run_summary import summarize_latest_run
+
+    output_dir = tmp_path_factory.mktemp("two_runs") / "out"
+    args = ["--data-root", str(taxi_slice), "--output-dir", str(output_dir)]
+    args += ["--train-steps", "60", "--eval-steps", "5"]
+    metadata = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
+
+    def run() -> tuple[int, str]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = local_runner.main(args)
+        sys.stdout.write(out.getvalue())
+        return rc, out.getvalue()
+
+    rc1, stdout1 = run()
+    first = summarize_latest_run(metadata, "taxi-big-tipper")
+    versions = sorted((output_dir / "serving_model").iterdir())
+    assert len(versions) == 1, f"expected one pushed version after run 1, found {versions}"
+    before = snapshot_files(versions[0])
+    rc2, stdout2 = run()
+    second = summarize_latest_run(metadata, "taxi-big-tipper")
+    return TwoLocalRuns(
+        output_dir=output_dir,
+        exit_codes=(rc1, rc2),
+        first=first,
+        second=second,
+        first_stdout=stdout1,
+        second_stdout=stdout2,
+        first_version=versions[0],
+        served_files_before_second=before,
+        served_files_after_second=snapshot_files(versions[0]),
+    )

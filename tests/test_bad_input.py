@@ -7,8 +7,10 @@ from tfx.orchestration import metadata as tfx_metadata
 
 import local_runner
 from pipeline import pipeline as dag
+from pipeline.report import render
 from pipeline.run_summary import summarize_latest_run
 from tests.conftest import read_taxi_rows, write_csv
+from tests.test_run_report import parse, with_attr
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -32,12 +34,26 @@ CASES = {
     "wrong_type": (_wrong_type, ["feature 'fare'", "type"]),
     "label_outside_schema": (_label_outside_schema, ["feature 'tips'", "Out-of-range"]),
 }
+# The feature each case's anomaly names, as the run report lists it.
+ANOMALOUS_FEATURE = {
+    "missing_column": "payment_type",
+    "wrong_type": "fare",
+    "label_outside_schema": "tips",
+}
 
 
-def run_and_get_last_error_line(tmp_path, capsys, data_root) -> tuple[int, str]:
+def run_and_get_last_error_line(tmp_path, capsys, data_root, *flags) -> tuple[int, str]:
     output_dir = tmp_path / "out"
     rc = local_runner.main(
-        ["--data-root", str(data_root), "--output-dir", str(output_dir), "--train-steps", "5"]
+        [
+            "--data-root",
+            str(data_root),
+            "--output-dir",
+            str(output_dir),
+            "--train-steps",
+            "5",
+            *flags,
+        ]
     )
     err_lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert not (output_dir / "serving_model").exists(), "a model was pushed from bad data"
@@ -53,6 +69,7 @@ def test_bad_data_stops_before_trainer(tmp_path, capsys, case):
     write_csv(data_root / "data.csv", header, rows)
 
     rc, last_line = run_and_get_last_error_line(tmp_path, capsys, data_root)
+    check_failed_run_report(tmp_path / "out", case)
 
     assert rc == 1
     assert last_line.startswith("error: DataValidationError: data validation failed")
@@ -65,6 +82,34 @@ def test_bad_data_stops_before_trainer(tmp_path, capsys, case):
     ran = {c.node_id: c.state for c in summary.components}
     assert ran[dag.DATA_GATE] == "failed"
     assert dag.TRANSFORM not in ran and dag.TRAINER not in ran and dag.PUSHER not in ran
+
+
+def check_failed_run_report(output_dir, case):
+    """A failed run's report: what ran, the anomaly, the error; no later sections."""
+    html = (output_dir / "reports" / render.LATEST).read_text()
+    elements = parse(html)
+    states = {a["data-node"]: a["data-state"] for a in with_attr(elements, "data-node")}
+    assert states[dag.STATISTICS_GEN] == "complete"
+    assert states[dag.DATA_GATE] == "failed"
+    assert states[dag.TRANSFORM] == states[dag.TRAINER] == states[dag.PUSHER] == "not run"
+    assert with_attr(elements, "id", id="error")
+    assert "DataValidationError: data validation failed" in html
+    assert ANOMALOUS_FEATURE[case] in {
+        a["data-feature"] for a in with_attr(elements, "class", class_="anomaly")
+    }
+    assert with_attr(elements, "data-examples")  # statistics were computed before the gate
+    assert "Not evaluated: the Evaluator did not complete" in html
+    assert "FAILED" in html
+
+
+def test_no_report_flag_writes_no_report(tmp_path, capsys):
+    header, rows = _wrong_type(*read_taxi_rows(limit=600))
+    data_root = tmp_path / "data"
+    write_csv(data_root / "data.csv", header, rows)
+    rc, _ = run_and_get_last_error_line(tmp_path, capsys, data_root, "--no-report")
+    assert rc == 1
+    assert (tmp_path / "out" / "metadata.sqlite").exists()
+    assert not (tmp_path / "out" / "reports").exists()
 
 
 def test_empty_file_stops_before_any_component(tmp_path, capsys):

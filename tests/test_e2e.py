@@ -5,10 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-from tfx.orchestration import metadata as tfx_metadata
 
-import local_runner
-from pipeline.run_summary import summarize_latest_run
 from tests.conftest import big_tipper_labels, load_schema, read_taxi_rows
 from trainer import features
 from trainer.export import PROBABILITY_OUTPUT, SERVING_SIGNATURE
@@ -17,35 +14,20 @@ from trainer.raw_examples import serialize_rows
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
-def _snapshot(directory):
-    return {
-        p.relative_to(directory): (p.stat().st_size, p.stat().st_mtime_ns)
-        for p in directory.rglob("*")
-        if p.is_file()
-    }
-
-
-def test_local_run_pushes_a_model_that_scores_raw_rows_then_reruns_against_it(
-    tmp_path, taxi_slice, capsys
-):
-    output_dir = tmp_path / "out"
-    args = ["--data-root", str(taxi_slice), "--output-dir", str(output_dir)]
-    args += ["--train-steps", "60", "--eval-steps", "5"]
-    metadata = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
-
-    assert local_runner.main(args) == 0
-    first = summarize_latest_run(metadata, "taxi-big-tipper")
+def test_first_run_pushes_a_model_that_scores_raw_rows(two_local_runs):
+    runs = two_local_runs
+    assert runs.exit_codes == (0, 0)
+    first = runs.first
     assert first.blessed is True and not first.has_baseline
     assert first.metrics["binary_accuracy"] >= 0.8
-    (version,) = sorted((output_dir / "serving_model").iterdir())
-    assert first.pushed_destination == str(version)
-    printed = capsys.readouterr().out
-    assert "Blessing: BLESSED" in printed and f"Pushed model: {version}" in printed
+    assert first.pushed_destination == str(runs.first_version)
+    assert "Blessing: BLESSED" in runs.first_stdout
+    assert f"Pushed model: {runs.first_version}" in runs.first_stdout
 
     # The pushed model scores raw CSV rows (no label column) through its signature.
     schema = load_schema()
     _, rows = read_taxi_rows(limit=400)
-    loaded = tf.saved_model.load(str(version))
+    loaded = tf.saved_model.load(str(runs.first_version))
     serve = loaded.signatures[SERVING_SIGNATURE]
     assert serve.structured_outputs[PROBABILITY_OUTPUT].dtype == tf.float32
     serialized = serialize_rows(rows, schema, drop=[features.LABEL_SOURCE_KEY])
@@ -55,12 +37,13 @@ def test_local_run_pushes_a_model_that_scores_raw_rows_then_reruns_against_it(
     accuracy = np.mean((probabilities[:, 0] > 0.5) == big_tipper_labels(rows))
     assert accuracy >= 0.8
 
-    # Second run: evaluated against the first run's blessed model; the model
-    # being served is never rewritten.
-    served_before = _snapshot(version)
-    assert local_runner.main(args) == 0
-    second = summarize_latest_run(metadata, "taxi-big-tipper")
-    assert second.run_id != first.run_id
+
+def test_second_run_is_evaluated_against_the_served_model_and_leaves_it_untouched(
+    two_local_runs,
+):
+    runs = two_local_runs
+    second = runs.second
+    assert second.run_id != runs.first.run_id
     assert second.has_baseline
     assert "binary_accuracy_diff" in second.metrics
-    assert _snapshot(version) == served_before
+    assert runs.served_files_after_second == runs.served_files_before_second

@@ -1,0 +1,535 @@
+"""What a run report shows, read from a run's own artifacts.
+
+Each reader takes one artifact URI and returns plain frozen dataclasses, so the
+same readers serve a local run (URIs found in ML Metadata) and a Kubeflow step
+(URIs handed to it as input artifacts). Nothing here renders anything.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from tfx.dsl.io import fileio
+
+# A TFX artifact with splits keeps each one in a `Split-<name>` directory.
+_SPLIT_PREFIX = "Split-"
+# Keras' TensorBoard callback writes `epoch_<metric>`; our multi-worker loop
+# writes validation metrics as `epoch_val_<metric>` next to the training ones.
+_EPOCH_TAG_PREFIX = "epoch_"
+_VALIDATION_PREFIX = "val_"
+
+
+# --- components ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ComponentRun:
+    """One DAG node in this run: its state, and when it ran (ms since the epoch)."""
+
+    node_id: str
+    state: str
+    started_ms: int | None = None
+    ended_ms: int | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        if self.started_ms is None or self.ended_ms is None:
+            return None
+        return (self.ended_ms - self.started_ms) / 1e3
+
+
+# --- statistics ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HistogramBucket:
+    low: float
+    high: float
+    count: float
+
+
+@dataclass(frozen=True)
+class FeatureStatistics:
+    name: str
+    kind: str  # "numeric" or "categorical"
+    examples: int
+    present: int  # examples with at least one value
+    min: float | None = None
+    mean: float | None = None
+    max: float | None = None
+    std_dev: float | None = None
+    unique: int | None = None
+    top_values: tuple[tuple[str, float], ...] = ()
+    histogram: tuple[HistogramBucket, ...] = ()
+
+    @property
+    def missing(self) -> int:
+        return self.examples - self.present
+
+    @property
+    def missing_fraction(self) -> float:
+        return self.missing / self.examples if self.examples else 0.0
+
+
+@dataclass(frozen=True)
+class SplitStatistics:
+    split: str
+    examples: int
+    features: tuple[FeatureStatistics, ...]
+
+    def feature(self, name: str) -> FeatureStatistics:
+        for f in self.features:
+            if f.name == name:
+                return f
+        raise KeyError(f"no feature {name!r} in the {self.split} statistics")
+
+
+_SPLIT_ORDER = {"train": 0, "eval": 1}
+
+
+def split_dirs(artifact_uri: str) -> list[tuple[str, str]]:
+    """[(split name, directory)] of a split artifact: train, eval, then the rest by name."""
+    if not fileio.exists(artifact_uri):
+        return []
+    return sorted(
+        (
+            (name.rstrip("/")[len(_SPLIT_PREFIX) :], os.path.join(artifact_uri, name.rstrip("/")))
+            for name in fileio.listdir(artifact_uri)
+            if name.startswith(_SPLIT_PREFIX)
+        ),
+        key=lambda item: (_SPLIT_ORDER.get(item[0], len(_SPLIT_ORDER)), item[0]),
+    )
+
+
+def _feature_statistics(feature, num_examples: int) -> FeatureStatistics:
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    name = ".".join(feature.path.step) or feature.name
+    kind = feature.WhichOneof("stats")
+    stats = getattr(feature, kind)
+    common = stats.common_stats
+    # CsvExampleGen writes an empty cell as an empty value list, which TFDV
+    # counts as "non-missing". An example has a value when it has one or more;
+    # for single-valued features that count is the total number of values.
+    present = (
+        int(common.tot_num_values) if common.max_num_values <= 1 else int(common.num_non_missing)
+    )
+    if kind == "num_stats":
+        standard = [h for h in stats.histograms if h.type == statistics_pb2.Histogram.STANDARD]
+        buckets = tuple(
+            HistogramBucket(b.low_value, b.high_value, b.sample_count)
+            for b in (standard[0].buckets if standard else ())
+        )
+        return FeatureStatistics(
+            name=name,
+            kind="numeric",
+            examples=num_examples,
+            present=present,
+            min=stats.min,
+            mean=stats.mean,
+            max=stats.max,
+            std_dev=stats.std_dev,
+            histogram=buckets,
+        )
+    if kind == "string_stats":
+        return FeatureStatistics(
+            name=name,
+            kind="categorical",
+            examples=num_examples,
+            present=present,
+            unique=int(stats.unique),
+            top_values=tuple((v.value, v.frequency) for v in stats.top_values),
+        )
+    return FeatureStatistics(
+        name=name, kind=kind or "unknown", examples=num_examples, present=present
+    )
+
+
+def read_statistics(statistics_uri: str) -> tuple[SplitStatistics, ...]:
+    """Per-split feature statistics of a StatisticsGen `statistics` artifact."""
+    import tensorflow_data_validation as tfdv
+
+    splits = []
+    for split, directory in split_dirs(statistics_uri):
+        path = os.path.join(directory, "FeatureStats.pb")
+        if not fileio.exists(path):
+            continue
+        dataset = tfdv.load_stats_binary(path).datasets[0]
+        features = tuple(
+            sorted(
+                (_feature_statistics(f, int(dataset.num_examples)) for f in dataset.features),
+                key=lambda f: f.name,
+            )
+        )
+        splits.append(SplitStatistics(split, int(dataset.num_examples), features))
+    return tuple(splits)
+
+
+# --- anomalies ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    split: str
+    feature: str
+    severity: str
+    short_description: str
+    description: str
+
+
+def read_anomalies(anomalies_uri: str) -> tuple[Anomaly, ...]:
+    """Every anomaly ExampleValidator recorded, per split."""
+    from tensorflow_metadata.proto.v0 import anomalies_pb2
+
+    found = []
+    for split, directory in split_dirs(anomalies_uri):
+        path = os.path.join(directory, "SchemaDiff.pb")
+        if not fileio.exists(path):
+            continue
+        with fileio.open(path, "rb") as f:
+            anomalies = anomalies_pb2.Anomalies.FromString(f.read())
+        for feature, info in sorted(anomalies.anomaly_info.items()):
+            found.append(
+                Anomaly(
+                    split=split,
+                    feature=feature,
+                    severity=anomalies_pb2.AnomalyInfo.Severity.Name(info.severity),
+                    short_description=info.short_description,
+                    description=info.description,
+                )
+            )
+        if anomalies.HasField("dataset_anomaly_info"):
+            info = anomalies.dataset_anomaly_info
+            found.append(
+                Anomaly(
+                    split=split,
+                    feature="(dataset)",
+                    severity=anomalies_pb2.AnomalyInfo.Severity.Name(info.severity),
+                    short_description=info.short_description,
+                    description=info.description,
+                )
+            )
+    return tuple(found)
+
+
+# --- training -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainingCurves:
+    """metric -> [(epoch, value)], for the training and the validation data."""
+
+    train: dict[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)
+    validation: dict[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)
+
+    @property
+    def metrics(self) -> list[str]:
+        return sorted(set(self.train) | set(self.validation))
+
+    @property
+    def epochs(self) -> int:
+        series = list(self.train.values()) + list(self.validation.values())
+        return max((len(s) for s in series), default=0)
+
+
+def _scalar_events(directory: str) -> Iterable[tuple[str, int, float]]:
+    import tensorflow as tf
+
+    for name in sorted(fileio.listdir(directory)):
+        if "tfevents" not in name:
+            continue
+        for event in tf.compat.v1.train.summary_iterator(os.path.join(directory, name)):
+            for value in event.summary.value:
+                if value.HasField("tensor"):
+                    number = tf.make_ndarray(value.tensor)
+                    if number.ndim != 0 or number.dtype.kind not in "fiu":
+                        continue
+                    yield value.tag, int(event.step), float(number)
+                elif value.HasField("simple_value"):
+                    yield value.tag, int(event.step), float(value.simple_value)
+
+
+def read_training_curves(model_run_uri: str) -> TrainingCurves:
+    """Per-epoch metrics from the Trainer's TensorBoard logs (`train/`, `validation/`)."""
+    series: dict[str, dict[str, dict[int, float]]] = {"train": {}, "validation": {}}
+    for subdir in ("train", "validation"):
+        directory = os.path.join(model_run_uri, subdir)
+        if not fileio.isdir(directory):
+            continue
+        for tag, step, value in _scalar_events(directory):
+            if not tag.startswith(_EPOCH_TAG_PREFIX):
+                continue
+            metric = tag[len(_EPOCH_TAG_PREFIX) :]
+            target = subdir
+            if metric.startswith(_VALIDATION_PREFIX):
+                metric, target = metric[len(_VALIDATION_PREFIX) :], "validation"
+            if metric == "learning_rate":
+                continue
+            # Epochs count from 1 in Keras' own progress lines.
+            series[target].setdefault(metric, {})[step + 1] = value
+    return TrainingCurves(
+        train={m: tuple(sorted(v.items())) for m, v in series["train"].items()},
+        validation={m: tuple(sorted(v.items())) for m, v in series["validation"].items()},
+    )
+
+
+TRAINER_CONFIG_FILE = "trainer_config.json"
+
+
+def read_resolved_runtime(model_run_uri: str) -> dict[str, object]:
+    """The runtime the Trainer resolved (devices, strategy, precision, global batch)."""
+    path = os.path.join(model_run_uri, TRAINER_CONFIG_FILE)
+    if not fileio.exists(path):
+        return {}
+    with fileio.open(path, "r") as f:
+        config = json.load(f)
+    return dict(config.get("resolved_runtime", {}))
+
+
+# --- evaluation ---------------------------------------------------------------
+
+OVERALL_SLICE = "Overall"
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    candidate: float | None
+    baseline: float | None = None
+    diff: float | None = None
+
+
+@dataclass(frozen=True)
+class SliceMetrics:
+    slice_name: str
+    metrics: dict[str, MetricComparison]
+
+
+@dataclass(frozen=True)
+class ThresholdCheck:
+    metric: str
+    slice_name: str
+    kind: str  # "value" or "change"
+    bound: str
+    observed: float | None
+    passed: bool
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    slices: tuple[SliceMetrics, ...]
+    thresholds: tuple[ThresholdCheck, ...]
+    validation_ok: bool | None
+    has_baseline: bool
+
+    def overall(self) -> SliceMetrics | None:
+        for s in self.slices:
+            if s.slice_name == OVERALL_SLICE:
+                return s
+        return None
+
+
+def _slice_name(slice_key) -> str:
+    parts = []
+    for single in slice_key.single_slice_keys:
+        kind = single.WhichOneof("kind")
+        value = getattr(single, kind)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        parts.append(f"{single.column} = {value}")
+    return ", ".join(parts) or OVERALL_SLICE
+
+
+def _slice_order(name: str) -> tuple[int, str]:
+    return (0 if name == OVERALL_SLICE else 1, name)
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _bound_text(threshold) -> list[tuple[str, str, float | None, float | None]]:
+    """[(kind, text, lower, upper)] for the value and change parts of a threshold."""
+    from tensorflow_model_analysis.proto import config_pb2
+
+    parts = []
+    if threshold.HasField("value_threshold"):
+        value = threshold.value_threshold
+        lower = value.lower_bound.value if value.HasField("lower_bound") else None
+        upper = value.upper_bound.value if value.HasField("upper_bound") else None
+        text = " and ".join(
+            t
+            for t in (
+                f">= {lower:g}" if lower is not None else "",
+                f"<= {upper:g}" if upper is not None else "",
+            )
+            if t
+        )
+        parts.append(("value", text, lower, upper))
+    if threshold.HasField("change_threshold"):
+        change = threshold.change_threshold
+        texts = []
+        # HIGHER_IS_BETTER: the candidate may fall at most |bound| below the
+        # baseline; LOWER_IS_BETTER: rise at most that much above it.
+        higher = change.direction == config_pb2.MetricDirection.HIGHER_IS_BETTER
+        relation = ">=" if higher else "<="
+        if change.HasField("absolute"):
+            texts.append(f"change {relation} {change.absolute.value:+g}")
+        if change.HasField("relative"):
+            texts.append(f"relative change {relation} {change.relative.value:+g}")
+        parts.append(("change", " and ".join(texts) or "change", None, None))
+    return parts
+
+
+def read_evaluation(evaluation_uri: str) -> Evaluation:
+    """Metrics per slice, candidate vs. baseline, and every threshold with its outcome."""
+    import tensorflow_model_analysis as tfma
+
+    by_slice: dict[str, dict[str, dict[str, float | None]]] = {}
+    has_baseline = False
+    for metrics in tfma.load_metrics(evaluation_uri):
+        name = _slice_name(metrics.slice_key)
+        for kv in metrics.metric_keys_and_values:
+            if kv.key.HasField("sub_key") or kv.value.WhichOneof("type") != "double_value":
+                continue
+            entry = by_slice.setdefault(name, {}).setdefault(kv.key.name, {})
+            value = _finite(kv.value.double_value.value)
+            if kv.key.is_diff:
+                entry["diff"] = value
+            elif kv.key.model_name == "baseline":
+                entry["baseline"] = value
+                has_baseline = True
+            else:
+                entry["candidate"] = value
+    slices = tuple(
+        SliceMetrics(
+            slice_name=name,
+            metrics={
+                metric: MetricComparison(v.get("candidate"), v.get("baseline"), v.get("diff"))
+                for metric, v in sorted(values.items())
+            },
+        )
+        for name, values in sorted(by_slice.items(), key=lambda item: _slice_order(item[0]))
+    )
+
+    validation = tfma.load_validation_result(evaluation_uri)
+    failed = set()
+    for per_slice in validation.metric_validations_per_slice:
+        slice_name = _slice_name(per_slice.slice_key)
+        for failure in per_slice.failures:
+            failed.add((failure.metric_key.name, failure.metric_key.is_diff, slice_name))
+
+    eval_config = tfma.load_eval_result(evaluation_uri).config
+    checks = []
+    for spec in eval_config.metrics_specs:
+        for metric in spec.metrics:
+            name = _metric_name(metric.class_name, metric.config)
+            thresholds = (
+                [([tfma.SlicingSpec()], metric.threshold)] if metric.HasField("threshold") else []
+            )
+            thresholds += [
+                (list(t.slicing_specs), t.threshold) for t in metric.per_slice_thresholds
+            ]
+            for slicing_specs, threshold in thresholds:
+                for slicing_spec in slicing_specs:
+                    slice_name = (
+                        OVERALL_SLICE
+                        if not slicing_spec.feature_keys and not slicing_spec.feature_values
+                        else ", ".join(slicing_spec.feature_keys) + " (each slice)"
+                    )
+                    for kind, text, _lower, _upper in _bound_text(threshold):
+                        is_diff = kind == "change"
+                        if is_diff and not has_baseline:
+                            continue  # TFMA skips change thresholds without a baseline.
+                        observed = None
+                        overall = by_slice.get(slice_name, {}).get(name, {})
+                        observed = overall.get("diff" if is_diff else "candidate")
+                        passed = not any(
+                            f_name == name
+                            and f_diff == is_diff
+                            and (slice_name != OVERALL_SLICE or f_slice == OVERALL_SLICE)
+                            for f_name, f_diff, f_slice in failed
+                        )
+                        checks.append(
+                            ThresholdCheck(name, slice_name, kind, text, observed, passed)
+                        )
+    return Evaluation(
+        slices=slices,
+        thresholds=tuple(checks),
+        validation_ok=bool(validation.validation_ok),
+        has_baseline=has_baseline,
+    )
+
+
+def _metric_name(class_name: str, config: str) -> str:
+    """The metric key TFMA writes for a MetricConfig (its `name`, else snake case)."""
+    if config:
+        try:
+            name = json.loads(config).get("name")
+        except (ValueError, AttributeError):
+            name = None
+        if name:
+            return name
+    out = []
+    for i, ch in enumerate(class_name):
+        if ch.isupper() and i and not class_name[i - 1].isupper():
+            out.append("_")
+        out.append(ch.lower())
+    return "".join(out)
+
+
+# --- the whole report ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunReport:
+    pipeline_name: str
+    run_id: str
+    components: tuple[ComponentRun, ...]
+    statistics: tuple[SplitStatistics, ...] = ()
+    anomalies: tuple[Anomaly, ...] = ()
+    curves: TrainingCurves | None = None
+    runtime: dict[str, object] = field(default_factory=dict)
+    evaluation: Evaluation | None = None
+    blessed: bool | None = None
+    baseline_path: str | None = None
+    pushed_destination: str | None = None
+    already_served_path: str | None = None
+    error: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def outcome(self) -> str:
+        if self.error or any(c.state == "failed" for c in self.components):
+            return "failed"
+        if self.blessed is None:
+            return "not evaluated"
+        return "blessed" if self.blessed else "not blessed"
+
+
+@dataclass(frozen=True)
+class ArtifactUris:
+    """The artifacts a report reads; None where the run did not produce one."""
+
+    statistics: str | None = None
+    anomalies: str | None = None
+    model_run: str | None = None
+    evaluation: str | None = None
+
+
+def read_artifacts(uris: ArtifactUris) -> dict[str, object]:
+    """Report fields read from `uris`, for `RunReport(**...)`."""
+    fields: dict[str, object] = {}
+    if uris.statistics:
+        fields["statistics"] = read_statistics(uris.statistics)
+    if uris.anomalies:
+        fields["anomalies"] = read_anomalies(uris.anomalies)
+    if uris.model_run:
+        fields["curves"] = read_training_curves(uris.model_run)
+        fields["runtime"] = read_resolved_runtime(uris.model_run)
+    if uris.evaluation and fileio.exists(os.path.join(uris.evaluation, "eval_config.json")):
+        fields["evaluation"] = read_evaluation(uris.evaluation)
+    return fields

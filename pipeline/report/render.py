@@ -1,0 +1,126 @@
+"""Renders a `RunReport` into one self-contained HTML file, and writes it."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import jinja2
+
+from pipeline.report import plots
+from pipeline.report.contents import RunReport
+
+TEMPLATE = "report.html.j2"
+LATEST = "latest.html"
+# Section ids, in page order: tests and readers can rely on them.
+SECTIONS = ("outcome", "dag", "statistics", "anomalies", "training", "runtime", "evaluation")
+NO_VALUE = "\N{EN DASH}"
+_UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._:+-]")
+
+
+def _svg_data_uri(svg: str) -> str:
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode("ascii")
+
+
+def _number(value: object, digits: int = 4) -> str:
+    if value is None:
+        return NO_VALUE
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) < 1e15:
+            return f"{int(value):,}"
+        return f"{value:,.{digits}f}" if abs(value) < 1e6 else f"{value:.4g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("pipeline.report", "."),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["number"] = _number
+    env.filters["svg"] = _svg_data_uri
+    env.filters["pct"] = lambda v: NO_VALUE if v is None else f"{100 * v:.1f}%"
+    return env
+
+
+def render_html(report: RunReport) -> str:
+    """The report as one HTML document with its charts inlined."""
+    features = []
+    if report.statistics:
+        names = sorted({f.name for s in report.statistics for f in s.features})
+        for name in names:
+            per_split = [
+                (s.split, f) for s in report.statistics for f in s.features if f.name == name
+            ]
+            features.append(
+                {
+                    "name": name,
+                    "kind": per_split[0][1].kind,
+                    "per_split": per_split,
+                    "chart": plots.feature_distribution(per_split),
+                }
+            )
+    curves = []
+    if report.curves:
+        curves = [
+            {"metric": m, "chart": plots.training_curve(report.curves, m)}
+            for m in report.curves.metrics
+        ]
+    slice_charts = []
+    if report.evaluation and report.evaluation.slices:
+        metric_names = sorted(
+            {m for s in report.evaluation.slices for m in s.metrics} - {"example_count"}
+        )
+        slice_charts = [
+            {"metric": m, "chart": plots.slice_comparison(report.evaluation.slices, m)}
+            for m in metric_names
+        ]
+    return (
+        _environment()
+        .get_template(TEMPLATE)
+        .render(
+            report=report,
+            sections=SECTIONS,
+            timeline=plots.timeline(report.components) if report.components else None,
+            features=features,
+            curves=curves,
+            slice_charts=slice_charts,
+            generated=datetime.datetime.now().isoformat(timespec="seconds"),
+        )
+    )
+
+
+def report_filename(run_id: str) -> str:
+    """`<run id>.html`, with anything a file name cannot hold replaced by `_`."""
+    return _UNSAFE_FILENAME.sub("_", run_id) + ".html"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    # A reader (or a browser reloading latest.html) never sees half a file.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_report(report: RunReport, reports_dir: Path) -> Path:
+    """Writes `reports_dir/<run id>.html` and `reports_dir/latest.html`; returns the first."""
+    reports_dir.mkdir(parents=True, exist_ok=True)
+    html = render_html(report)
+    path = reports_dir / report_filename(report.run_id)
+    _write_atomically(path, html)
+    _write_atomically(reports_dir / LATEST, html)
+    return path

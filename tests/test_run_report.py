@@ -1,0 +1,314 @@
+"""The HTML run report: every section, its numbers equal to MLMD's and the data's, offline."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from pipeline.report import contents, render
+from pipeline.report.contents import ComponentRun, RunReport
+from trainer.run import epoch_plan
+
+
+class _Elements(HTMLParser):
+    """Every start tag with its attributes, in document order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.elements: list[tuple[str, dict[str, str]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.elements.append((tag, {k: v or "" for k, v in attrs}))
+
+
+def parse(html: str) -> list[tuple[str, dict[str, str]]]:
+    parser = _Elements()
+    parser.feed(html)
+    return parser.elements
+
+
+def with_attr(elements, name: str, **match: str) -> list[dict[str, str]]:
+    return [
+        attrs
+        for _tag, attrs in elements
+        if name in attrs
+        and all(attrs.get(k.rstrip("_").replace("_", "-")) == v for k, v in match.items())
+    ]
+
+
+def assert_self_contained(html: str) -> None:
+    elements = parse(html)
+    assert not [a for t, a in elements if t in ("script", "link", "iframe", "object")]
+    for tag, attrs in elements:
+        for key in ("src", "href"):
+            value = attrs.get(key)
+            if value is not None:
+                assert value.startswith(("data:", "#")), f"<{tag} {key}={value[:60]!r}>"
+    assert not re.search(r"url\(\s*['\"]?(?!data:)", html), "a CSS url() that is not data:"
+    assert not re.search(r"@import|https?://(?!www\.w3\.org/)", html.replace("xmlns", "")), (
+        "a reference to the network"
+    )
+
+
+def report_path_printed(stdout: str) -> Path:
+    (line,) = [line for line in stdout.splitlines() if line.startswith("Report: ")]
+    return Path(line.split()[1])
+
+
+# --- pure pieces --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("class_name", "config", "expected"),
+    [
+        ("BinaryAccuracy", "", "binary_accuracy"),
+        ("AUC", "", "auc"),
+        ("ExampleCount", "", "example_count"),
+        ("AUC", '{"name": "auc_pr", "curve": "PR"}', "auc_pr"),
+    ],
+)
+def test_metric_names_follow_tfma(class_name, config, expected):
+    assert contents._metric_name(class_name, config) == expected
+
+
+def test_report_file_name_keeps_the_run_id_and_nothing_a_path_cannot_hold():
+    assert render.report_filename("2026-11-22T21:17:34.359002") == "2026-11-22T21:17:34.359002.html"
+    assert render.report_filename("a/b c") == "a_b_c.html"
+
+
+def test_training_curves_read_both_keras_and_custom_loop_logs(tmp_path):
+    import tensorflow as tf
+
+    # Keras' TensorBoard callback: train/ and validation/ with epoch_<metric>.
+    for subdir, values in (("train", [0.5, 0.4]), ("validation", [0.6, 0.55])):
+        with tf.summary.create_file_writer(str(tmp_path / "keras" / subdir)).as_default():
+            for step, v in enumerate(values):
+                tf.summary.scalar("epoch_loss", v, step=step)
+                tf.summary.scalar("epoch_learning_rate", 0.1, step=step)
+    # The multi-worker loop: only train/, validation metrics as epoch_val_<metric>.
+    with tf.summary.create_file_writer(str(tmp_path / "loop" / "train")).as_default():
+        tf.summary.scalar("epoch_loss", 0.5, step=0)
+        tf.summary.scalar("epoch_val_loss", 0.6, step=0)
+
+    keras = contents.read_training_curves(str(tmp_path / "keras"))
+    assert keras.metrics == ["loss"]  # learning_rate is not a curve worth a chart
+    assert [v for _, v in keras.train["loss"]] == pytest.approx([0.5, 0.4])
+    assert [e for e, _ in keras.validation["loss"]] == [1, 2]
+    loop = contents.read_training_curves(str(tmp_path / "loop"))
+    assert loop.train["loss"] == ((1, pytest.approx(0.5)),)
+    assert loop.validation["loss"] == ((1, pytest.approx(0.6)),)
+
+
+def test_a_run_that_failed_before_any_artifact_still_renders_every_section():
+    report = RunReport(
+        pipeline_name="p",
+        run_id="r1",
+        components=(
+            ComponentRun("CsvExampleGen", "failed", 1_000, 2_500),
+            ComponentRun("Trainer", "not run"),
+        ),
+        error="InputDataError: <no rows> & more",
+    )
+    html = render.render_html(report)
+    elements = parse(html)
+    for section in render.SECTIONS:
+        assert with_attr(elements, "id", id=section), section
+    assert "InputDataError: &lt;no rows&gt; &amp; more" in html  # escaped, not markup
+    assert with_attr(elements, "data-node", data_node="Trainer", data_state="not run")
+    (example_gen,) = with_attr(elements, "data-node", data_node="CsvExampleGen")
+    assert float(example_gen["data-seconds"]) == pytest.approx(1.5)
+    assert "FAILED" in html
+    assert_self_contained(html)
+
+
+# --- a real run ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def second_report(two_local_runs) -> tuple[str, list]:
+    path = report_path_printed(two_local_runs.second_stdout)
+    html = path.read_text()
+    return html, parse(html)
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_each_run_writes_its_own_report_and_latest(two_local_runs):
+    runs = two_local_runs
+    reports = runs.output_dir / "reports"
+    first = report_path_printed(runs.first_stdout)
+    second = report_path_printed(runs.second_stdout)
+    assert first == reports / render.report_filename(runs.first.run_id)
+    assert second == reports / render.report_filename(runs.second.run_id)
+    assert first.exists() and second.exists()
+    assert (reports / render.LATEST).read_text() == second.read_text()
+    assert runs.first.run_id in first.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_report_is_self_contained(second_report):
+    html, _ = second_report
+    assert_self_contained(html)
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_report_components_equal_mlmd(two_local_runs, second_report):
+    _, elements = second_report
+    rows = with_attr(elements, "data-node")
+    from pipeline.pipeline import COMPONENT_IDS
+
+    assert sorted(r["data-node"] for r in rows) == sorted(COMPONENT_IDS)
+    for component in two_local_runs.second.components:
+        (row,) = [r for r in rows if r["data-node"] == component.node_id]
+        assert row["data-state"] == component.state
+        assert float(row["data-seconds"]) == pytest.approx(component.seconds)
+    for section in render.SECTIONS:
+        assert with_attr(elements, "id", id=section), f"section {section} missing"
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_report_statistics_count_what_the_csv_holds(two_local_runs, second_report, taxi_slice):
+    _, elements = second_report
+    with (taxi_slice / "data.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    splits = with_attr(elements, "data-examples")
+    assert {s["data-split"] for s in splits} == {"train", "eval"}
+    assert sum(int(s["data-examples"]) for s in splits) == len(rows)
+    # Empty cells, per column, in the raw file: the report's "missing" over both splits.
+    for feature in ("company", "pickup_census_tract", "dropoff_latitude", "fare"):
+        feature_rows = _feature_rows(elements, feature)
+        assert {r["data-split"] for r in feature_rows} == {"train", "eval"}, feature
+        empty = sum(1 for r in rows if r[feature] == "")
+        assert sum(int(r["data-missing"]) for r in feature_rows) == empty, feature
+    (fare_train,) = [r for r in _feature_rows(elements, "fare") if r["data-split"] == "train"]
+    assert 0 < float(fare_train["data-mean"]) < 100
+
+
+def _feature_rows(elements, feature: str) -> list[dict[str, str]]:
+    """The per-split rows inside the card of `feature`."""
+    out, inside = [], False
+    for tag, attrs in elements:
+        if tag == "div" and "data-feature" in attrs:
+            inside = attrs["data-feature"] == feature
+        elif inside and tag == "tr" and "data-missing" in attrs:
+            out.append(attrs)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_report_training_and_runtime_come_from_the_trainer(two_local_runs, second_report):
+    _, elements = second_report
+    epochs, _ = epoch_plan(60)
+    for metric in ("loss", "binary_accuracy"):
+        for data in ("train", "validation"):
+            assert with_attr(elements, "data-metric", data_metric=metric, data_data=data)
+    values = [a for _t, a in elements if "data-epoch" in a]
+    assert max(int(a["data-epoch"]) for a in values) == epochs
+    (model_run,) = (two_local_runs.output_dir / "pipeline_root" / "Trainer" / "model_run").glob("*")
+    resolved = json.loads((model_run / "trainer_config.json").read_text())["resolved_runtime"]
+    keys = {a["data-key"] for a in with_attr(elements, "data-key")}
+    assert keys == set(resolved)
+    assert {"devices", "strategy", "precision", "global_batch_size"} <= keys
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_report_evaluation_equals_mlmd_candidate_vs_baseline(two_local_runs, second_report):
+    html, elements = second_report
+    summary = two_local_runs.second
+    overall = [
+        a for a in with_attr(elements, "data-model") if a.get("data-metric") == "binary_accuracy"
+    ][:3]
+    by_model = {a["data-model"]: float(a["data-value"]) for a in overall}
+    assert by_model["candidate"] == pytest.approx(summary.metrics["binary_accuracy"])
+    assert by_model["diff"] == pytest.approx(summary.metrics["binary_accuracy_diff"])
+    assert by_model["candidate"] - by_model["baseline"] == pytest.approx(by_model["diff"])
+    slices = {a["data-slice"] for a in with_attr(elements, "data-slice")}
+    assert contents.OVERALL_SLICE in slices and any(s.startswith("payment_type = ") for s in slices)
+    thresholds = with_attr(elements, "data-kind")
+    assert {(t["data-metric"], t["data-kind"]) for t in thresholds} == {
+        ("binary_accuracy", "value"),
+        ("binary_accuracy", "change"),
+    }
+    assert all(t["data-passed"] == str(summary.blessed) for t in thresholds)
+    (blessing,) = with_attr(elements, "data-blessed")
+    assert blessing["data-blessed"] == str(summary.blessed)
+    assert str(two_local_runs.first_version) in html  # the served baseline
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_first_report_has_no_baseline_and_names_the_pushed_model(two_local_runs):
+    html = report_path_printed(two_local_runs.first_stdout).read_text()
+    elements = parse(html)
+    assert not with_attr(elements, "data-model", data_model="baseline")
+    assert {t["data-kind"] for t in with_attr(elements, "data-kind")} == {"value"}
+    (pushed,) = with_attr(elements, "data-path")
+    assert pushed["data-path"] == str(two_local_runs.first_version)
+
+
+# --- in a real browser --------------------------------------------------------
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+def find_or_install_chromium() -> str:
+    """Debian's chromium, installed here if missing and we may (root, apt-get)."""
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.skip("Chromium is not installed and this user cannot apt-get install it")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
+    result = subprocess.run(install, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        subprocess.run(["apt-get", "update"], env=env, capture_output=True)
+        result = subprocess.run(install, env=env, capture_output=True, text=True)
+    if result.returncode != 0 or not shutil.which("chromium"):
+        pytest.skip(f"could not install Debian's chromium: {result.stderr.strip()[-300:]}")
+    return shutil.which("chromium")
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_report_opens_in_chromium_without_network_or_console_errors(two_local_runs, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    chromium = find_or_install_chromium()
+    report = report_path_printed(two_local_runs.second_stdout)
+    requests, console_errors, page_errors = [], [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        page.on("request", lambda r: requests.append(r.url))
+        page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: page_errors.append(str(e)))
+        page.goto(report.as_uri(), wait_until="load")
+        images = page.eval_on_selector_all(
+            "img.chart", "imgs => imgs.map(i => [i.complete, i.naturalWidth])"
+        )
+        sections = page.eval_on_selector_all("section", "ss => ss.map(s => s.id)")
+        screenshot = tmp_path / "report.png"
+        page.screenshot(path=str(screenshot), full_page=True)
+        browser.close()
+
+    off_file = [u for u in requests if not u.startswith(("file:", "data:"))]
+    assert off_file == [], f"the report requested the network: {off_file}"
+    assert console_errors == [] and page_errors == []
+    assert sections == list(render.SECTIONS)
+    assert images and all(done and width > 0 for done, width in images), images
+    assert screenshot.stat().st_size > 50_000
