@@ -138,6 +138,8 @@ def build_tfx_pipeline(settings: KubeflowSettings):
         enable_cache=config.enable_cache,
         # Beam counts the pod's cores at run time.
         beam_pipeline_args=beam_pipeline_args("multi_processing", num_workers=0),
+        # Nothing runs after a Kubeflow DAG: its last step writes the run report.
+        enable_run_report_step=True,
     )
 
 
@@ -212,9 +214,9 @@ def compile_pipeline(settings: KubeflowSettings) -> tuple[dict[str, Any], dict[s
 
 
 def pipeline_component_ids() -> set[str]:
-    from pipeline.pipeline import COMPONENT_IDS
+    from pipeline.pipeline import COMPONENT_IDS, RUN_REPORT
 
-    return set(COMPONENT_IDS)
+    return {*COMPONENT_IDS, RUN_REPORT}
 
 
 def write_package(path: Path, spec: dict[str, Any], platform: dict[str, Any]) -> None:

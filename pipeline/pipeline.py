@@ -8,6 +8,7 @@ pushed one) -> Pusher (only if blessed).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 
 import tensorflow_model_analysis as tfma
@@ -27,6 +28,7 @@ from tfx.proto import pusher_pb2, trainer_pb2
 from components.data_gate import DataValidationGate
 from components.evaluator import Evaluator
 from components.pusher import Pusher
+from components.run_report import RunReport
 from components.served_model import LatestServedModel
 from pipeline import fingerprint
 from pipeline.config import EvaluationConfig
@@ -47,7 +49,9 @@ TRAINER = "Trainer"
 BASELINE = "LatestServedModel"
 EVALUATOR = "Evaluator"
 PUSHER = "Pusher"
-
+# Kubeflow only (enable_run_report_step): locally the runner writes the report
+# from ML Metadata after the run, which a step cannot do, failed runs included.
+RUN_REPORT = "RunReport"
 
 COMPONENT_IDS = (
     EXAMPLE_GEN,
@@ -133,6 +137,7 @@ def create_pipeline(
     enable_cache: bool,
     beam_pipeline_args: Sequence[str] = (),
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
+    enable_run_report_step: bool = False,
 ) -> Pipeline:
     """Builds the DAG. Pure: reads no data and no environment; it only hashes the
     project's own source for the cache key (see pipeline/fingerprint.py).
@@ -141,6 +146,9 @@ def create_pipeline(
     run. TFX cannot put a parameter inside the TrainArgs proto, so a
     `train_steps` parameter must be a str parameter holding TrainArgs JSON,
     `{"num_steps": N}` (see kubeflow/compile.py).
+
+    `enable_run_report_step` adds a last step that writes the HTML run report
+    into an output artifact (for Kubeflow, where nothing runs after the DAG).
     """
     example_gen = CsvExampleGen(input_base=data_root).with_id(EXAMPLE_GEN)
 
@@ -208,21 +216,36 @@ def create_pipeline(
         ),
     ).with_id(PUSHER)
 
+    components = [
+        example_gen,
+        statistics_gen,
+        schema_importer,
+        example_validator,
+        data_gate,
+        transform,
+        trainer,
+        baseline,
+        evaluator,
+        pusher,
+    ]
+    if enable_run_report_step:
+        components.append(
+            RunReport(
+                statistics=statistics_gen.outputs["statistics"],
+                anomalies=example_validator.outputs["anomalies"],
+                model_run=trainer.outputs["model_run"],
+                evaluation=evaluator.outputs["evaluation"],
+                blessing=evaluator.outputs["blessing"],
+                baseline_model=baseline.outputs["baseline_model"],
+                pushed_model=pusher.outputs["pushed_model"],
+                pipeline_name=pipeline_name,
+                component_ids=json.dumps([c.id for c in components]),
+            ).with_id(RUN_REPORT)
+        )
     return Pipeline(
         pipeline_name=pipeline_name,
         pipeline_root=pipeline_root,
-        components=[
-            example_gen,
-            statistics_gen,
-            schema_importer,
-            example_validator,
-            data_gate,
-            transform,
-            trainer,
-            baseline,
-            evaluator,
-            pusher,
-        ],
+        components=components,
         enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=list(beam_pipeline_args),

@@ -20,7 +20,6 @@ import pytest
 
 from kubeflow import compile as kfp_compile
 from kubeflow.settings import DEFAULT_SETTINGS_FILE, load_settings
-from pipeline import pipeline as dag
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -37,7 +36,7 @@ def _uv() -> str:
 
 
 def test_package_parses_and_placement_matches_current_kfp(tmp_path):
-    settings = load_settings(DEFAULT_SETTINGS_FILE, set(dag.COMPONENT_IDS))
+    settings = load_settings(DEFAULT_SETTINGS_FILE, kfp_compile.pipeline_component_ids())
     spec, platform = kfp_compile.compile_pipeline(settings)
     package = tmp_path / "pipeline.yaml"
     kfp_compile.write_package(package, spec, platform)
@@ -49,7 +48,7 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path):
                 dataclasses.asdict(t) for t in settings.placement_for(task).tolerations
             ],
         }
-        for task in dag.COMPONENT_IDS
+        for task in kfp_compile.pipeline_component_ids()
     }
     placements_file = tmp_path / "placements.json"
     placements_file.write_text(json.dumps(placements))
@@ -78,7 +77,7 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path):
     labels = kfp_compile.executor_labels(spec)
     executors = spec["deploymentSpec"]["executors"]
     ours_platform = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
-    for task in dag.COMPONENT_IDS:
+    for task in kfp_compile.pipeline_component_ids():
         label = labels[task]
         assert executors[label]["container"].get("resources", {}) == reference[task]["resources"], (
             task

@@ -30,6 +30,15 @@ EXPECTED_EDGES = {
     (dag.BASELINE, dag.EVALUATOR),
     (dag.EVALUATOR, dag.PUSHER),
 }
+# The Kubeflow DAG's last step reads the artifacts the report shows.
+RUN_REPORT_EDGES = {
+    (dag.STATISTICS_GEN, dag.RUN_REPORT),
+    (dag.EXAMPLE_VALIDATOR, dag.RUN_REPORT),
+    (dag.TRAINER, dag.RUN_REPORT),
+    (dag.EVALUATOR, dag.RUN_REPORT),
+    (dag.BASELINE, dag.RUN_REPORT),
+    (dag.PUSHER, dag.RUN_REPORT),
+}
 
 
 def build(tmp_path, config: PipelineConfig | None = None):

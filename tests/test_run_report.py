@@ -312,3 +312,68 @@ def test_report_opens_in_chromium_without_network_or_console_errors(two_local_ru
     assert sections == list(render.SECTIONS)
     assert images and all(done and width > 0 for done, width in images), images
     assert screenshot.stat().st_size > 50_000
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_kubeflow_run_report_step_writes_the_report_from_its_input_artifacts(
+    two_local_runs, tmp_path
+):
+    """The RunReport executor, on the artifacts of a real run, as a Kubeflow step runs it."""
+    from ml_metadata.metadata_store import metadata_store
+    from tfx.orchestration import metadata as tfx_metadata
+    from tfx.types import artifact_utils
+
+    from components.run_report import REPORT_FILE, RunReport, RunReportHtml
+    from pipeline import pipeline as dag
+
+    store = metadata_store.MetadataStore(
+        tfx_metadata.sqlite_metadata_connection_config(
+            str(two_local_runs.output_dir / "metadata.sqlite")
+        )
+    )
+    run = store.get_context_by_type_and_name("pipeline_run", two_local_runs.second.run_id)
+    types_by_id = {t.id: t for t in store.get_artifact_types()}
+    by_type = {}
+    for artifact in store.get_artifacts_by_context(run.id):
+        artifact_type = types_by_id[artifact.type_id]
+        by_type[artifact_type.name] = artifact_utils.deserialize_artifact(artifact_type, artifact)
+    inputs = {
+        "statistics": "ExampleStatistics",
+        "anomalies": "ExampleAnomalies",
+        "model_run": "ModelRun",
+        "evaluation": "ModelEvaluation",
+        "blessing": "ModelBlessing",
+        "pushed_model": "PushedModel",
+    }
+    input_dict = {key: [by_type[type_name]] for key, type_name in inputs.items()}
+    baselines = [
+        a
+        for a in store.get_artifacts_by_context(run.id)
+        if types_by_id[a.type_id].name == "Model" and "has_model" in a.custom_properties
+    ]
+    input_dict["baseline_model"] = [
+        artifact_utils.deserialize_artifact(types_by_id[baselines[0].type_id], baselines[0])
+    ]
+    output = RunReportHtml()
+    output.uri = str(tmp_path / "RunReport" / "report" / "7")
+    executor = RunReport.EXECUTOR_SPEC.executor_class()
+    executor.Do(
+        input_dict,
+        {"report": [output]},
+        {"pipeline_name": "taxi-big-tipper", "component_ids": json.dumps(dag.COMPONENT_IDS)},
+    )
+
+    html = (Path(output.uri) / REPORT_FILE).read_text()
+    assert_self_contained(html)
+    elements = parse(html)
+    for section in render.SECTIONS:
+        assert with_attr(elements, "id", id=section), section
+    assert {a["data-node"] for a in with_attr(elements, "data-node")} == set(dag.COMPONENT_IDS)
+    local = parse((two_local_runs.output_dir / "reports" / render.LATEST).read_text())
+    # Same artifacts, same numbers as the local report.
+    for attribute in ("data-examples", "data-missing", "data-value", "data-blessed"):
+        assert [a for _t, a in elements if attribute in a] == [
+            a for _t, a in local if attribute in a
+        ], attribute
+    assert str(two_local_runs.first_version) in html  # the served baseline

@@ -37,6 +37,7 @@ _STYLE = {
 SPLIT_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd")
 STATE_COLORS = {
     "complete": "#2ca02c",
+    "succeeded": "#2ca02c",
     "cached": "#7fbf7f",
     "failed": "#d62728",
     "running": "#ff7f0e",

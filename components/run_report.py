@@ -1,0 +1,99 @@
+"""The run report as the last step of a Kubeflow run, written into an output artifact.
+
+Locally, `local_runner.py` writes the report after the run from ML Metadata,
+which also covers failed runs. A Kubeflow step cannot read KFP's metadata
+store, so on Kubeflow this step builds the same report from the artifacts it
+is handed: statistics, anomalies, the Trainer's logs, the evaluation, the
+blessing and the push. It runs after every other step has succeeded, so each
+of them is listed as complete; per-step times are on the KFP run page.
+"""
+
+# No `from __future__ import annotations`: the @component decorator reads
+# the real annotation objects.
+
+import json
+import os
+
+from absl import logging
+from tfx import types
+from tfx.dsl.component.experimental.annotations import (
+    InputArtifact,
+    OutputArtifact,
+    Parameter,
+)
+from tfx.dsl.component.experimental.decorators import component
+from tfx.dsl.io import fileio
+from tfx.types import standard_artifacts
+
+from components.pusher import ALREADY_SERVED_PROPERTY
+from components.served_model import HAS_MODEL_PROPERTY, SERVED_PATH_PROPERTY
+
+REPORT_FILE = "report.html"
+
+
+class RunReportHtml(types.Artifact):
+    """A directory holding `report.html`, one self-contained HTML page."""
+
+    # Kubeflow's compiler wants `<namespace>.<Title>` for a custom type.
+    TYPE_NAME = "tfx_template.RunReportHtml"
+
+
+def _int_property(artifact: types.Artifact, name: str) -> "int | None":
+    return artifact.get_int_custom_property(name) if artifact.has_custom_property(name) else None
+
+
+def _string_property(artifact: types.Artifact, name: str) -> "str | None":
+    return artifact.get_string_custom_property(name) if artifact.has_custom_property(name) else None
+
+
+@component
+def RunReport(
+    statistics: InputArtifact[standard_artifacts.ExampleStatistics],
+    anomalies: InputArtifact[standard_artifacts.ExampleAnomalies],
+    model_run: InputArtifact[standard_artifacts.ModelRun],
+    evaluation: InputArtifact[standard_artifacts.ModelEvaluation],
+    blessing: InputArtifact[standard_artifacts.ModelBlessing],
+    baseline_model: InputArtifact[standard_artifacts.Model],
+    pushed_model: InputArtifact[standard_artifacts.PushedModel],
+    report: OutputArtifact[RunReportHtml],
+    pipeline_name: Parameter[str],
+    component_ids: Parameter[str],
+):
+    """Writes `report.html` into `report` from the run's artifacts."""
+    from pipeline.report import contents as report_contents
+    from pipeline.report.render import render_html
+
+    has_baseline = _int_property(baseline_model, HAS_MODEL_PROPERTY) != 0
+    pushed = _int_property(pushed_model, "pushed") == 1
+    contents = report_contents.RunReport(
+        pipeline_name=pipeline_name,
+        # A Kubeflow step does not see its run's id; its output directory is unique per run.
+        run_id=os.path.dirname(report.uri.rstrip("/")),
+        components=tuple(
+            report_contents.ComponentRun(node, "succeeded") for node in json.loads(component_ids)
+        ),
+        blessed=_int_property(blessing, "blessed") == 1,
+        baseline_path=_string_property(baseline_model, SERVED_PATH_PROPERTY)
+        if has_baseline
+        else None,
+        pushed_destination=_string_property(pushed_model, "pushed_destination") if pushed else None,
+        already_served_path=_string_property(pushed_model, ALREADY_SERVED_PROPERTY),
+        notes=(
+            "Written by the RunReport step after every other step succeeded; "
+            "step times are on the Kubeflow run page.",
+        ),
+        **report_contents.read_artifacts(
+            report_contents.ArtifactUris(
+                statistics=statistics.uri,
+                anomalies=anomalies.uri,
+                model_run=model_run.uri,
+                evaluation=evaluation.uri,
+            )
+        ),
+    )
+    html = render_html(contents)
+    fileio.makedirs(report.uri)
+    path = os.path.join(report.uri, REPORT_FILE)
+    with fileio.open(path, "w") as f:
+        f.write(html)
+    logging.info("Run report: %s (%d bytes)", path, len(html))
