@@ -44,3 +44,11 @@ RUN uv sync --locked --no-dev --extra gpu \
 
 # KubeflowV2DagRunner sets each step's command
 # (python -m tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor).
+
+# The same image is the Beam SDK harness when a Beam step runs on Dataflow,
+# Flink or Spark (kubeflow/pipeline.yaml `beam:`): workers need TFT, TFMA and
+# this project, which only this image has. Beam starts a harness container
+# through /opt/apache/beam/boot, copied from Beam's own image of the pinned
+# version; KFP steps set their own command, so this entrypoint never runs there.
+COPY --from=apache/beam_python3.10_sdk:2.74.0 /opt/apache/beam /opt/apache/beam
+ENTRYPOINT ["/opt/apache/beam/boot"]

@@ -22,7 +22,9 @@ The output is a two-document YAML file (pipeline spec, platform spec), as
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
+import difflib
 import json
 import sys
 import tempfile
@@ -116,9 +118,10 @@ def build_tfx_pipeline(settings: KubeflowSettings):
     """The local DAG, with runtime parameters for what changes between scheduled runs."""
     from tfx.orchestration.data_types import RuntimeParameter
 
-    from pipeline.beam import beam_pipeline_args
     from pipeline.config import variant
-    from pipeline.pipeline import create_pipeline
+    from pipeline.pipeline import BEAM_COMPONENT_IDS, create_pipeline
+
+    check_beam_options(settings)
 
     config = variant(settings.config_variant)
     return create_pipeline(
@@ -136,11 +139,58 @@ def build_tfx_pipeline(settings: KubeflowSettings):
         trainer_config=config.trainer,
         evaluation=config.evaluation,
         enable_cache=config.enable_cache,
-        # Beam counts the pod's cores at run time.
-        beam_pipeline_args=beam_pipeline_args("multi_processing", num_workers=0),
+        # Each Beam step gets exactly its engine's arguments (`beam:` settings).
+        beam_pipeline_args=(),
+        beam_pipeline_args_by_component={
+            cid: settings.beam_for(cid).pipeline_args(settings.image) for cid in BEAM_COMPONENT_IDS
+        },
         # Nothing runs after a Kubeflow DAG: its last step writes the run report.
         enable_run_report_step=True,
     )
+
+
+def known_beam_options() -> set[str]:
+    """Every pipeline option this Beam version defines, by its flag name."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    parser = argparse.ArgumentParser(add_help=False)
+    pending = list(PipelineOptions.__subclasses__())
+    seen = set()
+    while pending:
+        cls = pending.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        pending += cls.__subclasses__()
+        # Two option classes may declare the same flag; one is enough.
+        with contextlib.suppress(argparse.ArgumentError):
+            cls._add_argparse_args(parser)
+    return {option.lstrip("-") for action in parser._actions for option in action.option_strings}
+
+
+def check_beam_options(settings: KubeflowSettings) -> None:
+    """Fails on a Beam option this Beam does not know, naming the setting that holds it."""
+    from kubeflow.settings import SettingsError
+
+    known = known_beam_options()
+    engines = [("beam.defaults", settings.default_beam)] + [
+        (f"beam.components.{cid}", engine) for cid, engine in sorted(settings.beam.items())
+    ]
+    for where, engine in engines:
+        for name in engine.options:
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise SettingsError(
+                    f"{where}.options.{name}: not a pipeline option of apache-beam "
+                    f"{_beam_version()}{hint}"
+                )
+
+
+def _beam_version() -> str:
+    import apache_beam
+
+    return apache_beam.__version__
 
 
 def train_args_value(train_steps: int) -> str:
@@ -213,6 +263,12 @@ def compile_pipeline(settings: KubeflowSettings) -> tuple[dict[str, Any], dict[s
     return complete_spec(tfx_spec, settings, UNCACHED_NODES)
 
 
+def pipeline_beam_component_ids() -> set[str]:
+    from pipeline.pipeline import BEAM_COMPONENT_IDS
+
+    return set(BEAM_COMPONENT_IDS)
+
+
 def pipeline_component_ids() -> set[str]:
     from pipeline.pipeline import COMPONENT_IDS, RUN_REPORT
 
@@ -238,7 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        settings = load_settings(args.config, pipeline_component_ids())
+        settings = load_settings(
+            args.config, pipeline_component_ids(), pipeline_beam_component_ids()
+        )
         spec, platform = compile_pipeline(settings)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -26,6 +26,21 @@ _LABEL_NAME = re.compile(
     r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_BEAM_OPTION = re.compile(r"^[a-z][a-z0-9_]*$")
+_HOST_PORT = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?:[0-9]{1,5}$")
+
+# Where a Beam step (ExampleGen, StatisticsGen, Transform, Evaluator) runs its
+# Beam pipeline: in its own pod, or on a distributed engine. Flink and Spark
+# are reached through a job server and Beam's portable runner.
+BEAM_ENGINES = ("direct", "dataflow", "flink", "spark")
+# Options each engine cannot run without.
+BEAM_REQUIRED_OPTIONS = {
+    "direct": (),
+    "dataflow": ("project", "region", "temp_location"),
+    "flink": ("job_endpoint",),
+    "spark": ("job_endpoint",),
+}
+BeamOptionValue = str | int | float | bool | tuple[str | int | float, ...]
 
 
 class SettingsError(ValueError):
@@ -63,6 +78,44 @@ class Placement:
 
 
 @dataclass(frozen=True)
+class BeamEngine:
+    """Where one Beam step runs its Beam pipeline, and the Beam options it gets.
+
+    `options` are Beam pipeline options by name (`max_num_workers: 20` becomes
+    `--max_num_workers=20`); a list repeats the flag, `true` is a bare flag.
+    """
+
+    engine: str = "direct"
+    options: Mapping[str, BeamOptionValue] = field(default_factory=dict)
+
+    def pipeline_args(self, image: str) -> list[str]:
+        """Beam pipeline arguments; `image` is the pipeline image, which has the SDK."""
+        options = dict(self.options)
+        if self.engine == "direct":
+            # In the step's own pod, one worker process per core Beam counts there.
+            args = ["--direct_running_mode=multi_processing", "--direct_num_workers=0"]
+        elif self.engine == "dataflow":
+            # Workers run the pipeline image: it holds TFT, TFMA and our code.
+            options.setdefault("sdk_container_image", image)
+            args = ["--runner=DataflowRunner"]
+        else:
+            # The job server starts SDK workers from the pipeline image (DOCKER),
+            # or hands work to a worker pool beside it (EXTERNAL, host:port).
+            options.setdefault("environment_type", "DOCKER")
+            if options["environment_type"] == "DOCKER":
+                options.setdefault("environment_config", image)
+            args = ["--runner=PortableRunner"]
+        for name, value in sorted(options.items()):
+            if value is True:
+                args.append(f"--{name}")
+            elif isinstance(value, tuple):
+                args += [f"--{name}={item}" for item in value]
+            else:
+                args.append(f"--{name}={value}")
+        return args
+
+
+@dataclass(frozen=True)
 class Schedule:
     cron: str
     experiment: str
@@ -82,10 +135,16 @@ class KubeflowSettings:
     default_placement: Placement
     placements: Mapping[str, Placement]
     schedule: Schedule | None
+    default_beam: BeamEngine = field(default_factory=BeamEngine)
+    beam: Mapping[str, BeamEngine] = field(default_factory=dict)
 
     def placement_for(self, component_id: str) -> Placement:
         """The component's own placement, or the defaults."""
         return self.placements.get(component_id, self.default_placement)
+
+    def beam_for(self, component_id: str) -> BeamEngine:
+        """The Beam step's own engine, or the default one."""
+        return self.beam.get(component_id, self.default_beam)
 
 
 def _expect(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
@@ -199,6 +258,79 @@ def _placement(values: Any, where: str, fallback: Placement | None = None) -> Pl
     )
 
 
+def _beam_option_value(value: Any, where: str) -> BeamOptionValue:
+    if isinstance(value, list):
+        if not value:
+            raise SettingsError(f"{where}: an empty list sets nothing; remove it")
+        return tuple(_beam_option_value(item, f"{where}[{i}]") for i, item in enumerate(value))
+    if value is False or value is None:
+        raise SettingsError(f"{where}: {value!r} sets nothing; remove the option instead")
+    return _expect(value, (str, int, float, bool), where)
+
+
+def _beam_engine(values: Any, where: str) -> BeamEngine:
+    values = _expect(values or {}, dict, where)
+    _no_unknown(values, {"engine", "options"}, where)
+    engine = values.get("engine", "direct")
+    if engine not in BEAM_ENGINES:
+        raise SettingsError(f"{where}.engine: must be one of {BEAM_ENGINES}, got {engine!r}")
+    raw = _expect(values.get("options") or {}, dict, f"{where}.options")
+    options: dict[str, BeamOptionValue] = {}
+    for name, value in raw.items():
+        option = f"{where}.options.{name}"
+        if not isinstance(name, str) or not _BEAM_OPTION.match(name):
+            raise SettingsError(f"{option}: not a Beam option name (snake_case, no leading --)")
+        if name == "runner":
+            raise SettingsError(f"{option}: set `engine` instead; it picks the runner")
+        options[name] = _beam_option_value(value, option)
+    for name in BEAM_REQUIRED_OPTIONS[engine]:
+        if name not in options:
+            raise SettingsError(f"{where}.options.{name}: required for engine {engine}")
+    if engine == "dataflow" and not str(options["temp_location"]).startswith("gs://"):
+        raise SettingsError(
+            f"{where}.options.temp_location: Dataflow needs a gs:// path, "
+            f"got {options['temp_location']!r}"
+        )
+    if engine in ("flink", "spark"):
+        endpoint = str(options["job_endpoint"])
+        if not _HOST_PORT.match(endpoint):
+            raise SettingsError(
+                f"{where}.options.job_endpoint: {endpoint!r} is not host:port "
+                "(the Beam job server, e.g. flink-jobserver.flink:8099)"
+            )
+        environment = options.get("environment_type", "DOCKER")
+        if environment not in ("DOCKER", "EXTERNAL", "PROCESS"):
+            raise SettingsError(
+                f"{where}.options.environment_type: must be DOCKER, EXTERNAL or PROCESS, "
+                f"got {environment!r}"
+            )
+        if environment != "DOCKER" and "environment_config" not in options:
+            raise SettingsError(
+                f"{where}.options.environment_config: required with environment_type "
+                f"{environment} (EXTERNAL: the worker pool's host:port)"
+            )
+    return BeamEngine(engine=engine, options=options)
+
+
+def _beam(
+    values: Any, beam_component_ids: set[str] | None
+) -> tuple[BeamEngine, dict[str, BeamEngine]]:
+    values = _expect(values or {}, dict, "beam")
+    _no_unknown(values, {"defaults", "components"}, "beam")
+    default = _beam_engine(values.get("defaults"), "beam.defaults")
+    components = _expect(values.get("components") or {}, dict, "beam.components")
+    if beam_component_ids is not None:
+        others = sorted(set(components) - beam_component_ids)
+        if others:
+            raise SettingsError(
+                f"beam.components: {others} run no Beam; the Beam steps are "
+                f"{sorted(beam_component_ids)}"
+            )
+    return default, {
+        cid: _beam_engine(spec, f"beam.components.{cid}") for cid, spec in components.items()
+    }
+
+
 def _required_str(values: Mapping[str, Any], key: str) -> str:
     value = values.get(key)
     if value is None or (isinstance(value, str) and not value.strip()):
@@ -206,8 +338,16 @@ def _required_str(values: Mapping[str, Any], key: str) -> str:
     return _expect(value, str, key)
 
 
-def parse_settings(values: Mapping[str, Any], component_ids: set[str]) -> KubeflowSettings:
-    """Validates raw YAML values against the pipeline's real component ids."""
+def parse_settings(
+    values: Mapping[str, Any],
+    component_ids: set[str],
+    beam_component_ids: set[str] | None = None,
+) -> KubeflowSettings:
+    """Validates raw YAML values against the pipeline's real component ids.
+
+    `beam_component_ids`, the steps that run Beam, bounds `beam.components`;
+    None skips that check (the submit tool, which has no Beam, knows only task ids).
+    """
     known = {
         "image",
         "pipeline_root",
@@ -217,6 +357,7 @@ def parse_settings(values: Mapping[str, Any], component_ids: set[str]) -> Kubefl
         "parameters",
         "defaults",
         "components",
+        "beam",
         "schedule",
     }
     _no_unknown(values, known, "settings")
@@ -239,6 +380,7 @@ def parse_settings(values: Mapping[str, Any], component_ids: set[str]) -> Kubefl
     placements = {
         cid: _placement(spec, f"components.{cid}", default) for cid, spec in components.items()
     }
+    default_beam, beam = _beam(values.get("beam"), beam_component_ids)
     schedule = None
     if values.get("schedule"):
         raw = _expect(values["schedule"], dict, "schedule")
@@ -267,14 +409,18 @@ def parse_settings(values: Mapping[str, Any], component_ids: set[str]) -> Kubefl
         default_placement=default,
         placements=placements,
         schedule=schedule,
+        default_beam=default_beam,
+        beam=beam,
     )
 
 
-def load_settings(path: Path, component_ids: set[str]) -> KubeflowSettings:
+def load_settings(
+    path: Path, component_ids: set[str], beam_component_ids: set[str] | None = None
+) -> KubeflowSettings:
     try:
         values = yaml.safe_load(Path(path).read_text())
     except FileNotFoundError:
         raise SettingsError(f"settings file {path} does not exist") from None
     except yaml.YAMLError as err:
         raise SettingsError(f"{path} is not valid YAML: {err}") from None
-    return parse_settings(_expect(values or {}, dict, str(path)), component_ids)
+    return parse_settings(_expect(values or {}, dict, str(path)), component_ids, beam_component_ids)

@@ -9,7 +9,7 @@ pushed one) -> Pusher (only if blessed).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import tensorflow_model_analysis as tfma
 from ml_metadata.proto import metadata_store_pb2
@@ -65,6 +65,9 @@ COMPONENT_IDS = (
     EVALUATOR,
     PUSHER,
 )
+# Nodes that run a Beam pipeline (TFX's BaseBeamComponent): each can get its
+# own Beam engine on Kubeflow (kubeflow/pipeline.yaml, `beam:`).
+BEAM_COMPONENT_IDS = (EXAMPLE_GEN, STATISTICS_GEN, TRANSFORM, EVALUATOR)
 # Nodes that read state outside the pipeline and so must run every time.
 UNCACHED_NODES = (BASELINE,)
 
@@ -138,6 +141,7 @@ def create_pipeline(
     beam_pipeline_args: Sequence[str] = (),
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
     enable_run_report_step: bool = False,
+    beam_pipeline_args_by_component: Mapping[str, Sequence[str]] | None = None,
 ) -> Pipeline:
     """Builds the DAG. Pure: reads no data and no environment; it only hashes the
     project's own source for the cache key (see pipeline/fingerprint.py).
@@ -149,7 +153,18 @@ def create_pipeline(
 
     `enable_run_report_step` adds a last step that writes the HTML run report
     into an output artifact (for Kubeflow, where nothing runs after the DAG).
+
+    `beam_pipeline_args_by_component` adds Beam arguments to single Beam steps
+    (ids in BEAM_COMPONENT_IDS), after the pipeline-wide `beam_pipeline_args`:
+    one step on Dataflow, say, while the others run in their own pod.
     """
+    per_component_beam_args = dict(beam_pipeline_args_by_component or {})
+    not_beam = sorted(set(per_component_beam_args) - set(BEAM_COMPONENT_IDS))
+    if not_beam:
+        raise ValueError(
+            f"beam_pipeline_args_by_component: {not_beam} run no Beam; "
+            f"the Beam steps are {list(BEAM_COMPONENT_IDS)}"
+        )
     example_gen = CsvExampleGen(input_base=data_root).with_id(EXAMPLE_GEN)
 
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"]).with_id(STATISTICS_GEN)
@@ -228,6 +243,9 @@ def create_pipeline(
         evaluator,
         pusher,
     ]
+    for component in components:
+        if component.id in per_component_beam_args:
+            component.with_beam_pipeline_args(list(per_component_beam_args[component.id]))
     if enable_run_report_step:
         components.append(
             RunReport(

@@ -47,3 +47,14 @@ def test_image_and_dev_environment_precompile_bytecode():
     dev = (REPO_ROOT / "dev").read_text()
     assert "uv sync --locked --compile-bytecode" in dev
     assert re.search(r"^  ensure_bytecode$", dev, re.M)
+
+
+def test_image_is_a_beam_sdk_harness_of_the_locked_beam_version():
+    """Dataflow/Flink/Spark workers start the pipeline image through Beam's boot binary."""
+    from importlib.metadata import version
+
+    beam = version("apache-beam")
+    assert f"COPY --from=apache/beam_python3.10_sdk:{beam} /opt/apache/beam /opt/apache/beam" in (
+        DOCKERFILE
+    )
+    assert 'ENTRYPOINT ["/opt/apache/beam/boot"]' in DOCKERFILE

@@ -22,12 +22,13 @@ from trainer.preprocessing import preprocessing_fn
 from trainer.run import run_fn
 
 COMPONENT_IDS = pipeline_component_ids()
+BEAM_STEPS = kfp_compile.pipeline_beam_component_ids()
 RAW_SETTINGS = yaml.safe_load(DEFAULT_SETTINGS_FILE.read_text())
 
 
 @pytest.fixture(scope="module")
 def settings():
-    return load_settings(DEFAULT_SETTINGS_FILE, COMPONENT_IDS)
+    return load_settings(DEFAULT_SETTINGS_FILE, COMPONENT_IDS, BEAM_STEPS)
 
 
 @pytest.fixture(scope="module")
@@ -289,3 +290,179 @@ def test_our_kubeflow_package_does_not_shadow_kubeflows_sdks(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["kubeflow-training", "kubeflow.settings"]
+
+
+# --- Beam engines per step ------------------------------------------------------
+
+DATAFLOW = {
+    "engine": "dataflow",
+    "options": {
+        "project": "my-project",
+        "region": "us-central1",
+        "temp_location": "gs://my-bucket/tmp",
+        "max_num_workers": 20,
+        "experiments": ["use_runner_v2", "no_use_multiple_sdk_containers"],
+    },
+}
+FLINK = {"engine": "flink", "options": {"job_endpoint": "flink-jobserver.flink:8099"}}
+
+
+def _beam_args(spec, task):
+    """The Beam flags in a step's container args (TFX's own are `--name value` pairs)."""
+    args = _executors(spec)[task]["container"]["args"]
+    return [a for a in args if a.startswith("--") and "=" in a]
+
+
+def test_beam_steps_are_the_pipelines_beam_components(tmp_path):
+    from tfx.dsl.components.base.base_beam_component import BaseBeamComponent
+
+    from tests.test_pipeline import build
+
+    pipeline = build(tmp_path)
+    assert {c.id for c in pipeline.components if isinstance(c, BaseBeamComponent)} == BEAM_STEPS
+
+
+def test_default_beam_engine_runs_each_beam_step_in_its_pod(compiled):
+    spec, _ = compiled
+    for task in BEAM_STEPS:
+        assert _beam_args(spec, task) == [
+            "--direct_running_mode=multi_processing",
+            "--direct_num_workers=0",
+        ], task
+
+
+def test_one_step_on_dataflow_another_on_flink_the_rest_unchanged():
+    raw = _with("beam.components", {"Transform": DATAFLOW, "Evaluator": FLINK})
+    settings = parse_settings(raw, COMPONENT_IDS, BEAM_STEPS)
+    spec, _ = kfp_compile.compile_pipeline(settings)
+
+    transform = _beam_args(spec, dag.TRANSFORM)
+    assert transform[0] == "--runner=DataflowRunner"
+    assert f"--sdk_container_image={settings.image}" in transform  # workers get our code
+    assert transform.count("--experiments=use_runner_v2") == 1
+    assert "--experiments=no_use_multiple_sdk_containers" in transform
+    assert not any(a.startswith("--direct_") for a in transform)
+    evaluator = _beam_args(spec, dag.EVALUATOR)
+    assert evaluator == [
+        "--runner=PortableRunner",
+        f"--environment_config={settings.image}",
+        "--environment_type=DOCKER",
+        "--job_endpoint=flink-jobserver.flink:8099",
+    ]
+    for task in BEAM_STEPS - {dag.TRANSFORM, dag.EVALUATOR}:
+        assert _beam_args(spec, task)[0] == "--direct_running_mode=multi_processing"
+
+    # Beam itself reads the compiled flags as meant.
+    from apache_beam.options.pipeline_options import (
+        GoogleCloudOptions,
+        PipelineOptions,
+        PortableOptions,
+        StandardOptions,
+        WorkerOptions,
+    )
+
+    dataflow = PipelineOptions(transform)
+    assert dataflow.view_as(StandardOptions).runner == "DataflowRunner"
+    assert dataflow.view_as(GoogleCloudOptions).project == "my-project"
+    assert dataflow.view_as(GoogleCloudOptions).temp_location == "gs://my-bucket/tmp"
+    assert dataflow.view_as(WorkerOptions).max_num_workers == 20
+    assert dataflow.view_as(WorkerOptions).sdk_container_image == settings.image
+    flink = PipelineOptions(evaluator).view_as(PortableOptions)
+    assert flink.job_endpoint == "flink-jobserver.flink:8099"
+    assert flink.environment_type == "DOCKER"
+
+
+def test_spark_through_an_external_worker_pool():
+    engine = {
+        "engine": "spark",
+        "options": {
+            "job_endpoint": "spark-jobserver:8099",
+            "environment_type": "EXTERNAL",
+            "environment_config": "localhost:50000",
+        },
+    }
+    settings = parse_settings(_with("beam.defaults", engine), COMPONENT_IDS, BEAM_STEPS)
+    args = settings.beam_for(dag.STATISTICS_GEN).pipeline_args(settings.image)
+    assert args == [
+        "--runner=PortableRunner",
+        "--environment_config=localhost:50000",
+        "--environment_type=EXTERNAL",
+        "--job_endpoint=spark-jobserver:8099",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("beam.defaults", {"engine": "flinck"}, r"beam.defaults.engine: must be one of"),
+        (
+            "beam.components",
+            {"Trainer": FLINK},
+            r"beam.components: \['Trainer'\] run no Beam; the Beam steps are",
+        ),
+        (
+            "beam.components.Transform",
+            {"engine": "dataflow", "options": {"region": "r", "temp_location": "gs://b/t"}},
+            r"beam.components.Transform.options.project: required for engine dataflow",
+        ),
+        (
+            "beam.components.Transform",
+            {
+                "engine": "dataflow",
+                "options": {"project": "p", "region": "r", "temp_location": "/tmp/x"},
+            },
+            r"temp_location: Dataflow needs a gs:// path",
+        ),
+        (
+            "beam.components.Evaluator",
+            {"engine": "flink", "options": {"job_endpoint": "http://flink:8099"}},
+            r"beam.components.Evaluator.options.job_endpoint: 'http://flink:8099' is not host:port",
+        ),
+        (
+            "beam.components.Evaluator",
+            {
+                "engine": "flink",
+                "options": {"job_endpoint": "f:8099", "environment_type": "LOOPBACK"},
+            },
+            r"environment_type: must be DOCKER, EXTERNAL or PROCESS",
+        ),
+        (
+            "beam.components.Evaluator",
+            {
+                "engine": "spark",
+                "options": {"job_endpoint": "s:8099", "environment_type": "EXTERNAL"},
+            },
+            r"environment_config: required with environment_type EXTERNAL",
+        ),
+        (
+            "beam.defaults",
+            {"engine": "direct", "options": {"runner": "DataflowRunner"}},
+            r"beam.defaults.options.runner: set `engine` instead",
+        ),
+        (
+            "beam.defaults",
+            {"options": {"--direct_num_workers": 4}},
+            r"beam.defaults.options.--direct_num_workers: not a Beam option name",
+        ),
+        (
+            "beam.defaults",
+            {"options": {"save_main_session": False}},
+            r"save_main_session: False sets nothing",
+        ),
+        ("beam.engine", "dataflow", r"beam: unknown field\(s\) \['engine'\]"),
+    ],
+)
+def test_beam_configuration_errors_name_the_field(path, value, message):
+    with pytest.raises(SettingsError, match=message):
+        parse_settings(_with(path, value), COMPONENT_IDS, BEAM_STEPS)
+
+
+def test_unknown_beam_option_fails_the_compile_with_a_suggestion():
+    engine = {**DATAFLOW, "options": {**DATAFLOW["options"], "max_num_worker": 5}}
+    settings = parse_settings(_with("beam.components.Transform", engine), COMPONENT_IDS, BEAM_STEPS)
+    with pytest.raises(
+        SettingsError,
+        match=r"beam.components.Transform.options.max_num_worker: not a pipeline option of "
+        r"apache-beam [0-9.]+; did you mean 'max_num_workers'\?",
+    ):
+        kfp_compile.compile_pipeline(settings)

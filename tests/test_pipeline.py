@@ -41,7 +41,7 @@ RUN_REPORT_EDGES = {
 }
 
 
-def build(tmp_path, config: PipelineConfig | None = None):
+def build(tmp_path, config: PipelineConfig | None = None, **extra):
     config = config or PipelineConfig()
     return dag.create_pipeline(
         pipeline_name=config.pipeline_name,
@@ -54,6 +54,7 @@ def build(tmp_path, config: PipelineConfig | None = None):
         trainer_config=config.trainer,
         evaluation=config.evaluation,
         enable_cache=config.enable_cache,
+        **extra,
     )
 
 
@@ -138,3 +139,24 @@ def test_thresholds_gate_the_overall_slice_only():
     assert per_slice.threshold.change_threshold.direction == tfma.MetricDirection.HIGHER_IS_BETTER
     (model_spec,) = eval_config.model_specs
     assert list(model_spec.preprocessing_function_names) == ["transform_features"]
+
+
+def test_per_step_beam_args_follow_the_pipeline_wide_ones(tmp_path):
+    pipeline = build(
+        tmp_path,
+        beam_pipeline_args=["--direct_num_workers=2"],
+        beam_pipeline_args_by_component={dag.TRANSFORM: ["--direct_num_workers=8"]},
+    )
+    args = {
+        c.id: c.executor_spec.beam_pipeline_args
+        for c in pipeline.components
+        if c.id in dag.BEAM_COMPONENT_IDS
+    }
+    # Beam reads the last of a repeated flag: the step's own value wins.
+    assert args[dag.TRANSFORM] == ["--direct_num_workers=2", "--direct_num_workers=8"]
+    assert args[dag.EVALUATOR] == ["--direct_num_workers=2"]
+
+
+def test_per_step_beam_args_for_a_step_without_beam_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match=r"\['Trainer'\] run no Beam"):
+        build(tmp_path, beam_pipeline_args_by_component={dag.TRAINER: ["--runner=DataflowRunner"]})
