@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # The last line must say why, whatever failed.
         if args.verbose:
             logging.exception("pipeline failed")
-        print(f"error: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
+        print(f"error: {_error_text(err)}", file=sys.stderr, flush=True)
         return EXIT_FAILED
 
 

@@ -17,7 +17,7 @@ from tfx.components.evaluator import executor as evaluator_executor
 from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_component_specs
 
-from components.served_model import HAS_MODEL_PROPERTY
+from components.served_model import is_served_baseline
 
 
 def drop_empty_baseline(
@@ -26,8 +26,7 @@ def drop_empty_baseline(
     baselines = [
         a
         for a in input_dict.get(standard_component_specs.BASELINE_MODEL_KEY, [])
-        if not a.has_custom_property(HAS_MODEL_PROPERTY)
-        or a.get_int_custom_property(HAS_MODEL_PROPERTY) == 1
+        if is_served_baseline(a)
     ]
     result = {
         k: v for k, v in input_dict.items() if k != standard_component_specs.BASELINE_MODEL_KEY

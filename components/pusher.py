@@ -26,6 +26,9 @@ from tfx.utils import proto_utils
 from components.served_model import latest_served_version, model_digest
 
 ALREADY_SERVED_PROPERTY = "already_served"
+# What TFX's Pusher records on its PushedModel (its own names are private).
+PUSHED_PROPERTY = "pushed"
+PUSHED_DESTINATION_PROPERTY = "pushed_destination"
 
 
 def served_duplicate(model_path: str, serving_model_dir: str) -> str | None:

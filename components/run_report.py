@@ -25,8 +25,12 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.dsl.io import fileio
 from tfx.types import standard_artifacts
 
-from components.pusher import ALREADY_SERVED_PROPERTY
-from components.served_model import HAS_MODEL_PROPERTY, SERVED_PATH_PROPERTY
+from components.pusher import (
+    ALREADY_SERVED_PROPERTY,
+    PUSHED_DESTINATION_PROPERTY,
+    PUSHED_PROPERTY,
+)
+from components.served_model import SERVED_PATH_PROPERTY, is_served_baseline
 
 REPORT_FILE = "report.html"
 
@@ -63,8 +67,7 @@ def RunReport(
     from pipeline.report import contents as report_contents
     from pipeline.report.render import render_html
 
-    has_baseline = _int_property(baseline_model, HAS_MODEL_PROPERTY) != 0
-    pushed = _int_property(pushed_model, "pushed") == 1
+    pushed = _int_property(pushed_model, PUSHED_PROPERTY) == 1
     contents = report_contents.RunReport(
         pipeline_name=pipeline_name,
         # A Kubeflow step does not see its run's id; its output directory is unique per run.
@@ -74,9 +77,11 @@ def RunReport(
         ),
         blessed=_int_property(blessing, "blessed") == 1,
         baseline_path=_string_property(baseline_model, SERVED_PATH_PROPERTY)
-        if has_baseline
+        if is_served_baseline(baseline_model)
         else None,
-        pushed_destination=_string_property(pushed_model, "pushed_destination") if pushed else None,
+        pushed_destination=_string_property(pushed_model, PUSHED_DESTINATION_PROPERTY)
+        if pushed
+        else None,
         already_served_path=_string_property(pushed_model, ALREADY_SERVED_PROPERTY),
         notes=(
             "Written by the RunReport step after every other step succeeded; "

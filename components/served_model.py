@@ -21,6 +21,7 @@ import hashlib
 import os
 
 from absl import logging
+from tfx import types
 from tfx.dsl.component.experimental.annotations import (
     InputArtifact,
     OutputArtifact,
@@ -72,6 +73,14 @@ def model_digest(model_dir: str) -> str:
                     digest.update(chunk)
             digest.update(b"\0")
     return digest.hexdigest()
+
+
+def is_served_baseline(artifact: types.Artifact) -> bool:
+    """False only for the empty artifact LatestServedModel emits when nothing is served."""
+    return (
+        not artifact.has_custom_property(HAS_MODEL_PROPERTY)
+        or artifact.get_int_custom_property(HAS_MODEL_PROPERTY) == 1
+    )
 
 
 @component

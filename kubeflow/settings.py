@@ -92,8 +92,10 @@ class BeamEngine:
         """Beam pipeline arguments; `image` is the pipeline image, which has the SDK."""
         options = dict(self.options)
         if self.engine == "direct":
+            from pipeline.beam import beam_pipeline_args
+
             # In the step's own pod, one worker process per core Beam counts there.
-            args = ["--direct_running_mode=multi_processing", "--direct_num_workers=0"]
+            args = beam_pipeline_args("multi_processing", num_workers=0)
         elif self.engine == "dataflow":
             # Workers run the pipeline image: it holds TFT, TFMA and our code.
             options.setdefault("sdk_container_image", image)

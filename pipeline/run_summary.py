@@ -6,14 +6,18 @@ per-component timings, so both report exactly what TFX recorded.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import tensorflow_model_analysis as tfma
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 from tfx.types.standard_component_specs import BASELINE_MODEL_KEY
 
-from components.pusher import ALREADY_SERVED_PROPERTY
+from components.pusher import (
+    ALREADY_SERVED_PROPERTY,
+    PUSHED_DESTINATION_PROPERTY,
+    PUSHED_PROPERTY,
+)
 from components.served_model import HAS_MODEL_PROPERTY, SERVED_PATH_PROPERTY
 from pipeline.report.contents import ArtifactUris, ComponentRun, RunReport, read_artifacts
 
@@ -89,7 +93,7 @@ class RunSummary:
         components = tuple(self.components) + tuple(
             ComponentRun(node, "not run") for node in expected_nodes if node not in ran
         )
-        report = RunReport(
+        return RunReport(
             pipeline_name=self.pipeline_name,
             run_id=self.run_id,
             components=components,
@@ -98,8 +102,8 @@ class RunSummary:
             pushed_destination=self.pushed_destination,
             already_served_path=self.already_served_path,
             error=error,
+            **read_artifacts(self.artifact_uris),
         )
-        return replace(report, **read_artifacts(self.artifact_uris))
 
 
 def _overall_metrics(evaluation_uri: str) -> dict[str, float]:
@@ -235,8 +239,8 @@ def summarize_run(
                 summary.blessed = bool(artifact.custom_properties["blessed"].int_value)
             elif type_name == "PushedModel":
                 props = artifact.custom_properties
-                if props.get("pushed") and props["pushed"].int_value:
-                    summary.pushed_destination = props["pushed_destination"].string_value
+                if props.get(PUSHED_PROPERTY) and props[PUSHED_PROPERTY].int_value:
+                    summary.pushed_destination = props[PUSHED_DESTINATION_PROPERTY].string_value
                 elif ALREADY_SERVED_PROPERTY in props:
                     summary.already_served_path = props[ALREADY_SERVED_PROPERTY].string_value
     summary.artifact_uris = ArtifactUris(**uris)

@@ -81,12 +81,6 @@ class SplitStatistics:
     examples: int
     features: tuple[FeatureStatistics, ...]
 
-    def feature(self, name: str) -> FeatureStatistics:
-        for f in self.features:
-            if f.name == name:
-                return f
-        raise KeyError(f"no feature {name!r} in the {self.split} statistics")
-
 
 _SPLIT_ORDER = {"train": 0, "eval": 1}
 
@@ -103,6 +97,15 @@ def split_dirs(artifact_uri: str) -> list[tuple[str, str]]:
         ),
         key=lambda item: (_SPLIT_ORDER.get(item[0], len(_SPLIT_ORDER)), item[0]),
     )
+
+
+def split_files(artifact_uri: str, filename: str) -> list[tuple[str, str]]:
+    """[(split name, path)] of `filename` in each split of an artifact that has one."""
+    return [
+        (split, os.path.join(directory, filename))
+        for split, directory in split_dirs(artifact_uri)
+        if fileio.exists(os.path.join(directory, filename))
+    ]
 
 
 def _feature_statistics(feature, num_examples: int) -> FeatureStatistics:
@@ -154,10 +157,7 @@ def read_statistics(statistics_uri: str) -> tuple[SplitStatistics, ...]:
     import tensorflow_data_validation as tfdv
 
     splits = []
-    for split, directory in split_dirs(statistics_uri):
-        path = os.path.join(directory, "FeatureStats.pb")
-        if not fileio.exists(path):
-            continue
+    for split, path in split_files(statistics_uri, "FeatureStats.pb"):
         dataset = tfdv.load_stats_binary(path).datasets[0]
         features = tuple(
             sorted(
@@ -186,33 +186,22 @@ def read_anomalies(anomalies_uri: str) -> tuple[Anomaly, ...]:
     from tensorflow_metadata.proto.v0 import anomalies_pb2
 
     found = []
-    for split, directory in split_dirs(anomalies_uri):
-        path = os.path.join(directory, "SchemaDiff.pb")
-        if not fileio.exists(path):
-            continue
+    for split, path in split_files(anomalies_uri, "SchemaDiff.pb"):
         with fileio.open(path, "rb") as f:
             anomalies = anomalies_pb2.Anomalies.FromString(f.read())
-        for feature, info in sorted(anomalies.anomaly_info.items()):
-            found.append(
-                Anomaly(
-                    split=split,
-                    feature=feature,
-                    severity=anomalies_pb2.AnomalyInfo.Severity.Name(info.severity),
-                    short_description=info.short_description,
-                    description=info.description,
-                )
-            )
+        infos = sorted(anomalies.anomaly_info.items())
         if anomalies.HasField("dataset_anomaly_info"):
-            info = anomalies.dataset_anomaly_info
-            found.append(
-                Anomaly(
-                    split=split,
-                    feature="(dataset)",
-                    severity=anomalies_pb2.AnomalyInfo.Severity.Name(info.severity),
-                    short_description=info.short_description,
-                    description=info.description,
-                )
+            infos.append(("(dataset)", anomalies.dataset_anomaly_info))
+        found += [
+            Anomaly(
+                split=split,
+                feature=feature,
+                severity=anomalies_pb2.AnomalyInfo.Severity.Name(info.severity),
+                short_description=info.short_description,
+                description=info.description,
             )
+            for feature, info in infos
+        ]
     return tuple(found)
 
 
@@ -325,12 +314,6 @@ class Evaluation:
     validation_ok: bool | None
     has_baseline: bool
 
-    def overall(self) -> SliceMetrics | None:
-        for s in self.slices:
-            if s.slice_name == OVERALL_SLICE:
-                return s
-        return None
-
 
 def _slice_name(slice_key) -> str:
     parts = []
@@ -351,8 +334,8 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _bound_text(threshold) -> list[tuple[str, str, float | None, float | None]]:
-    """[(kind, text, lower, upper)] for the value and change parts of a threshold."""
+def _bound_text(threshold) -> list[tuple[str, str]]:
+    """[(kind, text)] for the value and change parts of a threshold."""
     from tensorflow_model_analysis.proto import config_pb2
 
     parts = []
@@ -368,7 +351,7 @@ def _bound_text(threshold) -> list[tuple[str, str, float | None, float | None]]:
             )
             if t
         )
-        parts.append(("value", text, lower, upper))
+        parts.append(("value", text))
     if threshold.HasField("change_threshold"):
         change = threshold.change_threshold
         texts = []
@@ -380,13 +363,14 @@ def _bound_text(threshold) -> list[tuple[str, str, float | None, float | None]]:
             texts.append(f"change {relation} {change.absolute.value:+g}")
         if change.HasField("relative"):
             texts.append(f"relative change {relation} {change.relative.value:+g}")
-        parts.append(("change", " and ".join(texts) or "change", None, None))
+        parts.append(("change", " and ".join(texts) or "change"))
     return parts
 
 
 def read_evaluation(evaluation_uri: str) -> Evaluation:
     """Metrics per slice, candidate vs. baseline, and every threshold with its outcome."""
     import tensorflow_model_analysis as tfma
+    from tensorflow_model_analysis.writers import eval_config_writer
 
     by_slice: dict[str, dict[str, dict[str, float | None]]] = {}
     has_baseline = False
@@ -422,7 +406,8 @@ def read_evaluation(evaluation_uri: str) -> Evaluation:
         for failure in per_slice.failures:
             failed.add((failure.metric_key.name, failure.metric_key.is_diff, slice_name))
 
-    eval_config = tfma.load_eval_result(evaluation_uri).config
+    # The config alone: load_eval_result would read every metric and plot again.
+    eval_config, *_ = eval_config_writer.load_eval_run(evaluation_uri)
     checks = []
     for spec in eval_config.metrics_specs:
         for metric in spec.metrics:
@@ -440,13 +425,15 @@ def read_evaluation(evaluation_uri: str) -> Evaluation:
                         if not slicing_spec.feature_keys and not slicing_spec.feature_values
                         else ", ".join(slicing_spec.feature_keys) + " (each slice)"
                     )
-                    for kind, text, _lower, _upper in _bound_text(threshold):
+                    for kind, text in _bound_text(threshold):
                         is_diff = kind == "change"
                         if is_diff and not has_baseline:
                             continue  # TFMA skips change thresholds without a baseline.
-                        observed = None
-                        overall = by_slice.get(slice_name, {}).get(name, {})
-                        observed = overall.get("diff" if is_diff else "candidate")
+                        observed = (
+                            by_slice.get(slice_name, {})
+                            .get(name, {})
+                            .get("diff" if is_diff else "candidate")
+                        )
                         passed = not any(
                             f_name == name
                             and f_diff == is_diff
