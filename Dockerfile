@@ -1,5 +1,5 @@
 # The pipeline image for Kubeflow: TensorFlow 2.16.2's GPU build with the
-# project installed at /pipeline (kubeflow/pipeline.yaml's schema_path).
+# project installed at /pipeline (kubeflow/pipeline.yaml's schema_dir is relative to it).
 #
 #   docker build -t REGISTRY/taxi-big-tipper:0.1.0 .
 #   docker push REGISTRY/taxi-big-tipper:0.1.0      # then set `image:` in kubeflow/pipeline.yaml

@@ -1,7 +1,10 @@
 """Runs the pipeline on this machine with LocalDagRunner and SQLite ML Metadata.
 
-    python local_runner.py                      # embedded Chicago taxi sample
-    python local_runner.py --data-root DIR --output-dir DIR --train-steps 500
+    python local_runner.py                      # embedded Chicago taxi sample and task
+    python local_runner.py --data-root DIR --schema-dir SCHEMA_DIR --output-dir OUT
+
+SCHEMA_DIR holds schema.pbtxt and dataset.yaml (draft both with
+`python -m schemas.draft`); the dataset spec names the pipeline and sets the task.
 
 Outputs land under --output-dir: pipeline_root/ (artifacts), metadata.sqlite,
 and serving_model/<version>/ for every blessed, pushed model.
@@ -24,6 +27,8 @@ if TYPE_CHECKING:
 REPO_ROOT = Path(__file__).resolve().parent
 DEFAULT_DATA_ROOT = REPO_ROOT / "data" / "chicago_taxi"
 DEFAULT_OUTPUT_DIR = REPO_ROOT / "outputs"
+# The pipeline that owns an output directory; another one gets a clear refusal.
+PIPELINE_NAME_FILE = ".pipeline_name"
 EXIT_FAILED = 1
 EXIT_NOT_BLESSED = 3
 EXIT_INTERRUPTED = 130
@@ -38,6 +43,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=Path,
         default=DEFAULT_DATA_ROOT,
         help="directory of CSV files (default: the embedded taxi sample)",
+    )
+    parser.add_argument(
+        "--schema-dir",
+        type=Path,
+        help="directory with schema.pbtxt and dataset.yaml (default: schemas/chicago_taxi, "
+        "the embedded taxi task); draft one with python -m schemas.draft",
     )
     parser.add_argument(
         "--output-dir",
@@ -133,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
     from pipeline.config import variant
     from pipeline.inputs import check_csv_data_root
     from pipeline.run_lock import RunLock
+    from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir
 
     config = variant(args.config)
     config = config.replace(
@@ -142,14 +154,42 @@ def run(args: argparse.Namespace) -> int:
     )
     data_root = args.data_root.resolve()
     check_csv_data_root(data_root)
+    schema_dir = load_schema_dir(args.schema_dir or DEFAULT_SCHEMA_DIR)
     output_dir = args.output_dir.resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(output_dir):
-        return _run_pipeline(args, config, data_root, output_dir)
+        claim_output_dir(output_dir, schema_dir.spec.name)
+        return _run_pipeline(args, config, schema_dir, data_root, output_dir)
+
+
+class OutputDirInUseError(RuntimeError):
+    """The output directory belongs to another pipeline."""
+
+
+def claim_output_dir(output_dir: Path, pipeline_name: str) -> None:
+    """Records which pipeline owns `output_dir`; refuses a directory another one owns.
+
+    Two datasets in one output directory would share serving_model/: the
+    Evaluator would compare a candidate with the other task's served model.
+    """
+    marker = output_dir / PIPELINE_NAME_FILE
+    if marker.is_file():
+        owner = marker.read_text().strip()
+        if owner and owner != pipeline_name:
+            raise OutputDirInUseError(
+                f"output dir {output_dir} holds pipeline {owner!r}'s runs and served models; "
+                f"give pipeline {pipeline_name!r} its own --output-dir"
+            )
+        return
+    marker.write_text(pipeline_name + "\n")
 
 
 def _run_pipeline(
-    args: argparse.Namespace, config: PipelineConfig, data_root: Path, output_dir: Path
+    args: argparse.Namespace,
+    config: PipelineConfig,
+    schema_dir,
+    data_root: Path,
+    output_dir: Path,
 ) -> int:
     from tfx.orchestration import metadata as tfx_metadata
 
@@ -157,28 +197,28 @@ def _run_pipeline(
     from pipeline.local import run_locally
     from pipeline.pipeline import create_pipeline
     from pipeline.run_summary import summarize_run
-    from schemas import SCHEMA_FILE
 
     metadata = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
     beam_mode = choose_beam_mode(data_size_bytes(data_root), args.beam_mode)
 
+    spec = schema_dir.spec
     pipeline = create_pipeline(
-        pipeline_name=config.pipeline_name,
+        dataset=spec,
         pipeline_root=str(output_dir / "pipeline_root"),
         data_root=str(data_root),
-        schema_path=str(SCHEMA_FILE),
+        schema_path=str(schema_dir.schema_file),
         serving_model_dir=str(output_dir / "serving_model"),
         train_steps=config.train_steps,
         eval_steps=config.eval_steps,
         trainer_config=config.trainer,
-        evaluation=config.evaluation,
         enable_cache=config.enable_cache,
         beam_pipeline_args=beam_pipeline_args(beam_mode),
         metadata_connection_config=metadata,
     )
     print(
-        f"Running {config.pipeline_name} on {data_root} (Beam {beam_mode}, "
-        f"{config.train_steps} train steps, cache {'on' if config.enable_cache else 'off'})",
+        f"Running {spec.name} ({spec.task}, label {spec.label.column or spec.label.derive}) "
+        f"on {data_root} (Beam {beam_mode}, {config.train_steps} train steps, "
+        f"cache {'on' if config.enable_cache else 'off'})",
         flush=True,
     )
     run_id = new_run_id()
@@ -187,14 +227,12 @@ def _run_pipeline(
     except Exception as err:
         # A failed run still gets its report, up to the failing component.
         if not args.no_report:
-            write_run_report(
-                metadata, config.pipeline_name, run_id, output_dir, error=_error_text(err)
-            )
+            write_run_report(metadata, spec.name, run_id, output_dir, error=_error_text(err))
         raise
-    summary = summarize_run(metadata, config.pipeline_name, run_id)
+    summary = summarize_run(metadata, spec.name, run_id)
     print(summary.format(), flush=True)
     if not args.no_report:
-        write_run_report(metadata, config.pipeline_name, run_id, output_dir, summary=summary)
+        write_run_report(metadata, spec.name, run_id, output_dir, summary=summary)
     if args.fail_if_not_blessed and summary.blessed is False:
         raise NotBlessedError(
             "the candidate was not blessed: " + "; ".join(summary.validation_failures)

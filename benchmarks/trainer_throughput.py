@@ -18,10 +18,20 @@ import os
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
-from trainer.features import random_model_inputs
+from trainer.dataset import LABEL_KEY, load_spec
+from trainer.model import random_model_inputs
+
+# The embedded taxi task's model (read as a plain file: no TensorFlow needed here).
+TAXI_SPEC_FILE = Path(__file__).resolve().parents[1] / "schemas" / "chicago_taxi" / "dataset.yaml"
+
+
+def taxi_inputs(num_examples: int):
+    spec = load_spec(TAXI_SPEC_FILE)
+    return random_model_inputs(spec.model_input_sizes(), spec.label, num_examples)
 
 
 def device_description() -> tuple[str, bool]:
@@ -53,10 +63,17 @@ def model_throughput(
     from trainer.model import build_model, compile_model
 
     keras.utils.set_random_seed(0)
+    spec = load_spec(TAXI_SPEC_FILE)
     config = ModelConfig(hidden_units=hidden_units)
-    model = build_model(config, dtype_policy=precision)
-    compile_model(model, config, precision=precision, jit_compile=keras.backend.backend() == "jax")
-    inputs, labels = random_model_inputs(batch_size * steps)
+    model = build_model(config, spec.label, spec.model_input_sizes(), dtype_policy=precision)
+    compile_model(
+        model,
+        config,
+        spec.label,
+        precision=precision,
+        jit_compile=keras.backend.backend() == "jax",
+    )
+    inputs, labels = taxi_inputs(batch_size * steps)
     warm = {k: v[: batch_size * warmup_steps] for k, v in inputs.items()}
     model.fit(warm, labels[: batch_size * warmup_steps], batch_size=batch_size, epochs=1, verbose=0)
     start = time.perf_counter()
@@ -67,15 +84,14 @@ def model_throughput(
 def input_pipeline_throughput(batch_size: int, steps: int, *, cache: bool) -> float:
     import tensorflow as tf
 
-    from trainer import features
     from trainer.data import make_dataset
 
-    inputs, labels = random_model_inputs(batch_size * 8)
+    inputs, labels = taxi_inputs(batch_size * 8)
     spec = {
         name: tf.io.FixedLenFeature([], tf.float32 if values.dtype == np.float32 else tf.int64)
         for name, values in inputs.items()
     }
-    spec[features.LABEL_KEY] = tf.io.FixedLenFeature([], tf.int64)
+    spec[LABEL_KEY] = tf.io.FixedLenFeature([], tf.int64)
     with tempfile.TemporaryDirectory() as tmp:
         files = []
         for shard in range(4):
@@ -90,8 +106,8 @@ def input_pipeline_throughput(batch_size: int, steps: int, *, cache: bool) -> fl
                         )
                         for name, values in inputs.items()
                     }
-                    feature[features.LABEL_KEY] = tf.train.Feature(
-                        int64_list=tf.train.Int64List(value=[int(labels[i, 0])])
+                    feature[LABEL_KEY] = tf.train.Feature(
+                        int64_list=tf.train.Int64List(value=[int(labels[i])])
                     )
                     writer.write(
                         tf.train.Example(
@@ -100,7 +116,7 @@ def input_pipeline_throughput(batch_size: int, steps: int, *, cache: bool) -> fl
                     )
             files.append(path)
         dataset = make_dataset(
-            files, spec, features.LABEL_KEY, batch_size, training=True, cache=cache, seed=0
+            files, spec, LABEL_KEY, batch_size, training=True, cache=cache, seed=0
         )
         iterator = iter(dataset)
         for _ in range(5):

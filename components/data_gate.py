@@ -69,7 +69,7 @@ def check_data(
     problems = describe_empty_splits(num_examples_by_split) + describe_anomalies(anomalies_by_split)
     if problems:
         raise DataValidationError(
-            "data validation failed against schemas/schema.pbtxt "
+            "data validation failed against the schema "
             f"({len(problems)} problem(s)); fix the data or update the schema: "
             + " | ".join(problems)
         )

@@ -36,6 +36,10 @@ import yaml
 
 from kubeflow.settings import DEFAULT_SETTINGS_FILE, KubeflowSettings, Placement, load_settings
 
+# Where the Dockerfile installs the project in the image.
+IMAGE_PROJECT_ROOT = "/pipeline"
+# The project checkout this module compiles from: schema_dir is relative to it.
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 TRAIN_ARGS_PARAMETER = "train_args"
 DATA_ROOT_PARAMETER = "data_root"
 _MEMORY_SUFFIXES = {
@@ -120,15 +124,19 @@ def build_tfx_pipeline(settings: KubeflowSettings):
 
     from pipeline.config import variant
     from pipeline.pipeline import BEAM_COMPONENT_IDS, create_pipeline
+    from schemas import load_schema_dir
 
     check_beam_options(settings)
 
     config = variant(settings.config_variant)
+    # The spec is read (and checked against its schema) here; the schema file is
+    # read at run time, from the image.
+    schema_dir = load_schema_dir(PROJECT_ROOT / settings.schema_dir)
     return create_pipeline(
-        pipeline_name=config.pipeline_name,
+        dataset=schema_dir.spec,
         pipeline_root=settings.pipeline_root,
         data_root=RuntimeParameter(name=DATA_ROOT_PARAMETER, ptype=str, default=settings.data_root),
-        schema_path=settings.schema_path,
+        schema_path=image_schema_path(settings.schema_dir),
         serving_model_dir=settings.serving_model_dir,
         train_steps=RuntimeParameter(
             name=TRAIN_ARGS_PARAMETER,
@@ -137,7 +145,6 @@ def build_tfx_pipeline(settings: KubeflowSettings):
         ),
         eval_steps=config.eval_steps,
         trainer_config=config.trainer,
-        evaluation=config.evaluation,
         enable_cache=config.enable_cache,
         # Each Beam step gets exactly its engine's arguments (`beam:` settings).
         beam_pipeline_args=(),
@@ -147,6 +154,13 @@ def build_tfx_pipeline(settings: KubeflowSettings):
         # Nothing runs after a Kubeflow DAG: its last step writes the run report.
         enable_run_report_step=True,
     )
+
+
+def image_schema_path(schema_dir: str) -> str:
+    """The schema file's path inside the pipeline image."""
+    from trainer.dataset import SCHEMA_FILE_NAME
+
+    return f"{IMAGE_PROJECT_ROOT}/{schema_dir}/{SCHEMA_FILE_NAME}"
 
 
 def known_beam_options() -> set[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
@@ -130,7 +130,7 @@ class KubeflowSettings:
     image: str
     pipeline_root: str
     serving_model_dir: str
-    schema_path: str
+    schema_dir: str
     data_root: str
     train_steps: int
     config_variant: str
@@ -354,7 +354,7 @@ def parse_settings(
         "image",
         "pipeline_root",
         "serving_model_dir",
-        "schema_path",
+        "schema_dir",
         "config_variant",
         "parameters",
         "defaults",
@@ -403,7 +403,7 @@ def parse_settings(
         image=image,
         pipeline_root=_required_str(values, "pipeline_root"),
         serving_model_dir=_required_str(values, "serving_model_dir"),
-        schema_path=_required_str(values, "schema_path"),
+        schema_dir=_schema_dir(_required_str(values, "schema_dir")),
         data_root=_expect(parameters.get("data_root", ""), str, "parameters.data_root")
         or _required_str({}, "parameters.data_root"),
         train_steps=train_steps,
@@ -414,6 +414,18 @@ def parse_settings(
         default_beam=default_beam,
         beam=beam,
     )
+
+
+def _schema_dir(value: str) -> str:
+    """A directory inside the project: read at compile time here, and in the image at run time."""
+    path = PurePosixPath(value)
+    if path.is_absolute() or ".." in path.parts:
+        raise SettingsError(
+            f"schema_dir: {value!r} must be a path inside the project (e.g. "
+            "schemas/chicago_taxi): the compile reads its dataset spec here, and the "
+            "image holds the project at the same relative path"
+        )
+    return str(path)
 
 
 def load_settings(

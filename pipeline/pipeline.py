@@ -31,10 +31,10 @@ from components.pusher import Pusher
 from components.run_report import RunReport
 from components.served_model import LatestServedModel
 from pipeline import fingerprint
-from pipeline.config import EvaluationConfig
-from trainer import features
 from trainer.config import TrainerConfig
-from trainer.export import PROBABILITY_OUTPUT, SERVING_SIGNATURE, TRANSFORM_SIGNATURE
+from trainer.dataset import LABEL_KEY, DatasetSpec
+from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
+from trainer.model import output_name
 from trainer.preprocessing import preprocessing_fn
 from trainer.run import run_fn
 
@@ -82,53 +82,99 @@ def code_fingerprint_config(fn: Callable) -> dict[str, str]:
     return {fingerprint.CUSTOM_CONFIG_KEY: fingerprint.code_fingerprint(fn)}
 
 
-def build_eval_config(evaluation: EvaluationConfig) -> tfma.EvalConfig:
-    """TFMA config: accuracy must clear an absolute floor and not regress vs. the baseline."""
-    accuracy_threshold = tfma.MetricThreshold(
-        value_threshold=tfma.GenericValueThreshold(
-            lower_bound={"value": evaluation.min_binary_accuracy}
-        ),
+def gate_threshold(dataset: DatasetSpec) -> tfma.MetricThreshold:
+    """The spec's gate: an absolute bound from the data, and no regression vs. the baseline."""
+    evaluation = dataset.evaluation
+    if evaluation.higher_is_better:
+        bound = {"lower_bound": {"value": evaluation.threshold}}
+        direction = tfma.MetricDirection.HIGHER_IS_BETTER
+        allowed_change = -evaluation.max_drop
+    else:
+        bound = {"upper_bound": {"value": evaluation.threshold}}
+        direction = tfma.MetricDirection.LOWER_IS_BETTER
+        allowed_change = evaluation.max_drop
+    return tfma.MetricThreshold(
+        value_threshold=tfma.GenericValueThreshold(**bound),
         change_threshold=tfma.GenericChangeThreshold(
-            direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-            absolute={"value": -evaluation.max_accuracy_drop},
+            direction=direction, absolute={"value": allowed_change}
         ),
     )
+
+
+def task_metrics(dataset: DatasetSpec) -> tuple[list[tfma.MetricConfig], list[tfma.MetricsSpec]]:
+    """(metrics of the whole model, extra metric specs) for the spec's task.
+
+    binary: AUC and accuracy (TFMA's own). multiclass: accuracy (Keras'
+    SparseCategoricalAccuracy, computed by TFMA) plus precision and recall per
+    class and a confusion matrix. regression: RMSE and MAE. The gate metric is
+    first; it alone carries the threshold.
+    """
+    gate = dataset.evaluation.metric
+    threshold = [
+        # Gate on the whole eval set only; slices are reported, not gated.
+        tfma.PerSliceMetricThreshold(
+            slicing_specs=[tfma.SlicingSpec()], threshold=gate_threshold(dataset)
+        )
+    ]
+    if dataset.task == "binary":
+        return [
+            tfma.MetricConfig(class_name="BinaryAccuracy", per_slice_thresholds=threshold),
+            tfma.MetricConfig(class_name="AUC"),
+        ], []
+    if dataset.task == "multiclass":
+        per_class = tfma.MetricsSpec(
+            metrics=[
+                tfma.MetricConfig(class_name="Precision"),
+                tfma.MetricConfig(class_name="Recall"),
+            ],
+            binarize=tfma.BinarizationOptions(
+                class_ids={"values": list(range(dataset.label.num_classes))}
+            ),
+        )
+        return [
+            tfma.MetricConfig(
+                class_name="SparseCategoricalAccuracy",
+                config=json.dumps({"name": gate}),
+                per_slice_thresholds=threshold,
+            ),
+            tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot"),
+        ], [per_class]
+    return [
+        tfma.MetricConfig(
+            class_name="RootMeanSquaredError",
+            config=json.dumps({"name": gate}),
+            per_slice_thresholds=threshold,
+        ),
+        tfma.MetricConfig(class_name="MeanAbsoluteError"),
+    ], []
+
+
+def build_eval_config(dataset: DatasetSpec) -> tfma.EvalConfig:
+    """TFMA config: the task's metrics, slices, and the spec's gate on the whole eval set."""
+    metrics, extra_specs = task_metrics(dataset)
     return tfma.EvalConfig(
         model_specs=[
             tfma.ModelSpec(
                 signature_name=SERVING_SIGNATURE,
-                prediction_key=PROBABILITY_OUTPUT,
-                label_key=features.LABEL_KEY,
+                prediction_key=output_name(dataset.label),
+                label_key=LABEL_KEY,
                 # The label is computed by Transform; replay that on raw examples.
                 preprocessing_function_names=[TRANSFORM_SIGNATURE],
                 model_type=tfma.TF_GENERIC,
             )
         ],
         slicing_specs=[tfma.SlicingSpec()]
-        + [tfma.SlicingSpec(feature_keys=[key]) for key in evaluation.slice_features],
+        + [tfma.SlicingSpec(feature_keys=[key]) for key in dataset.slices],
         metrics_specs=[
-            tfma.MetricsSpec(
-                metrics=[
-                    tfma.MetricConfig(class_name="ExampleCount"),
-                    tfma.MetricConfig(class_name="AUC"),
-                    tfma.MetricConfig(
-                        class_name="BinaryAccuracy",
-                        # Gate on the whole eval set only; slices are reported, not gated.
-                        per_slice_thresholds=[
-                            tfma.PerSliceMetricThreshold(
-                                slicing_specs=[tfma.SlicingSpec()], threshold=accuracy_threshold
-                            )
-                        ],
-                    ),
-                ]
-            )
+            tfma.MetricsSpec(metrics=[tfma.MetricConfig(class_name="ExampleCount"), *metrics]),
+            *extra_specs,
         ],
     )
 
 
 def create_pipeline(
     *,
-    pipeline_name: str,
+    dataset: DatasetSpec,
     pipeline_root: str,
     data_root: str | RuntimeParameter,
     schema_path: str,
@@ -136,7 +182,6 @@ def create_pipeline(
     train_steps: int | RuntimeParameter,
     eval_steps: int,
     trainer_config: TrainerConfig,
-    evaluation: EvaluationConfig,
     enable_cache: bool,
     beam_pipeline_args: Sequence[str] = (),
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
@@ -145,6 +190,11 @@ def create_pipeline(
 ) -> Pipeline:
     """Builds the DAG. Pure: reads no data and no environment; it only hashes the
     project's own source for the cache key (see pipeline/fingerprint.py).
+
+    `dataset` (the dataset spec) names the pipeline, and sets the label, the
+    features' encodings, the model's head, metrics, slices and thresholds. It
+    reaches Transform and Trainer through their `custom_config`, so it is part
+    of their cache keys and compiled into a Kubeflow spec.
 
     `data_root` and `train_steps` may be RuntimeParameters (Kubeflow), set per
     run. TFX cannot put a parameter inside the TrainArgs proto, so a
@@ -187,7 +237,7 @@ def create_pipeline(
         preprocessing_fn=function_path(preprocessing_fn),
         # The module path holds no trace of the code; this fingerprint makes
         # TFX's cache key change when preprocessing (or what it imports) does.
-        custom_config=code_fingerprint_config(preprocessing_fn),
+        custom_config=dataset.to_custom_config() | code_fingerprint_config(preprocessing_fn),
         # Pre/post-transform statistics double Transform's Beam work; StatisticsGen
         # and the gate already cover the raw data.
         disable_statistics=True,
@@ -206,7 +256,9 @@ def create_pipeline(
             else trainer_pb2.TrainArgs(num_steps=train_steps)
         ),
         eval_args=trainer_pb2.EvalArgs(num_steps=eval_steps),
-        custom_config=trainer_config.to_custom_config() | code_fingerprint_config(run_fn),
+        custom_config=trainer_config.to_custom_config()
+        | dataset.to_custom_config()
+        | code_fingerprint_config(run_fn),
     ).with_id(TRAINER)
 
     # The model being served is the baseline (every served model was blessed
@@ -220,7 +272,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=baseline.outputs["baseline_model"],
-        eval_config=build_eval_config(evaluation),
+        eval_config=build_eval_config(dataset),
     ).with_id(EVALUATOR)
 
     pusher = Pusher(
@@ -256,12 +308,12 @@ def create_pipeline(
                 blessing=evaluator.outputs["blessing"],
                 baseline_model=baseline.outputs["baseline_model"],
                 pushed_model=pusher.outputs["pushed_model"],
-                pipeline_name=pipeline_name,
+                pipeline_name=dataset.name,
                 component_ids=json.dumps([c.id for c in components]),
             ).with_id(RUN_REPORT)
         )
     return Pipeline(
-        pipeline_name=pipeline_name,
+        pipeline_name=dataset.name,
         pipeline_root=pipeline_root,
         components=components,
         enable_cache=enable_cache,

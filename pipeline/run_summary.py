@@ -112,10 +112,12 @@ def _overall_metrics(evaluation_uri: str) -> dict[str, float]:
         if slice_key == ():
             values = {}
             for _output, by_class in metrics.items():
-                for _class, by_name in by_class.items():
+                for sub_key, by_name in by_class.items():
+                    # Per-class metrics (multiclass) come under "classId:N".
+                    suffix = f" (class {sub_key.removeprefix('classId:')})" if sub_key else ""
                     for name, value in by_name.items():
                         if "doubleValue" in value:
-                            values[name] = float(value["doubleValue"])
+                            values[name + suffix] = float(value["doubleValue"])
             return values
     return {}
 

@@ -1,8 +1,78 @@
-"""The curated data schema, shipped with the package so an installed image has it too."""
+"""Dataset directories: a curated schema plus the dataset spec, read and checked together.
+
+A schema directory holds `schema.pbtxt` (what the data must look like; the
+ExampleValidator checks it) and `dataset.yaml` (label, task, feature kinds,
+slices, thresholds: `trainer/dataset.py`). `python -m schemas.draft` writes
+both from a CSV directory. The embedded taxi task's are in `chicago_taxi/`,
+shipped with the package so an installed image has them too.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_DIR = Path(__file__).resolve().parent
-SCHEMA_FILE = SCHEMA_DIR / "schema.pbtxt"
+from trainer.dataset import (
+    SCHEMA_FILE_NAME,
+    SPEC_FILE_NAME,
+    DatasetSpec,
+    DatasetSpecError,
+    load_spec,
+)
+
+SCHEMAS_ROOT = Path(__file__).resolve().parent
+DEFAULT_SCHEMA_DIR = SCHEMAS_ROOT / "chicago_taxi"
+
+
+def column_types(schema) -> dict[str, str]:
+    """Raw column -> "int" | "float" | "string", from a tensorflow_metadata Schema."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    names = {schema_pb2.INT: "int", schema_pb2.FLOAT: "float", schema_pb2.BYTES: "string"}
+    return {f.name: names.get(f.type, "unknown") for f in schema.feature}
+
+
+def read_schema(path: str | Path):
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    try:
+        return text_format.Parse(Path(path).read_text(), schema_pb2.Schema())
+    except text_format.ParseError as err:
+        raise DatasetSpecError(f"{path}: not a valid schema: {err}") from None
+
+
+@dataclass(frozen=True)
+class SchemaDir:
+    """A checked schema directory: the spec fits the schema's columns and types."""
+
+    path: Path
+    spec: DatasetSpec
+
+    @property
+    def schema_file(self) -> Path:
+        return self.path / SCHEMA_FILE_NAME
+
+    @property
+    def spec_file(self) -> Path:
+        return self.path / SPEC_FILE_NAME
+
+
+def load_schema_dir(path: str | Path = DEFAULT_SCHEMA_DIR) -> SchemaDir:
+    """Reads SCHEMA_DIR's two files; raises DatasetSpecError naming the file and field."""
+    root = Path(path).resolve()
+    if not root.is_dir():
+        raise DatasetSpecError(f"schema dir {root} is not a directory")
+    schema_file = root / SCHEMA_FILE_NAME
+    if not schema_file.is_file():
+        raise DatasetSpecError(
+            f"{schema_file}: no schema here; draft one with "
+            "`python -m schemas.draft --data-root DIR --label COLUMN --output-dir SCHEMA_DIR`"
+        )
+    spec_file = root / SPEC_FILE_NAME
+    spec = load_spec(spec_file)
+    try:
+        spec.check_against_columns(column_types(read_schema(schema_file)))
+    except DatasetSpecError as err:
+        raise DatasetSpecError(f"{spec_file}: {err} (checked against {schema_file})") from None
+    return SchemaDir(path=root, spec=spec)

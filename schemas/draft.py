@@ -1,38 +1,549 @@
-"""Infers a *draft* schema from CSV data, for a user who swaps in a new dataset.
+"""Drafts a schema and a dataset spec from CSV data, so a new dataset runs unedited.
 
-    python -m schemas.draft --data-root data/my_data --output /tmp/draft_schema.pbtxt
+    python -m schemas.draft --data-root DIR --label COLUMN --output-dir SCHEMA_DIR
+    python local_runner.py --data-root DIR --schema-dir SCHEMA_DIR --output-dir OUT
 
-The draft is a starting point, never the schema itself: review it, tighten
-domains and presence (see the comments in schemas/schema.pbtxt for what was
-curated and why), then copy it over schemas/schema.pbtxt.
+Writes SCHEMA_DIR/schema.pbtxt (TFDV's inference, curated as far as the data
+allows) and SCHEMA_DIR/dataset.yaml (label, task, each column's kind, slices,
+thresholds from the data), then reads both back through the same checks the
+runner applies. Review and curate both: each file's comments say what was
+decided from the data and why.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import datetime
+import math
+import re
+import statistics
 import sys
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
-import tensorflow_data_validation as tfdv
+from pipeline.inputs import InputDataError, check_csv_data_root
+from trainer.dataset import (
+    FEATURE_SETTINGS,
+    GATE_METRICS,
+    PIPELINE_NAME_PATTERN,
+    SCHEMA_FILE_NAME,
+    SPEC_FILE_NAME,
+    DatasetSpecError,
+    Task,
+)
+
+# An int label with at most this many values is a class; more is a quantity.
+MAX_INT_CLASSES = 20
+# A string label with more values than this is not a classification target.
+MAX_STRING_CLASSES = 100
+# Int columns with at most this many values are categories (codes, levels).
+MAX_INT_CATEGORIES = 10
+# Up to this many distinct values a learned vocabulary; above, hash buckets.
+MAX_VOCABULARY = 1000
+# Columns whose values are (nearly) all distinct carry no signal to learn.
+IDENTIFIER_UNIQUE_SHARE = 0.95
+IDENTIFIER_MIN_ROWS = 50
+# Slices: string columns with few values, up to this many columns.
+MAX_SLICE_VALUES = 10
+MAX_SLICES = 2
+# Rows read for the spec's decisions; the schema's statistics use all rows.
+MAX_ROWS_READ = 200_000
+DEFAULT_MARGIN = 0.1
 
 
-def infer_draft_schema(data_root: Path):
-    csv_files = sorted(data_root.glob("*.csv"))
-    if not csv_files:
-        raise FileNotFoundError(f"no *.csv files under {data_root}")
-    stats = tfdv.generate_statistics_from_csv(data_location=str(data_root / "*.csv"))
-    return tfdv.infer_schema(stats, infer_feature_shape=False)
+class DraftError(ValueError):
+    """The data cannot be drafted as asked; the message says why."""
+
+
+@dataclass(frozen=True)
+class ColumnProfile:
+    """What the draft knows of one column, from the rows it read."""
+
+    name: str
+    value_type: str  # int | float | string, as CsvExampleGen types it
+    rows: int
+    missing: int
+    counts: Counter
+
+    @property
+    def present(self) -> int:
+        return self.rows - self.missing
+
+    @property
+    def distinct(self) -> int:
+        return len(self.counts)
+
+    def describe(self) -> str:
+        text = f"{self.value_type}, {self.distinct} distinct"
+        if self.missing:
+            text += f", {self.missing} of {self.rows} missing"
+        if self.value_type != "string" and self.counts:
+            text += f", {_number(min(self.counts))}..{_number(max(self.counts))}"
+        return text
+
+
+def _number(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def _typed(value: str, value_type: str):
+    if value_type == "int":
+        return int(value)
+    if value_type == "float":
+        return float(value)
+    return value
+
+
+def read_profiles(csv_files: list[Path], types: dict[str, str]) -> dict[str, ColumnProfile]:
+    counts = {name: Counter() for name in types}
+    missing = Counter()
+    rows = 0
+    for path in csv_files:
+        with path.open(newline="") as f:
+            for row in csv.DictReader(f):
+                rows += 1
+                for name, value_type in types.items():
+                    value = row.get(name) or ""
+                    if value == "":
+                        missing[name] += 1
+                    else:
+                        counts[name][_typed(value, value_type)] += 1
+                if rows >= MAX_ROWS_READ:
+                    break
+        if rows >= MAX_ROWS_READ:
+            break
+    return {
+        name: ColumnProfile(name, types[name], rows, missing[name], counts[name]) for name in types
+    }
+
+
+def infer_task(label: ColumnProfile, requested: str | None) -> str:
+    """The task for `label`: 2 values binary; a few strings or ints multiclass; else regression."""
+    if label.missing:
+        raise DraftError(
+            f"label {label.name!r} is empty in {label.missing} of {label.rows} rows: "
+            "drop those rows (a label is required in training data)"
+        )
+    if label.distinct < 2:
+        only = next(iter(label.counts), "")
+        raise DraftError(
+            f"label {label.name!r} has one value ({only!r}) in all {label.rows} rows: "
+            "nothing to learn"
+        )
+    if requested:
+        if requested == "regression" and label.value_type == "string":
+            raise DraftError(f"--task regression: label {label.name!r} holds strings")
+        if requested == "binary" and label.distinct != 2:
+            raise DraftError(
+                f"--task binary: label {label.name!r} has {label.distinct} values, not 2"
+            )
+        if requested == "multiclass" and label.distinct < 3:
+            raise DraftError(
+                f"--task multiclass: label {label.name!r} has {label.distinct} values "
+                "(a multiclass label needs at least 3; with 2 it is binary)"
+            )
+        if requested != "regression" and label.distinct > MAX_STRING_CLASSES:
+            raise DraftError(
+                f"--task {requested}: label {label.name!r} has {label.distinct} values, "
+                f"more than {MAX_STRING_CLASSES} classes"
+            )
+        return requested
+    if label.distinct == 2:
+        return "binary"
+    if label.value_type == "string":
+        if label.distinct > MAX_STRING_CLASSES:
+            raise DraftError(
+                f"label {label.name!r} holds {label.distinct} distinct strings: too many "
+                f"classes (at most {MAX_STRING_CLASSES}); is it the right column?"
+            )
+        return "multiclass"
+    if label.value_type == "int" and label.distinct <= MAX_INT_CLASSES:
+        return "multiclass"
+    return "regression"
+
+
+def decide_column(profile: ColumnProfile) -> tuple[dict | None, str]:
+    """(feature settings or None to ignore, the reason in words)."""
+    if profile.present == 0:
+        return None, "always empty"
+    if profile.distinct == 1:
+        return None, f"one value only ({next(iter(profile.counts))!r})"
+    looks_unique = (
+        profile.present >= IDENTIFIER_MIN_ROWS
+        and profile.distinct >= IDENTIFIER_UNIQUE_SHARE * profile.present
+    )
+    if profile.value_type == "float":
+        return {"kind": "numeric"}, "float values"
+    if profile.value_type == "int":
+        if looks_unique:
+            return None, "a different value in (nearly) every row: an identifier"
+        if profile.distinct <= MAX_INT_CATEGORIES:
+            return _categorical(profile), f"{profile.distinct} integer codes"
+        return {"kind": "numeric"}, "integer quantity"
+    if looks_unique:
+        return None, "a different string in (nearly) every row: an identifier or free text"
+    if profile.distinct <= MAX_VOCABULARY:
+        return _categorical(profile), f"{profile.distinct} string values"
+    buckets = 2 ** math.ceil(math.log2(profile.distinct))
+    return {"kind": "hashed", "buckets": min(buckets, 1 << 16)}, (
+        f"{profile.distinct} string values: hashed, no vocabulary"
+    )
+
+
+def _categorical(profile: ColumnProfile) -> dict:
+    # Room for values the sample has not shown yet; unseen ones go to OOV buckets.
+    max_values = min(MAX_VOCABULARY, max(10, 2 * profile.distinct))
+    return {"kind": "categorical", "max_values": max_values, "oov_buckets": 10}
+
+
+def _class_names(label: ColumnProfile) -> list[str]:
+    values = sorted(label.counts)
+    return [str(v) for v in values]
+
+
+def naive_value(label: ColumnProfile, task: str) -> tuple[float, str]:
+    """The gate metric of a naive model on the data, and what that model is."""
+    if task == "regression":
+        values = [float(v) for v, n in label.counts.items() for _ in range(n)]
+        return statistics.pstdev(values), "always predicting the mean: its RMSE is the std dev"
+    value, count = label.counts.most_common(1)[0]
+    share = count / label.present
+    return share, f"always answering {str(value)!r} ({count} of {label.present} rows)"
+
+
+def pipeline_name_for(data_root: Path) -> str:
+    name = re.sub(r"[^a-z0-9]+", "-", data_root.resolve().name.lower()).strip("-")
+    name = name[:128] or "my-dataset"
+    return name if PIPELINE_NAME_PATTERN.fullmatch(name) else "my-dataset"
+
+
+# --- The schema ----------------------------------------------------------------
+
+
+def curate_schema(
+    inferred, profiles: dict[str, ColumnProfile], label: str, task: str, ignored: set[str]
+):
+    """TFDV's inferred schema, tightened and loosened where the data says so (a copy)."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    schema = schema_pb2.Schema()
+    schema.CopyFrom(inferred)
+    schema.ClearField("default_environment")
+    schema.default_environment.extend(["TRAINING", "SERVING"])
+    for feature in schema.feature:
+        profile = profiles[feature.name]
+        if feature.name == label:
+            # Required in training data, absent from serving requests.
+            feature.value_count.min = 1
+            feature.value_count.max = 1
+            feature.presence.min_fraction = 1.0
+            feature.presence.min_count = 1
+            feature.not_in_environment.append("SERVING")
+            if task != "regression":
+                _close_label_domain(schema, feature, profile)
+            continue
+        if profile.missing or feature.name in ignored:
+            # CsvExampleGen writes an empty cell as a feature with no values;
+            # TFDV's `min: 1` would call every empty cell an anomaly.
+            feature.value_count.ClearField("min")
+            feature.value_count.max = 1
+        if feature.name in ignored:
+            feature.presence.Clear()
+            feature.presence.min_count = 0
+            if feature.HasField("domain"):
+                feature.ClearField("domain")
+        elif (
+            feature.type in (schema_pb2.INT, schema_pb2.FLOAT)
+            and profile.counts
+            and min(profile.counts) >= 0
+        ):
+            # Counts, amounts and sizes: a negative value is a broken export.
+            if feature.type == schema_pb2.INT:
+                feature.int_domain.min = 0
+            else:
+                feature.float_domain.min = 0.0
+    used = {f.domain for f in schema.feature if f.HasField("domain")}
+    kept = [d for d in schema.string_domain if d.name in used]
+    schema.ClearField("string_domain")
+    schema.string_domain.extend(kept)
+    return schema
+
+
+def _close_label_domain(schema, feature, profile: ColumnProfile) -> None:
+    """Every class seen: a new label value stops the run instead of training as class 0."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    if feature.type == schema_pb2.BYTES:
+        name = feature.domain or feature.name
+        for domain in schema.string_domain:
+            if domain.name == name:
+                schema.string_domain.remove(domain)
+                break
+        domain = schema.string_domain.add(name=name)
+        domain.value.extend(sorted(str(v) for v in profile.counts))
+        feature.domain = name
+    elif feature.type == schema_pb2.INT:
+        feature.int_domain.min = min(profile.counts)
+        feature.int_domain.max = max(profile.counts)
+
+
+SCHEMA_HEADER = """\
+# Schema drafted by `python -m schemas.draft` from {data_root} ({rows} rows) on {date}.
+# TFDV inferred types, domains and presence from the data; the draft then:
+#   * requires the label `{label}` in training data and leaves it out of
+#     serving requests (SERVING environment){label_domain};
+#   * gives columns with empty cells `value_count {{ max: 1 }}`: CsvExampleGen
+#     writes an empty cell as a feature with no values;
+#   * bounds numeric columns that are never negative below by 0;
+#   * relaxes the columns dataset.yaml ignores.
+# Review it: tighten ranges and domains where the world is closed. The
+# ExampleValidator stops a run on any anomaly against this file.
+
+"""
+
+
+# --- The dataset spec ------------------------------------------------------------
+
+
+def _yaml_scalar(value) -> str:
+    import yaml
+
+    return (
+        yaml.safe_dump(value, default_flow_style=True, width=10_000)
+        .strip()
+        .removesuffix("\n...")
+        .strip()
+    )
+
+
+def _flow(settings: dict) -> str:
+    return "{" + ", ".join(f"{k}: {_yaml_scalar(v)}" for k, v in settings.items()) + "}"
+
+
+def render_spec(
+    *,
+    name: str,
+    data_root: Path,
+    label: ColumnProfile,
+    task: str,
+    decisions: dict[str, tuple[dict | None, str]],
+    slices: list[str],
+    profiles: dict[str, ColumnProfile],
+) -> str:
+    metric, higher_is_better = GATE_METRICS[task]
+    naive, naive_model = naive_value(label, task)
+    lines = [
+        f"# Dataset spec drafted by `python -m schemas.draft` from {data_root} "
+        f"({label.rows} rows) on {datetime.date.today().isoformat()}.",
+        "# Every field: trainer/dataset.py. Curate it: kinds, slices, thresholds.",
+        "",
+        f"name: {name}",
+        "",
+        "label:",
+        f"  task: {task}   # binary | multiclass | regression",
+        f"  column: {_yaml_scalar(label.name)}   # {label.describe()}",
+    ]
+    if task == "regression":
+        values = [float(v) for v, n in label.counts.items() for _ in range(n)]
+        lines += [
+            "  # The model predicts in standard units and rescales with these.",
+            f"  mean: {_number(statistics.fmean(values))}",
+            f"  std: {_number(statistics.pstdev(values))}",
+        ]
+    else:
+        classes = _class_names(label)
+        order = "[negative, positive]" if task == "binary" else "in probability order"
+        lines.append(f"  classes: {_yaml_scalar(classes)}   # {order}")
+    lines += ["", "features:"]
+    ignored = []
+    for column, (settings, reason) in decisions.items():
+        if settings is None:
+            ignored.append((column, reason))
+            continue
+        full = {"kind": settings["kind"], **{k: v for k, v in settings.items() if k != "kind"}}
+        for key, default in FEATURE_SETTINGS[settings["kind"]].items():
+            full.setdefault(key, default)
+        lines.append(
+            f"  {_yaml_scalar(column)}: {_flow(full)}   # {profiles[column].describe()}: {reason}"
+        )
+    lines += ["", "ignore:"]
+    if ignored:
+        lines += [f"  - {_yaml_scalar(c)}   # {reason}" for c, reason in ignored]
+    else:
+        lines[-1] = "ignore: []"
+    lines += [
+        "",
+        "# Metrics are reported per value of these columns; only the whole eval set is gated.",
+        f"slices: {_yaml_scalar(slices)}",
+        "",
+        "evaluation:",
+        f"  metric: {metric}",
+        f"  # The naive model: {naive_model}.",
+        f"  naive_value: {_number(naive)}",
+    ]
+    threshold = (
+        1 - (1 - DEFAULT_MARGIN) * (1 - naive) if higher_is_better else (1 - DEFAULT_MARGIN) * naive
+    )
+    lines += [
+        f"  # Blessed only when it removes this share of the naive model's error: "
+        f"{metric} {'>=' if higher_is_better else '<='} {_number(threshold)}.",
+        f"  margin: {DEFAULT_MARGIN}",
+    ]
+    max_drop = 0.01 if higher_is_better else float(_number(0.01 * naive))
+    lines += [
+        f"  # And at most this much worse than the model being served ({metric} units).",
+        f"  max_drop: {_number(max_drop)}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def choose_slices(decisions: dict[str, tuple[dict | None, str]], profiles) -> list[str]:
+    candidates = [
+        profiles[c]
+        for c, (settings, _) in decisions.items()
+        if settings is not None
+        and profiles[c].value_type == "string"
+        and 2 <= profiles[c].distinct <= MAX_SLICE_VALUES
+    ]
+    candidates.sort(key=lambda p: (p.distinct, p.name))
+    return [p.name for p in candidates[:MAX_SLICES]]
+
+
+def draft(
+    data_root: Path,
+    label: str,
+    output_dir: Path,
+    *,
+    task: Task | None = None,
+    name: str | None = None,
+    force: bool = False,
+) -> str:
+    """Writes OUTPUT_DIR/schema.pbtxt and dataset.yaml; returns a summary to print."""
+    import tensorflow_data_validation as tfdv
+
+    from schemas import column_types, load_schema_dir
+
+    try:
+        csv_files = check_csv_data_root(data_root)
+    except InputDataError as err:
+        raise DraftError(str(err)) from None
+    with csv_files[0].open(newline="") as f:
+        header = next(csv.reader(f))
+    if label not in header:
+        raise DraftError(
+            f"--label {label!r} is not a column of the data (columns: {', '.join(header)})"
+        )
+    targets = [output_dir / SCHEMA_FILE_NAME, output_dir / SPEC_FILE_NAME]
+    existing = [str(p) for p in targets if p.exists()]
+    if existing and not force:
+        raise DraftError(
+            f"{', '.join(existing)} already exist(s); a draft never overwrites a curated "
+            "file: choose another --output-dir, or pass --force"
+        )
+    name = name or pipeline_name_for(data_root)
+    if not PIPELINE_NAME_PATTERN.fullmatch(name):
+        raise DraftError(f"--name {name!r} must match {PIPELINE_NAME_PATTERN.pattern}")
+
+    # Types as TFDV (and so CsvExampleGen) infers them from the data.
+    inferred = tfdv.infer_schema(
+        tfdv.generate_statistics_from_csv(data_location=str(data_root / "*.csv")),
+        infer_feature_shape=False,
+    )
+    types = column_types(inferred)
+    profiles = read_profiles(csv_files, types)
+    label_profile = profiles[label]
+    task = infer_task(label_profile, task)
+    decisions = {c: decide_column(profiles[c]) for c in types if c != label}
+    if all(settings is None for settings, _ in decisions.values()):
+        raise DraftError(
+            "no column can be a feature: "
+            + "; ".join(f"{c}: {reason}" for c, (_, reason) in decisions.items())
+        )
+    slices = choose_slices(decisions, profiles)
+    ignored = {c for c, (settings, _) in decisions.items() if settings is None}
+    schema = curate_schema(inferred, profiles, label, task, ignored)
+    spec_text = render_spec(
+        name=name,
+        data_root=data_root,
+        label=label_profile,
+        task=task,
+        decisions=decisions,
+        slices=slices,
+        profiles=profiles,
+    )
+
+    from google.protobuf import text_format
+
+    output_dir.mkdir(parents=True, exist_ok=True)
+    label_domain = "" if task == "regression" else ", with every class in its domain"
+    header_text = SCHEMA_HEADER.format(
+        data_root=data_root,
+        rows=label_profile.rows,
+        date=datetime.date.today().isoformat(),
+        label=label,
+        label_domain=label_domain,
+    )
+    (output_dir / SCHEMA_FILE_NAME).write_text(header_text + text_format.MessageToString(schema))
+    (output_dir / SPEC_FILE_NAME).write_text(spec_text)
+    # The runner's own checks, so a draft that would not run fails here.
+    checked = load_schema_dir(output_dir)
+    spec = checked.spec
+    kinds = Counter(f.kind for f in spec.features.values())
+    gate = spec.evaluation
+    return "\n".join(
+        [
+            f"Drafted {spec.name}: {spec.task} on label {label!r}"
+            + (f" (classes {list(spec.label.classes)})" if spec.label.classes else ""),
+            "  features: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())),
+            f"  ignored: {', '.join(spec.ignore) or 'none'}",
+            f"  slices: {', '.join(spec.slices) or 'none'}",
+            f"  blessed when {gate.metric} {'>=' if gate.higher_is_better else '<='} "
+            f"{gate.threshold:.4f} (naive model: {gate.naive_value:.4f})",
+            f"Wrote {output_dir / SCHEMA_FILE_NAME} and {output_dir / SPEC_FILE_NAME}.",
+            f"Next: ./dev run --data-root {data_root} --schema-dir {output_dir} --output-dir OUT",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m schemas.draft", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--data-root", type=Path, required=True, help="directory of CSV files")
-    parser.add_argument("--output", type=Path, required=True, help="where to write schema.pbtxt")
+    parser.add_argument("--label", required=True, help="the column to predict")
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        required=True,
+        help="where to write schema.pbtxt and dataset.yaml (the runner's --schema-dir)",
+    )
+    parser.add_argument(
+        "--task",
+        choices=("binary", "multiclass", "regression"),
+        help="default: from the label (2 values binary; a few strings or ints multiclass; "
+        "else regression)",
+    )
+    parser.add_argument("--name", help="pipeline name (default: from the data root's name)")
+    parser.add_argument(
+        "--force", action="store_true", help="overwrite existing files in --output-dir"
+    )
     args = parser.parse_args(argv)
-    schema = infer_draft_schema(args.data_root)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    tfdv.write_schema_text(schema, str(args.output))
-    print(f"draft schema with {len(schema.feature)} features written to {args.output}")
+    try:
+        summary = draft(
+            args.data_root.resolve(),
+            args.label,
+            args.output_dir.resolve(),
+            task=args.task,
+            name=args.name,
+            force=args.force,
+        )
+    except (DraftError, DatasetSpecError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(summary)
     return 0
 
 

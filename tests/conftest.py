@@ -87,29 +87,38 @@ def copy_tree(src: Path, dst: Path) -> Path:
 
 
 def load_schema():
-    from google.protobuf import text_format
-    from tensorflow_metadata.proto.v0 import schema_pb2
+    """The embedded taxi task's curated schema."""
+    from schemas import load_schema_dir, read_schema
 
-    from schemas import SCHEMA_FILE
+    return read_schema(load_schema_dir().schema_file)
 
-    return text_format.Parse(SCHEMA_FILE.read_text(), schema_pb2.Schema())
+
+@pytest.fixture(scope="session")
+def taxi_spec():
+    """The embedded taxi task's dataset spec."""
+    from schemas import load_schema_dir
+
+    return load_schema_dir().spec
 
 
 def big_tipper_labels(rows: list[dict[str, str]]):
     """The label Transform computes, recomputed from raw CSV rows."""
     import numpy as np
 
-    from trainer.features import BIG_TIP_FRACTION
+    from trainer.custom import BIG_TIP_FRACTION
 
     return np.array([float(r["tips"]) > BIG_TIP_FRACTION * float(r["fare"]) for r in rows])
 
 
-def analyze_and_transform(rows: list[dict[str, str]], schema, root: Path):
+def analyze_and_transform(rows: list[dict[str, str]], schema, root: Path, spec=None):
     """Real tf.Transform analysis of `rows` on Beam, written where the Trainer expects it.
 
     Returns the TFTransformOutput and the rows transformed by the written
-    graph: the path serving takes, so both are exercised.
+    graph: the path serving takes, so both are exercised. `spec`: the dataset
+    spec (default: the taxi task's), handed over as TFX does, in custom_config.
     """
+    import functools
+
     import apache_beam as beam
     import tensorflow as tf
     import tensorflow_transform as tft
@@ -117,9 +126,14 @@ def analyze_and_transform(rows: list[dict[str, str]], schema, root: Path):
     from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
     from tfx_bsl.public import tfxio as public_tfxio
 
+    from schemas import load_schema_dir
     from trainer.preprocessing import preprocessing_fn
     from trainer.raw_examples import serialize_rows
 
+    spec = spec or load_schema_dir().spec
+    bound_preprocessing_fn = functools.partial(
+        preprocessing_fn, custom_config=spec.to_custom_config()
+    )
     graph_dir = root / "transform_graph"
     serialized = serialize_rows(rows, schema)
     tfxio = public_tfxio.TFExampleBeamRecord(
@@ -131,7 +145,7 @@ def analyze_and_transform(rows: list[dict[str, str]], schema, root: Path):
     ):
         raw = p | beam.Create(serialized) | tfxio.BeamSource()
         transform_fn = (raw, tfxio.TensorAdapterConfig()) | tft_beam.AnalyzeDataset(
-            preprocessing_fn
+            bound_preprocessing_fn
         )
         _ = transform_fn | tft_beam.WriteTransformFn(str(graph_dir))
     # The TFX Transform executor also records the raw schema; serving reads it.

@@ -2,7 +2,7 @@ import dataclasses
 
 import pytest
 
-from pipeline.config import EvaluationConfig, PipelineConfig, variant
+from pipeline.config import PipelineConfig, variant
 from trainer.config import ModelConfig, RuntimeConfig, TrainerConfig
 
 
@@ -56,17 +56,6 @@ def test_unknown_variant_is_named():
         variant("tpu_pod")
 
 
-@pytest.mark.parametrize("field", ["min_binary_accuracy", "max_accuracy_drop"])
-def test_evaluation_bounds_are_checked(field):
-    with pytest.raises(ValueError, match=field):
-        EvaluationConfig(**{field: 1.5})
-
-
 def test_steps_must_be_positive():
     with pytest.raises(ValueError, match="train_steps"):
         PipelineConfig(train_steps=0)
-
-
-def test_pipeline_name_follows_kubeflow_rules():
-    with pytest.raises(ValueError, match="pipeline_name 'My_Pipeline' must match"):
-        PipelineConfig(pipeline_name="My_Pipeline")

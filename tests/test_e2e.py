@@ -7,14 +7,14 @@ import pytest
 import tensorflow as tf
 
 from tests.conftest import big_tipper_labels, load_schema, read_taxi_rows
-from trainer import features
-from trainer.export import PROBABILITY_OUTPUT, SERVING_SIGNATURE
+from trainer.export import SERVING_SIGNATURE
+from trainer.model import PROBABILITIES_OUTPUT
 from trainer.raw_examples import serialize_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
-def test_first_run_pushes_a_model_that_scores_raw_rows(two_local_runs):
+def test_first_run_pushes_a_model_that_scores_raw_rows(two_local_runs, taxi_spec):
     runs = two_local_runs
     assert runs.exit_codes == (0, 0)
     first = runs.first
@@ -29,9 +29,9 @@ def test_first_run_pushes_a_model_that_scores_raw_rows(two_local_runs):
     _, rows = read_taxi_rows(limit=400)
     loaded = tf.saved_model.load(str(runs.first_version))
     serve = loaded.signatures[SERVING_SIGNATURE]
-    assert serve.structured_outputs[PROBABILITY_OUTPUT].dtype == tf.float32
-    serialized = serialize_rows(rows, schema, drop=[features.LABEL_SOURCE_KEY])
-    probabilities = serve(examples=tf.constant(serialized))[PROBABILITY_OUTPUT].numpy()
+    assert serve.structured_outputs[PROBABILITIES_OUTPUT].dtype == tf.float32
+    serialized = serialize_rows(rows, schema, drop=taxi_spec.serving_excluded_columns())
+    probabilities = serve(examples=tf.constant(serialized))[PROBABILITIES_OUTPUT].numpy()
     assert probabilities.shape == (len(rows), 1)
     assert np.all((probabilities >= 0) & (probabilities <= 1))
     accuracy = np.mean((probabilities[:, 0] > 0.5) == big_tipper_labels(rows))

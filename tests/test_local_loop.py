@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -199,13 +200,16 @@ def test_stale_lock_of_a_killed_process_is_taken_over_with_a_warning(tmp_path, c
 def test_fail_if_not_blessed_exits_3_with_the_failed_threshold(
     tmp_path, taxi_slice, fast_config, monkeypatch, capsys
 ):
-    unreachable = fast_config.replace(
-        evaluation=pipeline_config.EvaluationConfig(min_binary_accuracy=1.0)
-    )
-    monkeypatch.setitem(pipeline_config.VARIANTS, "unreachable", lambda: unreachable)
+    from schemas import DEFAULT_SCHEMA_DIR
+
+    monkeypatch.setitem(pipeline_config.VARIANTS, "fast", lambda: fast_config)
+    # The taxi task with margin 1: the naive model's whole error must go (accuracy 1.0).
+    schema_dir = shutil.copytree(DEFAULT_SCHEMA_DIR, tmp_path / "unreachable")
+    spec_file = schema_dir / "dataset.yaml"
+    spec_file.write_text(spec_file.read_text().replace("margin: 0.1", "margin: 1.0"))
     output_dir = tmp_path / "out"
     args = ["--data-root", str(taxi_slice), "--output-dir", str(output_dir), "--config"]
-    args += ["unreachable", "--fail-if-not-blessed"]
+    args += ["fast", "--schema-dir", str(schema_dir), "--fail-if-not-blessed"]
     assert local_runner.main(args) == local_runner.EXIT_NOT_BLESSED
     captured = capsys.readouterr()
     assert "Blessing: NOT BLESSED" in captured.out

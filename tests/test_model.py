@@ -1,4 +1,4 @@
-"""The Keras model builder: shapes, dtypes, one real training step, mixed precision."""
+"""The Keras model builder: a head per task, shapes, dtypes, a training step, mixed precision."""
 
 from __future__ import annotations
 
@@ -7,63 +7,141 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer import features
+from schemas import load_schema_dir
 from trainer.config import ModelConfig
-from trainer.model import build_model, compile_model
+from trainer.custom_loop import per_example_loss_and_score
+from trainer.dataset import LABEL_KEY, parse_spec
+from trainer.model import build_model, compile_model, model_input_sizes, random_model_inputs
+
+TAXI = load_schema_dir().spec
+SMALL_FEATURES = {
+    "size": {"kind": "numeric"},
+    "color": {"kind": "categorical", "max_values": 5, "oov_buckets": 1},
+    "level": {"kind": "id", "num_values": 4},
+}
+LABELS = {
+    "binary": {"task": "binary", "column": "y", "classes": ["no", "yes"]},
+    "multiclass": {"task": "multiclass", "column": "y", "classes": ["a", "b", "c", "d"]},
+    "regression": {"task": "regression", "column": "y", "mean": 100.0, "std": 25.0},
+}
 
 
-def tiny_batch(batch_size: int = 8, seed: int = 0):
-    return features.random_model_inputs(batch_size, seed)
+def spec_for(task: str):
+    naive = 30.0 if task == "regression" else 0.5
+    return parse_spec(
+        {
+            "name": "small",
+            "label": LABELS[task],
+            "features": SMALL_FEATURES,
+            "evaluation": {"naive_value": naive},
+        }
+    )
 
 
-def test_output_is_one_float32_probability_per_example():
-    model = build_model(ModelConfig())
-    inputs, _ = tiny_batch(5)
-    out = model(inputs, training=False)
+def taxi_model(config: ModelConfig | None = None, **kwargs) -> keras.Model:
+    return build_model(config or ModelConfig(), TAXI.label, TAXI.model_input_sizes(), **kwargs)
+
+
+def taxi_batch(batch_size: int = 8, seed: int = 0):
+    return random_model_inputs(TAXI.model_input_sizes(), TAXI.label, batch_size, seed)
+
+
+def test_binary_output_is_one_float32_probability_per_example():
+    inputs, _ = taxi_batch(5)
+    out = taxi_model()(inputs, training=False)
     assert out.shape == (5, 1)
     assert out.dtype == tf.float32
     assert np.all((out.numpy() >= 0) & (out.numpy() <= 1))
 
 
+def test_multiclass_output_is_a_distribution_over_the_spec_classes():
+    spec = spec_for("multiclass")
+    model = build_model(ModelConfig(), spec.label, spec.model_input_sizes())
+    inputs, _ = random_model_inputs(spec.model_input_sizes(), spec.label, 6)
+    out = model(inputs).numpy()
+    assert out.shape == (6, 4)
+    np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_regression_output_starts_on_the_label_scale():
+    spec = spec_for("regression")
+    model = build_model(ModelConfig(), spec.label, spec.model_input_sizes())
+    inputs, _ = random_model_inputs(spec.model_input_sizes(), spec.label, 256)
+    out = model(inputs).numpy()
+    assert out.shape == (256, 1)
+    # Standard units rescaled by the spec's mean and std: untrained outputs sit near the mean.
+    assert abs(float(out.mean()) - 100.0) < 25.0
+
+
 def test_model_takes_every_transformed_feature_by_name():
-    model = build_model(ModelConfig())
-    assert sorted(t.name for t in model.inputs) == sorted(features.model_input_sizes())
+    model = taxi_model()
+    assert sorted(t.name for t in model.inputs) == sorted(TAXI.model_input_sizes())
+
+
+def test_extra_custom_features_become_dense_inputs():
+    transformed = {name: None for name in TAXI.model_input_sizes()} | {
+        LABEL_KEY: None,
+        "speed": None,
+    }
+    sizes = model_input_sizes(TAXI.model_input_sizes(), transformed)
+    assert sizes["speed"] is None and LABEL_KEY not in sizes
+    assert sizes.items() >= TAXI.model_input_sizes().items()
 
 
 def test_extra_keys_in_the_feature_dict_are_ignored():
-    model = build_model(ModelConfig())
-    inputs, _ = tiny_batch(3)
-    with_label = {**inputs, features.LABEL_KEY: np.zeros(3, "int64")}
+    model = taxi_model()
+    inputs, _ = taxi_batch(3)
+    with_label = {**inputs, LABEL_KEY: np.zeros(3, "int64")}
     np.testing.assert_allclose(model(with_label), model(inputs), rtol=1e-6)
 
 
-def test_one_training_step_changes_the_weights_and_lowers_nothing_to_nan():
+@pytest.mark.parametrize("task", ["binary", "multiclass", "regression"])
+def test_one_training_step_per_task_changes_the_weights_and_stays_finite(task):
     keras.utils.set_random_seed(1)
+    spec = spec_for(task)
     config = ModelConfig(hidden_units=(16,))
-    model = build_model(config)
-    compile_model(model, config, precision="float32", jit_compile=False)
-    inputs, labels = tiny_batch(16)
+    model = build_model(config, spec.label, spec.model_input_sizes())
+    compile_model(model, config, spec.label, precision="float32", jit_compile=False)
+    inputs, labels = random_model_inputs(spec.model_input_sizes(), spec.label, 16)
     before = [w.numpy().copy() for w in model.trainable_weights]
     logs = model.train_on_batch(inputs, labels, return_dict=True)
     after = [w.numpy() for w in model.trainable_weights]
     assert np.isfinite(logs["loss"])
+    assert spec.evaluation.metric in logs
     assert any(not np.array_equal(b, a) for b, a in zip(before, after, strict=True))
 
 
+@pytest.mark.parametrize(
+    ("task", "labels", "outputs", "scores"),
+    [
+        ("binary", [1, 0, 1], [[0.9], [0.2], [0.3]], [1.0, 1.0, 0.0]),
+        ("multiclass", [2, 0, 1], [[0.1, 0.2, 0.7], [0.5, 0.4, 0.1], [0.6, 0.3, 0.1]], [1, 1, 0]),
+        ("regression", [1.0, 2.0, 4.0], [[1.5], [2.0], [1.0]], [0.25, 0.0, 9.0]),
+    ],
+)
+def test_custom_loop_scores_match_the_gate_metric(task, labels, outputs, scores):
+    spec = spec_for(task)
+    loss, score = per_example_loss_and_score(
+        spec.label, tf.constant(labels), tf.constant(outputs, tf.float32)
+    )
+    assert loss.shape == (3,)
+    np.testing.assert_allclose(score.numpy(), scores, rtol=1e-6)
+
+
 def test_mixed_bfloat16_keeps_float32_variables_and_output():
-    model = build_model(ModelConfig(hidden_units=(16,)), dtype_policy="mixed_bfloat16")
+    model = taxi_model(ModelConfig(hidden_units=(16,)), dtype_policy="mixed_bfloat16")
     hidden = model.get_layer("hidden_0")
     assert hidden.compute_dtype == "bfloat16"
     assert hidden.variable_dtype == "float32"
     assert all(w.dtype == "float32" for w in model.weights)
-    inputs, _ = tiny_batch(4)
+    inputs, _ = taxi_batch(4)
     assert model(inputs).dtype == tf.float32
 
 
 def test_mixed_float16_compiles_with_loss_scaling():
     config = ModelConfig(hidden_units=(8,))
-    model = build_model(config, dtype_policy="mixed_float16")
-    compile_model(model, config, precision="mixed_float16", jit_compile=False)
+    model = taxi_model(config, dtype_policy="mixed_float16")
+    compile_model(model, config, TAXI.label, precision="mixed_float16", jit_compile=False)
     assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 
@@ -9,8 +10,9 @@ import pytest
 import tensorflow_model_analysis as tfma
 
 from pipeline import pipeline as dag
-from pipeline.config import EvaluationConfig, PipelineConfig
+from pipeline.config import PipelineConfig
 from trainer.config import TrainerConfig
+from trainer.dataset import DatasetSpec
 
 EXPECTED_EDGES = {
     (dag.EXAMPLE_GEN, dag.STATISTICS_GEN),
@@ -41,10 +43,12 @@ RUN_REPORT_EDGES = {
 }
 
 
-def build(tmp_path, config: PipelineConfig | None = None, **extra):
+def build(tmp_path, config: PipelineConfig | None = None, *, dataset=None, **extra):
+    from schemas import load_schema_dir
+
     config = config or PipelineConfig()
     return dag.create_pipeline(
-        pipeline_name=config.pipeline_name,
+        dataset=dataset or load_schema_dir().spec,
         pipeline_root=str(tmp_path / "root"),
         data_root=str(tmp_path / "data"),
         schema_path=str(tmp_path / "schema.pbtxt"),
@@ -52,7 +56,6 @@ def build(tmp_path, config: PipelineConfig | None = None, **extra):
         train_steps=config.train_steps,
         eval_steps=config.eval_steps,
         trainer_config=config.trainer,
-        evaluation=config.evaluation,
         enable_cache=config.enable_cache,
         **extra,
     )
@@ -125,20 +128,80 @@ def test_trainer_receives_the_typed_config(tmp_path):
     assert TrainerConfig.from_custom_config(custom) == config.trainer
 
 
-def test_thresholds_gate_the_overall_slice_only():
-    eval_config = dag.build_eval_config(
-        EvaluationConfig(min_binary_accuracy=0.8, max_accuracy_drop=0.02)
-    )
+def test_transform_and_trainer_receive_the_dataset_spec(tmp_path, taxi_spec):
+    by_id = {c.id: c for c in build(tmp_path).components}
+    for component_id in (dag.TRANSFORM, dag.TRAINER):
+        custom = json.loads(by_id[component_id].exec_properties["custom_config"])
+        assert DatasetSpec.from_custom_config(custom) == taxi_spec
+
+
+def test_thresholds_gate_the_overall_slice_only(taxi_spec):
+    evaluation = dataclasses.replace(taxi_spec.evaluation, margin=0.2, max_drop=0.02)
+    eval_config = dag.build_eval_config(dataclasses.replace(taxi_spec, evaluation=evaluation))
     (spec,) = eval_config.metrics_specs
     accuracy = next(m for m in spec.metrics if m.class_name == "BinaryAccuracy")
     assert not accuracy.HasField("threshold")
     (per_slice,) = accuracy.per_slice_thresholds
     assert list(per_slice.slicing_specs) == [tfma.SlicingSpec()]
-    assert per_slice.threshold.value_threshold.lower_bound.value == 0.8
+    # 1 - (1 - 0.2) * (1 - 0.775): the naive model's error cut by the margin.
+    assert per_slice.threshold.value_threshold.lower_bound.value == pytest.approx(0.82)
     assert per_slice.threshold.change_threshold.absolute.value == pytest.approx(-0.02)
     assert per_slice.threshold.change_threshold.direction == tfma.MetricDirection.HIGHER_IS_BETTER
     (model_spec,) = eval_config.model_specs
     assert list(model_spec.preprocessing_function_names) == ["transform_features"]
+    assert model_spec.prediction_key == "probabilities"
+    assert [s.feature_keys for s in eval_config.slicing_specs] == [[], ["payment_type"]]
+
+
+def _gate(eval_config):
+    for spec in eval_config.metrics_specs:
+        for metric in spec.metrics:
+            if metric.per_slice_thresholds:
+                return metric, metric.per_slice_thresholds[0].threshold
+    raise AssertionError("no gated metric")
+
+
+def test_regression_is_gated_on_rmse_from_below(tmp_path):
+    spec = regression_spec()
+    eval_config = dag.build_eval_config(spec)
+    metric, threshold = _gate(eval_config)
+    assert json.loads(metric.config)["name"] == "root_mean_squared_error"
+    # RMSE at most 0.9 x the label's std dev (the mean predictor's RMSE).
+    assert threshold.value_threshold.upper_bound.value == pytest.approx(0.9 * 4.0)
+    assert not threshold.value_threshold.HasField("lower_bound")
+    assert threshold.change_threshold.direction == tfma.MetricDirection.LOWER_IS_BETTER
+    assert threshold.change_threshold.absolute.value == pytest.approx(0.04)
+    assert eval_config.model_specs[0].prediction_key == "prediction"
+    names = {m.class_name for s in eval_config.metrics_specs for m in s.metrics}
+    assert {"RootMeanSquaredError", "MeanAbsoluteError"} <= names
+
+
+def test_multiclass_reports_accuracy_and_per_class_metrics():
+    spec = regression_spec(
+        label={"task": "multiclass", "column": "y", "classes": ["a", "b", "c"]},
+        evaluation={"naive_value": 0.4},
+    )
+    eval_config = dag.build_eval_config(spec)
+    metric, threshold = _gate(eval_config)
+    assert metric.class_name == "SparseCategoricalAccuracy"
+    assert json.loads(metric.config)["name"] == "accuracy"
+    assert threshold.value_threshold.lower_bound.value == pytest.approx(1 - 0.9 * 0.6)
+    per_class = next(s for s in eval_config.metrics_specs if s.binarize.class_ids.values)
+    assert list(per_class.binarize.class_ids.values) == [0, 1, 2]
+    assert {m.class_name for m in per_class.metrics} == {"Precision", "Recall"}
+
+
+def regression_spec(**changes) -> DatasetSpec:
+    from trainer.dataset import parse_spec
+
+    values = {
+        "name": "houses",
+        "label": {"task": "regression", "column": "y", "mean": 10.0, "std": 4.0},
+        "features": {"x": {"kind": "numeric"}},
+        "evaluation": {"naive_value": 4.0, "max_drop": 0.04},
+    }
+    values.update(changes)
+    return parse_spec(values)
 
 
 def test_per_step_beam_args_follow_the_pipeline_wide_ones(tmp_path):

@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from schemas import load_schema_dir
 from tests.conftest import REPO_ROOT, big_tipper_labels
-from trainer import features
 from trainer.config import ModelConfig, RuntimeConfig, TrainerConfig
-from trainer.export import PROBABILITY_OUTPUT, SERVING_SIGNATURE
+from trainer.export import SERVING_SIGNATURE
+from trainer.model import PROBABILITIES_OUTPUT
 from trainer.raw_examples import serialize_rows
 from trainer.run import train_and_export
 
@@ -38,6 +39,7 @@ BASE = TrainerConfig(
     ),
 )
 MULTI_PROCESS_TIMEOUT_S = 300
+TAXI = load_schema_dir().spec
 
 
 def with_runtime(config: TrainerConfig, **changes) -> TrainerConfig:
@@ -46,8 +48,10 @@ def with_runtime(config: TrainerConfig, **changes) -> TrainerConfig:
 
 def score(export_dir: Path, data) -> np.ndarray:
     serve = tf.saved_model.load(str(export_dir)).signatures[SERVING_SIGNATURE]
-    serialized = serialize_rows(data["raw_rows"], data["schema"], drop=[features.LABEL_SOURCE_KEY])
-    out = serve(examples=tf.constant(serialized))[PROBABILITY_OUTPUT]
+    serialized = serialize_rows(
+        data["raw_rows"], data["schema"], drop=TAXI.serving_excluded_columns()
+    )
+    out = serve(examples=tf.constant(serialized))[PROBABILITIES_OUTPUT]
     assert out.dtype == tf.float32
     return out.numpy()[:, 0]
 
@@ -60,6 +64,7 @@ def train_here(tmp_path: Path, data, config: TrainerConfig, name: str) -> Path:
     export_dir = tmp_path / name / "serving"
     train_and_export(
         config=config,
+        spec=TAXI,
         train_files=[data["train_files"]],
         eval_files=[data["eval_files"]],
         transform_output=data["transform_output"],

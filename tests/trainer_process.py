@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trainer-config", required=True, help="TrainerConfig as JSON")
     parser.add_argument("--train-steps", type=int, required=True)
     parser.add_argument("--logical-cpus", type=int, default=0)
+    parser.add_argument("--schema-dir", help="dataset (default: the embedded taxi task)")
     args = parser.parse_args(argv)
     # The parent test reads the trainer's start-up log (strategy, precision, batch).
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
@@ -35,11 +36,13 @@ def main(argv: list[str] | None = None) -> int:
             cpu, [tf.config.LogicalDeviceConfiguration()] * args.logical_cpus
         )
 
+    from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir
     from trainer.config import TrainerConfig
     from trainer.run import train_and_export
 
     metrics = train_and_export(
         config=TrainerConfig.from_dict(json.loads(args.trainer_config)),
+        spec=load_schema_dir(args.schema_dir or DEFAULT_SCHEMA_DIR).spec,
         train_files=[args.train_files],
         eval_files=[args.eval_files],
         transform_output=args.transform_output,

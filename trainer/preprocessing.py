@@ -2,14 +2,20 @@
 
 The same graph runs in the Transform component (full pass over the data) and,
 through the exported serving signature, on every raw example at inference time.
+What it computes follows the dataset spec (`trainer/dataset.py`), which TFX
+hands over in the Transform's `custom_config`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer import features
+from trainer import custom
+from trainer.dataset import LABEL_KEY, DatasetSpec, DatasetSpecError, LabelSpec, transformed_name
 
 
 def fill_in_missing(x: tf.Tensor | tf.SparseTensor) -> tf.Tensor:
@@ -27,58 +33,126 @@ def fill_in_missing(x: tf.Tensor | tf.SparseTensor) -> tf.Tensor:
     return tf.squeeze(dense, axis=1)
 
 
-def big_tipper_label(tips: tf.Tensor, fare: tf.Tensor) -> tf.Tensor:
-    """1 when the tip exceeds BIG_TIP_FRACTION of the fare, else 0 (int64)."""
-    fare = tf.cast(fare, tf.float32)
-    tips = tf.cast(tips, tf.float32)
-    is_big = tf.greater(tips, fare * features.BIG_TIP_FRACTION)
-    # A NaN fare cannot define a big tip.
-    return tf.where(tf.math.is_nan(fare), tf.zeros_like(fare, tf.int64), tf.cast(is_big, tf.int64))
+def _as_rank2_sparse(x: tf.Tensor | tf.SparseTensor) -> tf.SparseTensor:
+    """[batch, <=1] values as a SparseTensor of dense shape [batch, 1]."""
+    if isinstance(x, tf.sparse.SparseTensor):
+        return tf.SparseTensor(x.indices, x.values, [x.dense_shape[0], 1])
+    if x.shape.rank == 1:
+        x = tf.expand_dims(x, 1)
+    return tf.sparse.from_dense(x) if x.dtype == tf.string else _dense_to_sparse_all(x)
 
 
-def preprocessing_fn(inputs: dict[str, tf.Tensor | tf.SparseTensor]) -> dict[str, tf.Tensor]:
-    """tf.Transform callback: raw features in, model features and label out."""
-    outputs: dict[str, tf.Tensor] = {}
-    for key in features.DENSE_FLOAT_KEYS:
-        value = tf.cast(fill_in_missing(inputs[key]), tf.float32)
-        outputs[features.transformed_name(key)] = tft.scale_to_z_score(value)
+def _dense_to_sparse_all(x: tf.Tensor) -> tf.SparseTensor:
+    # tf.sparse.from_dense drops zeros, which are real values here.
+    indices = tf.where(tf.ones_like(x, tf.bool))
+    return tf.SparseTensor(indices, tf.reshape(x, [-1]), tf.shape(x, out_type=tf.int64))
 
-    for key in features.BUCKET_KEYS:
-        outputs[features.transformed_name(key)] = tft.bucketize(
-            fill_in_missing(inputs[key]), features.BUCKET_COUNT
-        )
 
-    for key in features.VOCAB_KEYS:
-        # The approximate vocabulary is a combiner, so tf.Transform packs it
-        # with the z-score and quantile analyzers into one Beam combine; an
-        # exact vocabulary adds a chain of stages of its own (167 fused stages
-        # for the DAG's Transform with five exact vocabularies, 95 now). It is
-        # exact while a column has fewer distinct values than its capacity.
-        outputs[features.transformed_name(key)] = (
-            tft.experimental.compute_and_apply_approximate_vocabulary(
-                fill_in_missing(inputs[key]),
-                top_k=features.VOCAB_SIZE,
-                num_oov_buckets=features.OOV_BUCKETS,
-                vocab_filename=key,
+def scale_with_mean_for_missing(x: tf.Tensor | tf.SparseTensor) -> tf.Tensor:
+    """z-score over the present values; a missing value becomes the mean, i.e. 0."""
+    scaled = tft.scale_to_z_score(tf.cast(_as_rank2_sparse(x), tf.float32))
+    return tf.squeeze(tf.sparse.to_dense(scaled, 0.0), axis=1)
+
+
+def bucketize_with_missing_bucket(x: tf.Tensor | tf.SparseTensor, buckets: int) -> tf.Tensor:
+    """Quantile buckets 0..buckets-1 over the present values; a missing value gets `buckets`."""
+    bucketized = tft.bucketize(_as_rank2_sparse(x), buckets)
+    return tf.squeeze(tf.sparse.to_dense(bucketized, buckets), axis=1)
+
+
+def class_index(values: tf.Tensor, classes: tuple[str, ...]) -> tf.Tensor:
+    """Index of each value in `classes` (int64); -1 for a value that is not a class.
+
+    The schema's label domain stops unknown string labels before Transform;
+    comparing with every class keeps this free of lookup tables and dtypes.
+    """
+    if values.dtype == tf.string:
+        keys = tf.constant(list(classes), tf.string)
+    elif values.dtype.is_integer:
+        keys = tf.constant([int(c) for c in classes], values.dtype)
+    else:
+        keys = tf.constant([float(c) for c in classes], values.dtype)
+    matches = tf.equal(tf.expand_dims(values, 1), tf.expand_dims(keys, 0))
+    index = tf.argmax(tf.cast(matches, tf.int32), axis=1)
+    return tf.where(tf.reduce_any(matches, axis=1), index, tf.constant(-1, tf.int64))
+
+
+def label_tensor(label: LabelSpec, inputs: Mapping[str, tf.Tensor | tf.SparseTensor]) -> tf.Tensor:
+    """The label as the model trains on it: class index (int64) or value (float32)."""
+    if label.derive:
+        derive = getattr(custom, label.derive, None)
+        if not callable(derive):
+            raise DatasetSpecError(
+                f"label.derive: trainer/custom.py has no function {label.derive!r}"
             )
-        )
+        value = derive({c: fill_in_missing(inputs[c]) for c in label.columns})
+        if label.task == "regression":
+            return tf.cast(value, tf.float32)
+        return tf.cast(value, tf.int64)
+    raw = fill_in_missing(inputs[label.column])
+    if label.task == "regression":
+        return tf.cast(raw, tf.float32)
+    return class_index(raw, label.classes)
 
-    for key in features.HASH_KEYS:
-        # Ids are categories, not magnitudes; hashing needs no analysis pass.
-        value = tf.strings.as_string(fill_in_missing(inputs[key]))
-        outputs[features.transformed_name(key)] = tf.strings.to_hash_bucket_fast(
-            value, features.HASH_BUCKETS
-        )
 
-    for feature in features.CATEGORICAL_FEATURES:
-        value = tf.cast(fill_in_missing(inputs[feature.name]), tf.int64)
-        # Out-of-range ids are clipped instead of crashing the embedding lookup.
-        outputs[features.transformed_name(feature.name)] = tf.clip_by_value(
-            value, 0, feature.num_values - 1
-        )
+def preprocessing_fn(
+    inputs: dict[str, tf.Tensor | tf.SparseTensor], custom_config: Mapping[str, Any]
+) -> dict[str, tf.Tensor]:
+    """tf.Transform callback: raw features in, model features and label out.
 
-    outputs[features.LABEL_KEY] = big_tipper_label(
-        fill_in_missing(inputs[features.LABEL_SOURCE_KEY]),
-        fill_in_missing(inputs[features.FARE_KEY]),
-    )
+    TFX binds `custom_config` (the Transform's, holding the dataset spec)
+    because this function's signature asks for it.
+    """
+    spec = DatasetSpec.from_custom_config(custom_config)
+    return transform_features(spec, inputs)
+
+
+def transform_features(
+    spec: DatasetSpec, inputs: Mapping[str, tf.Tensor | tf.SparseTensor]
+) -> dict[str, tf.Tensor]:
+    """The preprocessing for `spec`; `preprocessing_fn` without TFX's calling convention."""
+    outputs: dict[str, tf.Tensor] = {}
+    for name, feature in spec.features.items():
+        key = transformed_name(name)
+        raw = inputs[name]
+        if feature.kind == "numeric":
+            outputs[key] = scale_with_mean_for_missing(raw)
+        elif feature.kind == "bucketized":
+            outputs[key] = bucketize_with_missing_bucket(raw, feature.buckets)
+        elif feature.kind == "categorical":
+            value = fill_in_missing(raw)
+            if value.dtype != tf.string:
+                value = tf.strings.as_string(value)
+            # The approximate vocabulary is a combiner, so tf.Transform packs
+            # it with the z-score and quantile analyzers into one Beam combine;
+            # an exact vocabulary adds a chain of stages of its own (167 fused
+            # stages for the taxi DAG's Transform with five exact vocabularies,
+            # 95 now). It is exact while a column has fewer distinct values
+            # than its capacity.
+            outputs[key] = tft.experimental.compute_and_apply_approximate_vocabulary(
+                value,
+                top_k=feature.max_values,
+                num_oov_buckets=feature.oov_buckets,
+                vocab_filename=name,
+            )
+        elif feature.kind == "hashed":
+            # Ids are categories, not magnitudes; hashing needs no analysis pass.
+            value = fill_in_missing(raw)
+            if value.dtype != tf.string:
+                value = tf.strings.as_string(value)
+            outputs[key] = tf.strings.to_hash_bucket_fast(value, feature.buckets)
+        else:  # id
+            value = tf.cast(fill_in_missing(raw), tf.int64)
+            # Out-of-range ids are clipped instead of crashing the embedding lookup.
+            outputs[key] = tf.clip_by_value(value, 0, feature.num_values - 1)
+
+    for name, value in custom.extra_features(inputs).items():
+        if name.endswith("_xf") or name in outputs:
+            raise DatasetSpecError(
+                f"trainer/custom.py extra_features: {name!r} clashes with the spec's "
+                "features (names ending in _xf are theirs)"
+            )
+        outputs[name] = tf.cast(value, tf.float32)
+
+    outputs[LABEL_KEY] = label_tensor(spec.label, inputs)
     return outputs

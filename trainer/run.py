@@ -12,12 +12,12 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tfx.components.trainer.fn_args_utils import FnArgs
 
-from trainer import features
 from trainer.config import TrainerConfig
 from trainer.custom_loop import fit_with_custom_loop
 from trainer.data import distributed_dataset
+from trainer.dataset import LABEL_KEY, DatasetSpec
 from trainer.export import export_serving_model
-from trainer.model import build_model, compile_model
+from trainer.model import build_model, compile_model, model_input_sizes
 from trainer.runtime import resolve_runtime
 
 logger = logging.getLogger(__name__)
@@ -56,6 +56,7 @@ def epoch_plan(train_steps: int, *, min_steps: int = 50, max_epochs: int = 10) -
 def train_and_export(
     *,
     config: TrainerConfig,
+    spec: DatasetSpec,
     train_files: list[str],
     eval_files: list[str],
     transform_output: str,
@@ -77,7 +78,7 @@ def train_and_export(
 
     common = dict(
         feature_spec=feature_spec,
-        label_key=features.LABEL_KEY,
+        label_key=LABEL_KEY,
         shuffle_buffer_size=config.runtime.shuffle_buffer_size,
         seed=config.seed,
     )
@@ -99,10 +100,16 @@ def train_and_export(
     )
 
     with runtime.strategy.scope():
-        model = build_model(config.model, dtype_policy=runtime.policy)
+        model = build_model(
+            config.model,
+            spec.label,
+            model_input_sizes(spec.model_input_sizes(), feature_spec),
+            dtype_policy=runtime.policy,
+        )
         compile_model(
             model,
             config.model,
+            spec.label,
             precision=runtime.plan.precision,
             jit_compile=runtime.plan.jit_compile,
         )
@@ -112,6 +119,7 @@ def train_and_export(
     if isinstance(runtime.strategy, tf.distribute.MultiWorkerMirroredStrategy):
         metrics = fit_with_custom_loop(
             model,
+            label=spec.label,
             strategy=runtime.strategy,
             train_data=train_data,
             eval_data=eval_data,
@@ -143,13 +151,13 @@ def train_and_export(
     logger.info("trainer final metrics: %s", metrics)
 
     if chief:
-        export_serving_model(model, tf_transform_output, serving_model_dir, config=resolved)
+        export_serving_model(model, tf_transform_output, serving_model_dir, spec, config=resolved)
     else:
         # Non-chief workers must still take part in the collective save, but
         # into a scratch directory: only the chief's copy is the model.
         task_type, index, _ = worker_task(os.environ.get("TF_CONFIG"))
         scratch = os.path.join(model_run_dir, f"worker_export_{task_type or 'worker'}_{index}")
-        export_serving_model(model, tf_transform_output, scratch)
+        export_serving_model(model, tf_transform_output, scratch, spec)
         tf.io.gfile.rmtree(scratch)
     return metrics
 
@@ -158,6 +166,7 @@ def run_fn(fn_args: FnArgs) -> None:
     """Called by the TFX Trainer. Reads `fn_args`, trains and exports."""
     train_and_export(
         config=TrainerConfig.from_custom_config(fn_args.custom_config),
+        spec=DatasetSpec.from_custom_config(fn_args.custom_config),
         train_files=fn_args.train_files,
         eval_files=fn_args.eval_files,
         transform_output=fn_args.transform_output,

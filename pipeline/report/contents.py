@@ -377,9 +377,15 @@ def read_evaluation(evaluation_uri: str) -> Evaluation:
     for metrics in tfma.load_metrics(evaluation_uri):
         name = _slice_name(metrics.slice_key)
         for kv in metrics.metric_keys_and_values:
-            if kv.key.HasField("sub_key") or kv.value.WhichOneof("type") != "double_value":
+            if kv.value.WhichOneof("type") != "double_value":
                 continue
-            entry = by_slice.setdefault(name, {}).setdefault(kv.key.name, {})
+            metric_name = kv.key.name
+            if kv.key.HasField("sub_key"):
+                if not kv.key.sub_key.HasField("class_id"):
+                    continue
+                # Per-class metrics (multiclass), by index into label.classes.
+                metric_name += f" (class {kv.key.sub_key.class_id.value})"
+            entry = by_slice.setdefault(name, {}).setdefault(metric_name, {})
             value = _finite(kv.value.double_value.value)
             if kv.key.is_diff:
                 entry["diff"] = value

@@ -1,0 +1,214 @@
+"""The dataset spec and its drafter: every guard names the field, and a draft is runnable."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+
+import pytest
+import yaml
+
+import local_runner
+from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir
+from schemas.draft import DraftError, draft, infer_task, main, read_profiles
+from tests.synthetic import TASK_LABELS, write_dataset
+from trainer.dataset import DatasetSpecError, parse_spec
+
+VALID = {
+    "name": "shop",
+    "label": {"task": "multiclass", "column": "y", "classes": ["a", "b", "c"]},
+    "features": {
+        "size": {"kind": "numeric"},
+        "color": {"kind": "categorical"},
+        "level": {"kind": "id", "num_values": 5},
+    },
+    "ignore": ["row_id"],
+    "slices": ["color"],
+    "evaluation": {"metric": "accuracy", "naive_value": 0.4, "margin": 0.1, "max_drop": 0.01},
+}
+COLUMNS = {"size": "float", "color": "string", "level": "int", "row_id": "int", "y": "string"}
+
+
+def changed(path: str, value) -> dict:
+    """VALID with the field at dotted `path` set to `value` (None deletes it)."""
+    values = copy.deepcopy(VALID)
+    *parents, last = path.split(".")
+    node = values
+    for key in parents:
+        node = node[key]
+    if value is None:
+        del node[last]
+    else:
+        node[last] = value
+    return values
+
+
+def test_the_valid_spec_parses_and_round_trips():
+    spec = parse_spec(VALID)
+    spec.check_against_columns(COLUMNS)
+    assert spec.evaluation.threshold == pytest.approx(1 - 0.9 * 0.6)
+    assert parse_spec(spec.to_dict()) == spec
+    assert spec.model_input_sizes() == {"size_xf": None, "color_xf": 1010, "level_xf": 5}
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("features.color.kind", "categorial", r"features\.color\.kind: 'categorial' is not one of"),
+        ("evaluation.margin", 1.5, r"evaluation\.margin: .* in \[0, 1\]; got 1\.5"),
+        ("evaluation.naive_value", 1.3, r"evaluation\.naive_value: accuracy is in \[0, 1\]"),
+        ("evaluation.max_drop", -0.1, r"evaluation\.max_drop: must be >= 0"),
+        ("evaluation.metric", "auc", r"evaluation\.metric: a multiclass task is gated on accuracy"),
+        ("label.classes", ["a"], r"label\.classes: a multiclass label needs at least 3 classes"),
+        ("label.classes", ["a", "b"], r"needs at least 3 classes.*with 2 classes the task is bin"),
+        ("label.classes", ["a", "a", "b"], r"label\.classes: duplicates"),
+        ("label.task", "ranking", r"label\.task: 'ranking' is not one of"),
+        ("label.column", None, r"label: give exactly one of `column`"),
+        ("features.level.num_values", None, r"features\.level\.num_values: required for kind id"),
+        ("features.size.buckets", 4, r"features\.size: unknown field\(s\) buckets"),
+        ("features.level.num_values", 0, r"features\.level\.num_values: expected an integer >= 2"),
+        ("name", "My_Shop", r"name: 'My_Shop' must match"),
+        ("slices", "color", r"slices: expected a list"),
+        ("ignore", ["size"], r"ignore: \['size'\] are also used"),
+        ("features", {}, r"features: the model needs at least one feature"),
+        ("colour", 1, r"unknown field\(s\) colour"),
+    ],
+)
+def test_a_bad_spec_is_refused_naming_the_field(path, value, message):
+    with pytest.raises(DatasetSpecError, match=message):
+        parse_spec(changed(path, value))
+
+
+def test_regression_needs_a_positive_std_and_has_no_classes():
+    label = {"task": "regression", "column": "y", "mean": 1.0, "std": 0.0}
+    values = changed("label", label) | {"evaluation": {"naive_value": 2.0}}
+    with pytest.raises(DatasetSpecError, match=r"label\.std: must be > 0"):
+        parse_spec(values)
+    values["label"] = label | {"std": 1.0, "classes": ["a", "b"]}
+    with pytest.raises(DatasetSpecError, match=r"label\.classes: a regression label has no"):
+        parse_spec(values)
+    values["label"] = label | {"std": 1.0}
+    values["evaluation"] = {"naive_value": -1.0}
+    with pytest.raises(DatasetSpecError, match=r"evaluation\.naive_value: an RMSE must be > 0"):
+        parse_spec(values)
+
+
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [
+        ({k: v for k, v in COLUMNS.items() if k != "y"}, r"label\.column: 'y' is not a column"),
+        (COLUMNS | {"size": "string"}, r"features\.size\.kind: numeric needs int or float"),
+        (COLUMNS | {"level": "float"}, r"features\.level\.kind: id needs int values"),
+        (COLUMNS | {"y": "int"}, r"label\.classes\[0\]: 'a' is not an integer"),
+        (COLUMNS | {"weight": "float"}, r"columns \['weight'\] are in the data but neither"),
+        ({k: v for k, v in COLUMNS.items() if k != "row_id"}, r"ignore\[0\]: 'row_id' is not"),
+    ],
+)
+def test_a_spec_that_does_not_fit_the_data_is_refused(columns, message):
+    with pytest.raises(DatasetSpecError, match=message):
+        parse_spec(VALID).check_against_columns(columns)
+
+
+def test_a_bad_spec_file_is_named_with_its_field(tmp_path):
+    schema_dir = shutil.copytree(DEFAULT_SCHEMA_DIR, tmp_path / "taxi")
+    spec_file = schema_dir / "dataset.yaml"
+    spec_file.write_text(spec_file.read_text().replace("kind: hashed", "kind: hashing"))
+    with pytest.raises(DatasetSpecError) as raised:
+        load_schema_dir(schema_dir)
+    assert str(raised.value).startswith(f"{spec_file}: features.dropoff_census_tract.kind:")
+
+
+def test_the_runner_refuses_a_bad_spec_before_anything_runs(tmp_path, taxi_slice, capsys):
+    schema_dir = shutil.copytree(DEFAULT_SCHEMA_DIR, tmp_path / "taxi")
+    spec_file = schema_dir / "dataset.yaml"
+    spec_file.write_text(spec_file.read_text().replace("margin: 0.1", "margin: 2"))
+    output_dir = tmp_path / "out"
+    args = ["--data-root", str(taxi_slice), "--schema-dir", str(schema_dir)]
+    assert local_runner.main([*args, "--output-dir", str(output_dir)]) == local_runner.EXIT_FAILED
+    last_line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last_line.startswith(f"error: DatasetSpecError: {spec_file}: evaluation.margin:")
+    assert not output_dir.exists()
+
+
+def test_an_output_dir_belongs_to_one_pipeline(tmp_path):
+    local_runner.claim_output_dir(tmp_path, "taxi-big-tipper")
+    local_runner.claim_output_dir(tmp_path, "taxi-big-tipper")
+    with pytest.raises(local_runner.OutputDirInUseError, match="holds pipeline 'taxi-big-tipper'"):
+        local_runner.claim_output_dir(tmp_path, "penguins")
+
+
+# --- The drafter ---------------------------------------------------------------
+
+
+def label_profile(tmp_path, values, value_type):
+    """The drafter's profile of column y (beside a column x: a lone empty cell is a blank line)."""
+    path = tmp_path / "data.csv"
+    path.write_text("\n".join(["x,y", *(f"1,{v}" for v in values)]) + "\n")
+    return read_profiles([path], {"x": "int", "y": value_type})["y"]
+
+
+@pytest.mark.parametrize(
+    ("values", "value_type", "task"),
+    [
+        (["yes", "no", "yes"], "string", "binary"),
+        (["0", "1", "1"], "int", "binary"),
+        (["a", "b", "c", "a"], "string", "multiclass"),
+        ([str(i % 5) for i in range(30)], "int", "multiclass"),
+        ([str(i) for i in range(30)], "int", "regression"),
+        (["1.5", "2.5", "0.1"], "float", "regression"),
+    ],
+)
+def test_the_task_is_inferred_from_the_label(tmp_path, values, value_type, task):
+    assert infer_task(label_profile(tmp_path, values, value_type), None) == task
+
+
+@pytest.mark.parametrize(
+    ("values", "requested", "message"),
+    [
+        (["a", "a", "a"], None, r"label 'y' has one value \('a'\) in all 3 rows: nothing to learn"),
+        (["a", "a", "a"], "multiclass", r"has one value"),
+        (["a", "", "b"], None, r"label 'y' is empty in 1 of 3 rows"),
+        (["a", "b", "a"], "multiclass", r"--task multiclass: label 'y' has 2 values"),
+        (["a", "b", "c"], "regression", r"--task regression: label 'y' holds strings"),
+    ],
+)
+def test_a_label_that_cannot_be_learned_is_refused(tmp_path, values, requested, message):
+    with pytest.raises(DraftError, match=message):
+        infer_task(label_profile(tmp_path, values, "string"), requested)
+
+
+@pytest.mark.slow
+def test_a_label_not_in_the_data_is_named(tmp_path, capsys):
+    data_root = write_dataset(tmp_path / "data", "multiclass", rows=60)
+    code = main(["--data-root", str(data_root), "--label", "colour", "--output-dir", "x"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--label 'colour' is not a column of the data (columns: row_id, size" in err
+
+
+@pytest.mark.slow
+def test_a_draft_is_runnable_as_written_and_never_overwrites(tmp_path):
+    data_root = write_dataset(tmp_path / "shop", "multiclass", rows=200)
+    out = tmp_path / "schema"
+    summary = draft(data_root, TASK_LABELS["multiclass"], out)
+    assert "Drafted shop: multiclass on label 'species'" in summary
+    spec = load_schema_dir(out).spec
+    assert spec.name == "shop"
+    assert spec.label.classes == ("adelie", "chinstrap", "gentoo")
+    assert {k: f.kind for k, f in spec.features.items()} == {
+        "size": "numeric",
+        "weight": "numeric",
+        "color": "categorical",
+        "visits": "numeric",
+    }
+    assert spec.ignore == ("row_id",)  # a different value in every row
+    assert spec.slices == ("color",)
+    # The naive model always answers the most frequent class.
+    raw = yaml.safe_load((out / "dataset.yaml").read_text())
+    labels = [line.rsplit(",", 1)[1] for line in (data_root / "data.csv").read_text().split()[1:]]
+    majority = max(labels.count(c) for c in set(labels)) / len(labels)
+    assert raw["evaluation"]["naive_value"] == pytest.approx(majority, abs=1e-4)
+    schema_text = (out / "schema.pbtxt").read_text()
+    assert 'not_in_environment: "SERVING"' in schema_text
+    with pytest.raises(DraftError, match="a draft never overwrites a curated file"):
+        draft(data_root, "species", out)

@@ -1,0 +1,515 @@
+"""The dataset spec: which column is the label, what task, how each feature is encoded.
+
+One small YAML file beside the schema (`SCHEMA_DIR/dataset.yaml`) makes a CSV
+dataset and its task configuration instead of code. `python -m schemas.draft`
+writes a first version from the data; the user curates it. Everything that
+depends on the task reads it: preprocessing, the model head and loss, the
+serving signature, the Evaluator's metrics, slices and thresholds.
+
+This module is pure Python (no TensorFlow), so the runner can validate a spec,
+with errors that name the field, before anything heavy starts. The spec
+travels to Transform and Trainer inside their `custom_config` as JSON, so a
+compiled Kubeflow pipeline carries it too, and an edit to it re-runs what it
+changes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+SPEC_FILE_NAME = "dataset.yaml"
+SCHEMA_FILE_NAME = "schema.pbtxt"
+CUSTOM_CONFIG_KEY = "dataset_spec"
+# Transform's name for the label; TFMA and the Trainer read it. Raw columns
+# never end in `_xf` in Transform's output, so it cannot collide with one.
+LABEL_KEY = "label_xf"
+PIPELINE_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,127}")
+
+Task = Literal["binary", "multiclass", "regression"]
+FeatureKind = Literal["numeric", "bucketized", "categorical", "hashed", "id"]
+# Raw value types, as the schema (and CsvExampleGen) has them.
+ValueType = Literal["int", "float", "string"]
+
+# The metric each task is gated on, and whether higher is better.
+GATE_METRICS: dict[str, tuple[str, bool]] = {
+    "binary": ("binary_accuracy", True),
+    "multiclass": ("accuracy", True),
+    "regression": ("root_mean_squared_error", False),
+}
+# Which raw value types each feature kind can encode.
+KIND_VALUE_TYPES: dict[str, tuple[str, ...]] = {
+    "numeric": ("int", "float"),
+    "bucketized": ("int", "float"),
+    "categorical": ("int", "string"),
+    "hashed": ("int", "string"),
+    "id": ("int",),
+}
+
+
+# Settings of each feature kind, with their defaults (the drafter writes them
+# out, so a user sees them). `id` has no default: its range is the data's.
+FEATURE_SETTINGS: dict[str, dict[str, int | None]] = {
+    "numeric": {},
+    "bucketized": {"buckets": 10},
+    "categorical": {"max_values": 1000, "oov_buckets": 10},
+    "hashed": {"buckets": 1024},
+    "id": {"num_values": None},
+}
+
+
+class DatasetSpecError(ValueError):
+    """The dataset spec is malformed or does not fit the data; the message names the field."""
+
+
+def transformed_name(column: str) -> str:
+    """Name of the Transform output computed from raw column `column`."""
+    return f"{column}_xf"
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    """One raw column the model reads, and how it is encoded.
+
+    Kinds:
+      numeric: z-scored; a missing value becomes the mean (0 after scaling).
+      bucketized: `buckets` quantile buckets, embedded; a missing value gets a
+        bucket of its own.
+      categorical: a vocabulary of the `max_values` most frequent values,
+        learned by Transform, plus `oov_buckets` for values it has not seen;
+        embedded. A missing value is the empty string, a category of its own.
+      hashed: `buckets` hash buckets, embedded; for open-ended ids, no pass over
+        the data.
+      id: integers in [0, num_values), embedded as they are; out-of-range values
+        are clipped, a missing value is 0.
+    """
+
+    kind: FeatureKind
+    buckets: int | None = None
+    max_values: int | None = None
+    oov_buckets: int | None = None
+    num_values: int | None = None
+
+    def category_count(self) -> int | None:
+        """Model input size: categories for an embedding, None for a dense float."""
+        if self.kind == "numeric":
+            return None
+        if self.kind == "bucketized":
+            return self.buckets + 1  # + the bucket for missing values
+        if self.kind == "categorical":
+            return self.max_values + self.oov_buckets
+        if self.kind == "hashed":
+            return self.buckets
+        return self.num_values
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class LabelSpec:
+    """What the model predicts.
+
+    Attributes:
+      task: binary, multiclass or regression.
+      column: the raw column holding the label; or None with `derive`.
+      derive: name of a function in `trainer/custom.py` that computes the label
+        from the raw `columns` (a class index, or a float for regression).
+      columns: raw columns a derived label reads. Those that are not features
+        are dropped from serving requests, as `column` is.
+      classes: class names in index order (binary: [negative, positive]); the
+        model's probabilities follow this order.
+      mean, std: the label's mean and standard deviation (regression): the
+        model predicts in standard units and rescales with them.
+    """
+
+    task: Task
+    column: str | None = None
+    derive: str | None = None
+    columns: tuple[str, ...] = ()
+    classes: tuple[str, ...] = ()
+    mean: float | None = None
+    std: float | None = None
+
+    @property
+    def source_columns(self) -> tuple[str, ...]:
+        """Raw columns the label is computed from."""
+        return (self.column,) if self.column else self.columns
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    def to_dict(self) -> dict[str, Any]:
+        values = asdict(self)
+        values["columns"] = list(self.columns)
+        values["classes"] = list(self.classes)
+        return {k: v for k, v in values.items() if v not in (None, [], ())}
+
+
+@dataclass(frozen=True)
+class EvaluationSpec:
+    """When a candidate is blessed.
+
+    The absolute threshold comes from the data: the candidate must cut the
+    error of a naive model (always the majority class; for regression always
+    the mean, whose RMSE is the label's standard deviation) by `margin`.
+
+    Attributes:
+      metric: the gated metric; fixed by the task (see GATE_METRICS).
+      naive_value: the naive model's value of `metric` on the data.
+      margin: the share of the naive model's error the candidate must remove,
+        in [0, 1]. 0.1: accuracy >= 1 - 0.9 * (1 - majority share), or
+        RMSE <= 0.9 * std.
+      max_drop: how much worse than the baseline (the model being served) the
+        candidate may be, in the metric's units, and still be blessed.
+    """
+
+    metric: str
+    naive_value: float
+    margin: float = 0.1
+    max_drop: float = 0.01
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.metric != GATE_METRICS["regression"][0]
+
+    @property
+    def threshold(self) -> float:
+        """The absolute bound on `metric`: lower bound if higher is better, else upper."""
+        if self.higher_is_better:
+            return 1.0 - (1.0 - self.margin) * (1.0 - self.naive_value)
+        return (1.0 - self.margin) * self.naive_value
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A dataset and its task: see the module docstring and README, "Bring your own data"."""
+
+    name: str
+    label: LabelSpec
+    features: Mapping[str, FeatureSpec]
+    evaluation: EvaluationSpec
+    ignore: tuple[str, ...] = ()
+    slices: tuple[str, ...] = ()
+
+    @property
+    def task(self) -> str:
+        return self.label.task
+
+    def model_input_sizes(self) -> dict[str, int | None]:
+        """Transformed model inputs and their category counts (None for dense floats).
+
+        The model builder and the preprocessing both derive from this, so a
+        feature added in one place cannot silently be missing from the other.
+        """
+        return {transformed_name(k): f.category_count() for k, f in self.features.items()}
+
+    def columns_by_kind(self, kind: str) -> tuple[str, ...]:
+        return tuple(k for k, f in self.features.items() if f.kind == kind)
+
+    def raw_columns(self) -> tuple[str, ...]:
+        """Every raw column the preprocessing reads, label sources included."""
+        return tuple(dict.fromkeys((*self.features, *self.label.source_columns)))
+
+    def serving_excluded_columns(self) -> tuple[str, ...]:
+        """Label sources that are not features: absent from serving requests."""
+        return tuple(c for c in self.label.source_columns if c not in self.features)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "label": self.label.to_dict(),
+            "features": {k: f.to_dict() for k, f in self.features.items()},
+            "ignore": list(self.ignore),
+            "slices": list(self.slices),
+            "evaluation": self.evaluation.to_dict(),
+        }
+
+    def to_custom_config(self) -> dict[str, str]:
+        """The entry for a component's `custom_config` (plain JSON, survives compilation)."""
+        return {CUSTOM_CONFIG_KEY: json.dumps(self.to_dict(), sort_keys=True)}
+
+    @classmethod
+    def from_custom_config(cls, custom_config: Mapping[str, Any] | None) -> DatasetSpec:
+        if not custom_config or CUSTOM_CONFIG_KEY not in custom_config:
+            raise DatasetSpecError(
+                f"custom_config has no {CUSTOM_CONFIG_KEY!r}: the pipeline passes the "
+                "dataset spec to Transform and Trainer; build it with create_pipeline()"
+            )
+        return parse_spec(json.loads(custom_config[CUSTOM_CONFIG_KEY]))
+
+    def check_against_columns(self, column_types: Mapping[str, str]) -> None:
+        """Raises DatasetSpecError unless the spec fits the data's columns and types.
+
+        `column_types`: raw column -> "int" | "float" | "string" (the schema's).
+        Every column must be the label's, a feature or ignored, so a column
+        added to the data is a decision, not an accident.
+        """
+        known = sorted(column_types)
+
+        def require(path: str, column: str) -> None:
+            if column not in column_types:
+                raise DatasetSpecError(
+                    f"{path}: {column!r} is not a column of the data (columns: {', '.join(known)})"
+                )
+
+        if self.label.column:
+            require("label.column", self.label.column)
+        for i, column in enumerate(self.label.columns):
+            require(f"label.columns[{i}]", column)
+        for name, feature in self.features.items():
+            require(f"features.{name}", name)
+            allowed = KIND_VALUE_TYPES[feature.kind]
+            if column_types[name] not in allowed:
+                raise DatasetSpecError(
+                    f"features.{name}.kind: {feature.kind} needs {' or '.join(allowed)} values, "
+                    f"but column {name!r} holds {column_types[name]} values"
+                )
+        for i, column in enumerate(self.ignore):
+            require(f"ignore[{i}]", column)
+        for i, column in enumerate(self.slices):
+            require(f"slices[{i}]", column)
+        label_type = column_types.get(self.label.column) if self.label.column else None
+        if label_type == "string" and self.task == "regression":
+            raise DatasetSpecError(
+                f"label.task: regression needs a numeric label, but column "
+                f"{self.label.column!r} holds strings"
+            )
+        if label_type == "int" and self.task != "regression":
+            for i, name in enumerate(self.label.classes):
+                if not re.fullmatch(r"-?\d+", name):
+                    raise DatasetSpecError(
+                        f"label.classes[{i}]: {name!r} is not an integer, but column "
+                        f"{self.label.column!r} holds integers"
+                    )
+        covered = set(self.features) | set(self.label.source_columns) | set(self.ignore)
+        uncovered = [c for c in known if c not in covered]
+        if uncovered:
+            raise DatasetSpecError(
+                f"columns {uncovered} are in the data but neither the label, a feature nor "
+                "ignored: add each under `features:` or `ignore:`"
+            )
+
+
+# --- Parsing, with errors that name the field ---------------------------------
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def _mapping(value: object, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise DatasetSpecError(f"{path}: expected a mapping, got {_type_name(value)}")
+    return value
+
+
+def _reject_unknown(values: Mapping[str, Any], known: Sequence[str], path: str) -> None:
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        where = f"{path}: " if path else ""
+        raise DatasetSpecError(
+            f"{where}unknown field(s) {', '.join(unknown)}; known: {', '.join(known)}"
+        )
+
+
+def _str(value: object, path: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise DatasetSpecError(f"{path}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _str_list(value: object, path: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise DatasetSpecError(f"{path}: expected a list, got {_type_name(value)}")
+    return tuple(_str(v, f"{path}[{i}]") for i, v in enumerate(value))
+
+
+def _int(value: object, path: str, *, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise DatasetSpecError(f"{path}: expected an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _float(value: object, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise DatasetSpecError(f"{path}: expected a number, got {value!r}")
+    return float(value)
+
+
+def _choice(value: object, literal: object, path: str) -> str:
+    choices = get_args(literal)
+    if value not in choices:
+        raise DatasetSpecError(f"{path}: {value!r} is not one of {', '.join(choices)}")
+    return value  # type: ignore[return-value]
+
+
+def _parse_feature(name: str, values: object) -> FeatureSpec:
+    path = f"features.{name}"
+    values = _mapping(values, path)
+    kind = _choice(values.get("kind"), FeatureKind, f"{path}.kind")
+    given = {k: v for k, v in values.items() if k != "kind"}
+    _reject_unknown(given, ["kind", *FEATURE_SETTINGS[kind]], path)
+    settings = {**FEATURE_SETTINGS[kind], **given}
+    if kind == "id" and settings["num_values"] is None:
+        raise DatasetSpecError(f"{path}.num_values: required for kind id (ids are 0..num_values-1)")
+    minimums = {"buckets": 2, "max_values": 1, "oov_buckets": 1, "num_values": 2}
+    return FeatureSpec(
+        kind=kind,
+        **{k: _int(v, f"{path}.{k}", minimum=minimums[k]) for k, v in settings.items()},
+    )
+
+
+def _parse_label(values: object) -> LabelSpec:
+    values = _mapping(values, "label")
+    _reject_unknown(
+        values, ["task", "column", "derive", "columns", "classes", "mean", "std"], "label"
+    )
+    task = _choice(values.get("task"), Task, "label.task")
+    column = values.get("column")
+    derive = values.get("derive")
+    if (column is None) == (derive is None):
+        raise DatasetSpecError("label: give exactly one of `column` (a raw column) or `derive`")
+    if column is not None:
+        column = _str(column, "label.column")
+        if "columns" in values:
+            raise DatasetSpecError("label.columns: only for a derived label (`derive`)")
+    else:
+        derive = _str(derive, "label.derive")
+        if not derive.isidentifier():
+            raise DatasetSpecError(
+                f"label.derive: {derive!r} is not a function name in trainer/custom.py"
+            )
+        if not values.get("columns"):
+            raise DatasetSpecError("label.columns: a derived label names the raw columns it reads")
+    columns = _str_list(values.get("columns"), "label.columns")
+    raw_classes = values.get("classes")
+    if raw_classes is not None and not isinstance(raw_classes, list):
+        raise DatasetSpecError(f"label.classes: expected a list, got {_type_name(raw_classes)}")
+    classes = tuple(str(c) for c in raw_classes or ())
+    mean = std = None
+    if task == "regression":
+        if classes:
+            raise DatasetSpecError("label.classes: a regression label has no classes")
+        mean = _float(values.get("mean"), "label.mean")
+        std = _float(values.get("std"), "label.std")
+        if std <= 0:
+            raise DatasetSpecError(f"label.std: must be > 0, got {std}")
+    else:
+        for key in ("mean", "std"):
+            if key in values:
+                raise DatasetSpecError(f"label.{key}: only for regression")
+        wanted = "exactly 2" if task == "binary" else "at least 3"
+        if (task == "binary" and len(classes) != 2) or (task == "multiclass" and len(classes) < 3):
+            hint = (
+                "; with 2 classes the task is binary"
+                if task == "multiclass" and len(classes) == 2
+                else ""
+            )
+            raise DatasetSpecError(
+                f"label.classes: a {task} label needs {wanted} classes, got "
+                f"{len(classes)} ({list(classes)}){hint}"
+            )
+        if len(set(classes)) != len(classes):
+            raise DatasetSpecError(f"label.classes: duplicates in {list(classes)}")
+    return LabelSpec(
+        task=task,
+        column=column,
+        derive=derive,
+        columns=columns,
+        classes=classes,
+        mean=mean,
+        std=std,
+    )
+
+
+def _parse_evaluation(values: object, task: str) -> EvaluationSpec:
+    values = _mapping(values, "evaluation")
+    _reject_unknown(values, ["metric", "naive_value", "margin", "max_drop"], "evaluation")
+    metric, higher_is_better = GATE_METRICS[task]
+    if values.get("metric", metric) != metric:
+        raise DatasetSpecError(
+            f"evaluation.metric: a {task} task is gated on {metric}, got {values['metric']!r}"
+        )
+    naive_value = _float(values.get("naive_value"), "evaluation.naive_value")
+    if higher_is_better and not 0.0 <= naive_value <= 1.0:
+        raise DatasetSpecError(f"evaluation.naive_value: {metric} is in [0, 1], got {naive_value}")
+    if not higher_is_better and naive_value <= 0:
+        raise DatasetSpecError(f"evaluation.naive_value: an RMSE must be > 0, got {naive_value}")
+    margin = _float(values.get("margin", 0.1), "evaluation.margin")
+    if not 0.0 <= margin <= 1.0:
+        raise DatasetSpecError(
+            f"evaluation.margin: the share of the naive model's error to remove, in [0, 1]; "
+            f"got {margin}"
+        )
+    max_drop = _float(values.get("max_drop", 0.01), "evaluation.max_drop")
+    if max_drop < 0 or (higher_is_better and max_drop > 1):
+        raise DatasetSpecError(
+            f"evaluation.max_drop: must be >= 0{' and <= 1' if higher_is_better else ''}, "
+            f"got {max_drop}"
+        )
+    return EvaluationSpec(metric=metric, naive_value=naive_value, margin=margin, max_drop=max_drop)
+
+
+def parse_spec(values: object) -> DatasetSpec:
+    """A DatasetSpec from plain values (parsed YAML or JSON); errors name the field."""
+    values = _mapping(values, "dataset spec")
+    _reject_unknown(values, ["name", "label", "features", "ignore", "slices", "evaluation"], "")
+    name = _str(values.get("name"), "name")
+    if not PIPELINE_NAME_PATTERN.fullmatch(name):
+        raise DatasetSpecError(
+            f"name: {name!r} must match {PIPELINE_NAME_PATTERN.pattern} (it is the pipeline "
+            "name, and Kubeflow Pipelines' rule applies locally too)"
+        )
+    label = _parse_label(values.get("label"))
+    raw_features = _mapping(values.get("features"), "features")
+    if not raw_features:
+        raise DatasetSpecError("features: the model needs at least one feature")
+    features = {str(k): _parse_feature(str(k), v) for k, v in raw_features.items()}
+    ignore = _str_list(values.get("ignore"), "ignore")
+    slices = _str_list(values.get("slices"), "slices")
+    if label.column in features:
+        raise DatasetSpecError(f"features.{label.column}: the label cannot also be a feature")
+    both = sorted(set(ignore) & (set(features) | set(label.source_columns)))
+    if both:
+        raise DatasetSpecError(f"ignore: {both} are also used as the label or a feature")
+    evaluation = _parse_evaluation(values.get("evaluation"), label.task)
+    return DatasetSpec(
+        name=name,
+        label=label,
+        features=features,
+        evaluation=evaluation,
+        ignore=ignore,
+        slices=slices,
+    )
+
+
+def load_spec(path: str | Path) -> DatasetSpec:
+    """Reads and validates a dataset spec file; errors start with the file's path."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetSpecError(
+            f"{path}: no dataset spec here; draft one with "
+            "`python -m schemas.draft --data-root DIR --label COLUMN --output-dir SCHEMA_DIR`"
+        )
+    import yaml  # Here, not at the top: the model code imports this module on hosts without it.
+
+    try:
+        values = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise DatasetSpecError(f"{path}: not valid YAML: {err}") from None
+    try:
+        return parse_spec(values)
+    except DatasetSpecError as err:
+        raise DatasetSpecError(f"{path}: {err}") from None
