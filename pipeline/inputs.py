@@ -36,6 +36,22 @@ def check_csv_data_root(data_root: str | Path) -> list[Path]:
                 raise InputDataError(f"{path} is empty: it has no header row")
             if next(reader, None) is None:
                 raise InputDataError(f"{path} has a header but no data rows")
+        if header[0].startswith("\ufeff"):
+            # CsvExampleGen would make the BOM part of the first column's name.
+            raise InputDataError(
+                f"{path} starts with a UTF-8 byte-order mark; save it as plain UTF-8 "
+                f"(its first column would be named {header[0]!r})"
+            )
+        unnamed = [i + 1 for i, cell in enumerate(header) if not cell.strip()]
+        if unnamed:
+            # Typically an index column a dataframe export wrote without a name.
+            raise InputDataError(
+                f"{path}: column(s) {unnamed} of the header have no name; every column "
+                "becomes a feature and needs one (or drop an unnamed index column)"
+            )
+        repeated = sorted({cell for cell in header if header.count(cell) > 1})
+        if repeated:
+            raise InputDataError(f"{path}: column name(s) {repeated} appear more than once")
         headers[path] = tuple(header)
     first, *rest = csv_files
     for path in rest:

@@ -48,6 +48,9 @@ IDENTIFIER_MIN_ROWS = 50
 # Slices: string columns with few values, up to this many columns.
 MAX_SLICE_VALUES = 10
 MAX_SLICES = 2
+# Cells that mean "no value" in exports that do not leave them empty. A column of
+# numbers with such cells is typed as strings; the spec reads it as numbers.
+MISSING_MARKERS = ("NA", "N/A", "NaN", "nan", "NULL", "null", "None", "?", "-", ".")
 # Rows read for the spec's decisions; the schema's statistics use all rows.
 MAX_ROWS_READ = 200_000
 DEFAULT_MARGIN = 0.1
@@ -182,6 +185,12 @@ def decide_column(profile: ColumnProfile) -> tuple[dict | None, str]:
         if profile.distinct <= MAX_INT_CATEGORIES:
             return _categorical(profile), f"{profile.distinct} integer codes"
         return {"kind": "numeric"}, "integer quantity"
+    markers = number_markers(profile)
+    if markers:
+        marked = sum(profile.counts[m] for m in markers)
+        return {"kind": "numeric", "missing_markers": markers}, (
+            f"numbers, with {', '.join(markers)} for missing ({marked} cells)"
+        )
     if looks_unique:
         return None, "a different string in (nearly) every row: an identifier or free text"
     if profile.distinct <= MAX_VOCABULARY:
@@ -190,6 +199,21 @@ def decide_column(profile: ColumnProfile) -> tuple[dict | None, str]:
     return {"kind": "hashed", "buckets": min(buckets, 1 << 16)}, (
         f"{profile.distinct} string values: hashed, no vocabulary"
     )
+
+
+def number_markers(profile: ColumnProfile) -> list[str]:
+    """The missing-value markers of a string column that otherwise holds numbers, else []."""
+    markers, numbers = [], 0
+    for value in profile.counts:
+        try:
+            float(value)
+        except ValueError:
+            if value not in MISSING_MARKERS:
+                return []
+            markers.append(value)
+        else:
+            numbers += 1
+    return sorted(markers) if markers and numbers >= 2 else []
 
 
 def _categorical(profile: ColumnProfile) -> dict:
@@ -223,7 +247,12 @@ def pipeline_name_for(data_root: Path) -> str:
 
 
 def curate_schema(
-    inferred, profiles: dict[str, ColumnProfile], label: str, task: str, ignored: set[str]
+    inferred,
+    profiles: dict[str, ColumnProfile],
+    label: str,
+    task: str,
+    ignored: set[str],
+    marked_numbers: set[str],
 ):
     """TFDV's inferred schema, tightened and loosened where the data says so (a copy)."""
     from tensorflow_metadata.proto.v0 import schema_pb2
@@ -249,11 +278,14 @@ def curate_schema(
             # TFDV's `min: 1` would call every empty cell an anomaly.
             feature.value_count.ClearField("min")
             feature.value_count.max = 1
+        # Ignored columns, and numbers read as strings: no closed string domain.
+        if (feature.name in ignored or feature.name in marked_numbers) and feature.HasField(
+            "domain"
+        ):
+            feature.ClearField("domain")
         if feature.name in ignored:
             feature.presence.Clear()
             feature.presence.min_count = 0
-            if feature.HasField("domain"):
-                feature.ClearField("domain")
         elif (
             feature.type in (schema_pb2.INT, schema_pb2.FLOAT)
             and profile.counts
@@ -364,7 +396,8 @@ def render_spec(
             continue
         full = {"kind": settings["kind"], **{k: v for k, v in settings.items() if k != "kind"}}
         for key, default in FEATURE_SETTINGS[settings["kind"]].items():
-            full.setdefault(key, default)
+            if default != ():  # Optional lists (missing_markers) only where needed.
+                full.setdefault(key, default)
         lines.append(
             f"  {_yaml_scalar(column)}: {_flow(full)}   # {profiles[column].describe()}: {reason}"
         )
@@ -464,7 +497,10 @@ def draft(
         )
     slices = choose_slices(decisions, profiles)
     ignored = {c for c, (settings, _) in decisions.items() if settings is None}
-    schema = curate_schema(inferred, profiles, label, task, ignored)
+    marked_numbers = {
+        c for c, (settings, _) in decisions.items() if settings and settings.get("missing_markers")
+    }
+    schema = curate_schema(inferred, profiles, label, task, ignored, marked_numbers)
     spec_text = render_spec(
         name=name,
         data_root=data_root,

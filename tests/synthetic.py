@@ -2,7 +2,9 @@
 
 Each has numeric and categorical columns with missing values, an integer
 quantity, a row id (which the draft must ignore) and a label that depends on
-the features, so a model can beat the naive one and get blessed.
+the features, so a model can beat the naive one and get blessed. The
+multiclass one is written like a public export (the Palmer penguins CSV):
+"NA" for missing numbers, and a header with spaces and parentheses.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import csv
 from pathlib import Path
 
 TASK_LABELS = {"binary": "churned", "multiclass": "species", "regression": "price"}
+WEIGHT_COLUMNS = {"binary": "weight", "multiclass": "Body Mass (g)", "regression": "weight"}
 
 
 def write_dataset(root: Path, task: str, *, rows: int = 400, seed: int = 7) -> Path:
@@ -38,17 +41,23 @@ def write_dataset(root: Path, task: str, *, rows: int = 400, seed: int = 7) -> P
         raise ValueError(f"unknown task {task!r}")
     # Missing values in a numeric and a categorical column, after the label is fixed.
     size_cells = [f"{v:.4f}" for v in size]
+    weight_cells = [f"{v:.2f}" for v in weight]
     color_cells = list(color)
     for i in rng.choice(rows, rows // 20, replace=False):
         size_cells[i] = ""
     for i in rng.choice(rows, rows // 20, replace=False):
         color_cells[i] = ""
+    if task == "multiclass":
+        for i in rng.choice(rows, rows // 25, replace=False):
+            weight_cells[i] = "NA"
     root.mkdir(parents=True, exist_ok=True)
     with (root / "data.csv").open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["row_id", "size", "weight", "color", "visits", TASK_LABELS[task]])
+        writer.writerow(
+            ["row_id", "size", WEIGHT_COLUMNS[task], "color", "visits", TASK_LABELS[task]]
+        )
         for i in range(rows):
             writer.writerow(
-                [1000 + i, size_cells[i], f"{weight[i]:.2f}", color_cells[i], visits[i], label[i]]
+                [1000 + i, size_cells[i], weight_cells[i], color_cells[i], visits[i], label[i]]
             )
     return root

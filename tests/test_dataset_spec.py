@@ -68,6 +68,16 @@ def test_the_valid_spec_parses_and_round_trips():
         ("features.size.buckets", 4, r"features\.size: unknown field\(s\) buckets"),
         ("features.level.num_values", 0, r"features\.level\.num_values: expected an integer >= 2"),
         ("name", "My_Shop", r"name: 'My_Shop' must match"),
+        (
+            "features.size.missing_markers",
+            "NA",
+            r"features\.size\.missing_markers: expected a list",
+        ),
+        (
+            "features",
+            {"a b": {"kind": "numeric"}, "a_b": {"kind": "numeric"}},
+            r"features\.a_b: 'a_b' and 'a b' both become model input 'a_b_xf'",
+        ),
         ("slices", "color", r"slices: expected a list"),
         ("ignore", ["size"], r"ignore: \['size'\] are also used"),
         ("features", {}, r"features: the model needs at least one feature"),
@@ -127,6 +137,17 @@ def test_the_runner_refuses_a_bad_spec_before_anything_runs(tmp_path, taxi_slice
     assert local_runner.main([*args, "--output-dir", str(output_dir)]) == local_runner.EXIT_FAILED
     last_line = capsys.readouterr().err.strip().splitlines()[-1]
     assert last_line.startswith(f"error: DatasetSpecError: {spec_file}: evaluation.margin:")
+    assert not output_dir.exists()
+
+
+def test_own_data_without_its_schema_dir_is_refused_at_once(tmp_path, capsys):
+    data_root = write_dataset(tmp_path / "shop", "binary", rows=60)
+    output_dir = tmp_path / "out"
+    args = ["--data-root", str(data_root), "--output-dir", str(output_dir)]
+    assert local_runner.main(args) == local_runner.EXIT_FAILED
+    last_line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "has no column 'tips', 'fare', which the label of" in last_line
+    assert "pass --schema-dir SCHEMA_DIR" in last_line
     assert not output_dir.exists()
 
 
@@ -197,15 +218,19 @@ def test_a_draft_is_runnable_as_written_and_never_overwrites(tmp_path):
     assert spec.label.classes == ("adelie", "chinstrap", "gentoo")
     assert {k: f.kind for k, f in spec.features.items()} == {
         "size": "numeric",
-        "weight": "numeric",
+        "Body Mass (g)": "numeric",
         "color": "categorical",
         "visits": "numeric",
     }
+    # Numbers with "NA" cells are strings to CSV type inference; the spec reads them back.
+    assert spec.features["Body Mass (g)"].missing_markers == ("NA",)
+    assert "Body_Mass__g__xf" in spec.model_input_sizes()
     assert spec.ignore == ("row_id",)  # a different value in every row
     assert spec.slices == ("color",)
     # The naive model always answers the most frequent class.
     raw = yaml.safe_load((out / "dataset.yaml").read_text())
-    labels = [line.rsplit(",", 1)[1] for line in (data_root / "data.csv").read_text().split()[1:]]
+    labels = [line.rsplit(",", 1)[1] for line in (data_root / "data.csv").read_text().splitlines()]
+    labels = labels[1:]
     majority = max(labels.count(c) for c in set(labels)) / len(labels)
     assert raw["evaluation"]["naive_value"] == pytest.approx(majority, abs=1e-4)
     schema_text = (out / "schema.pbtxt").read_text()

@@ -15,6 +15,9 @@ def test_real_data_root_is_accepted(taxi_slice):
         ({"data.csv": "fare,tips\n"}, "has a header but no data rows"),
         ({"data.csv": "fare,tips\n1,2\n", "notes.txt": "x"}, "not CSV: notes.txt"),
         ({"a.csv": "fare,tips\n1,2\n", "b.csv": "fare\n1\n"}, "must share one header"),
+        ({"data.csv": ",fare,tips\n0,1,2\n"}, r"column\(s\) \[1\] of the header have no name"),
+        ({"data.csv": "fare,tips,fare\n1,2,3\n"}, r"column name\(s\) \['fare'\] appear more"),
+        ({"data.csv": "\ufefffare,tips\n1,2\n"}, "starts with a UTF-8 byte-order mark"),
     ],
 )
 def test_unreadable_data_roots_are_named(tmp_path, files, message):

@@ -43,9 +43,11 @@ GATE_METRICS: dict[str, tuple[str, bool]] = {
     "regression": ("root_mean_squared_error", False),
 }
 # Which raw value types each feature kind can encode.
+# Numbers written with a missing-value marker ("NA") are strings to CSV type
+# inference; `missing_markers` lets numeric kinds read them as numbers.
 KIND_VALUE_TYPES: dict[str, tuple[str, ...]] = {
-    "numeric": ("int", "float"),
-    "bucketized": ("int", "float"),
+    "numeric": ("int", "float", "string"),
+    "bucketized": ("int", "float", "string"),
     "categorical": ("int", "string"),
     "hashed": ("int", "string"),
     "id": ("int",),
@@ -54,9 +56,9 @@ KIND_VALUE_TYPES: dict[str, tuple[str, ...]] = {
 
 # Settings of each feature kind, with their defaults (the drafter writes them
 # out, so a user sees them). `id` has no default: its range is the data's.
-FEATURE_SETTINGS: dict[str, dict[str, int | None]] = {
-    "numeric": {},
-    "bucketized": {"buckets": 10},
+FEATURE_SETTINGS: dict[str, dict[str, object]] = {
+    "numeric": {"missing_markers": ()},
+    "bucketized": {"buckets": 10, "missing_markers": ()},
     "categorical": {"max_values": 1000, "oov_buckets": 10},
     "hashed": {"buckets": 1024},
     "id": {"num_values": None},
@@ -68,8 +70,12 @@ class DatasetSpecError(ValueError):
 
 
 def transformed_name(column: str) -> str:
-    """Name of the Transform output computed from raw column `column`."""
-    return f"{column}_xf"
+    """Name of the Transform output computed from raw column `column`.
+
+    CSV headers may hold spaces and punctuation ("Body Mass (g)"); TensorFlow
+    op and Keras input names may not, so those become underscores.
+    """
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", column).lstrip("._-") + "_xf"
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,8 @@ class FeatureSpec:
 
     Kinds:
       numeric: z-scored; a missing value becomes the mean (0 after scaling).
+        On a string column, values in `missing_markers` (e.g. "NA") are
+        missing and the others are parsed as numbers.
       bucketized: `buckets` quantile buckets, embedded; a missing value gets a
         bucket of its own.
       categorical: a vocabulary of the `max_values` most frequent values,
@@ -94,6 +102,7 @@ class FeatureSpec:
     max_values: int | None = None
     oov_buckets: int | None = None
     num_values: int | None = None
+    missing_markers: tuple[str, ...] = ()
 
     def category_count(self) -> int | None:
         """Model input size: categories for an embedding, None for a dense float."""
@@ -108,7 +117,12 @@ class FeatureSpec:
         return self.num_values
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        values = {k: v for k, v in asdict(self).items() if v is not None}
+        if self.missing_markers:
+            values["missing_markers"] = list(self.missing_markers)
+        else:
+            values.pop("missing_markers")
+        return values
 
 
 @dataclass(frozen=True)
@@ -269,10 +283,23 @@ class DatasetSpec:
         for name, feature in self.features.items():
             require(f"features.{name}", name)
             allowed = KIND_VALUE_TYPES[feature.kind]
+            if feature.kind in ("numeric", "bucketized") and not feature.missing_markers:
+                allowed = tuple(t for t in allowed if t != "string")
             if column_types[name] not in allowed:
+                hint = (
+                    "; if it holds numbers with a marker for missing ones, list the marker "
+                    "in missing_markers (e.g. [NA])"
+                    if feature.kind in ("numeric", "bucketized")
+                    else ""
+                )
                 raise DatasetSpecError(
                     f"features.{name}.kind: {feature.kind} needs {' or '.join(allowed)} values, "
-                    f"but column {name!r} holds {column_types[name]} values"
+                    f"but column {name!r} holds {column_types[name]} values{hint}"
+                )
+            if feature.missing_markers and column_types[name] != "string":
+                raise DatasetSpecError(
+                    f"features.{name}.missing_markers: column {name!r} holds "
+                    f"{column_types[name]} values already; markers are for numbers read as strings"
                 )
         for i, column in enumerate(self.ignore):
             require(f"ignore[{i}]", column)
@@ -365,8 +392,10 @@ def _parse_feature(name: str, values: object) -> FeatureSpec:
     if kind == "id" and settings["num_values"] is None:
         raise DatasetSpecError(f"{path}.num_values: required for kind id (ids are 0..num_values-1)")
     minimums = {"buckets": 2, "max_values": 1, "oov_buckets": 1, "num_values": 2}
+    markers = _str_list(settings.pop("missing_markers", None) or None, f"{path}.missing_markers")
     return FeatureSpec(
         kind=kind,
+        missing_markers=markers,
         **{k: _int(v, f"{path}.{k}", minimum=minimums[k]) for k, v in settings.items()},
     )
 
@@ -477,6 +506,14 @@ def parse_spec(values: object) -> DatasetSpec:
     if not raw_features:
         raise DatasetSpecError("features: the model needs at least one feature")
     features = {str(k): _parse_feature(str(k), v) for k, v in raw_features.items()}
+    by_model_name: dict[str, str] = {}
+    for column in features:
+        other = by_model_name.setdefault(transformed_name(column), column)
+        if other != column:
+            raise DatasetSpecError(
+                f"features.{column}: {column!r} and {other!r} both become model input "
+                f"{transformed_name(column)!r}; rename a column or ignore one"
+            )
     ignore = _str_list(values.get("ignore"), "ignore")
     slices = _str_list(values.get("slices"), "slices")
     if label.column in features:

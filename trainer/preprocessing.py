@@ -48,6 +48,27 @@ def _dense_to_sparse_all(x: tf.Tensor) -> tf.SparseTensor:
     return tf.SparseTensor(indices, tf.reshape(x, [-1]), tf.shape(x, out_type=tf.int64))
 
 
+def parse_numbers(
+    x: tf.Tensor | tf.SparseTensor, missing_markers: tuple[str, ...]
+) -> tf.SparseTensor:
+    """Numbers written as strings ("NA" for missing) as a float32 SparseTensor [batch, 1].
+
+    An empty cell or a marker is missing; every other value must parse as a number.
+    """
+    values = fill_in_missing(x)
+    missing = tf.equal(values, "")
+    for marker in missing_markers:
+        missing = tf.logical_or(missing, tf.equal(values, marker))
+    present = tf.where(tf.logical_not(missing))  # [n, 1] row indices
+    numbers = tf.strings.to_number(tf.gather_nd(values, present), tf.float32)
+    indices = tf.concat([present, tf.zeros_like(present)], axis=1)
+    return tf.SparseTensor(indices, numbers, tf.stack([tf.shape(values, out_type=tf.int64)[0], 1]))
+
+
+def _numbers(x: tf.Tensor | tf.SparseTensor, missing_markers: tuple[str, ...]):
+    return parse_numbers(x, missing_markers) if x.dtype == tf.string else x
+
+
 def scale_with_mean_for_missing(x: tf.Tensor | tf.SparseTensor) -> tf.Tensor:
     """z-score over the present values; a missing value becomes the mean, i.e. 0."""
     scaled = tft.scale_to_z_score(tf.cast(_as_rank2_sparse(x), tf.float32))
@@ -116,9 +137,11 @@ def transform_features(
         key = transformed_name(name)
         raw = inputs[name]
         if feature.kind == "numeric":
-            outputs[key] = scale_with_mean_for_missing(raw)
+            outputs[key] = scale_with_mean_for_missing(_numbers(raw, feature.missing_markers))
         elif feature.kind == "bucketized":
-            outputs[key] = bucketize_with_missing_bucket(raw, feature.buckets)
+            outputs[key] = bucketize_with_missing_bucket(
+                _numbers(raw, feature.missing_markers), feature.buckets
+            )
         elif feature.kind == "categorical":
             value = fill_in_missing(raw)
             if value.dtype != tf.string:
@@ -133,7 +156,7 @@ def transform_features(
                 value,
                 top_k=feature.max_values,
                 num_oov_buckets=feature.oov_buckets,
-                vocab_filename=name,
+                vocab_filename=key.removesuffix("_xf"),
             )
         elif feature.kind == "hashed":
             # Ids are categories, not magnitudes; hashing needs no analysis pass.
