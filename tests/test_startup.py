@@ -22,3 +22,20 @@ def test_pipeline_modules_do_not_import_google_cloud_aiplatform():
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_dev_run_and_exec_keep_the_callers_directory(tmp_path):
+    # `./dev exec python -m schemas.draft --data-root data/x ...` from anywhere:
+    # relative paths are the caller's, the environment is the project's.
+    code = "import os, schemas; print(os.getcwd()); print(schemas.__file__)"
+    proc = subprocess.run(
+        [str(REPO_ROOT / "dev"), "exec", "python", "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cwd, module = proc.stdout.strip().splitlines()[-2:]
+    assert cwd == str(tmp_path)
+    assert module == str(REPO_ROOT / "schemas" / "__init__.py")
