@@ -38,8 +38,12 @@ REPORT_FILE = "report.html"
 class RunReportHtml(types.Artifact):
     """A directory holding `report.html`, one self-contained HTML page."""
 
-    # Kubeflow's compiler wants `<namespace>.<Title>` for a custom type.
-    TYPE_NAME = "tfx_template.RunReportHtml"
+    # TFX's Kubeflow V2 compiler writes TYPE_NAME as the schema title, which
+    # must be `<namespace>.<Title>`; its container entrypoint imports the class
+    # back from that title. So it is an import path: `components` exports this
+    # class. (`tfx_template.RunReportHtml` compiled, and then the step failed
+    # when the compiled spec was executed: kubeflow/reference/run_compiled.py.)
+    TYPE_NAME = "components.RunReportHtml"
 
 
 def _int_property(artifact: types.Artifact, name: str) -> "int | None":

@@ -36,8 +36,6 @@ import yaml
 
 from kubeflow.settings import DEFAULT_SETTINGS_FILE, KubeflowSettings, Placement, load_settings
 
-# Where the Dockerfile installs the project in the image.
-IMAGE_PROJECT_ROOT = "/pipeline"
 # The project checkout this module compiles from: schema_dir is relative to it.
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 TRAIN_ARGS_PARAMETER = "train_args"
@@ -136,7 +134,7 @@ def build_tfx_pipeline(settings: KubeflowSettings):
         dataset=schema_dir.spec,
         pipeline_root=settings.pipeline_root,
         data_root=RuntimeParameter(name=DATA_ROOT_PARAMETER, ptype=str, default=settings.data_root),
-        schema_path=image_schema_path(settings.schema_dir),
+        schema_path=image_schema_path(settings),
         serving_model_dir=settings.serving_model_dir,
         train_steps=RuntimeParameter(
             name=TRAIN_ARGS_PARAMETER,
@@ -156,11 +154,11 @@ def build_tfx_pipeline(settings: KubeflowSettings):
     )
 
 
-def image_schema_path(schema_dir: str) -> str:
+def image_schema_path(settings: KubeflowSettings) -> str:
     """The schema file's path inside the pipeline image."""
     from trainer.dataset import SCHEMA_FILE_NAME
 
-    return f"{IMAGE_PROJECT_ROOT}/{schema_dir}/{SCHEMA_FILE_NAME}"
+    return f"{settings.project_root_in_image}/{settings.schema_dir}/{SCHEMA_FILE_NAME}"
 
 
 def known_beam_options() -> set[str]:

@@ -19,6 +19,8 @@ DEFAULT_SETTINGS_FILE = Path(__file__).resolve().parent / "pipeline.yaml"
 
 # What open-source KFP and the NVIDIA device plugin call a GPU.
 DEFAULT_ACCELERATOR = "nvidia.com/gpu"
+# The Dockerfile's WORKDIR: where the pipeline image holds the project.
+PROJECT_ROOT_IN_IMAGE = "/pipeline"
 TOLERATION_OPERATORS = ("Equal", "Exists")
 TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?|\.[0-9]+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
@@ -132,6 +134,9 @@ class KubeflowSettings:
     serving_model_dir: str
     schema_dir: str
     data_root: str
+    # Where the image holds the project (the Dockerfile's WORKDIR); a run of
+    # the compiled spec outside a container points it at a checkout instead.
+    project_root_in_image: str
     train_steps: int
     config_variant: str
     default_placement: Placement
@@ -355,6 +360,7 @@ def parse_settings(
         "pipeline_root",
         "serving_model_dir",
         "schema_dir",
+        "project_root_in_image",
         "config_variant",
         "parameters",
         "defaults",
@@ -404,6 +410,9 @@ def parse_settings(
         pipeline_root=_required_str(values, "pipeline_root"),
         serving_model_dir=_required_str(values, "serving_model_dir"),
         schema_dir=_schema_dir(_required_str(values, "schema_dir")),
+        project_root_in_image=_absolute_path(
+            values.get("project_root_in_image", PROJECT_ROOT_IN_IMAGE), "project_root_in_image"
+        ),
         data_root=_expect(parameters.get("data_root", ""), str, "parameters.data_root")
         or _required_str({}, "parameters.data_root"),
         train_steps=train_steps,
@@ -414,6 +423,13 @@ def parse_settings(
         default_beam=default_beam,
         beam=beam,
     )
+
+
+def _absolute_path(value: object, key: str) -> str:
+    value = _expect(value, str, key)
+    if not PurePosixPath(value).is_absolute():
+        raise SettingsError(f"{key}: {value!r} must be an absolute path")
+    return value.rstrip("/") or "/"
 
 
 def _schema_dir(value: str) -> str:

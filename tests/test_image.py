@@ -7,7 +7,7 @@ import re
 import tensorflow as tf
 import yaml
 
-from kubeflow import compile
+from kubeflow.settings import PROJECT_ROOT_IN_IMAGE
 from tests.conftest import REPO_ROOT
 
 DOCKERFILE = (REPO_ROOT / "Dockerfile").read_text()
@@ -34,11 +34,9 @@ def test_gpu_extra_pins_the_cudnn_tensorflow_was_built_with():
 
 def test_image_layout_matches_kubeflow_settings_and_uv_version():
     settings = yaml.safe_load((REPO_ROOT / "kubeflow" / "pipeline.yaml").read_text())
-    assert f"WORKDIR {compile.IMAGE_PROJECT_ROOT}" in DOCKERFILE
+    assert f"WORKDIR {PROJECT_ROOT_IN_IMAGE}" in DOCKERFILE
     assert (REPO_ROOT / settings["schema_dir"] / "schema.pbtxt").is_file()
-    assert compile.image_schema_path(settings["schema_dir"]).startswith(
-        compile.IMAGE_PROJECT_ROOT + "/"
-    )
+    assert "project_root_in_image" not in settings  # the default is the image's layout
     (dev_uv,) = re.findall(r'^UV_VERSION="([^"]+)"', (REPO_ROOT / "dev").read_text(), re.M)
     assert f'"uv=={dev_uv}"' in DOCKERFILE
 

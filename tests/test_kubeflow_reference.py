@@ -35,6 +35,18 @@ def _uv() -> str:
     return found
 
 
+def run_in_reference_env(script: str, *args: str, timeout: int) -> subprocess.CompletedProcess:
+    """`python kubeflow/reference/SCRIPT ARGS...` in the current-kfp environment."""
+    command = [_uv(), "run", "--project", str(REFERENCE_PROJECT), "--locked", "python"]
+    return subprocess.run(
+        [*command, str(REFERENCE_PROJECT / script), *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def test_package_parses_and_placement_matches_current_kfp(tmp_path):
     settings = load_settings(DEFAULT_SETTINGS_FILE, kfp_compile.pipeline_component_ids())
     spec, platform = kfp_compile.compile_pipeline(settings)
@@ -53,24 +65,10 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path):
     placements_file = tmp_path / "placements.json"
     placements_file.write_text(json.dumps(placements))
 
-    proc = subprocess.run(
-        [
-            _uv(),
-            "run",
-            "--project",
-            str(REFERENCE_PROJECT),
-            "--locked",
-            "python",
-            str(REFERENCE_PROJECT / "check_spec.py"),
-            "--package",
-            str(package),
-            "--placements",
-            str(placements_file),
-        ],
-        capture_output=True,
-        text=True,
+    proc = run_in_reference_env(
+        "check_spec.py", "--package", str(package), "--placements", str(placements_file),
         timeout=600,
-    )
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     reference = json.loads(proc.stdout.strip().splitlines()[-1])
 
