@@ -18,13 +18,15 @@ Two things are ours:
 * **The task handler.** Each container's command runs as a subprocess instead
   of `docker run`, with `python` meaning the project's interpreter (the image
   is that environment). Nothing else about the command changes.
-* **Input artifact types.** On a cluster, an input artifact carries the type
-  it was produced with (the backend reads it from ML Metadata, and the spec
-  declares it on the consumer's input). kfp.local hands artifacts between
-  steps as `dsl.Artifact` objects and keeps only KFP's own types, so a
+* **Input artifact types.** On a cluster, the launcher records each output in
+  ML Metadata with the type schema its producer declares, and the driver
+  hands it to consumers with that type (`toRuntimeArtifact(artifact,
+  instanceSchema, schemaTitle)` in KFP's backend). kfp.local hands artifacts
+  between steps as `dsl.Artifact` objects and keeps only KFP's own types, so a
   `tfx.Examples` would arrive as `system.Artifact`, which TFX's container
-  entrypoint cannot map to a class. The executor input gets the type the
-  consumer's input definition declares, as the spec says.
+  entrypoint cannot map to a class. Here the executor input gets the type the
+  consumer's input definition declares: in a TFX-compiled spec, the same type
+  as the producer's output.
 
 Not reproduced here: resource requests, node selectors and tolerations
 (scheduling), caching, lifecycle hooks (`preCacheCheck`, which open-source KFP
