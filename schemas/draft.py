@@ -31,6 +31,7 @@ from trainer.dataset import (
     SCHEMA_FILE_NAME,
     SPEC_FILE_NAME,
     DatasetSpecError,
+    EvaluationSpec,
     Task,
 )
 
@@ -416,9 +417,7 @@ def render_spec(
         f"  # The naive model: {naive_model}.",
         f"  naive_value: {_number(naive)}",
     ]
-    threshold = (
-        1 - (1 - DEFAULT_MARGIN) * (1 - naive) if higher_is_better else (1 - DEFAULT_MARGIN) * naive
-    )
+    threshold = EvaluationSpec(metric=metric, naive_value=naive, margin=DEFAULT_MARGIN).threshold
     lines += [
         f"  # Blessed only when it removes this share of the naive model's error: "
         f"{metric} {'>=' if higher_is_better else '<='} {_number(threshold)}.",

@@ -227,13 +227,6 @@ class DatasetSpec:
         """
         return {transformed_name(k): f.category_count() for k, f in self.features.items()}
 
-    def columns_by_kind(self, kind: str) -> tuple[str, ...]:
-        return tuple(k for k, f in self.features.items() if f.kind == kind)
-
-    def raw_columns(self) -> tuple[str, ...]:
-        """Every raw column the preprocessing reads, label sources included."""
-        return tuple(dict.fromkeys((*self.features, *self.label.source_columns)))
-
     def serving_excluded_columns(self) -> tuple[str, ...]:
         """Label sources that are not features: absent from serving requests."""
         return tuple(c for c in self.label.source_columns if c not in self.features)
