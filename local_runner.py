@@ -153,9 +153,9 @@ def run(args: argparse.Namespace) -> int:
         enable_cache=config.enable_cache and not args.no_cache,
     )
     data_root = args.data_root.resolve()
-    csv_files = check_csv_data_root(data_root)
+    checked = check_csv_data_root(data_root)
     schema_dir = load_schema_dir(args.schema_dir or DEFAULT_SCHEMA_DIR)
-    check_label_columns(csv_files[0], schema_dir)
+    check_label_columns(checked, schema_dir)
     output_dir = args.output_dir.resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(output_dir):
@@ -163,21 +163,18 @@ def run(args: argparse.Namespace) -> int:
         return _run_pipeline(args, config, schema_dir, data_root, output_dir)
 
 
-def check_label_columns(csv_file: Path, schema_dir) -> None:
+def check_label_columns(data, schema_dir) -> None:
     """Fails at once when the data lacks the label's columns: the wrong schema dir, typically.
 
-    Other schema mismatches are the ExampleValidator's to report, feature by feature.
+    `data` is the checked data root (`pipeline.inputs.CsvDataRoot`). Other schema
+    mismatches are the ExampleValidator's to report, feature by feature.
     """
-    import csv
-
     from pipeline.inputs import InputDataError
 
-    with csv_file.open(newline="") as f:
-        header = next(csv.reader(f))
-    missing = [c for c in schema_dir.spec.label.source_columns if c not in header]
+    missing = [c for c in schema_dir.spec.label.source_columns if c not in data.header]
     if missing:
         raise InputDataError(
-            f"{csv_file} has no column {', '.join(map(repr, missing))}, which the label of "
+            f"{data.files[0]} has no column {', '.join(map(repr, missing))}, which the label of "
             f"{schema_dir.spec_file} reads. For other data, draft a schema dir with "
             "`python -m schemas.draft --data-root DIR --label COLUMN --output-dir SCHEMA_DIR` "
             "and pass --schema-dir SCHEMA_DIR"

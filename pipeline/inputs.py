@@ -7,6 +7,7 @@ deep inside a Beam stack trace; these checks say the same in one line.
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -14,8 +15,16 @@ class InputDataError(ValueError):
     """The data root cannot be read as the pipeline's CSV input."""
 
 
-def check_csv_data_root(data_root: str | Path) -> list[Path]:
-    """Returns the CSV files under `data_root`, or raises InputDataError naming the problem."""
+@dataclass(frozen=True)
+class CsvDataRoot:
+    """A checked data root: its CSV files and the one header they share."""
+
+    files: tuple[Path, ...]
+    header: tuple[str, ...]
+
+
+def check_csv_data_root(data_root: str | Path) -> CsvDataRoot:
+    """The CSV files under `data_root` and their header, or InputDataError naming the problem."""
     root = Path(data_root)
     if not root.is_dir():
         raise InputDataError(f"data root {root} is not a directory")
@@ -60,4 +69,4 @@ def check_csv_data_root(data_root: str | Path) -> list[Path]:
                 f"{path} has columns {list(headers[path])} but {first} has "
                 f"{list(headers[first])}; every CSV under the data root must share one header"
             )
-    return csv_files
+    return CsvDataRoot(files=tuple(csv_files), header=headers[first])

@@ -109,13 +109,21 @@ def task_metrics(dataset: DatasetSpec) -> tuple[list[tfma.MetricConfig], list[tf
     class and a confusion matrix. regression: RMSE and MAE. The gate metric is
     first; it alone carries the threshold.
     """
-    gate = dataset.evaluation.metric
     threshold = [
         # Gate on the whole eval set only; slices are reported, not gated.
         tfma.PerSliceMetricThreshold(
             slicing_specs=[tfma.SlicingSpec()], threshold=gate_threshold(dataset)
         )
     ]
+
+    def gated(class_name: str) -> tfma.MetricConfig:
+        """A Keras metric under the gate metric's name, carrying the threshold."""
+        return tfma.MetricConfig(
+            class_name=class_name,
+            config=json.dumps({"name": dataset.evaluation.metric}),
+            per_slice_thresholds=threshold,
+        )
+
     if dataset.task == "binary":
         return [
             tfma.MetricConfig(class_name="BinaryAccuracy", per_slice_thresholds=threshold),
@@ -132,21 +140,10 @@ def task_metrics(dataset: DatasetSpec) -> tuple[list[tfma.MetricConfig], list[tf
             ),
         )
         return [
-            tfma.MetricConfig(
-                class_name="SparseCategoricalAccuracy",
-                config=json.dumps({"name": gate}),
-                per_slice_thresholds=threshold,
-            ),
+            gated("SparseCategoricalAccuracy"),
             tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot"),
         ], [per_class]
-    return [
-        tfma.MetricConfig(
-            class_name="RootMeanSquaredError",
-            config=json.dumps({"name": gate}),
-            per_slice_thresholds=threshold,
-        ),
-        tfma.MetricConfig(class_name="MeanAbsoluteError"),
-    ], []
+    return [gated("RootMeanSquaredError"), tfma.MetricConfig(class_name="MeanAbsoluteError")], []
 
 
 def build_eval_config(dataset: DatasetSpec) -> tfma.EvalConfig:

@@ -20,6 +20,7 @@ import re
 import statistics
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +80,10 @@ class ColumnProfile:
     def distinct(self) -> int:
         return len(self.counts)
 
+    def numbers(self) -> list[float]:
+        """Every present value, as a float (a numeric column's)."""
+        return [float(v) for v, n in self.counts.items() for _ in range(n)]
+
     def describe(self) -> str:
         text = f"{self.value_type}, {self.distinct} distinct"
         if self.missing:
@@ -100,7 +105,7 @@ def _typed(value: str, value_type: str):
     return value
 
 
-def read_profiles(csv_files: list[Path], types: dict[str, str]) -> dict[str, ColumnProfile]:
+def read_profiles(csv_files: Sequence[Path], types: dict[str, str]) -> dict[str, ColumnProfile]:
     counts = {name: Counter() for name in types}
     missing = Counter()
     rows = 0
@@ -231,8 +236,8 @@ def _class_names(label: ColumnProfile) -> list[str]:
 def naive_value(label: ColumnProfile, task: str) -> tuple[float, str]:
     """The gate metric of a naive model on the data, and what that model is."""
     if task == "regression":
-        values = [float(v) for v, n in label.counts.items() for _ in range(n)]
-        return statistics.pstdev(values), "always predicting the mean: its RMSE is the std dev"
+        std = statistics.pstdev(label.numbers())
+        return std, "always predicting the mean: its RMSE is the std dev"
     value, count = label.counts.most_common(1)[0]
     share = count / label.present
     return share, f"always answering {str(value)!r} ({count} of {label.present} rows)"
@@ -379,11 +384,10 @@ def render_spec(
         f"  column: {_yaml_scalar(label.name)}   # {label.describe()}",
     ]
     if task == "regression":
-        values = [float(v) for v, n in label.counts.items() for _ in range(n)]
         lines += [
             "  # The model predicts in standard units and rescales with these.",
-            f"  mean: {_number(statistics.fmean(values))}",
-            f"  std: {_number(statistics.pstdev(values))}",
+            f"  mean: {_number(statistics.fmean(label.numbers()))}",
+            f"  std: {_number(naive)}",  # The naive model's RMSE is the std dev.
         ]
     else:
         classes = _class_names(label)
@@ -395,7 +399,7 @@ def render_spec(
         if settings is None:
             ignored.append((column, reason))
             continue
-        full = {"kind": settings["kind"], **{k: v for k, v in settings.items() if k != "kind"}}
+        full = dict(settings)  # `kind` first, as decide_column builds it.
         for key, default in FEATURE_SETTINGS[settings["kind"]].items():
             if default != ():  # Optional lists (missing_markers) only where needed.
                 full.setdefault(key, default)
@@ -459,14 +463,12 @@ def draft(
     from schemas import column_types, load_schema_dir
 
     try:
-        csv_files = check_csv_data_root(data_root)
+        data = check_csv_data_root(data_root)
     except InputDataError as err:
         raise DraftError(str(err)) from None
-    with csv_files[0].open(newline="") as f:
-        header = next(csv.reader(f))
-    if label not in header:
+    if label not in data.header:
         raise DraftError(
-            f"--label {label!r} is not a column of the data (columns: {', '.join(header)})"
+            f"--label {label!r} is not a column of the data (columns: {', '.join(data.header)})"
         )
     targets = [output_dir / SCHEMA_FILE_NAME, output_dir / SPEC_FILE_NAME]
     existing = [str(p) for p in targets if p.exists()]
@@ -485,7 +487,7 @@ def draft(
         infer_feature_shape=False,
     )
     types = column_types(inferred)
-    profiles = read_profiles(csv_files, types)
+    profiles = read_profiles(data.files, types)
     label_profile = profiles[label]
     task = infer_task(label_profile, task)
     decisions = {c: decide_column(profiles[c]) for c in types if c != label}

@@ -110,6 +110,7 @@ def test_regression_needs_a_positive_std_and_has_no_classes():
         (COLUMNS | {"size": "string"}, r"features\.size\.kind: numeric needs int or float"),
         (COLUMNS | {"level": "float"}, r"features\.level\.kind: id needs int values"),
         (COLUMNS | {"y": "int"}, r"label\.classes\[0\]: 'a' is not an integer"),
+        (COLUMNS | {"size": "string"}, r"list the marker in missing_markers \(e\.g\. \[NA\]\)"),
         (COLUMNS | {"weight": "float"}, r"columns \['weight'\] are in the data but neither"),
         ({k: v for k, v in COLUMNS.items() if k != "row_id"}, r"ignore\[0\]: 'row_id' is not"),
     ],
@@ -117,6 +118,16 @@ def test_regression_needs_a_positive_std_and_has_no_classes():
 def test_a_spec_that_does_not_fit_the_data_is_refused(columns, message):
     with pytest.raises(DatasetSpecError, match=message):
         parse_spec(VALID).check_against_columns(columns)
+
+
+def test_missing_markers_are_for_numbers_read_as_strings():
+    spec = parse_spec(changed("features.size", {"kind": "numeric", "missing_markers": ["NA"]}))
+    spec.check_against_columns(COLUMNS | {"size": "string"})
+    with pytest.raises(
+        DatasetSpecError,
+        match=r"features\.size\.missing_markers: column 'size' holds float values already",
+    ):
+        spec.check_against_columns(COLUMNS)
 
 
 def test_a_bad_spec_file_is_named_with_its_field(tmp_path):

@@ -4,7 +4,9 @@ from pipeline.inputs import InputDataError, check_csv_data_root
 
 
 def test_real_data_root_is_accepted(taxi_slice):
-    assert [p.name for p in check_csv_data_root(taxi_slice)] == ["data.csv"]
+    checked = check_csv_data_root(taxi_slice)
+    assert [p.name for p in checked.files] == ["data.csv"]
+    assert checked.header[:3] == ("pickup_community_area", "fare", "trip_start_month")
 
 
 @pytest.mark.parametrize(

@@ -44,10 +44,10 @@ GATE_METRICS: dict[str, tuple[str, bool]] = {
 }
 # Which raw value types each feature kind can encode.
 # Numbers written with a missing-value marker ("NA") are strings to CSV type
-# inference; `missing_markers` lets numeric kinds read them as numbers.
+# inference; with `missing_markers`, the numeric kinds read such a string column.
 KIND_VALUE_TYPES: dict[str, tuple[str, ...]] = {
-    "numeric": ("int", "float", "string"),
-    "bucketized": ("int", "float", "string"),
+    "numeric": ("int", "float"),
+    "bucketized": ("int", "float"),
     "categorical": ("int", "string"),
     "hashed": ("int", "string"),
     "id": ("int",),
@@ -275,9 +275,9 @@ class DatasetSpec:
             require(f"label.columns[{i}]", column)
         for name, feature in self.features.items():
             require(f"features.{name}", name)
-            allowed = KIND_VALUE_TYPES[feature.kind]
-            if feature.kind in ("numeric", "bucketized") and not feature.missing_markers:
-                allowed = tuple(t for t in allowed if t != "string")
+            allowed = KIND_VALUE_TYPES[feature.kind] + (
+                ("string",) if feature.missing_markers else ()
+            )
             if column_types[name] not in allowed:
                 hint = (
                     "; if it holds numbers with a marker for missing ones, list the marker "

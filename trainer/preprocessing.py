@@ -81,6 +81,12 @@ def bucketize_with_missing_bucket(x: tf.Tensor | tf.SparseTensor, buckets: int) 
     return tf.squeeze(tf.sparse.to_dense(bucketized, buckets), axis=1)
 
 
+def as_strings(x: tf.Tensor | tf.SparseTensor) -> tf.Tensor:
+    """A categorical column densified as strings (ints as their decimal text; missing: "")."""
+    value = fill_in_missing(x)
+    return value if value.dtype == tf.string else tf.strings.as_string(value)
+
+
 def class_index(values: tf.Tensor, classes: tuple[str, ...]) -> tf.Tensor:
     """Index of each value in `classes` (int64); -1 for a value that is not a class.
 
@@ -106,14 +112,13 @@ def label_tensor(label: LabelSpec, inputs: Mapping[str, tf.Tensor | tf.SparseTen
             raise DatasetSpecError(
                 f"label.derive: trainer/custom.py has no function {label.derive!r}"
             )
+        # A derived classification label is already a class index.
         value = derive({c: fill_in_missing(inputs[c]) for c in label.columns})
-        if label.task == "regression":
-            return tf.cast(value, tf.float32)
-        return tf.cast(value, tf.int64)
-    raw = fill_in_missing(inputs[label.column])
+    else:
+        value = fill_in_missing(inputs[label.column])
     if label.task == "regression":
-        return tf.cast(raw, tf.float32)
-    return class_index(raw, label.classes)
+        return tf.cast(value, tf.float32)
+    return tf.cast(value, tf.int64) if label.derive else class_index(value, label.classes)
 
 
 def preprocessing_fn(
@@ -143,9 +148,6 @@ def transform_features(
                 _numbers(raw, feature.missing_markers), feature.buckets
             )
         elif feature.kind == "categorical":
-            value = fill_in_missing(raw)
-            if value.dtype != tf.string:
-                value = tf.strings.as_string(value)
             # The approximate vocabulary is a combiner, so tf.Transform packs
             # it with the z-score and quantile analyzers into one Beam combine;
             # an exact vocabulary adds a chain of stages of its own (167 fused
@@ -153,17 +155,14 @@ def transform_features(
             # 95 now). It is exact while a column has fewer distinct values
             # than its capacity.
             outputs[key] = tft.experimental.compute_and_apply_approximate_vocabulary(
-                value,
+                as_strings(raw),
                 top_k=feature.max_values,
                 num_oov_buckets=feature.oov_buckets,
                 vocab_filename=key.removesuffix("_xf"),
             )
         elif feature.kind == "hashed":
             # Ids are categories, not magnitudes; hashing needs no analysis pass.
-            value = fill_in_missing(raw)
-            if value.dtype != tf.string:
-                value = tf.strings.as_string(value)
-            outputs[key] = tf.strings.to_hash_bucket_fast(value, feature.buckets)
+            outputs[key] = tf.strings.to_hash_bucket_fast(as_strings(raw), feature.buckets)
         else:  # id
             value = tf.cast(fill_in_missing(raw), tf.int64)
             # Out-of-range ids are clipped instead of crashing the embedding lookup.

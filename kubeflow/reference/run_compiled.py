@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import re
 import subprocess
 import sys
@@ -139,8 +140,6 @@ def _flag_value(command: list[str], flag: str) -> str | None:
 
 
 def subprocess_environment() -> dict[str, str]:
-    import os
-
     # The step's own environment, minus this (reference) environment's virtualenv.
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
