@@ -127,7 +127,8 @@ def analyze_and_transform(rows: list[dict[str, str]], schema, root: Path, spec=N
     from tfx_bsl.public import tfxio as public_tfxio
 
     from schemas import load_schema_dir
-    from trainer.preprocessing import preprocessing_fn
+    from trainer.export import TransformGraph
+    from trainer.preprocessing import FORCE_TF_COMPAT_V1, preprocessing_fn
     from trainer.raw_examples import serialize_rows
 
     spec = spec or load_schema_dir().spec
@@ -141,7 +142,7 @@ def analyze_and_transform(rows: list[dict[str, str]], schema, root: Path, spec=N
     )
     with (
         beam.Pipeline() as p,
-        tft_beam.Context(temp_dir=str(root / "tmp"), force_tf_compat_v1=False),
+        tft_beam.Context(temp_dir=str(root / "tmp"), force_tf_compat_v1=FORCE_TF_COMPAT_V1),
     ):
         raw = p | beam.Create(serialized) | tfxio.BeamSource()
         transform_fn = (raw, tfxio.TensorAdapterConfig()) | tft_beam.AnalyzeDataset(
@@ -155,7 +156,9 @@ def analyze_and_transform(rows: list[dict[str, str]], schema, root: Path, spec=N
     )
     output = tft.TFTransformOutput(str(graph_dir))
     parsed = tf.io.parse_example(serialized, output.raw_feature_spec())
-    return output, output.transform_raw_features(parsed)
+    # The serving model's own wrapper: TFT's transform_raw_features runs a
+    # TF1-mode graph only in graph mode.
+    return output, TransformGraph(output)(parsed)
 
 
 @pytest.fixture(scope="session")

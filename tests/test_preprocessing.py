@@ -12,6 +12,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tests.conftest import analyze_and_transform, golden_path, load_schema, update_goldens
 from trainer.custom import big_tipper
 from trainer.dataset import LABEL_KEY, transformed_name
+from trainer.export import TransformGraph
 from trainer.preprocessing import class_index, fill_in_missing
 from trainer.raw_examples import serialize_rows
 
@@ -116,7 +117,7 @@ def test_unseen_value_maps_to_an_oov_bucket(transformed, taxi_spec):
     row = {"fare": "15.0", "payment_type": "Bitcoin", "company": "New Co", "trip_start_hour": "1"}
     serialized = serialize_rows([row], load_schema())
     raw = tf.io.parse_example(serialized, tf_transform_output.raw_feature_spec())
-    out = tf_transform_output.transform_raw_features(raw)
+    out = TransformGraph(tf_transform_output)(raw)
     payment = int(out[transformed_name("payment_type")][0])
     # Two known payment types, so OOV ids are 2 .. 2 + oov_buckets - 1.
     assert 2 <= payment < 2 + taxi_spec.features["payment_type"].oov_buckets
