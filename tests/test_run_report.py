@@ -129,6 +129,42 @@ def test_a_run_that_failed_before_any_artifact_still_renders_every_section():
     assert_self_contained(html)
 
 
+def test_feature_charts_draw_every_bar_and_escape_values():
+    from xml.etree import ElementTree
+
+    from pipeline.report import plots
+    from pipeline.report.contents import FeatureStatistics, HistogramBucket
+
+    svg_ns = "{http://www.w3.org/2000/svg}"
+    buckets = tuple(HistogramBucket(low, low + 1.0, count) for low, count in ((0, 5), (1, 3)))
+    numeric = [
+        (split, FeatureStatistics("fare", "numeric", 10, 8, histogram=buckets))
+        for split in ("train", "eval")
+    ]
+    tree = ElementTree.fromstring(plots.feature_distribution(numeric))
+    bars = [r for r in tree.iter(svg_ns + "rect") if r.get("fill-opacity")]
+    assert len(bars) == 4  # two buckets, two splits
+    # Heights are proportional to shares of the split's examples: 5/10 vs 3/10.
+    heights = sorted(float(r.get("height")) for r in bars)
+    assert heights[-1] == pytest.approx(heights[0] * 5 / 3, rel=1e-3)
+
+    categorical = [
+        ("train", FeatureStatistics("kind", "categorical", 4, 4, top_values=(("<a & b>", 3.0),)))
+    ]
+    text = plots.feature_distribution(categorical)
+    tree = ElementTree.fromstring(text)  # parses: the value is escaped, not markup
+    assert "<a & b>" in [t.text for t in tree.iter(svg_ns + "text")]
+    assert "&lt;a &amp; b&gt;" in text
+
+
+def test_axis_labels_get_the_digits_that_tell_ticks_apart():
+    from pipeline.report.plots import _axis_labels
+
+    assert _axis_labels([0.0, 0.5, 1.0]) == ["0", "0.5", "1"]
+    tracts = _axis_labels([17_031_010_100, 17_031_495_100, 17_031_980_100])
+    assert len(set(tracts)) == 3
+
+
 # --- a real run ---------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""The report's charts: matplotlib figures rendered to SVG text.
+"""The report's charts, as SVG text: matplotlib figures, and feature charts drawn directly.
 
 Each function returns a complete `<svg>` document as a string; `render` embeds
 it as a `data:` image, so the charts' element ids cannot collide and the file
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from xml.sax.saxutils import escape
 
 import matplotlib
 
@@ -81,62 +82,137 @@ def timeline(components: Sequence[ComponentRun]) -> str:
         return _to_svg(fig)
 
 
+def _num(value: float) -> str:
+    """A coordinate or axis label: short, and the same text for the same value."""
+    return f"{value:.4g}"
+
+
+def _axis_labels(values: Sequence[float]) -> list[str]:
+    """Labels for axis positions, with just enough digits to tell them apart.
+
+    Census tracts span 17,031,010,100 to 17,031,980,100: four significant
+    digits would print 1.703e+10 at every tick.
+    """
+    for digits in range(4, 13):
+        labels = [f"{v:.{digits}g}" for v in values]
+        if len(set(labels)) == len(set(values)):
+            return labels
+    return labels
+
+
+def _svg(width: int, height: int, body: Sequence[str]) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="10">'
+        + "".join(body)
+        + "</svg>"
+    )
+
+
+def _text(x: float, y: float, text: str, anchor: str = "start", size: int = 10) -> str:
+    return (
+        f'<text x="{_num(x)}" y="{_num(y)}" text-anchor="{anchor}" font-size="{size}">'
+        f"{escape(text)}</text>"
+    )
+
+
+def _legend(names: Sequence[str], right: float, top: float) -> list[str]:
+    body = []
+    for i, name in enumerate(names):
+        y = top + 12 * i
+        color = SPLIT_COLORS[i % len(SPLIT_COLORS)]
+        body.append(
+            f'<rect x="{_num(right - 58)}" y="{_num(y - 7)}" width="8" height="8" fill="{color}"/>'
+        )
+        body.append(_text(right - 46, y, name, size=9))
+    return body
+
+
 def feature_distribution(per_split: Sequence[tuple[str, FeatureStatistics]]) -> str:
     """A feature's histogram (numeric) or top values (categorical), one series per split.
 
     Heights are fractions of each split's examples, so splits of different
-    sizes compare directly.
+    sizes compare directly. Drawn as SVG by hand, not with matplotlib: a report
+    has one of these per feature, and matplotlib took 0.1 s for each (1.9 s of
+    the 2.3 s the taxi report took to write).
     """
-    with plt.rc_context(_STYLE):
-        fig = _figure(3.6, 1.8)
-        ax = fig.add_subplot()
-        kind = per_split[0][1].kind
-        if kind == "numeric":
-            for i, (split, stats) in enumerate(per_split):
-                if not stats.histogram:
-                    continue
-                lows = [b.low for b in stats.histogram]
-                widths = [max(b.high - b.low, 0.0) for b in stats.histogram]
-                heights = [
-                    b.count / stats.examples if stats.examples else 0.0 for b in stats.histogram
-                ]
-                ax.bar(
-                    lows,
-                    heights,
-                    width=widths,
-                    align="edge",
-                    alpha=0.55,
-                    color=SPLIT_COLORS[i % len(SPLIT_COLORS)],
-                    label=split,
+    width, height = 360, 180
+    left, right, top, bottom = 44, width - 8, 8, height - 30
+    body = [f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#333"/>']
+
+    def share(count: float, stats: FeatureStatistics) -> float:
+        return count / stats.examples if stats.examples else 0.0
+
+    splits = [split for split, _ in per_split]
+    if per_split[0][1].kind == "numeric":
+        bars = [
+            (i, b.low, b.high, share(b.count, stats))
+            for i, (_, stats) in enumerate(per_split)
+            for b in stats.histogram
+        ]
+        if bars:
+            low = min(b[1] for b in bars)
+            high = max(b[2] for b in bars)
+            span = (high - low) or 1.0
+            tallest = max(b[3] for b in bars) or 1.0
+
+            def x(value: float) -> float:
+                return left + (value - low) / span * (right - left)
+
+            for i, bar_low, bar_high, value in bars:
+                bar_height = value / tallest * (bottom - top)
+                body.append(
+                    f'<rect x="{_num(x(bar_low))}" y="{_num(bottom - bar_height)}" '
+                    f'width="{_num(max(x(bar_high) - x(bar_low), 0.5))}" '
+                    f'height="{_num(bar_height)}" fill="{SPLIT_COLORS[i % len(SPLIT_COLORS)]}" '
+                    'fill-opacity="0.55"/>'
                 )
-            ax.set_ylabel("share of examples")
-        else:
-            labels: list[str] = []
-            for _split, stats in per_split:
-                for value, _count in stats.top_values[:8]:
-                    if value not in labels and len(labels) < 8:
-                        labels.append(value)
-            n = max(len(per_split), 1)
-            for i, (split, stats) in enumerate(per_split):
-                counts = dict(stats.top_values)
-                heights = [
-                    counts.get(v, 0.0) / stats.examples if stats.examples else 0.0 for v in labels
-                ]
-                ax.barh(
-                    [y + i / (n + 1) for y in range(len(labels))],
-                    heights,
-                    height=1 / (n + 1),
-                    color=SPLIT_COLORS[i % len(SPLIT_COLORS)],
-                    label=split,
-                )
-            ax.set_yticks(
-                [y + (n - 1) / (2 * (n + 1)) for y in range(len(labels))],
-                [v if len(v) <= 28 else v[:27] + "…" for v in labels],
+            ticks = _axis_labels([low, (low + high) / 2, high])
+            body += [
+                _text(left, bottom + 12, ticks[0], "start"),
+                _text((left + right) / 2, bottom + 12, ticks[1], "middle"),
+                _text(right, bottom + 12, ticks[2], "end"),
+                _text(left - 4, top + 8, f"{100 * tallest:.3g}%", "end"),
+                _text(left - 4, bottom, "0", "end"),
+            ]
+        body.append(
+            _text(
+                (left + right) / 2, height - 4, "value (bar height: share of examples)", "middle", 9
             )
-            ax.invert_yaxis()
-            ax.set_xlabel("share of examples")
-        ax.legend(fontsize=7, frameon=False)
-        return _to_svg(fig)
+        )
+    else:
+        labels: list[str] = []
+        for _split, stats in per_split:
+            for value, _count in stats.top_values[:8]:
+                if value not in labels and len(labels) < 8:
+                    labels.append(value)
+        left = 120
+        body = [f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#333"/>']
+        shares = [
+            [share(dict(stats.top_values).get(v, 0.0), stats) for v in labels]
+            for _, stats in per_split
+        ]
+        widest = max((v for row in shares for v in row), default=0.0) or 1.0
+        row_height = (bottom - top) / max(len(labels), 1)
+        bar_height = row_height / (len(per_split) + 1)
+        for row, label in enumerate(labels):
+            y = top + row * row_height
+            shown = label if len(label) <= 20 else label[:19] + "…"
+            body.append(_text(left - 4, y + row_height / 2 + 3, shown, "end", 9))
+            for i, split_shares in enumerate(shares):
+                body.append(
+                    f'<rect x="{left}" y="{_num(y + i * bar_height)}" '
+                    f'width="{_num(split_shares[row] / widest * (right - 60 - left))}" '
+                    f'height="{_num(bar_height)}" fill="{SPLIT_COLORS[i % len(SPLIT_COLORS)]}"/>'
+                )
+        body += [
+            f'<line x1="{left}" y1="{bottom}" x2="{right - 60}" y2="{bottom}" stroke="#333"/>',
+            _text(left, bottom + 12, "0", "middle"),
+            _text(right - 60, bottom + 12, f"{100 * widest:.3g}%", "middle"),
+            _text((left + right - 60) / 2, height - 4, "share of examples", "middle", 9),
+        ]
+    body += _legend(splits, right, top + 8)
+    return _svg(width, height, body)
 
 
 def training_curve(curves: TrainingCurves, metric: str) -> str:
