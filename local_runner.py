@@ -74,6 +74,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="DirectRunner mode (auto: in_memory for small data)",
     )
     parser.add_argument(
+        "--sequential",
+        action="store_true",
+        help="run one component at a time in this process, as TFX's LocalDagRunner does "
+        "(default: a second process runs data validation beside Transform)",
+    )
+    parser.add_argument(
         "--fail-if-not-blessed",
         action="store_true",
         help=f"exit {EXIT_NOT_BLESSED} when the Evaluator does not bless the candidate "
@@ -161,7 +167,24 @@ def run(args: argparse.Namespace) -> int:
     output_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(output_dir):
         claim_output_dir(output_dir, schema_dir.spec.name)
-        return _run_pipeline(args, config, schema_dir, data_root, output_dir)
+        with start_node_process(args) as node_process:
+            return _run_pipeline(args, config, schema_dir, data_root, output_dir, node_process)
+
+
+def start_node_process(args: argparse.Namespace):
+    """The second process that runs a node while this one runs another (pipeline/local.py).
+
+    Started before this process imports TensorFlow: it imports on the other
+    core meanwhile. A context manager either way; None with --sequential or
+    on a single core, where it would only compete.
+    """
+    from contextlib import nullcontext
+
+    from pipeline.node_process import NodeProcess, usable_cores
+
+    if args.sequential or usable_cores() < 2:
+        return nullcontext()
+    return NodeProcess(initializer=_configure_logging, initargs=(args.verbose,))
 
 
 def check_label_columns(data, schema_dir) -> None:
@@ -210,6 +233,7 @@ def _run_pipeline(
     schema_dir,
     data_root: Path,
     output_dir: Path,
+    node_process=None,
 ) -> int:
     from tfx.orchestration import metadata as tfx_metadata
 
@@ -248,7 +272,7 @@ def _run_pipeline(
     )
     run_id = new_run_id()
     try:
-        run_locally(pipeline, run_id)
+        run_locally(pipeline, run_id, node_process)
     except Exception as err:
         # A failed run still gets its report, up to the failing component.
         if not args.no_report:

@@ -2,7 +2,7 @@
 
 TFX's ExampleValidator only *records* anomalies; Transform and Trainer run on
 regardless. This component fails instead, naming every split, feature and
-anomaly, and Transform is made to wait for it, so bad data never reaches
+anomaly, and the Trainer is made to wait for it, so bad data never reaches
 training and nothing gets pushed.
 """
 

@@ -1,16 +1,36 @@
-"""Compiling the DAG for LocalDagRunner, with per-node caching TFX 1.16 cannot express."""
+"""Runs the DAG on this machine: TFX's launcher per node, two nodes at a time where the DAG allows.
+
+TFX 1.16's LocalDagRunner runs every node in turn, in one process ("TODO:
+run independent components in parallel", local_dag_runner.py). Here the
+main process runs nodes in the same order, and when two nodes are ready at
+once, a second process (pipeline/node_process.py) takes one of them: the
+data validation branch (StatisticsGen, ExampleValidator, the gate) runs beside
+Transform, as Kubeflow runs them. Each node is still launched by TFX's own
+Launcher, so caching, ML Metadata and outputs are exactly LocalDagRunner's.
+
+A failed node stops what depends on it, and nothing else, as on Kubeflow; the
+run then raises the failure, a data gate's first (bad data explains the rest).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping
 
 from tfx.dsl.compiler import compiler, constants
-from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+from tfx.orchestration import metadata
+from tfx.orchestration.local import runner_utils
 from tfx.orchestration.pipeline import Pipeline
-from tfx.orchestration.portable import runtime_parameter_utils
+from tfx.orchestration.portable import launcher, runtime_parameter_utils
 from tfx.proto.orchestration import pipeline_pb2
+from tfx.utils import telemetry_utils
 
+from components.data_gate import DataValidationError
+from pipeline.node_process import NodeProcess
 from pipeline.pipeline import UNCACHED_NODES
+
+logger = logging.getLogger(__name__)
 
 
 def compile_with_uncached_nodes(
@@ -34,7 +54,121 @@ def compile_with_uncached_nodes(
     return ir
 
 
-def run_locally(pipeline: Pipeline, run_id: str) -> None:
+def load_pipeline_ir(ir_bytes: bytes) -> pipeline_pb2.Pipeline:
+    return pipeline_pb2.Pipeline.FromString(ir_bytes)
+
+
+def _node(ir: pipeline_pb2.Pipeline, node_id: str) -> pipeline_pb2.PipelineNode:
+    for node in ir.nodes:
+        if node.pipeline_node.node_info.id == node_id:
+            return node.pipeline_node
+    raise KeyError(f"no node {node_id!r} in pipeline {ir.pipeline_info.id!r}")
+
+
+def launch_node(ir: pipeline_pb2.Pipeline, node_id: str) -> None:
+    """Runs one node as LocalDagRunner would: TFX's Launcher, its own MLMD connection."""
+    deployment_config = runner_utils.extract_local_deployment_config(ir)
+    connection = deployment_config.metadata_connection_config
+    connection_config = getattr(connection, connection.WhichOneof("connection_config"))
+    node_launcher = launcher.Launcher(
+        pipeline_node=_node(ir, node_id),
+        mlmd_connection=metadata.Metadata(connection_config),
+        pipeline_info=ir.pipeline_info,
+        pipeline_runtime_spec=ir.runtime_spec,
+        executor_spec=runner_utils.extract_executor_spec(deployment_config, node_id),
+        custom_driver_spec=runner_utils.extract_custom_driver_spec(deployment_config, node_id),
+    )
+    # The lines LocalDagRunner logs: the runner's progress filter shows these.
+    logging.getLogger("absl").info("Component %s is running.", node_id)
+    with telemetry_utils.scoped_labels({telemetry_utils.LABEL_TFX_RUNNER: "local"}):
+        node_launcher.launch()
+    logging.getLogger("absl").info("Component %s is finished.", node_id)
+
+
+@dataclasses.dataclass
+class Schedule:
+    """Which nodes may start: those whose upstream nodes all completed.
+
+    A failed node's downstream never becomes ready; other branches go on.
+    """
+
+    order: tuple[str, ...]  # TFX's topological order: the order nodes start in.
+    upstream: Mapping[str, frozenset[str]]
+    started: set[str] = dataclasses.field(default_factory=set)
+    completed: set[str] = dataclasses.field(default_factory=set)
+    failed: dict[str, BaseException] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, ir: pipeline_pb2.Pipeline) -> Schedule:
+        nodes = [n.pipeline_node for n in ir.nodes]
+        return cls(
+            order=tuple(n.node_info.id for n in nodes),
+            upstream={n.node_info.id: frozenset(n.upstream_nodes) for n in nodes},
+        )
+
+    def ready(self) -> list[str]:
+        done = self.completed
+        return [n for n in self.order if n not in self.started and self.upstream[n] <= done]
+
+    def start(self, node_id: str) -> None:
+        self.started.add(node_id)
+
+    def finish(self, node_id: str, error: BaseException | None) -> None:
+        if error is None:
+            self.completed.add(node_id)
+        else:
+            self.failed[node_id] = error
+
+    def error(self) -> BaseException | None:
+        """The failure to report: a failed data gate's, else the first in DAG order."""
+        failures = [self.failed[n] for n in self.order if n in self.failed]
+        gate = [e for e in failures if isinstance(e, DataValidationError)]
+        return (gate or failures or [None])[0]
+
+
+def run_ir(ir: pipeline_pb2.Pipeline, node_process: NodeProcess | None = None) -> None:
+    """Runs every node of `ir`; with `node_process`, two at a time where the DAG allows."""
+    schedule = Schedule.of(ir)
+    if node_process is not None and node_process.idle:
+        node_process.load(ir.SerializeToString())
+    try:
+        while True:
+            if node_process is not None and node_process.running is not None:
+                finished = node_process.wait(timeout=0)
+                if finished is not None:
+                    schedule.finish(*finished)
+            ready = schedule.ready()
+            if node_process is not None and node_process.idle and len(ready) > 1:
+                # The main process keeps to TFX's order; the other one takes the next node.
+                schedule.start(ready[1])
+                node_process.start(ready[1])
+            if ready:
+                schedule.start(ready[0])
+                try:
+                    launch_node(ir, ready[0])
+                except Exception as err:
+                    schedule.finish(ready[0], err)
+                else:
+                    schedule.finish(ready[0], None)
+            elif node_process is not None and node_process.running is not None:
+                schedule.finish(*node_process.wait())
+            else:
+                break
+    except BaseException:
+        # Ctrl-C (or a bug here): a node half-done in the other process must not
+        # go on writing after this process has given up on the run.
+        if node_process is not None and node_process.running is not None:
+            node_process.close()
+        raise
+    error = schedule.error()
+    for node_id, other in schedule.failed.items():
+        if other is not error:  # Said here; the runner's last line is `error`.
+            logger.error("%s failed too: %s: %s", node_id, type(other).__name__, other)
+    if error is not None:
+        raise error
+
+
+def run_locally(pipeline: Pipeline, run_id: str, node_process: NodeProcess | None = None) -> None:
     """Runs `pipeline` as the run `run_id`, the key its summary reads back from MLMD.
 
     LocalDagRunner would name the run after the clock itself; binding the id
@@ -44,4 +178,4 @@ def run_locally(pipeline: Pipeline, run_id: str) -> None:
     runtime_parameter_utils.substitute_runtime_parameter(
         ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id}
     )
-    LocalDagRunner().run_with_ir(ir)
+    run_ir(ir, node_process)

@@ -1,9 +1,11 @@
 """The TFX DAG, built by one pure factory shared by every runner.
 
 ExampleGen -> StatisticsGen -> (schema from schemas/) -> ExampleValidator
--> DataValidationGate -> Transform -> Trainer -> Evaluator (absolute and
-change thresholds vs. the model currently served, i.e. the latest blessed and
-pushed one) -> Pusher (only if blessed).
+-> DataValidationGate -> Trainer -> Evaluator (absolute and change thresholds
+vs. the model currently served, i.e. the latest blessed and pushed one) ->
+Pusher (only if blessed). Transform runs beside the validation branch
+(ExampleGen -> Transform -> Trainer): the gate holds back the Trainer, the
+first step whose output can reach serving.
 """
 
 from __future__ import annotations
@@ -247,8 +249,6 @@ def create_pipeline(
         disable_analyzer_cache=True,
         force_tf_compat_v1=FORCE_TF_COMPAT_V1,
     ).with_id(TRANSFORM)
-    # Transform consumes nothing from the gate; this edge is what makes bad data stop here.
-    transform.add_upstream_node(data_gate)
 
     trainer = Trainer(
         run_fn=function_path(run_fn),
@@ -265,6 +265,12 @@ def create_pipeline(
         | dataset.to_custom_config()
         | code_fingerprint_config(run_fn),
     ).with_id(TRAINER)
+    # The Trainer consumes nothing from the gate; this edge is what makes bad data
+    # stop before training. Transform does not wait for it: its output is never
+    # served, and it runs beside statistics and validation (on Kubeflow in its
+    # own pod, locally in the runner's second process), which takes StatisticsGen
+    # off the critical path.
+    trainer.add_upstream_node(data_gate)
 
     # The model being served is the baseline (every served model was blessed
     # when pushed). Unlike TFX's Resolver, this runs on open-source Kubeflow.

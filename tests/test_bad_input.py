@@ -81,7 +81,9 @@ def test_bad_data_stops_before_trainer(tmp_path, capsys, case):
     )
     ran = {c.node_id: c.state for c in summary.components}
     assert ran[dag.DATA_GATE] == "failed"
-    assert dag.TRANSFORM not in ran and dag.TRAINER not in ran and dag.PUSHER not in ran
+    # Transform runs beside validation, and may fail on the same data; the gate's
+    # error is the one reported, and nothing after the gate runs.
+    assert dag.TRAINER not in ran and dag.PUSHER not in ran
 
 
 def check_failed_run_report(output_dir, case):
@@ -91,7 +93,7 @@ def check_failed_run_report(output_dir, case):
     states = {a["data-node"]: a["data-state"] for a in with_attr(elements, "data-node")}
     assert states[dag.STATISTICS_GEN] == "complete"
     assert states[dag.DATA_GATE] == "failed"
-    assert states[dag.TRANSFORM] == states[dag.TRAINER] == states[dag.PUSHER] == "not run"
+    assert states[dag.TRAINER] == states[dag.PUSHER] == "not run"
     assert with_attr(elements, "id", id="error")
     assert "DataValidationError: data validation failed" in html
     assert ANOMALOUS_FEATURE[case] in {

@@ -24,7 +24,7 @@ EXPECTED_EDGES = {
     (dag.SCHEMA_IMPORTER, dag.TRANSFORM),
     (dag.SCHEMA_IMPORTER, dag.TRAINER),
     (dag.EXAMPLE_VALIDATOR, dag.DATA_GATE),
-    (dag.DATA_GATE, dag.TRANSFORM),
+    (dag.DATA_GATE, dag.TRAINER),
     (dag.TRANSFORM, dag.TRAINER),
     (dag.TRAINER, dag.EVALUATOR),
     (dag.TRAINER, dag.PUSHER),
