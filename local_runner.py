@@ -1,4 +1,7 @@
-"""Runs the pipeline on this machine with LocalDagRunner and SQLite ML Metadata.
+"""Runs the pipeline on this machine: TFX's launcher per component, SQLite ML Metadata.
+
+Components run as TFX's LocalDagRunner runs them, except that where the DAG
+branches a second process runs the other branch (pipeline/local.py).
 
     python local_runner.py                      # embedded Chicago taxi sample and task
     python local_runner.py --data-root DIR --schema-dir SCHEMA_DIR --output-dir OUT
@@ -24,6 +27,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pipeline.config import PipelineConfig
+    from pipeline.node_process import NodeProcess
 
 REPO_ROOT = Path(__file__).resolve().parent
 DEFAULT_DATA_ROOT = REPO_ROOT / "data" / "chicago_taxi"
@@ -37,7 +41,7 @@ EXIT_INTERRUPTED = 130
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description="Run the TFX pipeline locally (LocalDagRunner, SQLite metadata)."
+        description="Run the TFX pipeline locally (TFX's launcher per component, SQLite metadata)."
     )
     parser.add_argument(
         "--data-root",
@@ -233,7 +237,7 @@ def _run_pipeline(
     schema_dir,
     data_root: Path,
     output_dir: Path,
-    node_process=None,
+    node_process: NodeProcess | None = None,
 ) -> int:
     from tfx.orchestration import metadata as tfx_metadata
 

@@ -192,3 +192,13 @@ def test_the_node_process_module_imports_nothing_heavy():
         "print(sorted(m for m in ('tensorflow', 'tfx', 'apache_beam') if m in sys.modules))"
     )
     assert run_python(code) == "[]"
+
+
+@pytest.mark.parametrize("flags, cores", [(["--sequential"], 2), ([], 1)])
+def test_sequential_or_a_single_core_starts_no_second_process(monkeypatch, flags, cores):
+    import local_runner
+    from pipeline import node_process
+
+    monkeypatch.setattr(node_process, "usable_cores", lambda: cores)
+    with local_runner.start_node_process(local_runner.parse_args(flags)) as process:
+        assert process is None
