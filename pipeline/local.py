@@ -54,10 +54,6 @@ def compile_with_uncached_nodes(
     return ir
 
 
-def load_pipeline_ir(ir_bytes: bytes) -> pipeline_pb2.Pipeline:
-    return pipeline_pb2.Pipeline.FromString(ir_bytes)
-
-
 def _node(ir: pipeline_pb2.Pipeline, node_id: str) -> pipeline_pb2.PipelineNode:
     for node in ir.nodes:
         if node.pipeline_node.node_info.id == node_id:

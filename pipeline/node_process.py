@@ -126,6 +126,8 @@ def _serve(conn, initializer, initargs) -> None:
         initializer(*initargs)
     # What every node needs (pipeline.local imports the DAG's modules, and they
     # import their executors), imported while the main process imports the same.
+    from tfx.proto.orchestration import pipeline_pb2
+
     from pipeline import local
 
     gc.freeze()  # As the runner does: the import heap is never garbage.
@@ -138,7 +140,7 @@ def _serve(conn, initializer, initargs) -> None:
         if command == "exit":
             return
         if command == "load":
-            ir = local.load_pipeline_ir(payload)
+            ir = pipeline_pb2.Pipeline.FromString(payload)
         elif command == "run":
             try:
                 if ir is None:

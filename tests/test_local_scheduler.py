@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -20,7 +18,6 @@ from tfx.proto.orchestration import pipeline_pb2
 from components.data_gate import DataValidationError
 from pipeline import local
 from pipeline.node_process import NodeProcess, NodeProcessDiedError, RemoteTraceback, _transferable
-from tests.conftest import REPO_ROOT
 
 UPSTREAM = {"A": [], "B": ["A"], "C": ["A"], "D": ["B", "C"], "E": ["D"]}
 
@@ -174,24 +171,6 @@ def test_a_node_error_in_the_process_comes_back_with_its_remote_traceback():
     assert node_id == "Trainer"
     assert isinstance(error, RuntimeError) and str(error) == "no pipeline loaded"
     assert "node_process.py" in str(error.__cause__)
-
-
-def run_python(code: str) -> str:
-    """The last line `code` prints, run in a fresh interpreter at the repository root."""
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout.strip().splitlines()[-1]
-
-
-def test_the_node_process_module_imports_nothing_heavy():
-    # The runner starts the process before its own heavy imports.
-    code = (
-        "import sys, pipeline.node_process; "
-        "print(sorted(m for m in ('tensorflow', 'tfx', 'apache_beam') if m in sys.modules))"
-    )
-    assert run_python(code) == "[]"
 
 
 @pytest.mark.parametrize("flags, cores", [(["--sequential"], 2), ([], 1)])

@@ -10,6 +10,15 @@ import sys
 from tests.conftest import REPO_ROOT
 
 
+def last_line_printed_by(code: str) -> str:
+    """Runs `code` in a fresh interpreter at the repository root."""
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
 def test_pipeline_modules_do_not_import_google_cloud_aiplatform():
     code = (
         "import sys, local_runner, pipeline.pipeline, pipeline.local, pipeline.run_summary, "
@@ -17,11 +26,16 @@ def test_pipeline_modules_do_not_import_google_cloud_aiplatform():
         "heavy = ('google.cloud.aiplatform', 'tfx.v1'); "
         "print(sorted(m for m in sys.modules if m.startswith(heavy)))"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True
+    assert last_line_printed_by(code) == "[]"
+
+
+def test_the_node_process_module_imports_nothing_heavy():
+    # The runner starts its second process before its own heavy imports.
+    code = (
+        "import sys, pipeline.node_process; "
+        "print(sorted(m for m in ('tensorflow', 'tfx', 'apache_beam') if m in sys.modules))"
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    assert last_line_printed_by(code) == "[]"
 
 
 def test_dev_run_and_exec_keep_the_callers_directory(tmp_path):
