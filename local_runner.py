@@ -45,9 +45,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--data-root",
-        type=Path,
-        default=DEFAULT_DATA_ROOT,
-        help="directory of CSV files (default: the embedded taxi sample)",
+        default=str(DEFAULT_DATA_ROOT),
+        help="directory of CSV files: a local path, s3://BUCKET/PREFIX or gs://BUCKET/PREFIX "
+        "(default: the embedded taxi sample)",
     )
     parser.add_argument(
         "--schema-dir",
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
         eval_steps=args.eval_steps or config.eval_steps,
         enable_cache=config.enable_cache and not args.no_cache,
     )
-    data_root = args.data_root.resolve()
+    data_root = resolve_data_root(args.data_root)
     checked = check_csv_data_root(data_root)
     schema_dir = load_schema_dir(args.schema_dir or DEFAULT_SCHEMA_DIR)
     check_label_columns(checked, schema_dir)
@@ -173,6 +173,13 @@ def run(args: argparse.Namespace) -> int:
         claim_output_dir(output_dir, schema_dir.spec.name)
         with start_node_process(args) as node_process:
             return _run_pipeline(args, config, schema_dir, data_root, output_dir, node_process)
+
+
+def resolve_data_root(data_root: str) -> str:
+    """An absolute local path, or the object-store URI (s3://, gs://) as given."""
+    from pipeline.object_store import uri_scheme
+
+    return data_root if uri_scheme(data_root) else str(Path(data_root).resolve())
 
 
 def start_node_process(args: argparse.Namespace):
@@ -235,7 +242,7 @@ def _run_pipeline(
     args: argparse.Namespace,
     config: PipelineConfig,
     schema_dir,
-    data_root: Path,
+    data_root: str,
     output_dir: Path,
     node_process: NodeProcess | None = None,
 ) -> int:
@@ -360,12 +367,13 @@ def exit_now(code: int) -> None:
 
     Interpreter shutdown collected TensorFlow's object graph for about 2 s after
     the last line was printed. By now every output is written and closed, and
-    the memory goes back to the OS either way.
+    the memory goes back to the OS either way. A run that read its data from
+    s3:// leaves without C++ teardown (see pipeline.object_store.exit_process).
     """
-    sys.stdout.flush()
-    sys.stderr.flush()
+    from pipeline.object_store import exit_process
+
     gc.freeze()
-    sys.exit(code)
+    exit_process(code)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,11 @@ adds what TFX leaves out, in the form today's KFP SDK writes it:
   as `kfp.kubernetes.add_node_selector` / `add_toleration` produce it;
 * defaults for the runtime parameters (`data_root`, `train_args`) and the
   pipeline root;
-* caching switched off for steps that read state outside the pipeline.
+* caching switched off for steps that read state outside the pipeline;
+* every container runs `kubeflow.step_entrypoint` (TFX's entrypoint with
+  s3:// registered) and, with `object_store:` set, gets the store's
+  environment: plain values in the container spec, the credentials secret as
+  kfp-kubernetes' `use_secret_as_env` writes it in the platform section.
 
 The output is a two-document YAML file (pipeline spec, platform spec), as
 `kfp.compiler.Compiler` writes: upload it in the KFP UI or submit it with
@@ -34,12 +38,21 @@ from typing import Any
 
 import yaml
 
-from kubeflow.settings import DEFAULT_SETTINGS_FILE, KubeflowSettings, Placement, load_settings
+from kubeflow.settings import (
+    DEFAULT_SETTINGS_FILE,
+    KubeflowSettings,
+    ObjectStore,
+    Placement,
+    load_settings,
+)
+from kubeflow.step_entrypoint import TFX_ENTRYPOINT_MODULE
 
 # The project checkout this module compiles from: schema_dir is relative to it.
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 TRAIN_ARGS_PARAMETER = "train_args"
 DATA_ROOT_PARAMETER = "data_root"
+# What every container runs instead of TFX's entrypoint (see kubeflow/step_entrypoint.py).
+STEP_COMMAND = ["python", "-m", "kubeflow.step_entrypoint"]
 _MEMORY_SUFFIXES = {
     "": 1,
     "k": 10**3,
@@ -116,6 +129,39 @@ def kubernetes_executor_config(placement: Placement) -> dict[str, Any]:
     return config
 
 
+def environment_spec(object_store: ObjectStore | None) -> list[dict[str, str]]:
+    """The container `env` block, as kfp's `set_env_variable` writes it."""
+    if object_store is None:
+        return []
+    return [{"name": k, "value": v} for k, v in object_store.environment().items()]
+
+
+def secret_as_env(object_store: ObjectStore | None) -> list[dict[str, Any]]:
+    """The platform `secretAsEnv` entry, field for field as kfp-kubernetes' `use_secret_as_env`."""
+    if object_store is None or object_store.credentials is None:
+        return []
+    credentials = object_store.credentials
+    return [
+        {
+            "keyToEnv": [
+                {"secretKey": key, "envVar": env} for key, env in credentials.key_to_env().items()
+            ],
+            "secretName": credentials.secret,
+            "secretNameParameter": {"runtimeValue": {"constant": credentials.secret}},
+        }
+    ]
+
+
+def beam_args_for(settings: KubeflowSettings, component_id: str) -> list[str]:
+    """The Beam step's engine arguments; with an S3 store, its workers register s3:// too."""
+    from pipeline.object_store import BEAM_PLUGIN_MODULE
+
+    args = settings.beam_for(component_id).pipeline_args(settings.image)
+    if settings.object_store is not None:
+        args.append(f"--beam_plugins={BEAM_PLUGIN_MODULE}")
+    return args
+
+
 def build_tfx_pipeline(settings: KubeflowSettings):
     """The local DAG, with runtime parameters for what changes between scheduled runs."""
     from tfx.orchestration.data_types import RuntimeParameter
@@ -147,7 +193,7 @@ def build_tfx_pipeline(settings: KubeflowSettings):
         # Each Beam step gets exactly its engine's arguments (`beam:` settings).
         beam_pipeline_args=(),
         beam_pipeline_args_by_component={
-            cid: settings.beam_for(cid).pipeline_args(settings.image) for cid in BEAM_COMPONENT_IDS
+            cid: beam_args_for(settings, cid) for cid in BEAM_COMPONENT_IDS
         },
         # Nothing runs after a Kubeflow DAG: its last step writes the run report.
         enable_run_report_step=True,
@@ -249,6 +295,8 @@ def complete_spec(
 
     executors = spec["deploymentSpec"]["executors"]
     platform_executors = {}
+    env = environment_spec(settings.object_store)
+    secrets = secret_as_env(settings.object_store)
     for task_id, label in executor_labels(spec).items():
         container = executors[label].get("container")
         placement = settings.placement_for(task_id)
@@ -256,10 +304,20 @@ def complete_spec(
             if task_id in settings.placements:
                 raise ValueError(f"components.{task_id}: runs no container; it takes no resources")
             continue
+        if container.get("command") != ["python", "-m", TFX_ENTRYPOINT_MODULE]:
+            raise ValueError(
+                f"{task_id}: TFX compiled the command {container.get('command')}, not its V2 "
+                "entrypoint; kubeflow.step_entrypoint cannot stand in for it"
+            )
+        container["command"] = list(STEP_COMMAND)
         resources = resource_spec(placement)
         if resources:
             container["resources"] = resources
+        if env:
+            container["env"] = copy.deepcopy(env)
         kubernetes = kubernetes_executor_config(placement)
+        if secrets:
+            kubernetes["secretAsEnv"] = copy.deepcopy(secrets)
         if kubernetes:
             platform_executors[label] = kubernetes
     for task_id in uncached:

@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from pipeline import object_store as store
+
 DEFAULT_SETTINGS_FILE = Path(__file__).resolve().parent / "pipeline.yaml"
 
 # What open-source KFP and the NVIDIA device plugin call a GPU.
@@ -30,6 +32,11 @@ _LABEL_NAME = re.compile(
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _BEAM_OPTION = re.compile(r"^[a-z][a-z0-9_]*$")
 _HOST_PORT = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?:[0-9]{1,5}$")
+_ENDPOINT = re.compile(r"^https?://[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?(:[0-9]{1,5})?/?$")
+_REGION = re.compile(r"^[a-z0-9][-a-z0-9]*$")
+# A Kubernetes Secret's name (DNS subdomain) and its data keys.
+_SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 
 # Where a Beam step (ExampleGen, StatisticsGen, Transform, Evaluator) runs its
 # Beam pipeline: in its own pod, or on a distributed engine. Flink and Spark
@@ -120,6 +127,43 @@ class BeamEngine:
 
 
 @dataclass(frozen=True)
+class SecretCredentials:
+    """An access key pair in a Kubernetes Secret: its name and the two data keys."""
+
+    secret: str
+    access_key_id_key: str
+    secret_access_key_key: str
+
+    def key_to_env(self) -> dict[str, str]:
+        """Secret data key -> the environment variable both S3 clients read."""
+        access_key_id, secret_access_key = store.CREDENTIAL_VARIABLES
+        return {
+            self.access_key_id_key: access_key_id,
+            self.secret_access_key_key: secret_access_key,
+        }
+
+
+@dataclass(frozen=True)
+class ObjectStore:
+    """The S3 store (AWS S3, or MinIO and other S3-compatible stores) that s3:// paths live in.
+
+    `credentials` None: nothing is injected; the pod's own identity (IRSA,
+    EKS Pod Identity) or node credentials apply.
+    """
+
+    region: str
+    endpoint: str | None = None
+    ca_file: str | None = None
+    credentials: SecretCredentials | None = None
+
+    def environment(self) -> dict[str, str]:
+        """The plain environment every step gets (no secret values)."""
+        return store.client_environment(
+            region=self.region, endpoint=self.endpoint, ca_file=self.ca_file
+        )
+
+
+@dataclass(frozen=True)
 class Schedule:
     cron: str
     experiment: str
@@ -144,6 +188,7 @@ class KubeflowSettings:
     schedule: Schedule | None
     default_beam: BeamEngine = field(default_factory=BeamEngine)
     beam: Mapping[str, BeamEngine] = field(default_factory=dict)
+    object_store: ObjectStore | None = None
 
     def placement_for(self, component_id: str) -> Placement:
         """The component's own placement, or the defaults."""
@@ -338,6 +383,85 @@ def _beam(
     }
 
 
+def _credentials(values: Any, where: str) -> SecretCredentials:
+    values = _expect(values, dict, where)
+    known = {"secret", "access_key_id_key", "secret_access_key_key"}
+    _no_unknown(values, known, where)
+    for key in sorted(known):
+        if not values.get(key):
+            raise SettingsError(
+                f"{where}.{key}: required (credentials come from a Kubernetes Secret: its name "
+                "and the data keys holding the access key id and the secret access key)"
+            )
+        _expect(values[key], str, f"{where}.{key}")
+    if not _SECRET_NAME.match(values["secret"]):
+        raise SettingsError(f"{where}.secret: {values['secret']!r} is not a Kubernetes Secret name")
+    for key in ("access_key_id_key", "secret_access_key_key"):
+        if not _SECRET_KEY.match(values[key]):
+            raise SettingsError(f"{where}.{key}: {values[key]!r} is not a Secret data key")
+    return SecretCredentials(
+        secret=values["secret"],
+        access_key_id_key=values["access_key_id_key"],
+        secret_access_key_key=values["secret_access_key_key"],
+    )
+
+
+def _object_store(values: Any) -> ObjectStore:
+    where = "object_store"
+    values = _expect(values, dict, where)
+    if "verify_tls" in values:
+        raise SettingsError(
+            f"{where}.verify_tls: turning TLS verification off is not supported: Beam's S3 "
+            "client (boto3) has no setting for it. Mount the store's CA certificate into the "
+            f"image or pod and set {where}.ca_file, or use the store's http:// endpoint"
+        )
+    _no_unknown(values, {"endpoint", "region", "ca_file", "credentials"}, where)
+    region = values.get("region")
+    if not region:
+        raise SettingsError(
+            f"{where}.region: required (AWS: the bucket's region; MinIO: its configured "
+            "region, us-east-1 unless set)"
+        )
+    if not isinstance(region, str) or not _REGION.match(region):
+        raise SettingsError(f"{where}.region: {region!r} is not a region name (e.g. us-east-1)")
+    endpoint = values.get("endpoint")
+    if endpoint is not None:
+        _expect(endpoint, str, f"{where}.endpoint")
+        if endpoint.startswith("minio://"):
+            raise SettingsError(
+                f"{where}.endpoint: {endpoint!r}: give the store's S3 API address, "
+                "http://HOST:PORT or https://HOST:PORT (e.g. http://minio-service.kubeflow:9000)"
+            )
+        if not _ENDPOINT.match(endpoint):
+            raise SettingsError(
+                f"{where}.endpoint: {endpoint!r} is not http(s)://HOST[:PORT] (e.g. "
+                "http://minio-service.kubeflow:9000; say http:// for a plain-HTTP MinIO, or "
+                "both TensorFlow and Beam try TLS)"
+            )
+        endpoint = endpoint.rstrip("/")
+    ca_file = values.get("ca_file")
+    if ca_file is not None:
+        ca_file = _absolute_path(ca_file, f"{where}.ca_file")
+    credentials = values.get("credentials")
+    return ObjectStore(
+        region=region,
+        endpoint=endpoint,
+        ca_file=ca_file,
+        credentials=None
+        if credentials is None
+        else _credentials(credentials, f"{where}.credentials"),
+    )
+
+
+def _store_path(values: Mapping[str, Any], key: str) -> str:
+    """A required path setting: local, s3:// or gs://; minio:// refused with the s3:// spelling."""
+    value = _required_str(values, key)
+    try:
+        return store.check_uri(value, key)
+    except store.ObjectStoreError as err:
+        raise SettingsError(str(err)) from None
+
+
 def _required_str(values: Mapping[str, Any], key: str) -> str:
     value = values.get(key)
     if value is None or (isinstance(value, str) and not value.strip()):
@@ -366,6 +490,7 @@ def parse_settings(
         "defaults",
         "components",
         "beam",
+        "object_store",
         "schedule",
     }
     _no_unknown(values, known, "settings")
@@ -405,16 +530,33 @@ def parse_settings(
             max_concurrency=_expect(raw.get("max_concurrency", 1), int, "schedule.max_concurrency"),
             catchup=_expect(raw.get("catchup", False), bool, "schedule.catchup"),
         )
+    paths = {
+        "pipeline_root": _store_path(values, "pipeline_root"),
+        "serving_model_dir": _store_path(values, "serving_model_dir"),
+        "parameters.data_root": _store_path(
+            {"parameters.data_root": parameters.get("data_root")}, "parameters.data_root"
+        ),
+    }
+    object_store = None
+    if values.get("object_store") is not None:
+        object_store = _object_store(values["object_store"])
+    else:
+        on_s3 = [key for key, path in paths.items() if store.uri_scheme(path) == "s3"]
+        if on_s3:
+            raise SettingsError(
+                f"object_store: required when {on_s3[0]} is s3:// ({paths[on_s3[0]]}): set at "
+                "least object_store.region, and the endpoint and credentials secret for MinIO "
+                "or another S3-compatible store"
+            )
     return KubeflowSettings(
         image=image,
-        pipeline_root=_required_str(values, "pipeline_root"),
-        serving_model_dir=_required_str(values, "serving_model_dir"),
+        pipeline_root=paths["pipeline_root"],
+        serving_model_dir=paths["serving_model_dir"],
         schema_dir=_schema_dir(_required_str(values, "schema_dir")),
         project_root_in_image=_absolute_path(
             values.get("project_root_in_image", PROJECT_ROOT_IN_IMAGE), "project_root_in_image"
         ),
-        data_root=_expect(parameters.get("data_root", ""), str, "parameters.data_root")
-        or _required_str({}, "parameters.data_root"),
+        data_root=paths["parameters.data_root"],
         train_steps=train_steps,
         config_variant=_expect(values.get("config_variant", "default"), str, "config_variant"),
         default_placement=default,
@@ -422,6 +564,7 @@ def parse_settings(
         schedule=schedule,
         default_beam=default_beam,
         beam=beam,
+        object_store=object_store,
     )
 
 

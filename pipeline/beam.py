@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Literal
 
+from pipeline import object_store
+
 BeamMode = Literal["auto", "in_memory", "multi_processing"]
 
 # Above this much input, parallel workers beat their start-up cost.
@@ -18,6 +20,8 @@ IN_MEMORY_MAX_BYTES = 256 * 1024 * 1024
 
 
 def data_size_bytes(data_root: str | os.PathLike) -> int:
+    if object_store.is_remote(os.fspath(data_root)):
+        return object_store.tree_size(os.fspath(data_root))
     root = Path(data_root)
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 

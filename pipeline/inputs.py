@@ -1,14 +1,18 @@
 """Checks on the input data location, run before any TFX component starts.
 
 CsvExampleGen reports a missing directory, an empty file or mismatched headers
-deep inside a Beam stack trace; these checks say the same in one line.
+deep inside a Beam stack trace; these checks say the same in one line. The data
+root may be a local directory or an object-store prefix (s3://, gs://), read
+through the same filesystems as the pipeline (pipeline/object_store.py).
 """
 
 from __future__ import annotations
 
 import csv
+import os
 from dataclasses import dataclass
-from pathlib import Path
+
+from pipeline import object_store
 
 
 class InputDataError(ValueError):
@@ -19,26 +23,31 @@ class InputDataError(ValueError):
 class CsvDataRoot:
     """A checked data root: its CSV files and the one header they share."""
 
-    files: tuple[Path, ...]
+    files: tuple[str, ...]
     header: tuple[str, ...]
 
 
-def check_csv_data_root(data_root: str | Path) -> CsvDataRoot:
+def check_csv_data_root(data_root: str | os.PathLike) -> CsvDataRoot:
     """The CSV files under `data_root` and their header, or InputDataError naming the problem."""
-    root = Path(data_root)
-    if not root.is_dir():
+    root = os.fspath(data_root)
+    try:
+        object_store.check_uri(root, "data root")
+    except object_store.ObjectStoreError as err:
+        raise InputDataError(str(err)) from None
+    if not object_store.isdir(root):
         raise InputDataError(f"data root {root} is not a directory")
-    files = sorted(p for p in root.iterdir() if p.is_file() and not p.name.startswith("."))
-    csv_files = [p for p in files if p.suffix == ".csv"]
+    names = [n for n in object_store.listdir(root) if not n.startswith(".")]
+    files = [n for n in names if object_store.isfile(object_store.join(root, n))]
+    csv_files = [object_store.join(root, n) for n in files if n.endswith(".csv")]
     if not csv_files:
         raise InputDataError(f"data root {root} holds no *.csv files")
-    others = [p.name for p in files if p.suffix != ".csv"]
+    others = [n for n in files if not n.endswith(".csv")]
     if others:
         # CsvExampleGen reads every file under input_base, CSV or not.
         raise InputDataError(f"data root {root} holds files that are not CSV: {', '.join(others)}")
     headers = {}
     for path in csv_files:
-        with path.open(newline="") as f:
+        with object_store.open_text(path) as f:
             reader = csv.reader(f)
             header = next(reader, None)
             if not header or not any(cell.strip() for cell in header):

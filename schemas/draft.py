@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline import object_store
 from pipeline.inputs import InputDataError, check_csv_data_root
 from trainer.dataset import (
     FEATURE_SETTINGS,
@@ -105,12 +106,12 @@ def _typed(value: str, value_type: str):
     return value
 
 
-def read_profiles(csv_files: Sequence[Path], types: dict[str, str]) -> dict[str, ColumnProfile]:
+def read_profiles(csv_files: Sequence[str], types: dict[str, str]) -> dict[str, ColumnProfile]:
     counts = {name: Counter() for name in types}
     missing = Counter()
     rows = 0
     for path in csv_files:
-        with path.open(newline="") as f:
+        with object_store.open_text(path) as f:
             for row in csv.DictReader(f):
                 rows += 1
                 for name, value_type in types.items():

@@ -60,3 +60,15 @@ def test_image_is_a_beam_sdk_harness_of_the_locked_beam_version():
         DOCKERFILE
     )
     assert 'ENTRYPOINT ["/opt/apache/beam/boot"]' in DOCKERFILE
+
+
+def test_image_holds_both_s3_clients_and_the_step_entrypoint():
+    """TensorFlow reads s3:// through tensorflow-io, Beam through its boto3 filesystem."""
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text()
+    # tensorflow-io releases pair with TensorFlow minors: 0.37 is the one for TF 2.16.
+    assert tf.__version__.startswith("2.16.")
+    assert _locked_version("tensorflow-io").startswith("0.37.")
+    assert re.search(r'^    "tensorflow-io==0\.37\.\d+",$', pyproject, re.M)
+    assert re.search(r'^    "apache-beam\[[a-z,]*aws[a-z,]*\]==', pyproject, re.M)
+    # The image's build imports what every step's command imports.
+    assert "import kubeflow.step_entrypoint, pipeline.s3_plugin" in DOCKERFILE

@@ -247,6 +247,69 @@ _DELETE = object()
         ("schedule.cron", "0 3 * * *", r"schedule.cron: '0 3 \* \* \*' must have 6 fields"),
         ("parameters.train_steps", 0, r"parameters.train_steps: must be > 0"),
         ("parameters.data_path", "gs://x", r"parameters: unknown field\(s\) \['data_path'\]"),
+        (
+            "pipeline_root",
+            "minio://mlpipeline/v2/artifacts",
+            r"^pipeline_root: 'minio://mlpipeline/v2/artifacts': no TensorFlow or Beam filesystem "
+            r"reads minio://\. MinIO speaks S3: write s3://mlpipeline/v2/artifacts and set the "
+            r"store's endpoint",
+        ),
+        ("parameters.data_root", "minio://data/taxi", r"^parameters.data_root: .*write s3://data"),
+        (
+            "serving_model_dir",
+            "hdfs://nn/serving",
+            r"^serving_model_dir: .*hdfs:// is not supported",
+        ),
+        (
+            "serving_model_dir",
+            "s3:///serving",
+            r"^serving_model_dir: 's3:///serving' names no bucket",
+        ),
+        (
+            "pipeline_root",
+            "s3://mlpipeline/tfx",
+            r"^object_store: required when pipeline_root is s3:// \(s3://mlpipeline/tfx\)",
+        ),
+        (
+            "object_store",
+            {"region": "us-east-1", "verify_tls": False},
+            r"^object_store.verify_tls: turning TLS verification off is not supported.*ca_file",
+        ),
+        (
+            "object_store",
+            {"endpoint": "minio-service.kubeflow:9000", "region": "us-east-1"},
+            r"^object_store.endpoint: 'minio-service.kubeflow:9000' is not http\(s\)://HOST",
+        ),
+        (
+            "object_store",
+            {"endpoint": "minio://minio-service:9000", "region": "us-east-1"},
+            r"^object_store.endpoint: .*give the store's S3 API address",
+        ),
+        ("object_store", {"endpoint": "http://minio:9000"}, r"^object_store.region: required"),
+        ("object_store", {"region": "Europe West"}, r"^object_store.region: 'Europe West' is not"),
+        (
+            "object_store",
+            {"region": "us-east-1", "ca_file": "certs/ca.pem"},
+            r"^object_store.ca_file: 'certs/ca.pem' must be an absolute path",
+        ),
+        (
+            "object_store",
+            {"region": "us-east-1", "credentials": {"secret": "s", "access_key_id_key": "a"}},
+            r"^object_store.credentials.secret_access_key_key: required",
+        ),
+        (
+            "object_store",
+            {
+                "region": "us-east-1",
+                "credentials": {
+                    "secret": "My_Secret",
+                    "access_key_id_key": "a",
+                    "secret_access_key_key": "b",
+                },
+            },
+            r"^object_store.credentials.secret: 'My_Secret' is not a Kubernetes Secret name",
+        ),
+        ("object_store", {"region": "us-east-1", "bucket": "x"}, r"^object_store: unknown field"),
     ],
 )
 def test_configuration_errors_name_the_field(path, value, message):
@@ -466,3 +529,75 @@ def test_unknown_beam_option_fails_the_compile_with_a_suggestion():
         r"apache-beam [0-9.]+; did you mean 'max_num_workers'\?",
     ):
         kfp_compile.compile_pipeline(settings)
+
+
+def _minio_settings(credentials: bool = True):
+    from tests.test_kubeflow_reference import MINIO
+
+    raw = {**copy.deepcopy(RAW_SETTINGS), **copy.deepcopy(MINIO)}
+    raw["parameters"]["data_root"] = "s3://mlpipeline/data/taxi"
+    if not credentials:
+        del raw["object_store"]["credentials"]
+    return parse_settings(raw, COMPONENT_IDS, BEAM_STEPS)
+
+
+@pytest.fixture(scope="module")
+def compiled_minio():
+    return kfp_compile.compile_pipeline(_minio_settings())
+
+
+def test_every_step_gets_the_store_for_tensorflow_and_beam(compiled_minio):
+    spec, platform = compiled_minio
+    expected_env = {
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "S3_ENDPOINT": "http://minio-service.kubeflow:9000",
+        "AWS_ENDPOINT_URL_S3": "http://minio-service.kubeflow:9000",
+    }
+    secret = {
+        "keyToEnv": [
+            {"secretKey": "accesskey", "envVar": "AWS_ACCESS_KEY_ID"},
+            {"secretKey": "secretkey", "envVar": "AWS_SECRET_ACCESS_KEY"},
+        ],
+        "secretName": "mlpipeline-minio-artifact",
+        "secretNameParameter": {"runtimeValue": {"constant": "mlpipeline-minio-artifact"}},
+    }
+    platforms = _platform(spec, platform)
+    # Every step, our own components and the run report included.
+    assert set(_executors(spec)) == COMPONENT_IDS
+    for task, executor in _executors(spec).items():
+        container = executor["container"]
+        assert {e["name"]: e["value"] for e in container["env"]} == expected_env, task
+        assert container["command"] == kfp_compile.STEP_COMMAND, task
+        assert platforms[task]["secretAsEnv"] == [secret], task
+        # No secret value, and no secret name as a plain variable, is ever in the spec.
+        assert "AWS_ACCESS_KEY_ID" not in {e["name"] for e in container["env"]}
+    assert spec["defaultPipelineRoot"] == "s3://mlpipeline/tfx/taxi"
+    assert spec["root"]["inputDefinitions"]["parameters"]["data_root"]["defaultValue"] == (
+        "s3://mlpipeline/data/taxi"
+    )
+
+
+def test_beam_steps_import_the_s3_plugin_in_their_workers(compiled_minio, compiled):
+    from pipeline.object_store import BEAM_PLUGIN_MODULE
+
+    for spec, expected in ((compiled_minio[0], True), (compiled[0], False)):
+        for task, executor in _executors(spec).items():
+            args = executor["container"]["args"]
+            has_plugin = f"--beam_plugins={BEAM_PLUGIN_MODULE}" in args
+            assert has_plugin == (expected and task in BEAM_STEPS), task
+
+
+def test_pod_identity_injects_no_secret():
+    spec, platform = kfp_compile.compile_pipeline(_minio_settings(credentials=False))
+    for task, entry in _platform(spec, platform).items():
+        assert "secretAsEnv" not in entry, task
+    assert all("env" in e["container"] for e in _executors(spec).values())
+
+
+def test_gcs_settings_add_no_environment_but_the_step_command(compiled):
+    spec, platform = compiled
+    for task, executor in _executors(spec).items():
+        assert "env" not in executor["container"], task
+        assert executor["container"]["command"] == kfp_compile.STEP_COMMAND, task
+        assert "secretAsEnv" not in _platform(spec, platform)[task]

@@ -17,9 +17,10 @@ import shutil
 import subprocess
 
 import pytest
+import yaml
 
 from kubeflow import compile as kfp_compile
-from kubeflow.settings import DEFAULT_SETTINGS_FILE, load_settings
+from kubeflow.settings import DEFAULT_SETTINGS_FILE, parse_settings
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -47,8 +48,28 @@ def run_in_reference_env(script: str, *args: str, timeout: int) -> subprocess.Co
     )
 
 
-def test_package_parses_and_placement_matches_current_kfp(tmp_path):
-    settings = load_settings(DEFAULT_SETTINGS_FILE, kfp_compile.pipeline_component_ids())
+# The checked-in settings moved onto an in-cluster MinIO, credentials from its secret.
+MINIO = {
+    "pipeline_root": "s3://mlpipeline/tfx/taxi",
+    "serving_model_dir": "s3://mlpipeline/serving/taxi",
+    "object_store": {
+        "endpoint": "http://minio-service.kubeflow:9000",
+        "region": "us-east-1",
+        "credentials": {
+            "secret": "mlpipeline-minio-artifact",
+            "access_key_id_key": "accesskey",
+            "secret_access_key_key": "secretkey",
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("store", ["gcs", "minio"])
+def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
+    raw = yaml.safe_load(DEFAULT_SETTINGS_FILE.read_text())
+    if store == "minio":
+        raw.update(MINIO)
+    settings = parse_settings(raw, kfp_compile.pipeline_component_ids())
     spec, platform = kfp_compile.compile_pipeline(settings)
     package = tmp_path / "pipeline.yaml"
     kfp_compile.write_package(package, spec, platform)
@@ -58,6 +79,12 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path):
             "node_selector": dict(settings.placement_for(task).node_selector),
             "tolerations": [
                 dataclasses.asdict(t) for t in settings.placement_for(task).tolerations
+            ],
+            "env": settings.object_store.environment() if settings.object_store else {},
+            "secret_as_env": [
+                {"secret": credentials.secret, "key_to_env": credentials.key_to_env()}
+                for credentials in [settings.object_store and settings.object_store.credentials]
+                if credentials
             ],
         }
         for task in kfp_compile.pipeline_component_ids()
@@ -77,7 +104,7 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path):
     ours_platform = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     for task in kfp_compile.pipeline_component_ids():
         label = labels[task]
-        assert executors[label]["container"].get("resources", {}) == reference[task]["resources"], (
-            task
-        )
+        container = executors[label]["container"]
+        assert container.get("resources", {}) == reference[task]["resources"], task
+        assert container.get("env", []) == reference[task]["env"], task
         assert ours_platform.get(label, {}) == reference[task]["kubernetes"], task

@@ -8,9 +8,10 @@
    unknown fields.
 2. For each component in --placements, compiles a one-step kfp pipeline with
    the same settings applied through kfp's own API (`set_cpu_limit`, ...,
-   `kubernetes.add_node_selector`, `kubernetes.add_toleration`) and prints the
-   resulting resources and platform entries as JSON, for the caller to compare
-   with its own output.
+   `set_env_variable`, `kubernetes.add_node_selector`,
+   `kubernetes.add_toleration`, `kubernetes.use_secret_as_env`) and prints the
+   resulting resources, environment and platform entries as JSON, for the
+   caller to compare with its own output.
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ def reference_for(placement: dict) -> dict:
             task.set_accelerator_limit(resources["gpu"])
         for key, value in placement["node_selector"].items():
             kubernetes.add_node_selector(task, label_key=key, label_value=value)
+        for name, value in placement.get("env", {}).items():
+            task.set_env_variable(name, value)
+        for secret in placement.get("secret_as_env", []):
+            kubernetes.use_secret_as_env(
+                task, secret_name=secret["secret"], secret_key_to_env=secret["key_to_env"]
+            )
         for toleration in placement["tolerations"]:
             kubernetes.add_toleration(
                 task,
@@ -76,10 +83,10 @@ def reference_for(placement: dict) -> dict:
     spec = docs[0]
     platform = docs[1] if len(docs) > 1 else {}
     executors = platform.get("platforms", {}).get("kubernetes", {})
+    container = spec["deploymentSpec"]["executors"]["exec-step"]["container"]
     return {
-        "resources": spec["deploymentSpec"]["executors"]["exec-step"]["container"].get(
-            "resources", {}
-        ),
+        "resources": container.get("resources", {}),
+        "env": container.get("env", []),
         "kubernetes": executors.get("deploymentSpec", {}).get("executors", {}).get("exec-step", {}),
     }
 

@@ -3,7 +3,7 @@
     uv run --project kubeflow/reference --locked python kubeflow/reference/run_compiled.py \
         --package build/pipeline.yaml --pipeline-root /tmp/root --python .venv/bin/python \
         --parameter data_root=/path/to/csv --parameter 'train_args={"num_steps": 20}' \
-        --summary /tmp/summary.json
+        --summary /tmp/summary.json [--isolated-env --secret NAME=secret.json]
 
 KFP's own local executor (`kfp.local`, from this directory's current kfp) does
 the work a cluster's driver and launcher do: it orders the DAG, resolves the
@@ -13,7 +13,7 @@ URIs under the pipeline root, the executor output file), substitutes the
 container's `command` + `args` placeholders, and collects each step's outputs
 from its executor output file.
 
-Two things are ours:
+Three things are ours:
 
 * **The task handler.** Each container's command runs as a subprocess instead
   of `docker run`, with `python` meaning the project's interpreter (the image
@@ -27,10 +27,24 @@ Two things are ours:
   entrypoint cannot map to a class. Here the executor input gets the type the
   consumer's input definition declares: in a TFX-compiled spec, the same type
   as the producer's output.
+* **Artifact URIs under a remote pipeline root.** kfp.local keeps its
+  bookkeeping (executor output files) under --pipeline-root; when the
+  package's `defaultPipelineRoot` is s3:// or gs://, output artifacts get
+  URIs under that root instead, at the same relative place, as the backend
+  hands them out. Executors then write to the object store, as on a cluster.
+
+With `--isolated-env`, a step's process gets only what a pod would: the
+image's environment (IMAGE_ENVIRONMENT), the container spec's `env`, and the
+platform spec's `secretAsEnv` resolved from the `--secret NAME=FILE` files
+(a JSON object of the secret's data, as `kubectl get secret` decodes it). A
+secret or key that is not there fails the step, as Kubernetes refuses to
+start such a pod. Without it, steps inherit this process's environment.
 
 Not reproduced here: resource requests, node selectors and tolerations
 (scheduling), caching, lifecycle hooks (`preCacheCheck`, which open-source KFP
-does not run either), retries, and ML Metadata (kfp.local keeps none).
+does not run either), retries, ML Metadata (kfp.local keeps none), and the
+launcher's own uploads and downloads of artifacts (TFX's executors read and
+write artifact URIs directly).
 
 The summary file holds, per step: status, wall seconds, start-up seconds (from
 starting the command to TFX's "Starting executor" log line), the parameter
@@ -46,7 +60,9 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -60,19 +76,52 @@ from kfp.local import (
 )
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+# What the pipeline image's Dockerfile (ENV) gives every step, as far as it
+# matters outside a container; PATH leads to the project's interpreter.
+IMAGE_ENVIRONMENT = {"PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "1"}
+REMOTE_ROOT_SCHEMES = ("s3://", "gs://")
 # TFX's entrypoint logs this (absl format) right before calling the executor.
 _EXECUTOR_START = re.compile(r"^I(\d{4}) (\d\d:\d\d:\d\d\.\d+) .*\] Starting executor$")
 _INVOCATION_FLAG = "--json_serialized_invocation_args"
 
 
-def step_ids_by_executor_class(spec: dict) -> dict[str, str]:
-    """`--executor_class_path` value -> component id, from the spec's deployment section."""
-    ids = {}
+def executor_labels_by_class(spec: dict) -> dict[str, str]:
+    """`--executor_class_path` value -> executor label, from the spec's deployment section."""
+    labels = {}
     for name, executor in spec["deploymentSpec"]["executors"].items():
         args = executor.get("container", {}).get("args", [])
         if "--executor_class_path" in args:
-            ids[args[args.index("--executor_class_path") + 1]] = name.removesuffix("_executor")
-    return ids
+            labels[args[args.index("--executor_class_path") + 1]] = name
+    return labels
+
+
+class MissingSecretError(RuntimeError):
+    """A step's secretAsEnv names a secret or key that the execution was not given."""
+
+
+def secret_environment(platform_config: dict, secrets: dict[str, dict[str, str]]) -> dict:
+    """The environment a pod gets from its `secretAsEnv` entries."""
+    env = {}
+    for entry in platform_config.get("secretAsEnv", []):
+        name = entry.get("secretNameParameter", {}).get("runtimeValue", {}).get("constant")
+        name = name or entry["secretName"]
+        if name not in secrets:
+            if entry.get("optional"):
+                continue
+            raise MissingSecretError(f'secret "{name}" not found')
+        for mapping in entry["keyToEnv"]:
+            if mapping["secretKey"] not in secrets[name]:
+                raise MissingSecretError(
+                    f"couldn't find key {mapping['secretKey']} in Secret {name}"
+                )
+            env[mapping["envVar"]] = secrets[name][mapping["secretKey"]]
+    return env
+
+
+def isolated_environment(project_python: str, home: str) -> dict[str, str]:
+    """A pod's base environment: the image's variables, a PATH and an empty HOME."""
+    path = f"{os.path.dirname(project_python)}:/usr/local/bin:/usr/bin:/bin"
+    return {**IMAGE_ENVIRONMENT, "PATH": path, "HOME": home}
 
 
 def _executor_start(lines: list[str], started: datetime.datetime) -> datetime.datetime | None:
@@ -85,7 +134,28 @@ def _executor_start(lines: list[str], started: datetime.datetime) -> datetime.da
     return None
 
 
-def make_task_handler(project_python: str, steps: dict[str, dict], ids: dict[str, str]):
+@dataclass(frozen=True)
+class StepEnvironment:
+    """How each step's process environment is made (see the module docstring)."""
+
+    isolated: bool = False
+    home: str = ""
+    platform: dict = field(default_factory=dict)  # executor label -> Kubernetes config
+    secrets: dict = field(default_factory=dict)  # secret name -> its data
+
+    def for_step(self, project_python: str, label: str | None, container_env: dict) -> dict:
+        if not self.isolated:
+            return {**subprocess_environment(), **container_env}
+        return {
+            **isolated_environment(project_python, self.home),
+            **container_env,
+            **secret_environment(self.platform.get(label or "", {}), self.secrets),
+        }
+
+
+def make_task_handler(
+    project_python: str, steps: dict[str, dict], labels: dict[str, str], environment
+):
     class ProjectEnvironmentTaskHandler:
         """kfp.local's task handler interface: runs the container command as a subprocess."""
 
@@ -98,20 +168,26 @@ def make_task_handler(project_python: str, steps: dict[str, dict], ids: dict[str
             command = self.full_command
             if command[0] in ("python", "python3"):
                 command = [project_python, *command[1:]]
-            step_id = ids.get(_flag_value(command, "--executor_class_path"), command[-1])
+            label = labels.get(_flag_value(command, "--executor_class_path"))
+            step_id = label.removesuffix("_executor") if label else command[-1]
             executor_input = json.loads(_flag_value(command, _INVOCATION_FLAG) or "{}")
             started_at = datetime.datetime.now()
             started = time.monotonic()
-            process = subprocess.run(
-                command,
-                env={**subprocess_environment(), **self.env_vars},
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
+            try:
+                env = environment.for_step(project_python, label, self.env_vars)
+            except MissingSecretError as err:
+                # Kubernetes does not start such a pod (CreateContainerConfigError).
+                process = subprocess.CompletedProcess(
+                    command, 1, f"CreateContainerConfigError: {err}"
+                )
+            else:
+                process = subprocess.run(
+                    command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                )
             seconds = time.monotonic() - started
             lines = process.stdout.splitlines()
             print("\n".join(lines[-40:] if process.returncode else lines[-5:]), flush=True)
+            output_file = executor_input.get("outputs", {}).get("outputFile", "")
             executor_started = _executor_start(lines, started_at)
             steps[step_id] = {
                 "status": "SUCCESS" if process.returncode == 0 else "FAILURE",
@@ -129,6 +205,11 @@ def make_task_handler(project_python: str, steps: dict[str, dict], ids: dict[str
                     .items()
                 },
                 "log_tail": lines[-40:] if process.returncode else [],
+                "executor_output": (
+                    json.loads(Path(output_file).read_text())
+                    if output_file and Path(output_file).is_file()
+                    else None
+                ),
             }
             return status.Status.SUCCESS if process.returncode == 0 else status.Status.FAILURE
 
@@ -146,32 +227,60 @@ def subprocess_environment() -> dict[str, str]:
     return env
 
 
-def typed_executor_input(component_spec, arguments, task_root, block_input_artifact):
-    """kfp.local's executor input, with input artifact types as the consumer declares them."""
-    executor_input = _construct_executor_input(
-        component_spec=component_spec,
-        arguments=arguments,
-        task_root=task_root,
-        block_input_artifact=block_input_artifact,
-    )
-    for name, artifact_list in executor_input.inputs.artifacts.items():
-        declared = component_spec.input_definitions.artifacts[name].artifact_type
-        for artifact in artifact_list.artifacts:
-            artifact.type.CopyFrom(declared)
-    return executor_input
+def executor_input_builder(local_root: str, artifact_root: str | None):
+    """kfp.local's executor input, with input artifact types as the consumer declares them.
+
+    `artifact_root`, a remote pipeline root: output artifact URIs move from
+    under `local_root` to the same place under it.
+    """
+
+    def typed_executor_input(component_spec, arguments, task_root, block_input_artifact):
+        executor_input = _construct_executor_input(
+            component_spec=component_spec,
+            arguments=arguments,
+            task_root=task_root,
+            block_input_artifact=block_input_artifact,
+        )
+        for name, artifact_list in executor_input.inputs.artifacts.items():
+            declared = component_spec.input_definitions.artifacts[name].artifact_type
+            for artifact in artifact_list.artifacts:
+                artifact.type.CopyFrom(declared)
+        if artifact_root:
+            for artifact_list in executor_input.outputs.artifacts.values():
+                for artifact in artifact_list.artifacts:
+                    relative = os.path.relpath(artifact.uri, local_root)
+                    artifact.uri = f"{artifact_root.rstrip('/')}/{relative}"
+        return executor_input
+
+    return typed_executor_input
 
 
 _construct_executor_input = executor_input_utils.construct_executor_input
 
 
-def run(package: Path, pipeline_root: Path, project_python: str, parameters: dict) -> dict:
-    spec_dict, _platform = list(yaml.safe_load_all(package.read_text()))
+def run(
+    package: Path,
+    pipeline_root: Path,
+    project_python: str,
+    parameters: dict,
+    environment: StepEnvironment | None = None,
+) -> dict:
+    spec_dict, platform = list(yaml.safe_load_all(package.read_text()))
     spec = json_format.ParseDict(spec_dict, pipeline_spec_pb2.PipelineSpec())
     steps: dict[str, dict] = {}
+    environment = environment or StepEnvironment()
+    if environment.isolated:
+        kubernetes = platform.get("platforms", {}).get("kubernetes", {})
+        environment = replace(
+            environment, platform=kubernetes.get("deploymentSpec", {}).get("executors", {})
+        )
     subprocess_task_handler.SubprocessTaskHandler = make_task_handler(
-        project_python, steps, step_ids_by_executor_class(spec_dict)
+        project_python, steps, executor_labels_by_class(spec_dict), environment
     )
-    executor_input_utils.construct_executor_input = typed_executor_input
+    remote_root = spec.default_pipeline_root
+    executor_input_utils.construct_executor_input = executor_input_builder(
+        str(pipeline_root), remote_root if remote_root.startswith(REMOTE_ROOT_SCHEMES) else None
+    )
     local.init(
         runner=local.SubprocessRunner(use_venv=False),
         pipeline_root=str(pipeline_root),
@@ -203,9 +312,26 @@ def main(argv: list[str] | None = None) -> int:
         "--parameter", action="append", default=[], help="NAME=VALUE, a runtime parameter"
     )
     parser.add_argument("--summary", type=Path, required=True, help="where to write JSON")
+    parser.add_argument(
+        "--isolated-env",
+        action="store_true",
+        help="give steps only the environment their pod would get (see the module docstring)",
+    )
+    parser.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        help="NAME=FILE: a Kubernetes secret's data as a JSON object (with --isolated-env)",
+    )
     args = parser.parse_args(argv)
     parameters = dict(p.split("=", 1) for p in args.parameter)
-    summary = run(args.package, args.pipeline_root, args.python, parameters)
+    secrets = {
+        name: json.loads(Path(file).read_text())
+        for name, file in (s.split("=", 1) for s in args.secret)
+    }
+    with tempfile.TemporaryDirectory(prefix="step-home-") as home:
+        environment = StepEnvironment(isolated=args.isolated_env, home=home, secrets=secrets)
+        summary = run(args.package, args.pipeline_root, args.python, parameters, environment)
     args.summary.write_text(json.dumps(summary, indent=2))
     print(
         f"{summary['pipeline']}: {'succeeded' if summary['succeeded'] else 'FAILED'} "

@@ -1,0 +1,269 @@
+"""Object stores for the pipeline's paths: s3:// (AWS S3, MinIO, any S3-compatible store) and gs://.
+
+Three libraries touch artifact and data URIs, each with its own S3 client:
+
+* TensorFlow (`tf.io.gfile`, SavedModel, TFRecords; TFX's `fileio` too) knows
+  only local paths and gs:// until `tensorflow-io`'s filesystem plugins are
+  loaded (`register_filesystems`). Its S3 client reads `S3_ENDPOINT`,
+  `S3_CA_FILE`, `AWS_REGION` and the `AWS_*` credentials.
+* Beam's `FileSystems` (ExampleGen's CSV reads, every Beam step's writes) uses
+  boto3, which reads `AWS_ENDPOINT_URL_S3`, `AWS_CA_BUNDLE`,
+  `AWS_DEFAULT_REGION` and the same credentials.
+* The reachability check below, also boto3.
+
+`minio://` is what KFP's own launcher calls a MinIO bucket; no TensorFlow or
+Beam filesystem knows that scheme, so it is refused with the spelling that
+works (`s3://` plus the store's endpoint).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import IO, NoReturn
+
+REMOTE_SCHEMES = ("s3", "gs")
+# Bounded waits for the reachability check: a wrong endpoint fails in seconds, not minutes.
+CONNECT_TIMEOUT_S = 5
+READ_TIMEOUT_S = 15
+MAX_ATTEMPTS = 3
+
+# Beam workers import this module first (`--beam_plugins`): TensorFlow reads s3:// there too.
+BEAM_PLUGIN_MODULE = "pipeline.s3_plugin"
+# Both S3 clients (tensorflow-io's and boto3) read the access key pair from these.
+CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+
+_LOG = logging.getLogger(__name__)
+
+
+class ObjectStoreError(ValueError):
+    """A path names a store this pipeline cannot use, or the store refused or did not answer."""
+
+
+def uri_scheme(uri: str) -> str | None:
+    """`s3` for `s3://bucket/key`, None for a local path."""
+    head, sep, _ = uri.partition("://")
+    return head.lower() if sep else None
+
+
+def is_remote(uri: str) -> bool:
+    return uri_scheme(uri) in REMOTE_SCHEMES
+
+
+def check_uri(value: str, where: str) -> str:
+    """`value` if it is s3://BUCKET/..., gs://BUCKET/... or a local path.
+
+    Otherwise ObjectStoreError, naming `where` and the spelling that works.
+    """
+    scheme = uri_scheme(value)
+    if scheme is None:
+        return value
+    if scheme == "minio":
+        rest = value.split("://", 1)[1]
+        raise ObjectStoreError(
+            f"{where}: {value!r}: no TensorFlow or Beam filesystem reads minio://. MinIO speaks "
+            f"S3: write s3://{rest} and set the store's endpoint (object_store.endpoint, e.g. "
+            "http://minio-service.kubeflow:9000)"
+        )
+    if scheme not in REMOTE_SCHEMES:
+        raise ObjectStoreError(
+            f"{where}: {value!r}: scheme {scheme}:// is not supported; use s3:// (AWS S3, MinIO "
+            "or another S3-compatible store), gs:// or a local path"
+        )
+    bucket = bucket_of(value)
+    if not bucket:
+        raise ObjectStoreError(f"{where}: {value!r} names no bucket ({scheme}://BUCKET/PATH)")
+    return value
+
+
+def bucket_of(uri: str) -> str:
+    return uri.split("://", 1)[1].split("/", 1)[0]
+
+
+def client_environment(
+    *, region: str, endpoint: str | None = None, ca_file: str | None = None
+) -> dict[str, str]:
+    """The environment that points TensorFlow's and Beam's S3 clients at one store.
+
+    Credentials are not here: they come from a secret (CREDENTIAL_VARIABLES)
+    or from the pod's identity.
+    """
+    env = {
+        # tensorflow-io reads AWS_REGION; boto3 reads AWS_DEFAULT_REGION.
+        "AWS_REGION": region,
+        "AWS_DEFAULT_REGION": region,
+    }
+    if endpoint:
+        # tensorflow-io takes the scheme from the endpoint (http:// for a
+        # plain-HTTP MinIO) and addresses buckets path-style, as MinIO needs.
+        env["S3_ENDPOINT"] = endpoint
+        # boto3 (Beam's S3 filesystem) reads the service-specific endpoint.
+        env["AWS_ENDPOINT_URL_S3"] = endpoint
+    if ca_file:
+        env["S3_CA_FILE"] = ca_file
+        env["AWS_CA_BUNDLE"] = ca_file
+    return env
+
+
+def register_filesystems() -> None:
+    """Makes s3:// (and tensorflow-io's other schemes) readable by TensorFlow in this process.
+
+    Importing tensorflow_io registers its filesystem plugins with TensorFlow;
+    a second call does nothing. Call it before the first file access.
+    """
+    import tensorflow_io  # noqa: F401  (imported for its registration)
+
+
+def s3_used() -> bool:
+    """Whether tensorflow-io's filesystems were loaded into this process."""
+    return "tensorflow_io" in sys.modules
+
+
+def exit_process(code: int) -> NoReturn:
+    """Ends the process with `code` once its output is flushed.
+
+    After tensorflow-io's S3 filesystem has been used, TF 2.16.2 with
+    tensorflow-io 0.37.1 aborts during interpreter teardown ("pure virtual
+    method called", exit 134; tensorflow/io#2039, reproduced here with a
+    single gfile write). Every output is written and closed by the time a
+    step or run returns, so such a process leaves through `os._exit`, which
+    runs no C++ static destructors. Other processes exit normally.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if s3_used():
+        os._exit(code)
+    sys.exit(code)
+
+
+@dataclass(frozen=True)
+class StoreAccess:
+    """The S3 endpoint this process reaches, as the environment configures it."""
+
+    endpoint: str | None  # None: AWS S3 itself.
+
+    @classmethod
+    def from_environment(cls) -> StoreAccess:
+        return cls(endpoint=os.environ.get("AWS_ENDPOINT_URL_S3") or None)
+
+    def describe(self, bucket: str) -> str:
+        where = self.endpoint or f"AWS S3 (region {_region() or 'unset'})"
+        return f"object store {where}, bucket {bucket!r}"
+
+
+def _region() -> str | None:
+    return os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION")
+
+
+def check_reachable(uris: Iterable[str]) -> None:
+    """Lists one key of every S3 bucket in `uris`; ObjectStoreError naming the store if that fails.
+
+    TensorFlow's S3 client retries an unreachable endpoint for minutes and
+    reports a refused credential as a bare "permission denied"; this check
+    fails in seconds with the endpoint, the bucket and the reason.
+    """
+    buckets = sorted({bucket_of(u) for u in uris if uri_scheme(u) == "s3"})
+    if not buckets:
+        return
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    access = StoreAccess.from_environment()
+    client = boto3.client(
+        "s3",
+        config=Config(
+            connect_timeout=CONNECT_TIMEOUT_S,
+            read_timeout=READ_TIMEOUT_S,
+            retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+        ),
+    )
+    for bucket in buckets:
+        store = access.describe(bucket)
+        try:
+            client.list_objects_v2(Bucket=bucket, MaxKeys=1)
+        except ClientError as err:
+            error = err.response.get("Error", {})
+            code = error.get("Code", "?")
+            hint = _CLIENT_ERROR_HINTS.get(code, "")
+            raise ObjectStoreError(
+                f"{store}: refused with {code}: {error.get('Message', err)}{hint}"
+            ) from None
+        except BotoCoreError as err:
+            raise ObjectStoreError(
+                f"{store}: no answer ({type(err).__name__}: {err}) after {MAX_ATTEMPTS} attempts "
+                f"({CONNECT_TIMEOUT_S} s to connect, {READ_TIMEOUT_S} s to read). Check the "
+                "endpoint (object_store.endpoint; AWS_ENDPOINT_URL_S3 and S3_ENDPOINT in a step) "
+                "and that the store is reachable from here"
+            ) from None
+        _LOG.info("%s: reachable", store)
+
+
+_CREDENTIALS_HINT = (
+    ". Check the credentials this process gets: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+    "(on Kubeflow, the secret in object_store.credentials), or the pod's own identity"
+)
+_CLIENT_ERROR_HINTS = {
+    "InvalidAccessKeyId": _CREDENTIALS_HINT,
+    "SignatureDoesNotMatch": _CREDENTIALS_HINT,
+    "AccessDenied": _CREDENTIALS_HINT + ", and that it may list and write this bucket",
+    "NoSuchBucket": ". Create the bucket, or fix the path",
+}
+
+
+# Reads that work on local paths and object-store URIs alike. Local paths go
+# through the OS directly, so a local run does not wait on TensorFlow's import
+# to check its data; remote ones through tf.io.gfile.
+
+
+def _gfile():
+    register_filesystems()
+    import tensorflow as tf
+
+    return tf.io.gfile
+
+
+def isdir(path: str) -> bool:
+    return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
+
+
+def listdir(path: str) -> list[str]:
+    """Entry names under `path` (directories without a trailing slash)."""
+    if is_remote(path):
+        return sorted(name.rstrip("/") for name in _gfile().listdir(path))
+    return sorted(os.listdir(path))
+
+
+def isfile(path: str) -> bool:
+    if is_remote(path):
+        gfile = _gfile()
+        return gfile.exists(path) and not gfile.isdir(path)
+    return os.path.isfile(path)
+
+
+def size(path: str) -> int:
+    return _gfile().stat(path).length if is_remote(path) else os.path.getsize(path)
+
+
+def tree_size(path: str) -> int:
+    """Bytes in every file under `path`."""
+    if not is_remote(path):
+        return sum(
+            os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files
+        )
+    gfile = _gfile()
+    return sum(gfile.stat(join(d, f)).length for d, _, files in gfile.walk(path) for f in files)
+
+
+def open_text(path: str) -> IO[str]:
+    if is_remote(path):
+        return _gfile().GFile(path, "r")
+    return open(path, newline="", encoding="utf-8")  # The caller closes it.
+
+
+def join(base: str, name: str) -> str:
+    return f"{base.rstrip('/')}/{name}" if is_remote(base) else os.path.join(base, name)

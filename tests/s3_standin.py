@@ -1,0 +1,144 @@
+"""An S3-compatible server on loopback for the object-store tests: moto's, in a thread.
+
+It is not MinIO, and not AWS: it speaks the S3 REST API (path-style buckets,
+SigV4 signatures, multipart uploads) as moto implements it. With IAM
+authentication switched on, it refuses unknown access keys and bad
+signatures, as a real store does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+REGION = "us-east-1"
+BUCKET = "pipelines"
+# Used only before authentication is switched on, to create the user below.
+_BOOTSTRAP_KEY = ("bootstrap", "bootstrap")
+
+
+@dataclass(frozen=True)
+class S3Standin:
+    endpoint: str
+    access_key_id: str
+    secret_access_key: str
+    bucket: str = BUCKET
+    region: str = REGION
+
+    def client(self, *, access_key_id: str | None = None, secret_access_key: str | None = None):
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=self.region,
+            aws_access_key_id=access_key_id or self.access_key_id,
+            aws_secret_access_key=secret_access_key or self.secret_access_key,
+        )
+
+    def upload(self, local: Path, uri: str) -> None:
+        bucket, key = split_uri(uri)
+        self.client().upload_file(str(local), bucket, key)
+
+    def keys(self, uri: str) -> list[str]:
+        """Every key under `uri` (s3://bucket/prefix)."""
+        bucket, prefix = split_uri(uri)
+        pages = (
+            self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        )
+        return [item["Key"] for page in pages for item in page.get("Contents", [])]
+
+    def download(self, uri: str, local: Path) -> Path:
+        """Copies every object under the prefix `uri` into `local`, keeping relative paths."""
+        bucket, prefix = split_uri(uri)
+        prefix = prefix.rstrip("/") + "/"
+        client = self.client()
+        for key in self.keys(uri):
+            if key.endswith("/"):  # A directory marker that TensorFlow's S3 client writes.
+                continue
+            target = local / key[len(prefix) :]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            client.download_file(bucket, key, str(target))
+        return local
+
+    def secret_data(self) -> dict[str, str]:
+        """The data of the Kubernetes secret that holds this store's keys."""
+        return {"accesskey": self.access_key_id, "secretkey": self.secret_access_key}
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return bucket, key
+
+
+@contextlib.contextmanager
+def s3_standin() -> Iterator[S3Standin]:
+    """moto's server on a free loopback port, a bucket, and one IAM user allowed to use it."""
+    import boto3
+    import requests
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        bootstrap = {
+            "endpoint_url": endpoint,
+            "region_name": REGION,
+            "aws_access_key_id": _BOOTSTRAP_KEY[0],
+            "aws_secret_access_key": _BOOTSTRAP_KEY[1],
+        }
+        iam = boto3.client("iam", **bootstrap)
+        iam.create_user(UserName="pipeline")
+        iam.put_user_policy(
+            UserName="pipeline",
+            PolicyName="bucket",
+            PolicyDocument=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
+                }
+            ),
+        )
+        key = iam.create_access_key(UserName="pipeline")["AccessKey"]
+        boto3.client("s3", **bootstrap).create_bucket(Bucket=BUCKET)
+        # From here on every request must carry a known key and a valid signature.
+        requests.post(f"{endpoint}/moto-api/reset-auth", data="0", timeout=10).raise_for_status()
+        yield S3Standin(
+            endpoint=endpoint,
+            access_key_id=key["AccessKeyId"],
+            secret_access_key=key["SecretAccessKey"],
+        )
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def silent_endpoint() -> Iterator[str]:
+    """http://127.0.0.1:PORT where connections are accepted and never answered: a hung store."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                accepted.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join()
+        for connection in accepted:
+            connection.close()
+        listener.close()

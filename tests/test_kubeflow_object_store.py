@@ -1,0 +1,209 @@
+"""The compiled package on an S3-compatible store: pipeline root, serving dir and data on s3://.
+
+An S3 server runs on loopback (moto's; see tests/s3_standin.py for what it is
+not). The package is compiled with `object_store:` pointing at it and
+executed step by step as `tests/test_kubeflow_executed.py` does, twice, each
+step with only the environment its pod would get: the container spec's `env`
+and the credentials secret of the platform spec, resolved from a fake
+secret. Nothing is inherited from this process, so a variable the compile
+forgot fails the step. The Beam steps run in-memory here (a thousand rows);
+the workers of the default multi-processing mode, which register s3://
+through `--beam_plugins`, are tested on their own below.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kubeflow.settings import ObjectStore
+from pipeline.object_store import (
+    BEAM_PLUGIN_MODULE,
+    CONNECT_TIMEOUT_S,
+    MAX_ATTEMPTS,
+    READ_TIMEOUT_S,
+)
+from tests.conftest import REPO_ROOT, load_schema, read_taxi_rows, write_csv
+from tests.s3_standin import s3_standin, silent_endpoint
+from tests.test_kubeflow_executed import TRAIN_STEPS, compile_package, execute, local_settings
+from trainer.export import SERVING_SIGNATURE
+from trainer.model import PROBABILITIES_OUTPUT
+from trainer.raw_examples import serialize_rows
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+# The fewest rows that give the Evaluator both classes in every slice it gates on.
+ROWS = 600
+SECRET = "pipeline-store"
+PIPELINE_ROOT = "s3://pipelines/tfx/taxi"
+SERVING_DIR = "s3://pipelines/serving/taxi"
+DATA_ROOT = "s3://pipelines/data/taxi"
+# The store check's worst case, plus the step's start-up.
+UNREACHABLE_BOUND_S = MAX_ATTEMPTS * (CONNECT_TIMEOUT_S + READ_TIMEOUT_S) + 60
+
+
+def s3_settings(tmp: Path, endpoint: str) -> Path:
+    return local_settings(
+        tmp,
+        DATA_ROOT,
+        pipeline_root=PIPELINE_ROOT,
+        serving_model_dir=SERVING_DIR,
+        parameters={"data_root": DATA_ROOT, "train_steps": TRAIN_STEPS},
+        object_store={
+            "endpoint": endpoint,
+            "region": "us-east-1",
+            "credentials": {
+                "secret": SECRET,
+                "access_key_id_key": "accesskey",
+                "secret_access_key_key": "secretkey",
+            },
+        },
+    )
+
+
+def execute_isolated(package: Path, tmp: Path, name: str, secret: dict, **kwargs) -> dict:
+    secret_file = tmp / f"{name}-secret.json"
+    secret_file.write_text(json.dumps(secret))
+    return execute(
+        package, tmp, name, "--isolated-env", "--secret", f"{SECRET}={secret_file}", **kwargs
+    )
+
+
+@pytest.fixture(scope="module")
+def store():
+    with s3_standin() as standin:
+        yield standin
+
+
+@pytest.fixture(scope="module")
+def executions(store, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("kubeflow_s3")
+    header, rows = read_taxi_rows(limit=ROWS)
+    store.upload(write_csv(tmp / "data.csv", header, rows), f"{DATA_ROOT}/data.csv")
+    package = compile_package(s3_settings(tmp, store.endpoint), tmp / "pipeline.yaml")
+    first = execute_isolated(package, tmp, "first", store.secret_data())
+    served_after_first = sorted(
+        {key.split("/")[2] for key in store.keys(SERVING_DIR + "/") if key.count("/") > 2}
+    )
+    second = execute_isolated(package, tmp, "second", store.secret_data())
+    return {"tmp": tmp, "first": first, "second": second, "served": served_after_first}
+
+
+def test_every_artifact_is_written_to_the_store(executions, store):
+    for name in ("first", "second"):
+        uris = [u for step in executions[name]["steps"].values() for us in step["outputs"].values()
+                for u in us]  # fmt: skip
+        assert uris and all(u.startswith(PIPELINE_ROOT + "/") for u in uris), uris
+    examples = executions["first"]["steps"]["CsvExampleGen"]["outputs"]["examples"][0]
+    assert any("/Split-train/" in key for key in store.keys(examples))
+
+
+def test_pushed_model_sits_in_the_bucket_and_scores_raw_rows_read_back(
+    executions, store, taxi_spec, tmp_path
+):
+    (version,) = executions["served"]
+    model_dir = store.download(f"{SERVING_DIR}/{version}", tmp_path / "model")
+    serve = tf.saved_model.load(str(model_dir)).signatures[SERVING_SIGNATURE]
+    body = store.client().get_object(Bucket="pipelines", Key="data/taxi/data.csv")["Body"]
+    rows = list(csv.DictReader(io.StringIO(body.read().decode())))[:50]
+    serialized = serialize_rows(rows, load_schema(), drop=taxi_spec.serving_excluded_columns())
+    probabilities = serve(examples=tf.constant(serialized))[PROBABILITIES_OUTPUT].numpy()
+    assert probabilities.shape == (50, 1) and probabilities.dtype == np.float32
+    assert np.all((probabilities >= 0) & (probabilities <= 1))
+    report = executions["first"]["steps"]["RunReport"]["outputs"]["report"][0]
+    html = store.client().get_object(
+        Bucket="pipelines", Key=f"{report[len('s3://pipelines/') :]}/report.html"
+    )
+    assert "BLESSED" in html["Body"].read().decode()
+
+
+def test_second_execution_finds_the_first_model_as_its_baseline(executions, store, tmp_path):
+    from pipeline.report.contents import read_evaluation
+
+    (version,) = executions["served"]
+    baseline = executions["second"]["steps"]["LatestServedModel"]["executor_output"]
+    metadata = baseline["artifacts"]["baseline_model"]["artifacts"][0]["metadata"]
+    assert metadata["served_path"] == f"{SERVING_DIR}/{version}"
+    evaluation = executions["second"]["steps"]["Evaluator"]["outputs"]["evaluation"][0]
+    assert read_evaluation(str(store.download(evaluation, tmp_path / "eval"))).has_baseline
+
+
+def test_steps_exit_zero_and_start_up_is_measured(executions, capsys):
+    steps = executions["first"]["steps"]
+    assert all(v["status"] == "SUCCESS" for v in steps.values())
+    lines = [
+        f"{k:<20} {v['startup_seconds'] or 0:>10.1f} {v['seconds']:>8.1f}" for k, v in steps.items()
+    ]
+    with capsys.disabled():
+        print("\nOn s3:// (start-up s, total s):\n" + "\n".join(lines))
+        first, second = executions["first"]["seconds"], executions["second"]["seconds"]
+        print(f"executions: {first:.1f} s, then {second:.1f} s")
+
+
+def test_wrong_credentials_fail_the_first_step_naming_the_store(store, tmp_path):
+    package = compile_package(s3_settings(tmp_path, store.endpoint), tmp_path / "pipeline.yaml")
+    wrong = {**store.secret_data(), "secretkey": "not-the-secret"}
+    summary = execute_isolated(package, tmp_path, "wrong", wrong, expect_success=False)
+    assert summary["order"] == ["CsvExampleGen"], summary["order"]
+    log = "\n".join(summary["steps"]["CsvExampleGen"]["log_tail"])
+    assert (
+        f"object store {store.endpoint}, bucket 'pipelines': refused with SignatureDoesNotMatch"
+        in log
+    )
+    assert "AWS_SECRET_ACCESS_KEY" in log
+
+
+def test_missing_secret_key_fails_the_step_as_kubernetes_would(store, tmp_path):
+    package = compile_package(s3_settings(tmp_path, store.endpoint), tmp_path / "pipeline.yaml")
+    summary = execute_isolated(
+        package, tmp_path, "nokey", {"accesskey": store.access_key_id}, expect_success=False
+    )
+    assert summary["order"] == ["CsvExampleGen"]
+    assert "couldn't find key secretkey in Secret pipeline-store" in "\n".join(
+        summary["steps"]["CsvExampleGen"]["log_tail"]
+    )
+
+
+def test_unreachable_store_fails_within_a_bounded_time(store, tmp_path):
+    with silent_endpoint() as endpoint:
+        package = compile_package(s3_settings(tmp_path, endpoint), tmp_path / "pipeline.yaml")
+        summary = execute_isolated(
+            package, tmp_path, "silent", store.secret_data(), expect_success=False
+        )
+    step = summary["steps"]["CsvExampleGen"]
+    assert step["status"] == "FAILURE" and step["seconds"] < UNREACHABLE_BOUND_S, step["seconds"]
+    assert f"object store {endpoint}, bucket 'pipelines': no answer" in "\n".join(step["log_tail"])
+
+
+@pytest.mark.parametrize("plugin", [True, False], ids=["with_plugin", "without_plugin"])
+def test_beam_worker_processes_read_s3_through_the_plugin(store, plugin, tmp_path):
+    """The compiled `--beam_plugins` is what lets TensorFlow in a Beam worker reach s3://."""
+    prefix = f"s3://pipelines/probe/{'with' if plugin else 'without'}"
+    beam_args = ["--direct_running_mode=multi_processing", "--direct_num_workers=1"]
+    beam_args += [f"--beam_plugins={BEAM_PLUGIN_MODULE}"] if plugin else []
+    env = {
+        **ObjectStore(region=store.region, endpoint=store.endpoint).environment(),
+        "AWS_ACCESS_KEY_ID": store.access_key_id,
+        "AWS_SECRET_ACCESS_KEY": store.secret_access_key,
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.beam_worker_probe", prefix, *beam_args],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    written = sorted(store.keys(prefix + "/"))
+    if plugin:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert written == ["probe/with/1.txt", "probe/with/2.txt"]
+    else:
+        assert proc.returncode != 0 and written == []
+        assert "File system scheme 's3' not implemented" in proc.stderr
