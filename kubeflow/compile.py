@@ -146,6 +146,8 @@ def secret_as_env(object_store: ObjectStore | None) -> list[dict[str, Any]]:
             "keyToEnv": [
                 {"secretKey": key, "envVar": env} for key, env in credentials.key_to_env().items()
             ],
+            # A missing secret must stop the pod, not start it without credentials.
+            "optional": False,
             "secretName": credentials.secret,
             "secretNameParameter": {"runtimeValue": {"constant": credentials.secret}},
         }
@@ -153,12 +155,19 @@ def secret_as_env(object_store: ObjectStore | None) -> list[dict[str, Any]]:
 
 
 def beam_args_for(settings: KubeflowSettings, component_id: str) -> list[str]:
-    """The Beam step's engine arguments; with an S3 store, its workers register s3:// too."""
+    """The Beam step's engine arguments; with an S3 store, what its workers need to reach it."""
     from pipeline.object_store import BEAM_PLUGIN_MODULE
 
-    args = settings.beam_for(component_id).pipeline_args(settings.image)
+    engine = settings.beam_for(component_id)
+    args = engine.pipeline_args(settings.image)
     if settings.object_store is not None:
         args.append(f"--beam_plugins={BEAM_PLUGIN_MODULE}")
+        if engine.engine != "direct":
+            # Workers outside the step's pod build their S3 client from the
+            # pipeline options; an option set by hand wins.
+            for name, value in settings.object_store.beam_options().items():
+                if name not in engine.options:
+                    args.append(f"--{name}={value}")
     return args
 
 

@@ -50,6 +50,10 @@ BEAM_REQUIRED_OPTIONS = {
     "spark": ("job_endpoint",),
 }
 BeamOptionValue = str | int | float | bool | tuple[str | int | float, ...]
+# Where a Flink or Spark worker reaches the Beam worker-pool sidecar in its own pod
+# (the pipeline image started with --worker_pool listens on 50000).
+WORKER_POOL_PORT = 50000
+WORKER_POOL_ADDRESS = f"localhost:{WORKER_POOL_PORT}"
 
 
 class SettingsError(ValueError):
@@ -110,10 +114,14 @@ class BeamEngine:
             options.setdefault("sdk_container_image", image)
             args = ["--runner=DataflowRunner"]
         else:
-            # The job server starts SDK workers from the pipeline image (DOCKER),
-            # or hands work to a worker pool beside it (EXTERNAL, host:port).
-            options.setdefault("environment_type", "DOCKER")
-            if options["environment_type"] == "DOCKER":
+            # The job server hands work to SDK workers in a worker pool beside
+            # each task manager or executor (EXTERNAL, the pool's host:port:
+            # a sidecar of the same pod by default), or starts them from the
+            # pipeline image itself (DOCKER, which needs Docker on the nodes).
+            options.setdefault("environment_type", "EXTERNAL")
+            if options["environment_type"] == "EXTERNAL":
+                options.setdefault("environment_config", WORKER_POOL_ADDRESS)
+            elif options["environment_type"] == "DOCKER":
                 options.setdefault("environment_config", image)
             args = ["--runner=PortableRunner"]
         for name, value in sorted(options.items()):
@@ -159,6 +167,12 @@ class ObjectStore:
     def environment(self) -> dict[str, str]:
         """The plain environment every step gets (no secret values)."""
         return store.client_environment(
+            region=self.region, endpoint=self.endpoint, ca_file=self.ca_file
+        )
+
+    def beam_options(self) -> dict[str, str]:
+        """Beam's own S3 options, for workers outside the step's pod (no credentials)."""
+        return store.beam_s3_options(
             region=self.region, endpoint=self.endpoint, ca_file=self.ca_file
         )
 
@@ -350,16 +364,23 @@ def _beam_engine(values: Any, where: str) -> BeamEngine:
                 f"{where}.options.job_endpoint: {endpoint!r} is not host:port "
                 "(the Beam job server, e.g. flink-jobserver.flink:8099)"
             )
-        environment = options.get("environment_type", "DOCKER")
+        environment = options.get("environment_type", "EXTERNAL")
         if environment not in ("DOCKER", "EXTERNAL", "PROCESS"):
             raise SettingsError(
                 f"{where}.options.environment_type: must be DOCKER, EXTERNAL or PROCESS, "
                 f"got {environment!r}"
             )
-        if environment != "DOCKER" and "environment_config" not in options:
+        if environment == "PROCESS" and "environment_config" not in options:
             raise SettingsError(
-                f"{where}.options.environment_config: required with environment_type "
-                f"{environment} (EXTERNAL: the worker pool's host:port)"
+                f"{where}.options.environment_config: required with environment_type PROCESS "
+                '(a JSON object, e.g. {"command": "/opt/apache/beam/boot"})'
+            )
+        if environment == "EXTERNAL" and not _HOST_PORT.match(
+            str(options.get("environment_config", WORKER_POOL_ADDRESS))
+        ):
+            raise SettingsError(
+                f"{where}.options.environment_config: {options['environment_config']!r} is not "
+                f"host:port (the worker pool; {WORKER_POOL_ADDRESS} for a sidecar in each pod)"
             )
     return BeamEngine(engine=engine, options=options)
 

@@ -11,9 +11,10 @@ takes the same arguments and adds three things around TFX's own `main`:
 
 1. tensorflow-io's filesystems are registered before TFX reads or writes a
    file, whatever the step's executor imports (TensorFlow alone reads no s3://);
-2. every S3 bucket in the step's inputs, outputs and parameters answers a
-   one-key listing, with bounded timeouts: a wrong endpoint or credential fails
-   the step in seconds with the store named, not after the AWS SDK's retries;
+2. what the step needs outside its pod answers, with bounded waits: every S3
+   bucket in its inputs, outputs and parameters (a one-key listing), and the
+   Beam job service of a step on Flink or Spark. A wrong endpoint or
+   credential fails the step in seconds, naming what did not answer;
 3. the process exits through `object_store.exit_process`, which sidesteps the
    abort at teardown after S3 use (tensorflow/io#2039), so KFP sees exit 0.
 """
@@ -27,7 +28,7 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
-from pipeline import object_store
+from pipeline import beam, object_store
 
 INVOCATION_FLAG = "--json_serialized_invocation_args"
 # The module TFX's V2 compiler names in every container command.
@@ -66,6 +67,9 @@ def run(argv: list[str]) -> int:
     if INVOCATION_FLAG in argv:
         executor_input = json.loads(argv[argv.index(INVOCATION_FLAG) + 1])
         object_store.check_reachable(step_uris(executor_input))
+    endpoint = beam.job_endpoint(argv)
+    if endpoint:
+        beam.check_job_service(endpoint)
 
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
@@ -81,7 +85,7 @@ def run(argv: list[str]) -> int:
 def main() -> None:
     try:
         code = run(sys.argv[1:])
-    except object_store.ObjectStoreError as err:
+    except (object_store.ObjectStoreError, beam.JobServiceError) as err:
         print(f"error: {err}", file=sys.stderr)
         code = 1
     except Exception:

@@ -17,6 +17,13 @@ BeamMode = Literal["auto", "in_memory", "multi_processing"]
 
 # Above this much input, parallel workers beat their start-up cost.
 IN_MEMORY_MAX_BYTES = 256 * 1024 * 1024
+# A running job service answers at once; Beam itself would wait 60 s and then
+# raise a timeout that names nothing.
+JOB_SERVICE_TIMEOUT_S = 20
+
+
+class JobServiceError(RuntimeError):
+    """A Beam step's job service (Flink's or Spark's job server) did not answer."""
 
 
 def data_size_bytes(data_root: str | os.PathLike) -> int:
@@ -47,3 +54,28 @@ def beam_pipeline_args(mode: str, *, num_workers: int | None = None) -> list[str
         workers = num_workers if num_workers is not None else (os.cpu_count() or 1)
         return ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
     raise ValueError(f"unknown Beam mode {mode!r}; use in_memory or multi_processing")
+
+
+def job_endpoint(beam_args: list[str]) -> str | None:
+    """The job service a portable Beam step submits to, from its arguments; None for others."""
+    if "--runner=PortableRunner" not in beam_args:
+        return None
+    values = [a.split("=", 1)[1] for a in beam_args if a.startswith("--job_endpoint=")]
+    return values[-1] if values else None
+
+
+def check_job_service(endpoint: str, timeout_s: float = JOB_SERVICE_TIMEOUT_S) -> None:
+    """Waits up to `timeout_s` for the job service at `endpoint`; JobServiceError naming it."""
+    import grpc
+
+    channel = grpc.insecure_channel(endpoint)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout_s)
+    except grpc.FutureTimeoutError:
+        raise JobServiceError(
+            f"Beam job service at {endpoint} did not answer within {timeout_s:.0f} s. Check "
+            "the engine's options.job_endpoint under beam: in kubeflow/pipeline.yaml, and that "
+            "the Flink or Spark job server runs and is reachable from the pipeline's pods"
+        ) from None
+    finally:
+        channel.close()

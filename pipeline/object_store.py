@@ -43,13 +43,13 @@ class ObjectStoreError(ValueError):
     """A path names a store this pipeline cannot use, or the store refused or did not answer."""
 
 
-def uri_scheme(uri: str) -> str | None:
+def uri_scheme(uri: str | os.PathLike) -> str | None:
     """`s3` for `s3://bucket/key`, None for a local path."""
-    head, sep, _ = uri.partition("://")
+    head, sep, _ = os.fspath(uri).partition("://")
     return head.lower() if sep else None
 
 
-def is_remote(uri: str) -> bool:
+def is_remote(uri: str | os.PathLike) -> bool:
     return uri_scheme(uri) in REMOTE_SCHEMES
 
 
@@ -108,6 +108,24 @@ def client_environment(
     return env
 
 
+def beam_s3_options(
+    *, region: str, endpoint: str | None = None, ca_file: str | None = None
+) -> dict[str, str]:
+    """Beam's S3Options for one store: what a worker elsewhere gets with the pipeline.
+
+    SDK workers beside a Flink, Spark or Dataflow job build their boto3 client
+    from these; credentials stay out (they would be written into the spec) and
+    come from the workers' own environment or identity.
+    """
+    options = {"s3_region_name": region}
+    if endpoint:
+        options["s3_endpoint_url"] = endpoint
+    if ca_file:
+        # boto3's `verify` takes a CA bundle path.
+        options["s3_verify"] = ca_file
+    return options
+
+
 def register_filesystems() -> None:
     """Makes s3:// (and tensorflow-io's other schemes) readable by TensorFlow in this process.
 
@@ -162,9 +180,11 @@ def _region() -> str | None:
 def check_reachable(uris: Iterable[str]) -> None:
     """Lists one key of every S3 bucket in `uris`; ObjectStoreError naming the store if that fails.
 
-    TensorFlow's S3 client retries an unreachable endpoint for minutes and
-    reports a refused credential as a bare "permission denied"; this check
-    fails in seconds with the endpoint, the bucket and the reason.
+    TensorFlow's S3 client waits on an endpoint that accepts connections and
+    never answers (still waiting after 240 s here), and answers a refused
+    credential with "does not exist" (`gfile.exists` is False: a step that
+    looks for the served model would find none). This check fails in seconds
+    with the endpoint, the bucket and the reason.
     """
     buckets = sorted({bucket_of(u) for u in uris if uri_scheme(u) == "s3"})
     if not buckets:
@@ -190,9 +210,8 @@ def check_reachable(uris: Iterable[str]) -> None:
             error = err.response.get("Error", {})
             code = error.get("Code", "?")
             hint = _CLIENT_ERROR_HINTS.get(code, "")
-            raise ObjectStoreError(
-                f"{store}: refused with {code}: {error.get('Message', err)}{hint}"
-            ) from None
+            message = str(error.get("Message", err)).rstrip(".")
+            raise ObjectStoreError(f"{store}: refused with {code}: {message}{hint}") from None
         except BotoCoreError as err:
             raise ObjectStoreError(
                 f"{store}: no answer ({type(err).__name__}: {err}) after {MAX_ATTEMPTS} attempts "
@@ -227,29 +246,29 @@ def _gfile():
     return tf.io.gfile
 
 
-def isdir(path: str) -> bool:
+def isdir(path: str | os.PathLike) -> bool:
     return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
 
 
-def listdir(path: str) -> list[str]:
+def listdir(path: str | os.PathLike) -> list[str]:
     """Entry names under `path` (directories without a trailing slash)."""
     if is_remote(path):
         return sorted(name.rstrip("/") for name in _gfile().listdir(path))
     return sorted(os.listdir(path))
 
 
-def isfile(path: str) -> bool:
+def isfile(path: str | os.PathLike) -> bool:
     if is_remote(path):
         gfile = _gfile()
         return gfile.exists(path) and not gfile.isdir(path)
     return os.path.isfile(path)
 
 
-def size(path: str) -> int:
+def size(path: str | os.PathLike) -> int:
     return _gfile().stat(path).length if is_remote(path) else os.path.getsize(path)
 
 
-def tree_size(path: str) -> int:
+def tree_size(path: str | os.PathLike) -> int:
     """Bytes in every file under `path`."""
     if not is_remote(path):
         return sum(
@@ -259,7 +278,7 @@ def tree_size(path: str) -> int:
     return sum(gfile.stat(join(d, f)).length for d, _, files in gfile.walk(path) for f in files)
 
 
-def open_text(path: str) -> IO[str]:
+def open_text(path: str | os.PathLike) -> IO[str]:
     if is_remote(path):
         return _gfile().GFile(path, "r")
     return open(path, newline="", encoding="utf-8")  # The caller closes it.

@@ -9,6 +9,8 @@ signatures, as a real store does.
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import json
 import socket
 import threading
@@ -53,10 +55,24 @@ class S3Standin:
         )
         return [item["Key"] for page in pages for item in page.get("Contents", [])]
 
+    def children(self, uri: str) -> list[str]:
+        """Names directly under the prefix `uri` (the versions in a serving dir, say)."""
+        bucket, prefix = split_uri(uri)
+        prefix = _as_directory(prefix)
+        listing = self.client().list_objects_v2(Bucket=bucket, Prefix=prefix, Delimiter="/")
+        return sorted(
+            p["Prefix"][len(prefix) :].rstrip("/") for p in listing.get("CommonPrefixes", [])
+        )
+
+    def read_csv(self, uri: str) -> list[dict[str, str]]:
+        bucket, key = split_uri(uri)
+        body = self.client().get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+        return list(csv.DictReader(io.StringIO(body)))
+
     def download(self, uri: str, local: Path) -> Path:
         """Copies every object under the prefix `uri` into `local`, keeping relative paths."""
         bucket, prefix = split_uri(uri)
-        prefix = prefix.rstrip("/") + "/"
+        prefix = _as_directory(prefix)
         client = self.client()
         for key in self.keys(uri):
             if key.endswith("/"):  # A directory marker that TensorFlow's S3 client writes.
@@ -76,6 +92,11 @@ def split_uri(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
+def _as_directory(prefix: str) -> str:
+    """`a/b` -> `a/b/`; the bucket's root stays ``."""
+    return prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+
+
 @contextlib.contextmanager
 def s3_standin() -> Iterator[S3Standin]:
     """moto's server on a free loopback port, a bucket, and one IAM user allowed to use it."""
@@ -85,9 +106,12 @@ def s3_standin() -> Iterator[S3Standin]:
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
     try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
+        # moto keeps its state and its authentication switch per process, not
+        # per server: start from nothing, whatever an earlier test module left.
+        _reset(endpoint)
         bootstrap = {
             "endpoint_url": endpoint,
             "region_name": REGION,
@@ -116,7 +140,15 @@ def s3_standin() -> Iterator[S3Standin]:
             secret_access_key=key["SecretAccessKey"],
         )
     finally:
+        _reset(endpoint)
         server.stop()
+
+
+def _reset(endpoint: str) -> None:
+    import requests
+
+    requests.post(f"{endpoint}/moto-api/reset-auth", data="inf", timeout=10).raise_for_status()
+    requests.post(f"{endpoint}/moto-api/reset", timeout=10).raise_for_status()
 
 
 @contextlib.contextmanager

@@ -406,10 +406,11 @@ def test_one_step_on_dataflow_another_on_flink_the_rest_unchanged():
     assert "--experiments=no_use_multiple_sdk_containers" in transform
     assert not any(a.startswith("--direct_") for a in transform)
     evaluator = _beam_args(spec, dag.EVALUATOR)
+    # Kubernetes' default: the worker-pool sidecar in each task manager pod.
     assert evaluator == [
         "--runner=PortableRunner",
-        f"--environment_config={settings.image}",
-        "--environment_type=DOCKER",
+        "--environment_config=localhost:50000",
+        "--environment_type=EXTERNAL",
         "--job_endpoint=flink-jobserver.flink:8099",
     ]
     for task in BEAM_STEPS - {dag.TRANSFORM, dag.EVALUATOR}:
@@ -432,7 +433,63 @@ def test_one_step_on_dataflow_another_on_flink_the_rest_unchanged():
     assert dataflow.view_as(WorkerOptions).sdk_container_image == settings.image
     flink = PipelineOptions(evaluator).view_as(PortableOptions)
     assert flink.job_endpoint == "flink-jobserver.flink:8099"
-    assert flink.environment_type == "DOCKER"
+    assert flink.environment_type == "EXTERNAL"
+    assert flink.environment_config == "localhost:50000"
+
+
+def test_docker_workers_when_set_explicitly():
+    engine = {
+        "engine": "flink",
+        "options": {"job_endpoint": "flink-jobserver.flink:8099", "environment_type": "DOCKER"},
+    }
+    settings = parse_settings(_with("beam.defaults", engine), COMPONENT_IDS, BEAM_STEPS)
+    args = settings.beam_for(dag.TRANSFORM).pipeline_args(settings.image)
+    assert args == [
+        "--runner=PortableRunner",
+        f"--environment_config={settings.image}",
+        "--environment_type=DOCKER",
+        "--job_endpoint=flink-jobserver.flink:8099",
+    ]
+
+
+def test_portable_and_dataflow_workers_get_beams_s3_options_but_no_credentials():
+    from tests.test_kubeflow_reference import MINIO
+
+    raw = {**copy.deepcopy(RAW_SETTINGS), **copy.deepcopy(MINIO)}
+    raw["object_store"]["ca_file"] = "/etc/ssl/store/ca.pem"
+    raw["beam"] = {
+        "defaults": {"engine": "spark", "options": {"job_endpoint": "spark-jobserver:8099"}},
+        "components": {
+            "Transform": DATAFLOW,
+            # An option set by hand wins over the one from object_store.
+            "Evaluator": {**FLINK, "options": {**FLINK["options"], "s3_region_name": "eu-west-1"}},
+            "CsvExampleGen": {"engine": "direct"},
+        },
+    }
+    spec, _ = kfp_compile.compile_pipeline(parse_settings(raw, COMPONENT_IDS, BEAM_STEPS))
+    expected = {
+        "--s3_region_name=us-east-1",
+        "--s3_endpoint_url=http://minio-service.kubeflow:9000",
+        "--s3_verify=/etc/ssl/store/ca.pem",
+        "--beam_plugins=pipeline.s3_plugin",
+    }
+    for task in (dag.TRANSFORM, dag.STATISTICS_GEN):
+        assert expected <= set(_beam_args(spec, task)), task
+    evaluator = _beam_args(spec, dag.EVALUATOR)
+    assert "--s3_region_name=eu-west-1" in evaluator
+    assert "--s3_region_name=us-east-1" not in evaluator
+    # In the step's own pod, boto3 reads the step's environment instead.
+    example_gen = _beam_args(spec, dag.EXAMPLE_GEN)
+    assert not [a for a in example_gen if a.startswith("--s3_")]
+    assert "--beam_plugins=pipeline.s3_plugin" in example_gen
+    for task in BEAM_STEPS:
+        assert not [a for a in _beam_args(spec, task) if "access_key" in a], task
+
+    from apache_beam.options.pipeline_options import PipelineOptions, S3Options
+
+    s3 = PipelineOptions(_beam_args(spec, dag.STATISTICS_GEN)).view_as(S3Options)
+    assert s3.s3_endpoint_url == "http://minio-service.kubeflow:9000"
+    assert s3.s3_verify == "/etc/ssl/store/ca.pem"
 
 
 def test_spark_through_an_external_worker_pool():
@@ -493,9 +550,17 @@ def test_spark_through_an_external_worker_pool():
             "beam.components.Evaluator",
             {
                 "engine": "spark",
-                "options": {"job_endpoint": "s:8099", "environment_type": "EXTERNAL"},
+                "options": {"job_endpoint": "s:8099", "environment_type": "PROCESS"},
             },
-            r"environment_config: required with environment_type EXTERNAL",
+            r"environment_config: required with environment_type PROCESS",
+        ),
+        (
+            "beam.components.Evaluator",
+            {
+                "engine": "spark",
+                "options": {"job_endpoint": "s:8099", "environment_config": "worker-pool"},
+            },
+            r"Evaluator.options.environment_config: 'worker-pool' is not host:port",
         ),
         (
             "beam.defaults",
@@ -559,6 +624,7 @@ def test_every_step_gets_the_store_for_tensorflow_and_beam(compiled_minio):
             {"secretKey": "accesskey", "envVar": "AWS_ACCESS_KEY_ID"},
             {"secretKey": "secretkey", "envVar": "AWS_SECRET_ACCESS_KEY"},
         ],
+        "optional": False,
         "secretName": "mlpipeline-minio-artifact",
         "secretNameParameter": {"runtimeValue": {"constant": "mlpipeline-minio-artifact"}},
     }

@@ -131,14 +131,19 @@ def test_runtime_parameters_reach_example_gen_and_trainer(executions):
     assert records == ROWS
 
 
+def assert_scores_raw_rows(model_dir: Path, rows: list[dict[str, str]], spec) -> None:
+    """The served signature turns raw CSV rows into one float32 probability each."""
+    serve = tf.saved_model.load(str(model_dir)).signatures[SERVING_SIGNATURE]
+    serialized = serialize_rows(rows, load_schema(), drop=spec.serving_excluded_columns())
+    probabilities = serve(examples=tf.constant(serialized))[PROBABILITIES_OUTPUT].numpy()
+    assert probabilities.shape == (len(rows), 1) and probabilities.dtype == np.float32
+    assert np.all((probabilities >= 0) & (probabilities <= 1))
+
+
 def test_first_execution_pushes_a_blessed_model_that_scores_raw_rows(executions, taxi_spec):
     (version,) = executions["served_after_first"]
-    serve = tf.saved_model.load(str(version)).signatures[SERVING_SIGNATURE]
     _, rows = read_taxi_rows(limit=50)
-    serialized = serialize_rows(rows, load_schema(), drop=taxi_spec.serving_excluded_columns())
-    probabilities = serve(examples=tf.constant(serialized))[PROBABILITIES_OUTPUT].numpy()
-    assert probabilities.shape == (50, 1) and probabilities.dtype == np.float32
-    assert np.all((probabilities >= 0) & (probabilities <= 1))
+    assert_scores_raw_rows(version, rows, taxi_spec)
     (report_dir,) = executions["first"]["steps"]["RunReport"]["outputs"]["report"]
     html = (Path(report_dir) / "report.html").read_text()
     assert "BLESSED" in html and str(version) in html

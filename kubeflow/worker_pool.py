@@ -1,0 +1,78 @@
+"""The Beam worker-pool sidecar for Flink task managers and Spark executors, from the settings.
+
+    ./dev exec python -m kubeflow.worker_pool [--config kubeflow/pipeline.yaml]
+
+prints the container to run beside every Flink task manager (a
+FlinkDeployment's `spec.taskManager.podTemplate.spec.containers`) or Spark
+executor (a SparkApplication's `spec.executor.sidecars`). It is the pipeline
+image started with `--worker_pool` (the image's entrypoint is Beam's boot
+binary), listening where the steps' default `environment_config` points
+(localhost:50000): the job server hands it the Python work of tf.Transform,
+TFMA and the rest. Those workers read and write artifacts too, so they get
+the same object-store environment and credentials secret as the steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubeflow.settings import (
+    DEFAULT_SETTINGS_FILE,
+    WORKER_POOL_PORT,
+    KubeflowSettings,
+    SettingsError,
+    load_settings,
+)
+
+CONTAINER_NAME = "beam-worker-pool"
+
+
+def sidecar_container(settings: KubeflowSettings) -> dict[str, Any]:
+    """A Kubernetes container (core/v1 Container fields) for the worker pool."""
+    container: dict[str, Any] = {
+        "name": CONTAINER_NAME,
+        "image": settings.image,
+        "args": ["--worker_pool"],
+        "ports": [{"name": "worker-pool", "containerPort": WORKER_POOL_PORT}],
+    }
+    store = settings.object_store
+    if store is not None:
+        env: list[dict[str, Any]] = [
+            {"name": name, "value": value} for name, value in store.environment().items()
+        ]
+        if store.credentials is not None:
+            env += [
+                {
+                    "name": variable,
+                    "valueFrom": {"secretKeyRef": {"name": store.credentials.secret, "key": key}},
+                }
+                for key, variable in store.credentials.key_to_env().items()
+            ]
+        container["env"] = env
+    return container
+
+
+def main(argv: list[str] | None = None) -> int:
+    from kubeflow.compile import pipeline_beam_component_ids, pipeline_component_ids
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=DEFAULT_SETTINGS_FILE)
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings(
+            args.config, pipeline_component_ids(), pipeline_beam_component_ids()
+        )
+    except SettingsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    yaml.safe_dump(sidecar_container(settings), sys.stdout, sort_keys=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

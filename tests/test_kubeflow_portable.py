@@ -1,0 +1,219 @@
+"""The compiled package with every Beam step on `flink`, through Beam's portable job API.
+
+Beam's own job service (`local_job_service_main`, standing in for Flink's job
+server) and worker pool (`worker_pool_main`, what the sidecar of each task
+manager runs) start on free loopback ports from the project's environment.
+The pool starts each worker through tests/beam_boot.py, which does what the
+image's Go boot binary does there (pipeline options from the provision
+service into `sdk_worker_main`).
+The package, compiled with the Kubernetes defaults (EXTERNAL workers) and
+s3:// roots on a loopback S3 server, is executed as
+tests/test_kubeflow_executed.py does. Each step gets only its pod's
+environment, and the worker pool only what `kubeflow.worker_pool`'s sidecar
+gives it.
+
+Reproduced: the Job API (prepare, stage artifacts, run, state), artifact
+staging, the Fn API to external workers, the compiled options. Not: Flink's
+or Spark's translation of the pipeline, the Java job servers, a distributed
+shuffle, the Go boot binary itself, workers on other machines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kubeflow.settings import KubeflowSettings, load_settings
+from kubeflow.worker_pool import sidecar_container
+from pipeline.beam import JOB_SERVICE_TIMEOUT_S
+from pipeline.pipeline import BEAM_COMPONENT_IDS
+from tests.conftest import read_taxi_rows, write_csv
+from tests.s3_standin import s3_standin
+from tests.test_kubeflow_executed import (
+    assert_scores_raw_rows,
+    compile_package,
+    execute,
+    local_settings,
+)
+from tests.test_kubeflow_object_store import (
+    DATA_ROOT,
+    SERVING_DIR,
+    execute_isolated,
+    s3_settings,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+ROWS = 600
+BOOT = Path(__file__).resolve().parent / "beam_boot.py"
+SERVICE_START_TIMEOUT_S = 120
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_grpc(address: str, process: subprocess.Popen, timeout_s: float) -> None:
+    import grpc
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args} exited with {process.returncode}")
+        with contextlib.closing(grpc.insecure_channel(address)) as channel:
+            try:
+                grpc.channel_ready_future(channel).result(timeout=2)
+                return
+            except grpc.FutureTimeoutError:
+                continue
+    raise TimeoutError(f"nothing answered at {address} within {timeout_s} s")
+
+
+def pod_environment(container: dict, secrets: dict[str, dict[str, str]], home: Path) -> dict:
+    """What Kubernetes gives a container: its `env`, secret references resolved."""
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(home)}
+    for variable in container.get("env", []):
+        if "value" in variable:
+            env[variable["name"]] = variable["value"]
+        else:
+            ref = variable["valueFrom"]["secretKeyRef"]
+            env[variable["name"]] = secrets[ref["name"]][ref["key"]]
+    return env
+
+
+@contextlib.contextmanager
+def beam_process(module: str, args: list[str], env: dict, cwd: Path, address: str):
+    log = (cwd / f"{module.rsplit('.', 1)[-1]}.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", module, *args], env=env, cwd=cwd, stdout=log, stderr=log
+    )
+    try:
+        wait_for_grpc(address, process, SERVICE_START_TIMEOUT_S)
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def flink_settings(path: Path, job_port: int, pool_port: int) -> KubeflowSettings:
+    """`path`'s settings with every Beam step on flink, workers as the defaults say."""
+    raw = yaml.safe_load(path.read_text())
+    raw["beam"] = {
+        "defaults": {
+            "engine": "flink",
+            "options": {
+                "job_endpoint": f"localhost:{job_port}",
+                # The pool listens on a free port here; in a pod, localhost:50000.
+                "environment_config": f"localhost:{pool_port}",
+            },
+        }
+    }
+    path.write_text(yaml.safe_dump(raw))
+    from kubeflow.compile import pipeline_beam_component_ids, pipeline_component_ids
+
+    return load_settings(path, pipeline_component_ids(), pipeline_beam_component_ids())
+
+
+@pytest.fixture(scope="module")
+def portable(tmp_path_factory):
+    from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc
+
+    tmp = tmp_path_factory.mktemp("kubeflow_portable")
+    header, rows = read_taxi_rows(limit=ROWS)
+    job_port, pool_port = free_port(), free_port()
+    with s3_standin() as store:
+        store.upload(write_csv(tmp / "data.csv", header, rows), f"{DATA_ROOT}/data.csv")
+        settings_file = s3_settings(tmp, store.endpoint)
+        settings = flink_settings(settings_file, job_port, pool_port)
+        package = compile_package(settings_file, tmp / "pipeline.yaml")
+        secrets = {settings.object_store.credentials.secret: store.secret_data()}
+        pool_env = pod_environment(sidecar_container(settings), secrets, tmp)
+        # Flink's job server is Java and touches no artifact; this one gets no store access.
+        service_env = {"PATH": pool_env["PATH"], "HOME": str(tmp)}
+        with (
+            beam_process(
+                "apache_beam.runners.portability.local_job_service_main",
+                ["--port", str(job_port)], service_env, tmp, f"localhost:{job_port}",
+            ),
+            beam_process(
+                "apache_beam.runners.worker.worker_pool_main",
+                [f"--service_port={pool_port}", f"--container_executable={BOOT}"],
+                pool_env, tmp, f"localhost:{pool_port}",
+            ),
+        ):  # fmt: skip
+            summary = execute_isolated(package, tmp, "portable", store.secret_data())
+            import grpc
+
+            with contextlib.closing(grpc.insecure_channel(f"localhost:{job_port}")) as channel:
+                service = beam_job_api_pb2_grpc.JobServiceStub(channel)
+                jobs = service.GetJobs(beam_job_api_pb2.GetJobsRequest()).job_info
+        (version,) = store.children(SERVING_DIR)
+        model_dir = store.download(f"{SERVING_DIR}/{version}", tmp / "model")
+        raw_rows = store.read_csv(f"{DATA_ROOT}/data.csv")[:50]
+        yield {
+            "summary": summary,
+            "jobs": jobs,
+            "model_dir": model_dir,
+            "raw_rows": raw_rows,
+            "package": package,
+            "secret": store.secret_data(),
+            "endpoint": store.endpoint,
+        }
+
+
+def test_every_beam_step_ran_as_a_job_of_the_job_service(portable):
+    from apache_beam.portability.api import beam_job_api_pb2
+
+    steps = portable["summary"]["steps"]
+    assert all(step["status"] == "SUCCESS" for step in steps.values())
+    # From the job service's own records: one finished job per Beam step.
+    states = [beam_job_api_pb2.JobState.Enum.Name(job.state) for job in portable["jobs"]]
+    assert states == ["DONE"] * len(BEAM_COMPONENT_IDS), states
+
+
+def test_pushed_model_scores_raw_rows(portable, taxi_spec):
+    assert_scores_raw_rows(portable["model_dir"], portable["raw_rows"], taxi_spec)
+
+
+def test_beam_steps_hand_workers_the_store_but_no_secret(portable):
+    spec, _ = list(yaml.safe_load_all(portable["package"].read_text()))
+    text = portable["package"].read_text()
+    assert all(value not in text for value in portable["secret"].values())
+    for cid in BEAM_COMPONENT_IDS:
+        args = spec["deploymentSpec"]["executors"][f"{cid}_executor"]["container"]["args"]
+        assert "--environment_type=EXTERNAL" in args
+        assert f"--s3_endpoint_url={portable['endpoint']}" in args
+        assert "--s3_region_name=us-east-1" in args
+        assert "--beam_plugins=pipeline.s3_plugin" in args
+
+
+def test_job_endpoint_where_nothing_listens_fails_the_step_naming_it(tmp_path):
+    header, rows = read_taxi_rows(limit=50)
+    data_root = tmp_path / "data"
+    write_csv(data_root / "data.csv", header, rows)
+    dead = free_port()
+    settings_file = local_settings(tmp_path, data_root)
+    flink_settings(settings_file, dead, free_port())
+    package = compile_package(settings_file, tmp_path / "pipeline.yaml")
+    summary = execute(package, tmp_path, "dead", expect_success=False)
+    # SchemaImporter, the other root, runs no Beam and may go first.
+    assert summary["order"][-1] == "CsvExampleGen", summary["order"]
+    step = summary["steps"]["CsvExampleGen"]
+    assert step["status"] == "FAILURE"
+    assert step["seconds"] < JOB_SERVICE_TIMEOUT_S + 45, step["seconds"]
+    log = "\n".join(step["log_tail"])
+    assert f"Beam job service at localhost:{dead} did not answer within" in log
