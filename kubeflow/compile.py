@@ -130,7 +130,7 @@ def kubernetes_executor_config(placement: Placement) -> dict[str, Any]:
 
 
 def environment_spec(object_store: ObjectStore | None) -> list[dict[str, str]]:
-    """The container `env` block, as kfp's `set_env_variable` writes it."""
+    """The container `env` block, as kfp's `set_env_variable` writes it (Kubernetes' own form)."""
     if object_store is None:
         return []
     return [{"name": k, "value": v} for k, v in object_store.environment().items()]

@@ -474,13 +474,22 @@ def _object_store(values: Any) -> ObjectStore:
     )
 
 
-def _store_path(values: Mapping[str, Any], key: str) -> str:
-    """A required path setting: local, s3:// or gs://; minio:// refused with the s3:// spelling."""
-    value = _required_str(values, key)
+def store_path(value: str, where: str, object_store: ObjectStore | None) -> str:
+    """A path for the steps: local, gs://, or s3:// where an object store is set.
+
+    minio:// and other schemes are refused with the spelling that works.
+    """
     try:
-        return store.check_uri(value, key)
+        store.check_uri(value, where)
     except store.ObjectStoreError as err:
         raise SettingsError(str(err)) from None
+    if store.uri_scheme(value) == "s3" and object_store is None:
+        raise SettingsError(
+            f"object_store: required when {where} is s3:// ({value}): set at least "
+            "object_store.region, and the endpoint and credentials secret for MinIO or another "
+            "S3-compatible store"
+        )
+    return value
 
 
 def _required_str(values: Mapping[str, Any], key: str) -> str:
@@ -551,24 +560,17 @@ def parse_settings(
             max_concurrency=_expect(raw.get("max_concurrency", 1), int, "schedule.max_concurrency"),
             catchup=_expect(raw.get("catchup", False), bool, "schedule.catchup"),
         )
-    paths = {
-        "pipeline_root": _store_path(values, "pipeline_root"),
-        "serving_model_dir": _store_path(values, "serving_model_dir"),
-        "parameters.data_root": _store_path(
-            {"parameters.data_root": parameters.get("data_root")}, "parameters.data_root"
-        ),
-    }
     object_store = None
     if values.get("object_store") is not None:
         object_store = _object_store(values["object_store"])
-    else:
-        on_s3 = [key for key, path in paths.items() if store.uri_scheme(path) == "s3"]
-        if on_s3:
-            raise SettingsError(
-                f"object_store: required when {on_s3[0]} is s3:// ({paths[on_s3[0]]}): set at "
-                "least object_store.region, and the endpoint and credentials secret for MinIO "
-                "or another S3-compatible store"
-            )
+    raw_paths = {
+        "pipeline_root": _required_str(values, "pipeline_root"),
+        "serving_model_dir": _required_str(values, "serving_model_dir"),
+        "parameters.data_root": _required_str(
+            {"parameters.data_root": parameters.get("data_root")}, "parameters.data_root"
+        ),
+    }
+    paths = {key: store_path(value, key, object_store) for key, value in raw_paths.items()}
     return KubeflowSettings(
         image=image,
         pipeline_root=paths["pipeline_root"],

@@ -21,30 +21,25 @@ from pathlib import Path
 import yaml
 
 from kubeflow.compile import DATA_ROOT_PARAMETER, TRAIN_ARGS_PARAMETER, train_args_value
-from kubeflow.settings import DEFAULT_SETTINGS_FILE, KubeflowSettings, SettingsError, load_settings
-from pipeline import object_store
+from kubeflow.settings import (
+    DEFAULT_SETTINGS_FILE,
+    ObjectStore,
+    SettingsError,
+    load_settings,
+    store_path,
+)
 
 
 def run_arguments(
-    data_root: str | None, train_steps: int | None, settings: KubeflowSettings | None = None
+    data_root: str | None, train_steps: int | None, object_store: ObjectStore | None
 ) -> dict[str, str]:
-    """Pipeline parameters for this run; unset ones keep the package's defaults."""
+    """Pipeline parameters for this run; unset ones keep the package's defaults.
+
+    `object_store` is the one the package was compiled with: its steps know no other.
+    """
     arguments = {}
     if data_root is not None:
-        try:
-            object_store.check_uri(data_root, "--data-root")
-        except object_store.ObjectStoreError as err:
-            raise SettingsError(str(err)) from None
-        if (
-            settings is not None
-            and object_store.uri_scheme(data_root) == "s3"
-            and settings.object_store is None
-        ):
-            raise SettingsError(
-                f"--data-root: {data_root} is on s3://, but the package was compiled without "
-                "object_store settings: its steps know no S3 endpoint or credentials"
-            )
-        arguments[DATA_ROOT_PARAMETER] = data_root
+        arguments[DATA_ROOT_PARAMETER] = store_path(data_root, "--data-root", object_store)
     if train_steps is not None:
         if train_steps <= 0:
             raise SettingsError(f"--train-steps: must be > 0, got {train_steps}")
@@ -79,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.package.exists():
             raise SettingsError(f"--package: {args.package} does not exist")
         settings = load_settings(args.config, package_tasks(args.package))
-        arguments = run_arguments(args.data_root, args.train_steps, settings)
+        arguments = run_arguments(args.data_root, args.train_steps, settings.object_store)
         schedule = settings.schedule
         if args.schedule and schedule is None:
             raise SettingsError(f"schedule: required in {args.config} for --schedule")

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from kubeflow.compile import environment_spec, pipeline_beam_component_ids, pipeline_component_ids
 from kubeflow.settings import (
     DEFAULT_SETTINGS_FILE,
     WORKER_POOL_PORT,
@@ -42,9 +43,7 @@ def sidecar_container(settings: KubeflowSettings) -> dict[str, Any]:
     }
     store = settings.object_store
     if store is not None:
-        env: list[dict[str, Any]] = [
-            {"name": name, "value": value} for name, value in store.environment().items()
-        ]
+        env: list[dict[str, Any]] = environment_spec(store)
         if store.credentials is not None:
             env += [
                 {
@@ -58,8 +57,6 @@ def sidecar_container(settings: KubeflowSettings) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kubeflow.compile import pipeline_beam_component_ids, pipeline_component_ids
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=DEFAULT_SETTINGS_FILE)
     args = parser.parse_args(argv)

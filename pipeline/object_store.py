@@ -22,7 +22,6 @@ import logging
 import os
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import IO, NoReturn
 
 REMOTE_SCHEMES = ("s3", "gs")
@@ -158,23 +157,12 @@ def exit_process(code: int) -> NoReturn:
     sys.exit(code)
 
 
-@dataclass(frozen=True)
-class StoreAccess:
-    """The S3 endpoint this process reaches, as the environment configures it."""
-
-    endpoint: str | None  # None: AWS S3 itself.
-
-    @classmethod
-    def from_environment(cls) -> StoreAccess:
-        return cls(endpoint=os.environ.get("AWS_ENDPOINT_URL_S3") or None)
-
-    def describe(self, bucket: str) -> str:
-        where = self.endpoint or f"AWS S3 (region {_region() or 'unset'})"
-        return f"object store {where}, bucket {bucket!r}"
-
-
-def _region() -> str | None:
-    return os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION")
+def _store_name(bucket: str) -> str:
+    """The store and bucket this process reaches, as its environment configures them."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3")
+    region = os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION")
+    where = endpoint or f"AWS S3 (region {region or 'unset'})"
+    return f"object store {where}, bucket {bucket!r}"
 
 
 def check_reachable(uris: Iterable[str]) -> None:
@@ -193,7 +181,6 @@ def check_reachable(uris: Iterable[str]) -> None:
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
 
-    access = StoreAccess.from_environment()
     client = boto3.client(
         "s3",
         config=Config(
@@ -203,7 +190,7 @@ def check_reachable(uris: Iterable[str]) -> None:
         ),
     )
     for bucket in buckets:
-        store = access.describe(bucket)
+        store = _store_name(bucket)
         try:
             client.list_objects_v2(Bucket=bucket, MaxKeys=1)
         except ClientError as err:
@@ -264,16 +251,12 @@ def isfile(path: str | os.PathLike) -> bool:
     return os.path.isfile(path)
 
 
-def size(path: str | os.PathLike) -> int:
-    return _gfile().stat(path).length if is_remote(path) else os.path.getsize(path)
-
-
 def tree_size(path: str | os.PathLike) -> int:
     """Bytes in every file under `path`."""
+    path = os.fspath(path)
     if not is_remote(path):
-        return sum(
-            os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files
-        )
+        paths = (os.path.join(d, f) for d, _, files in os.walk(path) for f in files)
+        return sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
     gfile = _gfile()
     return sum(gfile.stat(join(d, f)).length for d, _, files in gfile.walk(path) for f in files)
 

@@ -13,6 +13,7 @@ import csv
 import io
 import json
 import socket
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -81,6 +82,18 @@ class S3Standin:
             target.parent.mkdir(parents=True, exist_ok=True)
             client.download_file(bucket, key, str(target))
         return local
+
+    def shell_environment(self, home: Path) -> dict[str, str]:
+        """All a process gets to reach this store, as a user would export it: nothing else."""
+        from pipeline.object_store import client_environment
+
+        return {
+            **client_environment(region=self.region, endpoint=self.endpoint),
+            "AWS_ACCESS_KEY_ID": self.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
+            "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+            "HOME": str(home),
+        }
 
     def secret_data(self) -> dict[str, str]:
         """The data of the Kubernetes secret that holds this store's keys."""

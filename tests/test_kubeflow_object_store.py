@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from kubeflow.settings import ObjectStore
 from pipeline.object_store import (
     BEAM_PLUGIN_MODULE,
     CONNECT_TIMEOUT_S,
@@ -191,16 +190,10 @@ def test_beam_worker_processes_read_s3_through_the_plugin(store, plugin, tmp_pat
     prefix = f"s3://pipelines/probe/{'with' if plugin else 'without'}"
     beam_args = ["--direct_running_mode=multi_processing", "--direct_num_workers=1"]
     beam_args += [f"--beam_plugins={BEAM_PLUGIN_MODULE}"] if plugin else []
-    env = {
-        **ObjectStore(region=store.region, endpoint=store.endpoint).environment(),
-        "AWS_ACCESS_KEY_ID": store.access_key_id,
-        "AWS_SECRET_ACCESS_KEY": store.secret_access_key,
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(tmp_path),
-    }
     proc = subprocess.run(
         [sys.executable, "-m", "tests.beam_worker_probe", prefix, *beam_args],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=REPO_ROOT, env=store.shell_environment(tmp_path), capture_output=True, text=True,
+        timeout=300,
     )  # fmt: skip
     written = sorted(store.keys(prefix + "/"))
     if plugin:

@@ -65,9 +65,28 @@ def test_schedule_creates_a_recurring_run_from_the_settings():
     assert recurring["pipeline_spec"]["platform_spec"]["platforms"]["kubernetes"]
 
 
-def test_bad_arguments_fail_before_any_request():
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--train-steps", "0"), "error: --train-steps: must be > 0, got 0"),
+        (
+            ("--data-root", "minio://mlpipeline/data"),
+            "error: --data-root: 'minio://mlpipeline/data': no TensorFlow or Beam filesystem "
+            "reads minio://. MinIO speaks S3: write s3://mlpipeline/data and set the store's "
+            "endpoint (object_store.endpoint, e.g. http://minio-service.kubeflow:9000)",
+        ),
+        (
+            # The checked-in settings (and so the golden package) name no object store.
+            ("--data-root", "s3://mlpipeline/data"),
+            "error: object_store: required when --data-root is s3:// (s3://mlpipeline/data): "
+            "set at least object_store.region, and the endpoint and credentials secret for "
+            "MinIO or another S3-compatible store",
+        ),
+    ],
+)
+def test_bad_arguments_fail_before_any_request(args, message):
     with KfpStandIn() as kfp:
-        proc = submit(kfp.host, "--train-steps", "0")
+        proc = submit(kfp.host, *args)
         assert proc.returncode == 2
-        assert proc.stderr.strip().splitlines()[-1] == "error: --train-steps: must be > 0, got 0"
+        assert proc.stderr.strip().splitlines()[-1] == message
         assert kfp.requests == []

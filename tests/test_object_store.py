@@ -8,14 +8,13 @@ that used tensorflow-io's S3 filesystem must leave through
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
 from kubeflow.step_entrypoint import step_uris
-from pipeline.object_store import ObjectStoreError, check_uri, client_environment
+from pipeline.object_store import ObjectStoreError, check_uri
 from tests.conftest import REPO_ROOT, read_taxi_rows, write_csv
 from tests.s3_standin import s3_standin
 
@@ -73,17 +72,6 @@ def store():
         yield standin
 
 
-def _store_env(store, home) -> dict[str, str]:
-    """A shell that reaches the store: what a user exports to run on MinIO."""
-    return {
-        **client_environment(region=store.region, endpoint=store.endpoint),
-        "AWS_ACCESS_KEY_ID": store.access_key_id,
-        "AWS_SECRET_ACCESS_KEY": store.secret_access_key,
-        "PATH": os.environ["PATH"],
-        "HOME": str(home),
-    }
-
-
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_local_run_reads_its_data_from_s3(store, tmp_path):
@@ -95,7 +83,7 @@ def test_local_run_reads_its_data_from_s3(store, tmp_path):
         [sys.executable, str(REPO_ROOT / "local_runner.py"), "--data-root",
          "s3://pipelines/local", "--output-dir", str(output_dir), "--train-steps", "30",
          "--eval-steps", "5", "--no-report"],
-        cwd=tmp_path, env=_store_env(store, tmp_path), capture_output=True, text=True,
+        cwd=tmp_path, env=store.shell_environment(tmp_path), capture_output=True, text=True,
         timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -130,7 +118,7 @@ def test_s3_data_roots_are_checked_like_local_ones(store, tmp_path, case, files,
          "try: check_csv_data_root(sys.argv[1])\n"
          "except ValueError as e: print(e)\n"
          "exit_process(0)", prefix],
-        cwd=REPO_ROOT, env=_store_env(store, tmp_path), capture_output=True, text=True,
+        cwd=REPO_ROOT, env=store.shell_environment(tmp_path), capture_output=True, text=True,
         timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
