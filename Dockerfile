@@ -41,7 +41,7 @@ RUN uv sync --locked --no-dev --extra gpu \
        /pipeline/schemas /pipeline/kubeflow /pipeline/local_runner.py \
     && python -c "import trainer.run, pipeline.pipeline, components.data_gate, components.served_model, components.run_report" \
     && python -c "import kubeflow.step_entrypoint, pipeline.s3_plugin, apache_beam.io.aws.s3filesystem" \
-    && python -c "import pipeline.report.plots"
+    && python -c "import components.report.plots"
 
 # KubeflowV2DagRunner sets each step's command
 # (python -m tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor).

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pipeline.config import PipelineConfig
+    from pipeline.inputs import CsvDataRoot
     from pipeline.node_process import NodeProcess
 
 REPO_ROOT = Path(__file__).resolve().parent
@@ -164,15 +165,18 @@ def run(args: argparse.Namespace) -> int:
         enable_cache=config.enable_cache and not args.no_cache,
     )
     data_root = resolve_data_root(args.data_root)
-    checked = check_csv_data_root(data_root)
     schema_dir = load_schema_dir(args.schema_dir or DEFAULT_SCHEMA_DIR)
+    data_input = schema_dir.spec.input
+    checked = check_csv_data_root(data_root, data_input.pattern, data_input.spans)
     check_label_columns(checked, schema_dir)
     output_dir = args.output_dir.resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(output_dir):
         claim_output_dir(output_dir, schema_dir.spec.name)
         with start_node_process(args) as node_process:
-            return _run_pipeline(args, config, schema_dir, data_root, output_dir, node_process)
+            return _run_pipeline(
+                args, config, schema_dir, checked, data_root, output_dir, node_process
+            )
 
 
 def resolve_data_root(data_root: str) -> str:
@@ -242,6 +246,7 @@ def _run_pipeline(
     args: argparse.Namespace,
     config: PipelineConfig,
     schema_dir,
+    checked: CsvDataRoot,
     data_root: str,
     output_dir: Path,
     node_process: NodeProcess | None = None,
@@ -259,7 +264,7 @@ def _run_pipeline(
     # which costs nothing for modules that live as long as the process.
     gc.freeze()
     metadata = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
-    beam_mode = choose_beam_mode(data_size_bytes(data_root), args.beam_mode)
+    beam_mode = choose_beam_mode(data_size_bytes(checked.files), args.beam_mode)
 
     spec = schema_dir.spec
     pipeline = create_pipeline(
@@ -275,9 +280,15 @@ def _run_pipeline(
         beam_pipeline_args=beam_pipeline_args(beam_mode),
         metadata_connection_config=metadata,
     )
+    spans = (
+        f", span{'s' if len(checked.spans) > 1 else ''} "
+        + ", ".join(str(s.span) for s in checked.spans)
+        if checked.spans
+        else ""
+    )
     print(
         f"Running {spec.name} ({spec.task}, label {spec.label.column or spec.label.derive}) "
-        f"on {data_root} (Beam {beam_mode}, {config.train_steps} train steps, "
+        f"on {data_root}{spans} (Beam {beam_mode}, {config.train_steps} train steps, "
         f"cache {'on' if config.enable_cache else 'off'})",
         flush=True,
     )
@@ -316,9 +327,9 @@ def write_run_report(
     """
     import time
 
+    from components.report.contents import RunReport
+    from components.report.render import LATEST, write_report
     from pipeline.pipeline import COMPONENT_IDS
-    from pipeline.report.contents import RunReport
-    from pipeline.report.render import LATEST, write_report
     from pipeline.run_summary import summarize_run
 
     started = time.monotonic()

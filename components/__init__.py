@@ -3,10 +3,15 @@
 
 def __getattr__(name: str):
     # Kubeflow steps import a custom artifact type by its schema title,
-    # `components.RunReportHtml` (see components/run_report.py); resolved
+    # `components.RunReportHtml` (components/run_report.py), `components.DataDrift`
+    # (components/drift_gate.py); resolved
     # lazily so that importing one component does not import them all.
     if name == "RunReportHtml":
         from components.run_report import RunReportHtml
 
         return RunReportHtml
+    if name == "DataDrift":
+        from components.drift_gate import DataDrift
+
+        return DataDrift
     raise AttributeError(f"module 'components' has no attribute {name!r}")

@@ -1,34 +1,52 @@
-"""TFX's Pusher, taught not to push the model that is already being served.
+"""TFX's Pusher, taught not to push the model that is already being served, and to
+keep the statistics of the data that trained each model it pushes.
 
 A rerun with nothing changed takes Transform and Trainer from cache, so its
 candidate is the very model pushed last time; the Evaluator blesses it again
 (it equals its baseline). The stock Pusher would then copy it into a new
 version directory: a duplicate that TF Serving reloads for nothing. This
 executor compares the candidate with the newest served version, file by file,
-and records `pushed = 0` with `already_served = <path>` instead. Anything else
-is the stock executor, including writing `saved_model.pb` last.
+and records `pushed = 0` with `already_served = <path>` instead.
+
+Given `training_statistics` (StatisticsGen's output), a push writes the train
+split's statistics into the new version at
+`components.served_model.TRAINING_STATISTICS_FILE`, before `saved_model.pb`,
+which TF Serving and `latest_served_version` take as "this version is
+complete". The drift gate reads them back. The copy is the stock executor's,
+otherwise unchanged.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+import time
+from typing import Any, ClassVar
 
 from absl import logging
 from tfx import types
 from tfx.components.pusher import component as pusher_component
 from tfx.components.pusher import executor as pusher_executor
-from tfx.dsl.components.base import executor_spec
+from tfx.components.statistics_gen import stats_artifact_utils
+from tfx.dsl.components.base import base_component, executor_spec
+from tfx.dsl.io import fileio
 from tfx.proto import pusher_pb2
-from tfx.types import artifact_utils, standard_component_specs
-from tfx.utils import proto_utils
+from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
+from tfx.types.component_spec import ChannelParameter
+from tfx.utils import io_utils, proto_utils
 
-from components.served_model import latest_served_version, model_digest
+from components.served_model import (
+    TRAINING_STATISTICS_FILE,
+    latest_served_version,
+    model_digest,
+)
 
 ALREADY_SERVED_PROPERTY = "already_served"
 # What TFX's Pusher records on its PushedModel (its own names are private).
 PUSHED_PROPERTY = "pushed"
 PUSHED_DESTINATION_PROPERTY = "pushed_destination"
+TRAINING_STATISTICS_KEY = "training_statistics"
+# The split whose statistics describe the data a model learned from.
+TRAINING_SPLIT = "train"
 
 
 def served_duplicate(model_path: str, serving_model_dir: str) -> str | None:
@@ -63,10 +81,82 @@ class NoDuplicatePushExecutor(pusher_executor.Executor):
                 self._MarkNotPushed(model_push)
                 model_push.set_string_custom_property(ALREADY_SERVED_PROPERTY, duplicate)
                 return
+            statistics = input_dict.get(TRAINING_STATISTICS_KEY)
+            if statistics:
+                self._push_with_statistics(
+                    input_dict, output_dict, destination, statistics_file(statistics[0])
+                )
+                return
         super().Do(input_dict, output_dict, exec_properties)
+
+    def _push_with_statistics(
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        destination: pusher_pb2.PushDestination,
+        statistics_path: str,
+    ) -> None:
+        """The stock filesystem push (UNIX-timestamp versions), with the statistics
+        written before `saved_model.pb`."""
+        model_push = artifact_utils.get_single_instance(
+            output_dict[standard_component_specs.PUSHED_MODEL_KEY]
+        )
+        model_path = self.GetModelPath(input_dict)
+        model_version = str(int(time.time()))
+        serving_path = os.path.join(destination.filesystem.base_directory, model_version)
+        if fileio.exists(serving_path):
+            logging.info("Destination %s already exists, skipping this push.", serving_path)
+        else:
+            io_utils.copy_dir(model_path, serving_path, deny_regex_patterns=[r"saved_model\.pb"])
+            io_utils.copy_file(
+                statistics_path, os.path.join(serving_path, TRAINING_STATISTICS_FILE)
+            )
+            io_utils.copy_file(
+                os.path.join(model_path, "saved_model.pb"),
+                os.path.join(serving_path, "saved_model.pb"),
+            )
+            logging.info("Model and its training statistics written to %s.", serving_path)
+        io_utils.copy_dir(model_path, model_push.uri)
+        self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=model_version)
+
+
+def statistics_file(statistics: types.Artifact) -> str:
+    """The train split's statistics file in a StatisticsGen output."""
+    return os.path.join(
+        artifact_utils.get_split_uri([statistics], TRAINING_SPLIT),
+        stats_artifact_utils.BINARY_PB_BASENAME,
+    )
+
+
+class PusherSpec(standard_component_specs.PusherSpec):
+    INPUTS: ClassVar[dict[str, ChannelParameter]] = {
+        **standard_component_specs.PusherSpec.INPUTS,
+        TRAINING_STATISTICS_KEY: ChannelParameter(
+            type=standard_artifacts.ExampleStatistics, optional=True
+        ),
+    }
 
 
 class Pusher(pusher_component.Pusher):
-    """`tfx.components.Pusher` with `NoDuplicatePushExecutor`."""
+    """`tfx.components.Pusher` with `NoDuplicatePushExecutor` and `training_statistics`."""
 
+    SPEC_CLASS = PusherSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(NoDuplicatePushExecutor)
+
+    def __init__(
+        self,
+        *,
+        model: types.BaseChannel,
+        model_blessing: types.BaseChannel,
+        push_destination: pusher_pb2.PushDestination,
+        training_statistics: types.BaseChannel | None = None,
+    ):
+        spec = PusherSpec(
+            model=model,
+            model_blessing=model_blessing,
+            push_destination=push_destination,
+            training_statistics=training_statistics,
+            pushed_model=types.Channel(type=standard_artifacts.PushedModel),
+        )
+        # pusher_component.Pusher.__init__ builds TFX's own spec; ours has one more input.
+        base_component.BaseComponent.__init__(self, spec=spec)

@@ -3,9 +3,10 @@
 Locally, `local_runner.py` writes the report after the run from ML Metadata,
 which also covers failed runs. A Kubeflow step cannot read KFP's metadata
 store, so on Kubeflow this step builds the same report from the artifacts it
-is handed: statistics, anomalies, the Trainer's logs, the evaluation, the
-blessing and the push. It runs after every other step has succeeded, so each
-of them is listed as complete; per-step times are on the KFP run page.
+is handed: the examples' spans, statistics, anomalies, the drift check, the
+Trainer's logs, the evaluation, the blessing and the push. It runs after
+every other step has succeeded, so each of them is listed as complete;
+per-step times are on the KFP run page.
 """
 
 # No `from __future__ import annotations`: the @component decorator reads
@@ -25,6 +26,13 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.dsl.io import fileio
 from tfx.types import standard_artifacts
 
+from components.drift_gate import DataDrift
+from components.example_gen import (
+    FINGERPRINT_PROPERTY,
+    SPAN_PROPERTY,
+    SPANS_PROPERTY,
+    VERSION_PROPERTY,
+)
 from components.pusher import (
     ALREADY_SERVED_PROPERTY,
     PUSHED_DESTINATION_PROPERTY,
@@ -54,10 +62,26 @@ def _string_property(artifact: types.Artifact, name: str) -> "str | None":
     return artifact.get_string_custom_property(name) if artifact.has_custom_property(name) else None
 
 
+def _input_data(examples: types.Artifact):
+    """The report's InputData from what ExampleGen recorded on `examples`."""
+    from components.report.contents import InputData
+
+    return InputData.from_properties(
+        {
+            SPAN_PROPERTY: _int_property(examples, SPAN_PROPERTY),
+            VERSION_PROPERTY: _int_property(examples, VERSION_PROPERTY),
+            SPANS_PROPERTY: _string_property(examples, SPANS_PROPERTY),
+            FINGERPRINT_PROPERTY: _string_property(examples, FINGERPRINT_PROPERTY),
+        }
+    )
+
+
 @component
 def RunReport(
+    examples: InputArtifact[standard_artifacts.Examples],
     statistics: InputArtifact[standard_artifacts.ExampleStatistics],
     anomalies: InputArtifact[standard_artifacts.ExampleAnomalies],
+    drift: InputArtifact[DataDrift],
     model_run: InputArtifact[standard_artifacts.ModelRun],
     evaluation: InputArtifact[standard_artifacts.ModelEvaluation],
     blessing: InputArtifact[standard_artifacts.ModelBlessing],
@@ -68,8 +92,9 @@ def RunReport(
     component_ids: Parameter[str],
 ):
     """Writes `report.html` into `report` from the run's artifacts."""
-    from pipeline.report import contents as report_contents
-    from pipeline.report.render import render_html
+    # Here, not at the top: the report's plotting imports are for this step only.
+    from components.report import contents as report_contents
+    from components.report.render import render_html
 
     pushed = _int_property(pushed_model, PUSHED_PROPERTY) == 1
     contents = report_contents.RunReport(
@@ -79,6 +104,7 @@ def RunReport(
         components=tuple(
             report_contents.ComponentRun(node, "succeeded") for node in json.loads(component_ids)
         ),
+        input=_input_data(examples),
         blessed=_int_property(blessing, "blessed") == 1,
         baseline_path=_string_property(baseline_model, SERVED_PATH_PROPERTY)
         if is_served_baseline(baseline_model)
@@ -95,6 +121,7 @@ def RunReport(
             report_contents.ArtifactUris(
                 statistics=statistics.uri,
                 anomalies=anomalies.uri,
+                drift=drift.uri,
                 model_run=model_run.uri,
                 evaluation=evaluation.uri,
             )

@@ -37,6 +37,11 @@ SERVED_VERSION_PROPERTY = "served_version"
 SERVED_PATH_PROPERTY = "served_path"
 # Where the Evaluator looks for a SavedModel inside a Model artifact.
 SERVING_SUBDIR = "Format-Serving"
+# Inside a served version: the statistics of the data that trained it (the
+# train split's TFDV statistics, as StatisticsGen wrote them). The Pusher
+# writes them with the model, so they are there exactly when the model is;
+# TF Serving ignores assets.extra/. The drift gate compares new data to them.
+TRAINING_STATISTICS_FILE = "assets.extra/training_statistics/FeatureStats.pb"
 
 
 def latest_served_version(serving_model_dir: str) -> "str | None":
@@ -57,17 +62,33 @@ def latest_served_version(serving_model_dir: str) -> "str | None":
     return str(max(versions)) if versions else None
 
 
+def served_statistics(serving_model_dir: str) -> "tuple[str, str | None] | None":
+    """(newest served version, its training statistics file or None), or None if none is served.
+
+    None for the file: the version was pushed before the Pusher kept statistics.
+    """
+    version = latest_served_version(serving_model_dir)
+    if version is None:
+        return None
+    path = os.path.join(serving_model_dir, version, TRAINING_STATISTICS_FILE)
+    return version, path if fileio.exists(path) else None
+
+
 def model_digest(model_dir: str) -> str:
     """SHA-256 over a SavedModel directory: every file's relative path and bytes.
 
     Two directories with equal digests serve the same model; the Pusher uses
-    this to avoid pushing the model that is already being served.
+    this to avoid pushing the model that is already being served. The training
+    statistics a served version carries are not part of the model.
     """
     digest = hashlib.sha256()
     for root, _dirs, files in sorted(fileio.walk(model_dir)):
         for name in sorted(files):
             path = os.path.join(root, name)
-            digest.update(os.path.relpath(path, model_dir).encode() + b"\0")
+            relative = os.path.relpath(path, model_dir)
+            if relative == TRAINING_STATISTICS_FILE:
+                continue
+            digest.update(relative.encode() + b"\0")
             with fileio.open(path, "rb") as f:
                 while chunk := f.read(1 << 20):
                     digest.update(chunk)

@@ -12,7 +12,10 @@ adds what TFX leaves out, in the form today's KFP SDK writes it:
   as `kfp.kubernetes.add_node_selector` / `add_toleration` produce it;
 * defaults for the runtime parameters (`data_root`, `train_args`) and the
   pipeline root;
-* caching switched off for steps that read state outside the pipeline;
+* caching switched off for steps that read state outside the pipeline (the
+  input snapshot, the drift gate, the served-model lookup);
+* parameters passed between steps name their producer task as it is named
+  (`fix_output_parameter_producers`);
 * every container runs `kubeflow.step_entrypoint` (TFX's entrypoint with
   s3:// registered) and, with `object_store:` set, gets the store's
   environment: plain values in the container spec, the credentials secret as
@@ -206,6 +209,8 @@ def build_tfx_pipeline(settings: KubeflowSettings):
         },
         # Nothing runs after a Kubeflow DAG: its last step writes the run report.
         enable_run_report_step=True,
+        # KFP's cache key holds no trace of the data; this step's output puts it there.
+        enable_input_snapshot_step=True,
     )
 
 
@@ -288,6 +293,29 @@ def executor_labels(spec: dict[str, Any]) -> dict[str, str]:
     return labels
 
 
+def fix_output_parameter_producers(tasks: dict[str, Any]) -> None:
+    """Points each `taskOutputParameter` at the task that exists.
+
+    TFX 1.16's V2 step builder names the producer of a parameter passed with
+    `channel.future()[0].value` `<node id>_task`, but names the task itself
+    `<node id>` (its own golden file, expected_two_step_pipeline_with_dynamic_
+    execution_properties.pbtxt, has both). KFP's driver looks the producer up
+    by task name and would fail the consumer.
+    """
+    for task_id, task in tasks.items():
+        for name, parameter in task.get("inputs", {}).get("parameters", {}).items():
+            output = parameter.get("taskOutputParameter")
+            if output is None or output["producerTask"] in tasks:
+                continue
+            producer = output["producerTask"].removesuffix("_task")
+            if producer not in tasks:
+                raise ValueError(
+                    f"{task_id}: parameter {name} comes from task {output['producerTask']!r}, "
+                    "which is not in the pipeline"
+                )
+            output["producerTask"] = producer
+
+
 def complete_spec(
     spec: dict[str, Any], settings: KubeflowSettings, uncached: tuple[str, ...]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -331,6 +359,7 @@ def complete_spec(
             platform_executors[label] = kubernetes
     for task_id in uncached:
         spec["root"]["dag"]["tasks"][task_id]["cachingOptions"] = {}
+    fix_output_parameter_producers(spec["root"]["dag"]["tasks"])
     platform = {"platforms": {"kubernetes": {"deploymentSpec": {"executors": platform_executors}}}}
     return spec, platform
 
@@ -349,9 +378,9 @@ def pipeline_beam_component_ids() -> set[str]:
 
 
 def pipeline_component_ids() -> set[str]:
-    from pipeline.pipeline import COMPONENT_IDS, RUN_REPORT
+    from pipeline.pipeline import COMPONENT_IDS, OPTIONAL_COMPONENT_IDS
 
-    return {*COMPONENT_IDS, RUN_REPORT}
+    return {*COMPONENT_IDS, *OPTIONAL_COMPONENT_IDS}
 
 
 def write_package(path: Path, spec: dict[str, Any], platform: dict[str, Any]) -> None:

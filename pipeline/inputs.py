@@ -4,6 +4,9 @@ CsvExampleGen reports a missing directory, an empty file or mismatched headers
 deep inside a Beam stack trace; these checks say the same in one line. The data
 root may be a local directory or an object-store prefix (s3://, gs://), read
 through the same filesystems as the pipeline (pipeline/object_store.py).
+
+With a span pattern (the dataset spec's `input.pattern`), the files checked
+are those of the spans a run reads: the latest, or the window of the last N.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import csv
 import os
 from dataclasses import dataclass
 
+from components.spans import Span, SpanPattern, latest_spans
 from pipeline import object_store
 
 
@@ -25,10 +29,14 @@ class CsvDataRoot:
 
     files: tuple[str, ...]
     header: tuple[str, ...]
+    spans: tuple[Span, ...] = ()  # with a span pattern: the spans a run reads, oldest first
 
 
-def check_csv_data_root(data_root: str | os.PathLike) -> CsvDataRoot:
-    """The CSV files under `data_root` and their header, or InputDataError naming the problem."""
+def check_csv_data_root(
+    data_root: str | os.PathLike, pattern: str | None = None, spans: int = 1
+) -> CsvDataRoot:
+    """The CSV files a run reads under `data_root` and their header, or InputDataError
+    naming the problem. `pattern`, `spans`: the dataset spec's `input` section."""
     root = os.fspath(data_root)
     try:
         object_store.check_uri(root, "data root")
@@ -36,6 +44,8 @@ def check_csv_data_root(data_root: str | os.PathLike) -> CsvDataRoot:
         raise InputDataError(str(err)) from None
     if not object_store.isdir(root):
         raise InputDataError(f"data root {root} is not a directory")
+    if pattern is not None:
+        return _check_spans(root, SpanPattern(pattern), spans)
     names = [n for n in object_store.listdir(root) if not n.startswith(".")]
     files = [n for n in names if object_store.isfile(object_store.join(root, n))]
     csv_files = [object_store.join(root, n) for n in files if n.endswith(".csv")]
@@ -45,6 +55,39 @@ def check_csv_data_root(data_root: str | os.PathLike) -> CsvDataRoot:
     if others:
         # CsvExampleGen reads every file under input_base, CSV or not.
         raise InputDataError(f"data root {root} holds files that are not CSV: {', '.join(others)}")
+    return CsvDataRoot(files=tuple(csv_files), header=_shared_header(csv_files))
+
+
+def _check_spans(root: str, pattern: SpanPattern, count: int) -> CsvDataRoot:
+    base = root.rstrip("/")
+    paths = [p[len(base) + 1 :] for p in object_store.glob(f"{base}/{pattern.glob()}")]
+    not_spans = [p for p in paths if pattern.match(p) is None]
+    if not_spans:
+        # TFX's ExampleGen fails on any file its glob finds without a span number.
+        raise InputDataError(
+            f"{root}: {', '.join(not_spans[:3])} match(es) input pattern {pattern.pattern!r} "
+            "but hold no span number in its place; move them out of the data root"
+        )
+    found = latest_spans(pattern, paths, count)
+    if not found:
+        raise InputDataError(
+            f"no files under {root} match the input pattern {pattern.pattern!r} "
+            "(input.pattern in the dataset spec)"
+        )
+    relative = [f for span in found for f in span.files]
+    others = [f for f in relative if not f.endswith(".csv")]
+    if others:
+        # CsvExampleGen reads every file the pattern matches, CSV or not.
+        raise InputDataError(
+            f"input pattern {pattern.pattern!r} under {root} matches files that are not CSV: "
+            f"{', '.join(others)}"
+        )
+    csv_files = [object_store.join(root, f) for f in relative]
+    return CsvDataRoot(files=tuple(csv_files), header=_shared_header(csv_files), spans=tuple(found))
+
+
+def _shared_header(csv_files: list[str]) -> tuple[str, ...]:
+    """The one header every file in `csv_files` has, or InputDataError."""
     headers = {}
     for path in csv_files:
         with object_store.open_text(path) as f:
@@ -76,6 +119,6 @@ def check_csv_data_root(data_root: str | os.PathLike) -> CsvDataRoot:
         if headers[path] != headers[first]:
             raise InputDataError(
                 f"{path} has columns {list(headers[path])} but {first} has "
-                f"{list(headers[first])}; every CSV under the data root must share one header"
+                f"{list(headers[first])}; every CSV a run reads must share one header"
             )
-    return CsvDataRoot(files=tuple(csv_files), header=headers[first])
+    return headers[first]

@@ -28,7 +28,7 @@ from tfx.utils import telemetry_utils
 
 from components.data_gate import DataValidationError
 from pipeline.node_process import NodeProcess
-from pipeline.pipeline import UNCACHED_NODES
+from pipeline.pipeline import OPTIONAL_COMPONENT_IDS, UNCACHED_NODES
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,8 @@ def compile_with_uncached_nodes(
         if node_id in wanted:
             node.pipeline_node.execution_options.caching_options.enable_cache = False
             found.add(node_id)
-    missing = wanted - found
+    # A node only some runners add (OPTIONAL_COMPONENT_IDS) may be absent; any other is a typo.
+    missing = wanted - found - set(OPTIONAL_COMPONENT_IDS)
     if missing:
         raise ValueError(f"no such node(s) in the pipeline: {sorted(missing)}")
     return ir

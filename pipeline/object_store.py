@@ -244,6 +244,15 @@ def listdir(path: str | os.PathLike) -> list[str]:
     return sorted(os.listdir(path))
 
 
+def glob(pattern: str) -> list[str]:
+    """Paths matching a glob pattern (`*` within one directory), sorted."""
+    if is_remote(pattern):
+        return sorted(_gfile().glob(pattern))
+    import glob as local_glob
+
+    return sorted(local_glob.glob(pattern))
+
+
 def isfile(path: str | os.PathLike) -> bool:
     if is_remote(path):
         gfile = _gfile()
@@ -259,6 +268,11 @@ def tree_size(path: str | os.PathLike) -> int:
         return sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
     gfile = _gfile()
     return sum(gfile.stat(join(d, f)).length for d, _, files in gfile.walk(path) for f in files)
+
+
+def file_size(path: str | os.PathLike) -> int:
+    path = os.fspath(path)
+    return _gfile().stat(path).length if is_remote(path) else os.path.getsize(path)
 
 
 def open_text(path: str | os.PathLike) -> IO[str]:

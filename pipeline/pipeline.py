@@ -1,11 +1,13 @@
 """The TFX DAG, built by one pure factory shared by every runner.
 
-ExampleGen -> StatisticsGen -> (schema from schemas/) -> ExampleValidator
--> DataValidationGate -> Trainer -> Evaluator (absolute and change thresholds
-vs. the model currently served, i.e. the latest blessed and pushed one) ->
-Pusher (only if blessed). Transform runs beside the validation branch
-(ExampleGen -> Transform -> Trainer): the gate holds back the Trainer, the
-first step whose output can reach serving.
+ExampleGen (the latest span, or a window of spans) -> StatisticsGen ->
+(schema from schemas/) -> ExampleValidator -> DataValidationGate, and
+StatisticsGen -> DataDriftGate (against the data behind the served model)
+-> Trainer -> Evaluator (absolute and change thresholds vs. the model
+currently served, i.e. the latest blessed and pushed one) -> Pusher (only if
+blessed; it keeps the training data's statistics with the model). Transform
+runs beside the validation branch (ExampleGen -> Transform -> Trainer): the
+gates hold back the Trainer, the first step whose output can reach serving.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 
 import tensorflow_model_analysis as tfma
+from google.protobuf import json_format
 from ml_metadata.proto import metadata_store_pb2
 from tfx.components import (
-    CsvExampleGen,
     ExampleValidator,
     StatisticsGen,
     Trainer,
@@ -28,7 +30,10 @@ from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import pusher_pb2, trainer_pb2
 
 from components.data_gate import DataValidationGate
+from components.drift_gate import DataDriftGate
 from components.evaluator import Evaluator
+from components.example_gen import CsvExampleGen, input_config, input_window
+from components.input_snapshot import SNAPSHOT_KEY, InputSnapshot
 from components.pusher import Pusher
 from components.run_report import RunReport
 from components.served_model import LatestServedModel
@@ -46,6 +51,7 @@ STATISTICS_GEN = "StatisticsGen"
 SCHEMA_IMPORTER = "SchemaImporter"
 EXAMPLE_VALIDATOR = "ExampleValidator"
 DATA_GATE = "DataValidationGate"
+DRIFT_GATE = "DataDriftGate"
 TRANSFORM = "Transform"
 TRAINER = "Trainer"
 BASELINE = "LatestServedModel"
@@ -54,6 +60,9 @@ PUSHER = "Pusher"
 # Kubeflow only (enable_run_report_step): locally the runner writes the report
 # from ML Metadata after the run, which a step cannot do, failed runs included.
 RUN_REPORT = "RunReport"
+# Kubeflow only (enable_input_snapshot_step): locally TFX's ExampleGen driver
+# fingerprints the input; open-source KFP never runs it (components/input_snapshot.py).
+INPUT_SNAPSHOT = "InputSnapshot"
 
 COMPONENT_IDS = (
     EXAMPLE_GEN,
@@ -61,17 +70,21 @@ COMPONENT_IDS = (
     SCHEMA_IMPORTER,
     EXAMPLE_VALIDATOR,
     DATA_GATE,
+    DRIFT_GATE,
     TRANSFORM,
     TRAINER,
     BASELINE,
     EVALUATOR,
     PUSHER,
 )
+# Nodes only some runners add (see above).
+OPTIONAL_COMPONENT_IDS = (INPUT_SNAPSHOT, RUN_REPORT)
 # Nodes that run a Beam pipeline (TFX's BaseBeamComponent): each can get its
 # own Beam engine on Kubeflow (kubeflow/pipeline.yaml, `beam:`).
 BEAM_COMPONENT_IDS = (EXAMPLE_GEN, STATISTICS_GEN, TRANSFORM, EVALUATOR)
-# Nodes that read state outside the pipeline and so must run every time.
-UNCACHED_NODES = (BASELINE,)
+# Nodes that read state outside the pipeline and so must run every time: the
+# input data, and the serving directory.
+UNCACHED_NODES = (INPUT_SNAPSHOT, DRIFT_GATE, BASELINE)
 
 
 def function_path(fn: Callable) -> str:
@@ -188,6 +201,7 @@ def create_pipeline(
     beam_pipeline_args: Sequence[str] = (),
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
     enable_run_report_step: bool = False,
+    enable_input_snapshot_step: bool = False,
     beam_pipeline_args_by_component: Mapping[str, Sequence[str]] | None = None,
 ) -> Pipeline:
     """Builds the DAG. Pure: reads no data and no environment; it only hashes the
@@ -206,6 +220,11 @@ def create_pipeline(
     `enable_run_report_step` adds a last step that writes the HTML run report
     into an output artifact (for Kubeflow, where nothing runs after the DAG).
 
+    `enable_input_snapshot_step` adds an uncached first step that resolves the
+    input's spans and fingerprints their files, and hands the result to
+    ExampleGen as a parameter (for open-source Kubeflow, whose cache key has no
+    other trace of the data; components/input_snapshot.py).
+
     `beam_pipeline_args_by_component` adds Beam arguments to single Beam steps
     (ids in BEAM_COMPONENT_IDS), after the pipeline-wide `beam_pipeline_args`:
     one step on Dataflow, say, while the others run in their own pod.
@@ -217,7 +236,24 @@ def create_pipeline(
             f"beam_pipeline_args_by_component: {not_beam} run no Beam; "
             f"the Beam steps are {list(BEAM_COMPONENT_IDS)}"
         )
-    example_gen = CsvExampleGen(input_base=data_root).with_id(EXAMPLE_GEN)
+    components = []
+    input_snapshot = None
+    if enable_input_snapshot_step:
+        snapshot_step = InputSnapshot(
+            input_base=data_root,
+            input_config=json_format.MessageToJson(
+                input_config(dataset.input.pattern), sort_keys=True
+            ),
+            input_window=input_window(dataset.input.pattern, dataset.input.spans),
+        ).with_id(INPUT_SNAPSHOT)
+        components.append(snapshot_step)
+        input_snapshot = snapshot_step.outputs[SNAPSHOT_KEY].future()[0].value
+    example_gen = CsvExampleGen(
+        input_base=data_root,
+        input_pattern=dataset.input.pattern,
+        spans=dataset.input.spans,
+        input_snapshot=input_snapshot,
+    ).with_id(EXAMPLE_GEN)
 
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"]).with_id(STATISTICS_GEN)
 
@@ -232,6 +268,13 @@ def create_pipeline(
         anomalies=example_validator.outputs["anomalies"],
         statistics=statistics_gen.outputs["statistics"],
     ).with_id(DATA_GATE)
+
+    drift_gate = DataDriftGate(
+        statistics=statistics_gen.outputs["statistics"],
+        schema=schema_importer.outputs["schema"],
+        serving_model_dir=serving_model_dir,
+        thresholds=json.dumps(dataset.drift.to_dict(), sort_keys=True),
+    ).with_id(DRIFT_GATE)
 
     transform = Transform(
         examples=example_gen.outputs["examples"],
@@ -271,6 +314,7 @@ def create_pipeline(
     # own pod, locally in the runner's second process), which takes StatisticsGen
     # off the critical path.
     trainer.add_upstream_node(data_gate)
+    trainer.add_upstream_node(drift_gate)
 
     # The model being served is the baseline (every served model was blessed
     # when pushed). Unlike TFX's Resolver, this runs on open-source Kubeflow.
@@ -289,17 +333,20 @@ def create_pipeline(
     pusher = Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
+        # Written into the served version: the next runs' drift gate compares with them.
+        training_statistics=statistics_gen.outputs["statistics"],
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=serving_model_dir)
         ),
     ).with_id(PUSHER)
 
-    components = [
+    components += [
         example_gen,
         statistics_gen,
         schema_importer,
         example_validator,
         data_gate,
+        drift_gate,
         transform,
         trainer,
         baseline,
@@ -312,7 +359,9 @@ def create_pipeline(
     if enable_run_report_step:
         components.append(
             RunReport(
+                examples=example_gen.outputs["examples"],
                 statistics=statistics_gen.outputs["statistics"],
+                drift=drift_gate.outputs["drift"],
                 anomalies=example_validator.outputs["anomalies"],
                 model_run=trainer.outputs["model_run"],
                 evaluation=evaluator.outputs["evaluation"],

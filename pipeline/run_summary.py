@@ -13,13 +13,20 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 from tfx.types.standard_component_specs import BASELINE_MODEL_KEY
 
+from components.drift_gate import DataDrift, DriftResult, read_result
 from components.pusher import (
     ALREADY_SERVED_PROPERTY,
     PUSHED_DESTINATION_PROPERTY,
     PUSHED_PROPERTY,
 )
+from components.report.contents import (
+    ArtifactUris,
+    ComponentRun,
+    InputData,
+    RunReport,
+    read_artifacts,
+)
 from components.served_model import HAS_MODEL_PROPERTY, SERVED_PATH_PROPERTY
-from pipeline.report.contents import ArtifactUris, ComponentRun, RunReport, read_artifacts
 
 _STATE_NAMES = {
     metadata_store_pb2.Execution.COMPLETE: "complete",
@@ -33,6 +40,7 @@ _STATE_NAMES = {
 _REPORTED_ARTIFACT_TYPES = {
     "ExampleStatistics": "statistics",
     "ExampleAnomalies": "anomalies",
+    DataDrift.TYPE_NAME: "drift",
     "ModelRun": "model_run",
     "ModelEvaluation": "evaluation",
 }
@@ -51,12 +59,29 @@ class RunSummary:
     already_served_path: str | None = None
     pipeline_name: str = ""
     artifact_uris: ArtifactUris = field(default_factory=ArtifactUris)
+    input: InputData | None = None
+    drift: DriftResult | None = None
 
     def format(self) -> str:
         lines = [f"Run {self.run_id}"]
         lines += [
             f"  {c.node_id:<28} {c.state:<9} {c.seconds or 0.0:6.1f} s" for c in self.components
         ]
+        if self.input is not None and self.input.spans:
+            spans = ", ".join(map(str, self.input.spans))
+            version = f", version {self.input.version}" if self.input.version is not None else ""
+            lines.append(f"Input: span{'s' if len(self.input.spans) > 1 else ''} {spans}{version}")
+        if self.drift is not None:
+            if self.drift.note:
+                lines.append(f"Drift: {self.drift.note}")
+            if self.drift.comparisons:
+                drifted = [c for c in self.drift.comparisons if c.drifted]
+                lines.append(
+                    f"Drift vs. served model {self.drift.baseline_version}'s training data: "
+                    f"{len(self.drift.comparisons) - len(drifted)} of "
+                    f"{len(self.drift.comparisons)} features within their thresholds"
+                )
+                lines += [f"  {c.status}: {c.describe()}" for c in drifted]
         if self.metrics:
             shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(self.metrics.items()))
             lines.append(f"Evaluation (eval split): {shown}")
@@ -97,6 +122,7 @@ class RunSummary:
             pipeline_name=self.pipeline_name,
             run_id=self.run_id,
             components=components,
+            input=self.input,
             blessed=self.blessed,
             baseline_path=self.baseline_path if self.has_baseline else None,
             pushed_destination=self.pushed_destination,
@@ -104,6 +130,11 @@ class RunSummary:
             error=error,
             **read_artifacts(self.artifact_uris),
         )
+
+
+def _property_value(value: metadata_store_pb2.Value) -> object:
+    kind = value.WhichOneof("value")
+    return getattr(value, kind) if kind else None
 
 
 def _overall_metrics(evaluation_uri: str) -> dict[str, float]:
@@ -234,7 +265,14 @@ def summarize_run(
             type_name = artifact_types[artifact.type_id]
             if type_name in _REPORTED_ARTIFACT_TYPES:
                 uris[_REPORTED_ARTIFACT_TYPES[type_name]] = artifact.uri
-            if type_name == "ModelEvaluation":
+            if type_name == "Examples" and "span" in artifact.custom_properties:
+                # ExampleGen's (Transform's examples carry no span).
+                summary.input = InputData.from_properties(
+                    {k: _property_value(v) for k, v in artifact.custom_properties.items()}
+                )
+            elif type_name == DataDrift.TYPE_NAME:
+                summary.drift = read_result(artifact.uri)
+            elif type_name == "ModelEvaluation":
                 summary.metrics = _overall_metrics(artifact.uri)
                 summary.validation_failures = _validation_failures(artifact.uri)
             elif type_name == "ModelBlessing":

@@ -57,6 +57,11 @@ MISSING_MARKERS = ("NA", "N/A", "NaN", "nan", "NULL", "null", "None", "?", "-", 
 # Rows read for the spec's decisions; the schema's statistics use all rows.
 MAX_ROWS_READ = 200_000
 DEFAULT_MARGIN = 0.1
+# Drift thresholds written for every feature: L-infinity for string columns,
+# Jensen-Shannon divergence (quantile histograms) for numbers. Between two
+# random 1,000-row samples of the taxi data, the largest values were 0.03 and
+# 0.16; a feature shifted by a factor of 3 measured 0.6.
+DRIFT_THRESHOLDS = {"l_infinity": 0.2, "jensen_shannon": 0.25}
 
 
 class DraftError(ValueError):
@@ -433,8 +438,25 @@ def render_spec(
         f"  # And at most this much worse than the model being served ({metric} units).",
         f"  max_drop: {_number(max_drop)}",
         "",
+        "# New data against the data that trained the served model: a feature beyond its",
+        "# threshold stops the run before training (mode: warn only reports it).",
+        "# l_infinity: the largest change in one value's share (string columns);",
+        "# jensen_shannon: divergence of the two distributions (numeric columns).",
+        "drift:",
+        "  mode: fail",
+        "  features:",
     ]
+    for column, (settings, _) in decisions.items():
+        if settings is not None:
+            measure = drift_measure(profiles[column].value_type)
+            lines.append(f"    {_yaml_scalar(column)}: {{{measure}: {DRIFT_THRESHOLDS[measure]}}}")
+    lines.append("")
     return "\n".join(lines)
+
+
+def drift_measure(value_type: str) -> str:
+    """The drift measure TFDV can compute for a column of `value_type`."""
+    return "l_infinity" if value_type == "string" else "jensen_shannon"
 
 
 def choose_slices(decisions: dict[str, tuple[dict | None, str]], profiles) -> list[str]:

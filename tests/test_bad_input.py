@@ -6,8 +6,8 @@ import pytest
 from tfx.orchestration import metadata as tfx_metadata
 
 import local_runner
+from components.report import render
 from pipeline import pipeline as dag
-from pipeline.report import render
 from pipeline.run_summary import summarize_latest_run
 from tests.conftest import read_taxi_rows, write_csv
 from tests.test_run_report import parse, with_attr

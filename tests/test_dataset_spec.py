@@ -82,6 +82,34 @@ def test_the_valid_spec_parses_and_round_trips():
         ("ignore", ["size"], r"ignore: \['size'\] are also used"),
         ("features", {}, r"features: the model needs at least one feature"),
         ("colour", 1, r"unknown field\(s\) colour"),
+        ("input", {"pattern": "data/*.csv"}, r"input\.pattern: 'data/\*\.csv' has no span"),
+        ("input", {"pattern": "/abs/{SPAN}/*.csv"}, r"input\.pattern: .* must be relative"),
+        ("input", {"pattern": "s3://b/{SPAN}/*.csv"}, r"input\.pattern: .* must be relative"),
+        ("input", {"pattern": "{SPAN}/{SPAN}.csv"}, r"input\.pattern: .* more than once"),
+        ("input", {"pattern": "{YYYY}-{MM}/*.csv"}, r"needs all of \{YYYY\}, \{MM\}, \{DD\}"),
+        ("input", {"pattern": "{SPAN}/{YYYY}-{MM}-{DD}"}, r"both \{SPAN\} and date"),
+        ("input", {"pattern": "{SPAN}/{HOUR}/*.csv"}, r"a placeholder other than"),
+        ("input", {"pattern": "{SPAN}/*.csv", "spans": 0}, r"input\.spans: expected an integer"),
+        ("input", {"spans": 3}, r"input\.spans: a window of spans needs input\.pattern"),
+        ("input", {"span": 3}, r"input: unknown field\(s\) span"),
+        ("drift", {"features": {"weight": {"l_infinity": 0.1}}}, r"drift\.features\.weight: "),
+        ("drift", {"features": {"size": {}}}, r"drift\.features\.size: give exactly one of"),
+        (
+            "drift",
+            {"features": {"size": {"l_infinity": 0.1, "jensen_shannon": 0.1}}},
+            r"drift\.features\.size: give exactly one of",
+        ),
+        (
+            "drift",
+            {"features": {"size": {"jensen_shannon": 0}}},
+            r"drift\.features\.size\.jensen_shannon: a threshold in \(0, 1\]",
+        ),
+        (
+            "drift",
+            {"features": {"size": {"jensen_shannon": 0.1, "mode": "stop"}}},
+            r"drift\.features\.size\.mode: 'stop' is not one of fail, warn",
+        ),
+        ("drift", {"mode": "loud"}, r"drift\.mode: 'loud' is not one of"),
     ],
 )
 def test_a_bad_spec_is_refused_naming_the_field(path, value, message):
@@ -120,6 +148,36 @@ def test_a_spec_that_does_not_fit_the_data_is_refused(columns, message):
         parse_spec(VALID).check_against_columns(columns)
 
 
+def test_input_and_drift_parse_with_defaults_and_per_feature_modes():
+    values = changed("input", {"pattern": "{YYYY}-{MM}-{DD}/part-*.csv", "spans": 7})
+    values["drift"] = {
+        "mode": "warn",
+        "features": {"size": {"jensen_shannon": 0.2}, "color": {"l_infinity": 0.1, "mode": "fail"}},
+    }
+    spec = parse_spec(values)
+    spec.check_against_columns(COLUMNS)
+    assert (spec.input.pattern, spec.input.spans) == ("{YYYY}-{MM}-{DD}/part-*.csv", 7)
+    assert {k: (f.measure, f.threshold, f.mode) for k, f in spec.drift.features.items()} == {
+        "size": ("jensen_shannon", 0.2, "warn"),
+        "color": ("l_infinity", 0.1, "fail"),
+    }
+    plain = parse_spec(VALID)
+    assert plain.input.pattern is None and plain.input.spans == 1 and not plain.drift.features
+
+
+@pytest.mark.parametrize(
+    ("feature", "measure", "message"),
+    [
+        ("size", "l_infinity", r"drift\.features\.size: l_infinity compares string values.*jensen"),
+        ("color", "jensen_shannon", r"drift\.features\.color: jensen_shannon compares int or"),
+    ],
+)
+def test_a_drift_measure_must_suit_the_columns_values(feature, measure, message):
+    spec = parse_spec(changed("drift", {"features": {feature: {measure: 0.1}}}))
+    with pytest.raises(DatasetSpecError, match=message):
+        spec.check_against_columns(COLUMNS)
+
+
 def test_missing_markers_are_for_numbers_read_as_strings():
     spec = parse_spec(changed("features.size", {"kind": "numeric", "missing_markers": ["NA"]}))
     spec.check_against_columns(COLUMNS | {"size": "string"})
@@ -148,6 +206,21 @@ def test_the_runner_refuses_a_bad_spec_before_anything_runs(tmp_path, taxi_slice
     assert local_runner.main([*args, "--output-dir", str(output_dir)]) == local_runner.EXIT_FAILED
     last_line = capsys.readouterr().err.strip().splitlines()[-1]
     assert last_line.startswith(f"error: DatasetSpecError: {spec_file}: evaluation.margin:")
+    assert not output_dir.exists()
+
+
+def test_a_data_root_without_the_specs_spans_is_refused_at_once(tmp_path, taxi_slice, capsys):
+    from tests.span_data import span_schema_dir
+
+    schema_dir = span_schema_dir(tmp_path / "spans")
+    output_dir = tmp_path / "out"
+    args = ["--data-root", str(taxi_slice), "--schema-dir", str(schema_dir)]
+    assert local_runner.main([*args, "--output-dir", str(output_dir)]) == local_runner.EXIT_FAILED
+    last_line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last_line == (
+        f"error: InputDataError: no files under {taxi_slice} match the input pattern "
+        "'span-{SPAN}/*.csv' (input.pattern in the dataset spec)"
+    )
     assert not output_dir.exists()
 
 
@@ -238,6 +311,13 @@ def test_a_draft_is_runnable_as_written_and_never_overwrites(tmp_path):
     assert "Body_Mass__g__xf" in spec.model_input_sizes()
     assert spec.ignore == ("row_id",)  # a different value in every row
     assert spec.slices == ("color",)
+    # Drift thresholds for every feature, the measure by the column's values.
+    assert {k: (f.measure, f.threshold, f.mode) for k, f in spec.drift.features.items()} == {
+        "size": ("jensen_shannon", 0.25, "fail"),
+        "Body Mass (g)": ("l_infinity", 0.2, "fail"),  # numbers with "NA": string statistics
+        "color": ("l_infinity", 0.2, "fail"),
+        "visits": ("jensen_shannon", 0.25, "fail"),
+    }
     # The naive model always answers the most frequent class.
     raw = yaml.safe_load((out / "dataset.yaml").read_text())
     labels = [line.rsplit(",", 1)[1] for line in (data_root / "data.csv").read_text().splitlines()]

@@ -34,3 +34,47 @@ def test_unreadable_data_roots_are_named(tmp_path, files, message):
 def test_missing_directory(tmp_path):
     with pytest.raises(InputDataError, match="is not a directory"):
         check_csv_data_root(tmp_path / "nope")
+
+
+def write_spans(root, layout: dict[str, str]):
+    for name, text in layout.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_with_a_span_pattern_the_files_of_the_spans_read_are_checked(tmp_path):
+    rows = "fare,tips\n1,2\n"
+    root = write_spans(
+        tmp_path,
+        {"span-1/a.csv": rows, "span-2/a.csv": rows, "span-10/a.csv": rows, "span-10/b.csv": rows},
+    )
+    checked = check_csv_data_root(root, "span-{SPAN}/*.csv")
+    assert [s.span for s in checked.spans] == [10]
+    assert checked.files == (str(root / "span-10/a.csv"), str(root / "span-10/b.csv"))
+    window = check_csv_data_root(root, "span-{SPAN}/*.csv", spans=2)
+    assert [s.span for s in window.spans] == [2, 10] and len(window.files) == 3
+    # An older span out of the window is not read, so not checked either.
+    (root / "span-1/a.csv").write_text("")
+    check_csv_data_root(root, "span-{SPAN}/*.csv", spans=2)
+
+
+@pytest.mark.parametrize(
+    ("layout", "message"),
+    [
+        (
+            {"data.csv": "fare\n1\n"},
+            r"no files under .* match the input pattern 'span-\{SPAN\}/\*'",
+        ),
+        ({"span-1/a.csv": "fare\n1\n", "span-1/notes.txt": "x"}, r"matches files that are not CSV"),
+        ({"span-1/a.csv": "fare\n1\n", "span-1/b.csv": "tips\n1\n"}, r"must share one header"),
+        ({"span-1/a.csv": "fare\n"}, r"has a header but no data rows"),
+        (
+            {"span-1/a.csv": "fare\n1\n", "span-old/a.csv": "fare\n1\n"},
+            r"span-old/a\.csv match\(es\) input pattern .* but hold no span number",
+        ),
+    ],
+)
+def test_span_data_roots_that_cannot_be_read_are_named(tmp_path, layout, message):
+    with pytest.raises(InputDataError, match=message):
+        check_csv_data_root(write_spans(tmp_path, layout), "span-{SPAN}/*")

@@ -52,7 +52,70 @@ def test_same_components_and_edges_as_the_local_dag(compiled):
     tasks = spec["root"]["dag"]["tasks"]
     assert set(tasks) == COMPONENT_IDS
     edges = {(up, task) for task, body in tasks.items() for up in body.get("dependentTasks", [])}
-    assert edges == EXPECTED_EDGES | RUN_REPORT_EDGES
+    assert edges == EXPECTED_EDGES | RUN_REPORT_EDGES | {(dag.INPUT_SNAPSHOT, dag.EXAMPLE_GEN)}
+
+
+def test_a_cached_step_that_reads_the_data_has_the_data_in_its_cache_key(compiled):
+    """Open-source KFP keys a step's cache on its parameters, image and command only.
+
+    A cached step whose input is `data_root` would be served from cache on a
+    scheduled run over new files under the same root (the bug this guards
+    against: CsvExampleGen, cached, with only `data_root`). Such a step must
+    also take a parameter that an uncached step computed from the data.
+    """
+    spec, _ = compiled
+    tasks = spec["root"]["dag"]["tasks"]
+    uncached = {t for t, body in tasks.items() if not body.get("cachingOptions", {})}
+    assert {dag.INPUT_SNAPSHOT, dag.DRIFT_GATE, dag.BASELINE} <= uncached
+    readers = {
+        t: body["inputs"]["parameters"]
+        for t, body in tasks.items()
+        if any(
+            p.get("componentInputParameter") == kfp_compile.DATA_ROOT_PARAMETER
+            for p in body.get("inputs", {}).get("parameters", {}).values()
+        )
+    }
+    assert set(readers) == {dag.INPUT_SNAPSHOT, dag.EXAMPLE_GEN}
+    for task, parameters in readers.items():
+        if task in uncached:
+            continue
+        producers = {
+            p["taskOutputParameter"]["producerTask"]
+            for p in parameters.values()
+            if "taskOutputParameter" in p
+        }
+        assert producers & uncached, f"{task} is cached on data_root alone"
+
+
+def test_parameters_passed_between_steps_name_a_task_they_wait_for(compiled):
+    spec, _ = compiled
+    tasks = spec["root"]["dag"]["tasks"]
+    passed = [
+        (task, p["taskOutputParameter"])
+        for task, body in tasks.items()
+        for p in body.get("inputs", {}).get("parameters", {}).values()
+        if "taskOutputParameter" in p
+    ]
+    assert passed == [
+        (dag.EXAMPLE_GEN, {"producerTask": dag.INPUT_SNAPSHOT, "outputParameterKey": "snapshot"})
+    ]
+    for task, output in passed:
+        assert output["producerTask"] in tasks[task]["dependentTasks"]
+        producer = spec["components"][tasks[output["producerTask"]]["componentRef"]["name"]]
+        assert producer["outputDefinitions"]["parameters"][output["outputParameterKey"]] == {
+            "parameterType": "STRING"
+        }
+
+
+def test_a_parameter_from_a_task_not_in_the_pipeline_is_refused():
+    tasks = {
+        "B": {"inputs": {"parameters": {"x": {"taskOutputParameter": {"producerTask": "A_task"}}}}}
+    }
+    with pytest.raises(ValueError, match="B: parameter x comes from task 'A_task'"):
+        kfp_compile.fix_output_parameter_producers(tasks)
+    tasks["A"] = {}
+    kfp_compile.fix_output_parameter_producers(tasks)
+    assert tasks["B"]["inputs"]["parameters"]["x"]["taskOutputParameter"]["producerTask"] == "A"
 
 
 def test_no_resolver_executor_that_open_source_kfp_lacks(compiled):

@@ -3,13 +3,22 @@
 `kubeflow/reference/run_compiled.py` runs the package with KFP's own local
 executor (kfp.local, current kfp): it builds every step's executor input from
 the spec and resolves the container's placeholders; each container command runs
-as a subprocess in this project's environment (the image's). Twice: the second
-execution must find the first one's pushed model as its baseline.
+as a subprocess in this project's environment (the image's). Steps are cached
+across executions as open-source KFP caches them (kfp.local's cache: parameter
+values, input artifacts, image and command; nothing about the data).
+
+The data root holds spans (the dataset spec's `input.pattern`), as a scheduled
+run sees it. Three executions of one package: span 1; then span 2 has arrived,
+so ExampleGen must not come from cache, its examples must be span 2's, the
+drift gate must read the statistics the first execution served, and the
+Evaluator must find the first model as its baseline; then nothing has changed,
+and ExampleGen, Transform and the Trainer come from cache.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +29,8 @@ import tensorflow as tf
 import yaml
 
 from kubeflow.settings import DEFAULT_SETTINGS_FILE
-from tests.conftest import REPO_ROOT, load_schema, read_taxi_rows, write_csv
+from tests.conftest import REPO_ROOT, load_schema, read_taxi_rows
+from tests.span_data import SPAN_ROWS, span_rows, span_schema_dir, write_span
 from tests.test_kubeflow_reference import run_in_reference_env
 from trainer.export import SERVING_SIGNATURE
 from trainer.model import PROBABILITIES_OUTPUT
@@ -28,7 +38,6 @@ from trainer.raw_examples import serialize_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
-ROWS = 1000
 TRAIN_STEPS = 20
 EXECUTION_TIMEOUT_S = 900
 
@@ -73,7 +82,11 @@ def execute(
     assert summary_file.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads(summary_file.read_text())
     if expect_success:
-        failed = {k: v["log_tail"] for k, v in summary["steps"].items() if v["status"] != "SUCCESS"}
+        failed = {
+            k: v["log_tail"]
+            for k, v in summary["steps"].items()
+            if v["status"] not in ("SUCCESS", "CACHED")
+        }
         assert proc.returncode == 0 and summary["succeeded"], (summary["error"], failed)
     return summary
 
@@ -87,16 +100,35 @@ def compile_package(settings_file: Path, package: Path) -> Path:
     return package
 
 
+def schema_dir_in_project(tmp: Path, **options) -> str:
+    """A span-reading schema dir where settings.schema_dir allows it (inside the project),
+    under the ignored build/; its path relative to the project."""
+    relative = Path("build") / "test-schemas" / tmp.name
+    span_schema_dir(REPO_ROOT / relative, **options)
+    return str(relative)
+
+
 @pytest.fixture(scope="module")
 def executions(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("kubeflow_executed")
-    header, rows = read_taxi_rows(limit=ROWS)
     data_root = tmp / "data"
-    write_csv(data_root / "data.csv", header, rows)
-    package = compile_package(local_settings(tmp, data_root), tmp / "pipeline.yaml")
-    first = execute(package, tmp, "first")
-    served_after_first = sorted((tmp / "serving").iterdir())
-    second = execute(package, tmp, "second")
+    write_span(data_root, 1, span_rows(1))
+    schema_dir = schema_dir_in_project(tmp)
+    try:
+        settings = local_settings(tmp, data_root, schema_dir=schema_dir)
+        package = compile_package(settings, tmp / "pipeline.yaml")
+        cache = ("--cache-root", str(tmp / "kfp-cache"))
+        first = execute(package, tmp, "first", *cache)
+        served_after_first = sorted((tmp / "serving").iterdir())
+        write_span(data_root, 2, span_rows(2))
+        second = execute(package, tmp, "second", *cache)
+        unchanged = execute(package, tmp, "unchanged", *cache)
+        no_match = execute(
+            package, tmp, "no_match", *cache, "--parameter", f"data_root={tmp / 'empty'}",
+            expect_success=False,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(REPO_ROOT / schema_dir)
     spec = next(yaml.safe_load_all(package.read_text()))
     return {
         "tmp": tmp,
@@ -104,13 +136,32 @@ def executions(tmp_path_factory):
         "data_root": data_root,
         "first": first,
         "second": second,
+        "unchanged": unchanged,
+        "no_match": no_match,
         "served_after_first": served_after_first,
     }
 
 
+def output_metadata(step: dict, output: str) -> dict:
+    """The metadata the step's executor recorded on its (first) `output` artifact."""
+    return step["executor_output"]["artifacts"][output]["artifacts"][0]["metadata"]
+
+
+# TFX's V2 entrypoint writes a custom property that shares its name with one of the
+# type's properties (Examples has `span`) as `custom:<name>`.
+SPAN_METADATA = "custom:span"
+
+
+def records(examples_uri: str) -> int:
+    return sum(
+        sum(1 for _ in tf.data.TFRecordDataset(str(f), compression_type="GZIP"))
+        for f in Path(examples_uri).glob("Split-*/*.gz")
+    )
+
+
 def test_every_step_runs_in_dependency_order(executions):
     tasks = executions["spec"]["root"]["dag"]["tasks"]
-    for name in ("first", "second"):
+    for name in ("first", "second", "unchanged"):
         order = executions[name]["order"]
         assert sorted(order) == sorted(tasks)
         for task, task_spec in tasks.items():
@@ -122,13 +173,69 @@ def test_runtime_parameters_reach_example_gen_and_trainer(executions):
     steps = executions["first"]["steps"]
     assert steps["CsvExampleGen"]["parameters"]["input_base"] == str(executions["data_root"])
     assert json.loads(steps["Trainer"]["parameters"]["train_args"]) == {"num_steps": TRAIN_STEPS}
-    # ExampleGen read exactly that data: its splits hold every row.
+    # ExampleGen read exactly span 1, and recorded it as TFX's driver would.
     (examples,) = steps["CsvExampleGen"]["outputs"]["examples"]
-    records = sum(
-        sum(1 for _ in tf.data.TFRecordDataset(str(f), compression_type="GZIP"))
-        for f in Path(examples).glob("Split-*/*.gz")
+    assert records(examples) == SPAN_ROWS
+    metadata = output_metadata(steps["CsvExampleGen"], "examples")
+    assert metadata[SPAN_METADATA] == 1 and metadata["spans"] == "1"
+    assert metadata["input_fingerprint"].startswith("split:single_split,num_files:1")
+
+
+def test_a_new_span_is_read_not_taken_from_cache(executions):
+    second = executions["second"]["steps"]
+    # The snapshot step ran first and saw span 2; its value changed ExampleGen's cache key.
+    snapshot = json.loads(second["CsvExampleGen"]["parameters"]["input_snapshot"])
+    assert [s["span"] for s in snapshot] == [2]
+    assert second["CsvExampleGen"]["status"] == "SUCCESS"  # executed, not CACHED
+    (examples,) = second["CsvExampleGen"]["outputs"]["examples"]
+    assert output_metadata(second["CsvExampleGen"], "examples")[SPAN_METADATA] == 2
+    assert records(examples) == SPAN_ROWS
+    (first_examples,) = executions["first"]["steps"]["CsvExampleGen"]["outputs"]["examples"]
+    assert examples != first_examples
+    for step in ("StatisticsGen", "Transform", "Trainer"):
+        assert second[step]["status"] == "SUCCESS", step
+
+
+def test_the_drift_gate_reads_the_statistics_the_first_execution_served(executions):
+    from components.drift_gate import read_result
+
+    first_drift = read_result(executions["first"]["steps"]["DataDriftGate"]["outputs"]["drift"][0])
+    assert first_drift.baseline_version is None and "no previous statistics" in first_drift.note
+    (served,) = executions["served_after_first"]
+    drift = read_result(executions["second"]["steps"]["DataDriftGate"]["outputs"]["drift"][0])
+    assert drift.baseline_version == served.name
+    assert drift.baseline_statistics == str(
+        served / "assets.extra/training_statistics/FeatureStats.pb"
     )
-    assert records == ROWS
+    assert drift.comparisons and all(c.status == "ok" for c in drift.comparisons)
+    # The RunReport step shows both: the span read and the comparison.
+    from tests.test_run_report import parse, with_attr
+
+    (report_dir,) = executions["second"]["steps"]["RunReport"]["outputs"]["report"]
+    elements = parse((Path(report_dir) / "report.html").read_text())
+    assert with_attr(elements, "data-spans")[0]["data-spans"] == "2"
+    statuses = {e["data-feature"]: e["data-status"] for e in with_attr(elements, "data-status")}
+    assert statuses == {c.feature: "ok" for c in drift.comparisons}
+
+
+def test_unchanged_data_reuses_the_cache_and_still_checks_what_is_outside(executions):
+    steps = executions["unchanged"]["steps"]
+    for step in ("CsvExampleGen", "StatisticsGen", "Transform", "Trainer", "SchemaImporter"):
+        assert steps[step]["status"] == "CACHED", step
+    # Uncached: they read the data root and the serving directory.
+    for step in ("InputSnapshot", "DataDriftGate", "LatestServedModel"):
+        assert steps[step]["status"] == "SUCCESS", step
+
+
+def test_a_data_root_without_matching_files_fails_at_the_first_step(executions):
+    no_match = executions["no_match"]
+    assert not no_match["succeeded"]
+    snapshot = no_match["steps"]["InputSnapshot"]
+    assert snapshot["status"] == "FAILURE"
+    failure = "\n".join(snapshot["log_tail"])
+    assert "match the input pattern span-{SPAN}/*.csv" in failure
+    assert str(executions["tmp"] / "empty") in failure
+    assert "CsvExampleGen" not in no_match["steps"]
 
 
 def assert_scores_raw_rows(model_dir: Path, rows: list[dict[str, str]], spec) -> None:
@@ -150,7 +257,7 @@ def test_first_execution_pushes_a_blessed_model_that_scores_raw_rows(executions,
 
 
 def test_second_execution_evaluates_against_the_served_model(executions):
-    from pipeline.report.contents import read_evaluation
+    from components.report.contents import read_evaluation
 
     first, second = executions["first"]["steps"], executions["second"]["steps"]
     (evaluation,) = first["Evaluator"]["outputs"]["evaluation"]

@@ -116,7 +116,7 @@ def test_pushed_model_sits_in_the_bucket_and_scores_raw_rows_read_back(
 
 
 def test_second_execution_finds_the_first_model_as_its_baseline(executions, store, tmp_path):
-    from pipeline.report.contents import read_evaluation
+    from components.report.contents import read_evaluation
 
     (version,) = executions["served"]
     baseline = executions["second"]["steps"]["LatestServedModel"]["executor_output"]
@@ -142,10 +142,11 @@ def only_step_run(summary: dict) -> dict:
     """The one step an execution ran before it stopped: one of the DAG's two roots.
 
     kfp.local starts either root first (SchemaImporter copies the schema into
-    the pipeline root, so it needs the store as much as CsvExampleGen).
+    the pipeline root, so it needs the store as much as InputSnapshot, which
+    lists the data root).
     """
     (step_id,) = summary["order"]
-    assert step_id in ("CsvExampleGen", "SchemaImporter"), step_id
+    assert step_id in ("InputSnapshot", "SchemaImporter"), step_id
     step = summary["steps"][step_id]
     assert step["status"] == "FAILURE", step
     return step

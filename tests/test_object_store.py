@@ -100,7 +100,7 @@ def test_local_run_reads_its_data_from_s3(store, tmp_path):
         (
             "headers",
             {"a.csv": "fare,tips\n1,2\n", "b.csv": "fare\n1\n"},
-            "every CSV under the data root must share one header",
+            "every CSV a run reads must share one header",
         ),
     ],
 )

@@ -12,7 +12,7 @@ import tensorflow_model_analysis as tfma
 from pipeline import pipeline as dag
 from pipeline.config import PipelineConfig
 from trainer.config import TrainerConfig
-from trainer.dataset import DatasetSpec
+from trainer.dataset import DatasetSpec, DriftSpec, FeatureDrift, InputSpec
 
 EXPECTED_EDGES = {
     (dag.EXAMPLE_GEN, dag.STATISTICS_GEN),
@@ -25,6 +25,10 @@ EXPECTED_EDGES = {
     (dag.SCHEMA_IMPORTER, dag.TRAINER),
     (dag.EXAMPLE_VALIDATOR, dag.DATA_GATE),
     (dag.DATA_GATE, dag.TRAINER),
+    (dag.STATISTICS_GEN, dag.DRIFT_GATE),
+    (dag.SCHEMA_IMPORTER, dag.DRIFT_GATE),
+    (dag.DRIFT_GATE, dag.TRAINER),
+    (dag.STATISTICS_GEN, dag.PUSHER),
     (dag.TRANSFORM, dag.TRAINER),
     (dag.TRAINER, dag.EVALUATOR),
     (dag.TRAINER, dag.PUSHER),
@@ -34,6 +38,8 @@ EXPECTED_EDGES = {
 }
 # The Kubeflow DAG's last step reads the artifacts the report shows.
 RUN_REPORT_EDGES = {
+    (dag.EXAMPLE_GEN, dag.RUN_REPORT),
+    (dag.DRIFT_GATE, dag.RUN_REPORT),
     (dag.STATISTICS_GEN, dag.RUN_REPORT),
     (dag.EXAMPLE_VALIDATOR, dag.RUN_REPORT),
     (dag.TRAINER, dag.RUN_REPORT),
@@ -75,6 +81,7 @@ def test_components_and_edges(tmp_path):
             dag.SCHEMA_IMPORTER,
             dag.EXAMPLE_VALIDATOR,
             dag.DATA_GATE,
+            dag.DRIFT_GATE,
             dag.TRANSFORM,
             dag.TRAINER,
             dag.BASELINE,
@@ -85,6 +92,48 @@ def test_components_and_edges(tmp_path):
     assert edges(pipeline) == EXPECTED_EDGES
     # TFX hands runners the components in an order where every edge points forward.
     assert all(ids.index(up) < ids.index(down) for up, down in EXPECTED_EDGES)
+
+
+def test_kubeflow_steps_add_the_input_snapshot_and_the_run_report(tmp_path):
+    pipeline = build(tmp_path, enable_run_report_step=True, enable_input_snapshot_step=True)
+    assert edges(pipeline) == EXPECTED_EDGES | RUN_REPORT_EDGES | {
+        (dag.INPUT_SNAPSHOT, dag.EXAMPLE_GEN)
+    }
+    by_id = {c.id: c for c in pipeline.components}
+    # The snapshot's value, not its artifact, reaches ExampleGen: a parameter in its cache key.
+    snapshot = by_id[dag.EXAMPLE_GEN].exec_properties["input_snapshot"]
+    from tfx.types import channel_utils
+
+    channel = channel_utils.unwrap_simple_channel_placeholder(snapshot)
+    assert channel.producer_component_id == dag.INPUT_SNAPSHOT
+    assert not by_id[dag.EXAMPLE_GEN].inputs
+
+
+def test_the_dataset_specs_input_and_drift_reach_their_steps(tmp_path, taxi_spec):
+    spec = dataclasses.replace(
+        taxi_spec,
+        input=InputSpec(pattern="{YYYY}-{MM}-{DD}/*.csv", spans=3),
+        drift=DriftSpec(features={"fare": FeatureDrift("jensen_shannon", 0.2, "warn")}),
+    )
+    by_id = {c.id: c for c in build(tmp_path, dataset=spec).components}
+    example_gen = by_id[dag.EXAMPLE_GEN].exec_properties
+    assert json.loads(example_gen["input_config"])["splits"][0]["pattern"] == (
+        "{YYYY}-{MM}-{DD}/*.csv"
+    )
+    assert json.loads(example_gen["input_window"]) == {
+        "pattern": "{YYYY}-{MM}-{DD}/*.csv",
+        "spans": 3,
+    }
+    assert json.loads(by_id[dag.DRIFT_GATE].exec_properties["thresholds"]) == {
+        "fare": {"measure": "jensen_shannon", "threshold": 0.2, "mode": "warn"}
+    }
+    # Neither is Transform's or the Trainer's business: their cache keys stay as they were.
+    plain = {c.id: c for c in build(tmp_path, dataset=taxi_spec).components}
+    for node in (dag.TRANSFORM, dag.TRAINER):
+        assert (
+            by_id[node].exec_properties["custom_config"]
+            == (plain[node].exec_properties["custom_config"])
+        )
 
 
 def test_pusher_is_gated_on_the_blessing(tmp_path):
@@ -132,7 +181,8 @@ def test_transform_and_trainer_receive_the_dataset_spec(tmp_path, taxi_spec):
     by_id = {c.id: c for c in build(tmp_path).components}
     for component_id in (dag.TRANSFORM, dag.TRAINER):
         custom = json.loads(by_id[component_id].exec_properties["custom_config"])
-        assert DatasetSpec.from_custom_config(custom) == taxi_spec
+        # The model's part of the spec; input and drift are not theirs to read.
+        assert DatasetSpec.from_custom_config(custom).to_dict() == taxi_spec.to_dict()
 
 
 def test_thresholds_gate_the_overall_slice_only(taxi_spec):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.report import contents, render
-from pipeline.report.contents import ComponentRun, RunReport
+from components.report import contents, render
+from components.report.contents import ComponentRun, RunReport
 from trainer.run import epoch_plan
 
 
@@ -132,8 +132,8 @@ def test_a_run_that_failed_before_any_artifact_still_renders_every_section():
 def test_feature_charts_draw_every_bar_and_escape_values():
     from xml.etree import ElementTree
 
-    from pipeline.report import plots
-    from pipeline.report.contents import FeatureStatistics, HistogramBucket
+    from components.report import plots
+    from components.report.contents import FeatureStatistics, HistogramBucket
 
     svg_ns = "{http://www.w3.org/2000/svg}"
     buckets = tuple(HistogramBucket(low, low + 1.0, count) for low, count in ((0, 5), (1, 3)))
@@ -158,7 +158,7 @@ def test_feature_charts_draw_every_bar_and_escape_values():
 
 
 def test_axis_labels_get_the_digits_that_tell_ticks_apart():
-    from pipeline.report.plots import _axis_labels
+    from components.report.plots import _axis_labels
 
     assert _axis_labels([0.0, 0.5, 1.0]) == ["0", "0.5", "1"]
     tracts = _axis_labels([17_031_010_100, 17_031_495_100, 17_031_980_100])
@@ -373,8 +373,12 @@ def test_kubeflow_run_report_step_writes_the_report_from_its_input_artifacts(
     by_type = {}
     for artifact in store.get_artifacts_by_context(run.id):
         artifact_type = types_by_id[artifact.type_id]
+        if artifact_type.name == "Examples" and "span" not in artifact.custom_properties:
+            continue  # Transform's; ExampleGen's carries the span.
         by_type[artifact_type.name] = artifact_utils.deserialize_artifact(artifact_type, artifact)
     inputs = {
+        "examples": "Examples",
+        "drift": "components.DataDrift",
         "statistics": "ExampleStatistics",
         "anomalies": "ExampleAnomalies",
         "model_run": "ModelRun",
@@ -408,8 +412,28 @@ def test_kubeflow_run_report_step_writes_the_report_from_its_input_artifacts(
     assert {a["data-node"] for a in with_attr(elements, "data-node")} == set(dag.COMPONENT_IDS)
     local = parse((two_local_runs.output_dir / "reports" / render.LATEST).read_text())
     # Same artifacts, same numbers as the local report.
-    for attribute in ("data-examples", "data-missing", "data-value", "data-blessed"):
+    for attribute in (
+        "data-examples",
+        "data-missing",
+        "data-value",
+        "data-blessed",
+        "data-spans",
+        "data-status",
+    ):
         assert [a for _t, a in elements if attribute in a] == [
             a for _t, a in local if attribute in a
         ], attribute
     assert str(two_local_runs.first_version) in html  # the served baseline
+
+
+def test_the_report_shows_the_input_read_and_the_drift_check(two_local_runs):
+    """Both runs read the whole data root (no span pattern); the second compares its data
+    with the statistics kept with the first run's served model: the same data."""
+    elements = parse((two_local_runs.output_dir / "reports" / render.LATEST).read_text())
+    (spans,) = with_attr(elements, "data-spans")
+    assert spans["data-spans"] == ""  # every file under the data root
+    second = two_local_runs.second
+    assert second.drift.baseline_version == two_local_runs.first_version.name
+    statuses = {e["data-feature"]: e["data-status"] for e in with_attr(elements, "data-status")}
+    assert statuses == {c.feature: "ok" for c in second.drift.comparisons}
+    assert len(statuses) == 15 and all(c.value < 1e-9 for c in second.drift.comparisons)

@@ -19,7 +19,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -63,6 +63,19 @@ FEATURE_SETTINGS: dict[str, dict[str, object]] = {
     "hashed": {"buckets": 1024},
     "id": {"num_values": None},
 }
+
+
+# Span placeholders in `input.pattern`, as TFX's ExampleGen reads them.
+SPAN_PLACEHOLDER = re.compile(r"\{SPAN(?::(\d+))?\}")
+VERSION_PLACEHOLDER = re.compile(r"\{VERSION(?::(\d+))?\}")
+DATE_PLACEHOLDERS = ("{YYYY}", "{MM}", "{DD}")
+# Drift measures TFDV computes, and the raw value types each one compares.
+DriftMeasure = Literal["l_infinity", "jensen_shannon"]
+DRIFT_MEASURE_VALUE_TYPES: dict[str, tuple[str, ...]] = {
+    "l_infinity": ("string",),
+    "jensen_shannon": ("int", "float"),
+}
+DriftMode = Literal["fail", "warn"]
 
 
 class DatasetSpecError(ValueError):
@@ -205,6 +218,59 @@ class EvaluationSpec:
 
 
 @dataclass(frozen=True)
+class InputSpec:
+    """Where under the data root a run's CSV files are.
+
+    Attributes:
+      pattern: None for a plain directory of CSV files (every file under the
+        data root). Otherwise a pattern relative to the data root with TFX's
+        span placeholders: `{SPAN}` (or `{SPAN:4}`, zero-padded) or the date
+        `{YYYY}`, `{MM}`, `{DD}` (the span is the day's number since
+        1970-01-01), and optionally `{VERSION}`: `span-{SPAN}/*.csv`,
+        `{YYYY}-{MM}-{DD}/*.csv`. A run reads the latest span, in its latest
+        version.
+      spans: how many of the latest spans a run reads (a rolling window); 1,
+        the default, reads the latest only.
+    """
+
+    pattern: str | None = None
+    spans: int = 1
+
+    @property
+    def has_spans(self) -> bool:
+        return self.pattern is not None
+
+
+@dataclass(frozen=True)
+class FeatureDrift:
+    """A bound on how far one feature's distribution may move from the served model's data.
+
+    `measure`: l_infinity (the largest change in any one value's share; string
+    columns) or jensen_shannon (Jensen-Shannon divergence of the two
+    distributions over quantile histograms; numeric columns). `mode`: fail
+    stops the run before the Trainer; warn only reports.
+    """
+
+    measure: DriftMeasure
+    threshold: float
+    mode: DriftMode
+
+
+@dataclass(frozen=True)
+class DriftSpec:
+    """Per-feature drift thresholds against the statistics behind the served model."""
+
+    features: Mapping[str, FeatureDrift]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: asdict(f) for name, f in self.features.items()}
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Mapping[str, Any]]) -> DriftSpec:
+        return cls(features={name: FeatureDrift(**f) for name, f in values.items()})
+
+
+@dataclass(frozen=True)
 class DatasetSpec:
     """A dataset and its task: see the module docstring and README, "Bring your own data"."""
 
@@ -214,6 +280,10 @@ class DatasetSpec:
     evaluation: EvaluationSpec
     ignore: tuple[str, ...] = ()
     slices: tuple[str, ...] = ()
+    # Read by the pipeline's ExampleGen and drift gate, not by Transform or the
+    # Trainer: not in `to_dict()`, so an edit to either re-runs neither.
+    input: InputSpec = InputSpec()
+    drift: DriftSpec = field(default_factory=lambda: DriftSpec(features={}))
 
     @property
     def task(self) -> str:
@@ -232,6 +302,7 @@ class DatasetSpec:
         return tuple(c for c in self.label.source_columns if c not in self.features)
 
     def to_dict(self) -> dict[str, Any]:
+        """What Transform and the Trainer read (and their cache keys hold): not input or drift."""
         return {
             "name": self.name,
             "label": self.label.to_dict(),
@@ -311,6 +382,14 @@ class DatasetSpec:
                         f"label.classes[{i}]: {name!r} is not an integer, but column "
                         f"{self.label.column!r} holds integers"
                     )
+        for name, drift in self.drift.features.items():
+            allowed = DRIFT_MEASURE_VALUE_TYPES[drift.measure]
+            if column_types[name] not in allowed:
+                other = next(m for m in DRIFT_MEASURE_VALUE_TYPES if m != drift.measure)
+                raise DatasetSpecError(
+                    f"drift.features.{name}: {drift.measure} compares {' or '.join(allowed)} "
+                    f"values, but column {name!r} holds {column_types[name]} values; use {other}"
+                )
         covered = set(self.features) | set(self.label.source_columns) | set(self.ignore)
         uncovered = [c for c in known if c not in covered]
         if uncovered:
@@ -484,10 +563,90 @@ def _parse_evaluation(values: object, task: str) -> EvaluationSpec:
     return EvaluationSpec(metric=metric, naive_value=naive_value, margin=margin, max_drop=max_drop)
 
 
+def _parse_input(values: object) -> InputSpec:
+    if values is None:
+        return InputSpec()
+    values = _mapping(values, "input")
+    _reject_unknown(values, ["pattern", "spans"], "input")
+    spans = _int(values.get("spans", 1), "input.spans", minimum=1)
+    if values.get("pattern") is None:
+        if spans != 1:
+            raise DatasetSpecError(
+                "input.spans: a window of spans needs input.pattern, e.g. span-{SPAN}/*.csv"
+            )
+        return InputSpec()
+    pattern = _str(values["pattern"], "input.pattern")
+    if pattern.startswith("/") or "://" in pattern or ".." in pattern.split("/"):
+        raise DatasetSpecError(
+            f"input.pattern: {pattern!r} must be relative to the data root, "
+            "e.g. span-{SPAN}/*.csv"
+        )
+    span_specs = SPAN_PLACEHOLDER.findall(pattern)
+    dates = [pattern.count(d) for d in DATE_PLACEHOLDERS]
+    if len(span_specs) > 1 or max(dates) > 1:
+        raise DatasetSpecError(f"input.pattern: {pattern!r} names the span more than once")
+    if span_specs and any(dates):
+        raise DatasetSpecError(
+            f"input.pattern: {pattern!r} has both {{SPAN}} and date placeholders; use one"
+        )
+    if any(dates) and not all(dates):
+        raise DatasetSpecError(
+            f"input.pattern: {pattern!r} needs all of {', '.join(DATE_PLACEHOLDERS)} "
+            "for a date span"
+        )
+    if not span_specs and not any(dates):
+        raise DatasetSpecError(
+            f"input.pattern: {pattern!r} has no span placeholder: add {{SPAN}} or "
+            "{YYYY}-{MM}-{DD}, or leave input.pattern out to read every CSV under the data root"
+        )
+    if len(VERSION_PLACEHOLDER.findall(pattern)) > 1:
+        raise DatasetSpecError(f"input.pattern: {pattern!r} has {{VERSION}} more than once")
+    leftover = VERSION_PLACEHOLDER.sub("", SPAN_PLACEHOLDER.sub("", pattern))
+    for date in DATE_PLACEHOLDERS:
+        leftover = leftover.replace(date, "")
+    if "{" in leftover or "}" in leftover:
+        raise DatasetSpecError(
+            f"input.pattern: {pattern!r} has a placeholder other than {{SPAN}}, {{SPAN:N}}, "
+            "{VERSION}, {VERSION:N}, {YYYY}, {MM}, {DD}"
+        )
+    return InputSpec(pattern=pattern, spans=spans)
+
+
+def _parse_drift(values: object, features: Mapping[str, FeatureSpec]) -> DriftSpec:
+    if values is None:
+        return DriftSpec(features={})
+    values = _mapping(values, "drift")
+    _reject_unknown(values, ["mode", "features"], "drift")
+    default_mode = _choice(values.get("mode", "fail"), DriftMode, "drift.mode")
+    measures = get_args(DriftMeasure)
+    parsed = {}
+    for name, entry in _mapping(values.get("features") or {}, "drift.features").items():
+        path = f"drift.features.{name}"
+        if name not in features:
+            raise DatasetSpecError(
+                f"{path}: {name!r} is not under `features:`; drift is checked on features"
+            )
+        entry = _mapping(entry, path)
+        _reject_unknown(entry, [*measures, "mode"], path)
+        given = [m for m in measures if m in entry]
+        if len(given) != 1:
+            raise DatasetSpecError(f"{path}: give exactly one of {', '.join(measures)}")
+        threshold = _float(entry[given[0]], f"{path}.{given[0]}")
+        if not 0.0 < threshold <= 1.0:
+            raise DatasetSpecError(f"{path}.{given[0]}: a threshold in (0, 1], got {threshold}")
+        mode = _choice(entry.get("mode", default_mode), DriftMode, f"{path}.mode")
+        parsed[str(name)] = FeatureDrift(measure=given[0], threshold=threshold, mode=mode)
+    return DriftSpec(features=parsed)
+
+
 def parse_spec(values: object) -> DatasetSpec:
     """A DatasetSpec from plain values (parsed YAML or JSON); errors name the field."""
     values = _mapping(values, "dataset spec")
-    _reject_unknown(values, ["name", "label", "features", "ignore", "slices", "evaluation"], "")
+    _reject_unknown(
+        values,
+        ["name", "label", "features", "ignore", "slices", "evaluation", "input", "drift"],
+        "",
+    )
     name = _str(values.get("name"), "name")
     if not PIPELINE_NAME_PATTERN.fullmatch(name):
         raise DatasetSpecError(
@@ -522,6 +681,8 @@ def parse_spec(values: object) -> DatasetSpec:
         evaluation=evaluation,
         ignore=ignore,
         slices=slices,
+        input=_parse_input(values.get("input")),
+        drift=_parse_drift(values.get("drift"), features),
     )
 
 

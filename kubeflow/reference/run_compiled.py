@@ -3,7 +3,8 @@
     uv run --project kubeflow/reference --locked python kubeflow/reference/run_compiled.py \
         --package build/pipeline.yaml --pipeline-root /tmp/root --python .venv/bin/python \
         --parameter data_root=/path/to/csv --parameter 'train_args={"num_steps": 20}' \
-        --summary /tmp/summary.json [--isolated-env --secret NAME=secret.json]
+        --summary /tmp/summary.json [--isolated-env --secret NAME=secret.json] \
+        [--cache-root /tmp/kfp-cache]
 
 KFP's own local executor (`kfp.local`, from this directory's current kfp) does
 the work a cluster's driver and launcher do: it orders the DAG, resolves the
@@ -13,7 +14,7 @@ URIs under the pipeline root, the executor output file), substitutes the
 container's `command` + `args` placeholders, and collects each step's outputs
 from its executor output file.
 
-Three things are ours:
+Five things are ours:
 
 * **The task handler.** Each container's command runs as a subprocess instead
   of `docker run`, with `python` meaning the project's interpreter (the image
@@ -27,6 +28,15 @@ Three things are ours:
   entrypoint cannot map to a class. Here the executor input gets the type the
   consumer's input definition declares: in a TFX-compiled spec, the same type
   as the producer's output.
+* **Output folders.** As the backend's launcher does (`prepareOutputFolders`),
+  each local output artifact's parent directory exists before the step
+  starts; kfp.local leaves that to the component.
+* **Output parameters named like artifacts.** TFX passes a value between
+  steps (`channel.future()[0].value`) as an output parameter named after the
+  producer's value artifact. The backend keeps a task's parameters and
+  artifacts apart; kfp.local keeps one dictionary, where the artifact would
+  replace the parameter. Here the parameter keeps the name (nothing in a
+  TFX-compiled spec consumes such an artifact as an artifact).
 * **Artifact URIs under a remote pipeline root.** kfp.local keeps its
   bookkeeping (executor output files) under --pipeline-root; when the
   package's `defaultPipelineRoot` is s3:// or gs://, output artifacts get
@@ -40,11 +50,19 @@ platform spec's `secretAsEnv` resolved from the `--secret NAME=FILE` files
 secret or key that is not there fails the step, as Kubernetes refuses to
 start such a pod. Without it, steps inherit this process's environment.
 
+With `--cache-root DIR`, steps whose spec enables caching are cached across
+executions that share DIR, by kfp.local's own cache: keyed on the step's
+component, image, command, parameter values and input artifacts (name and
+URI), as the open-source backend keys it (backend/src/v2/cacheutils/cache.go:
+parameter values, input artifact ids, image, command), with nothing about the
+files a step reads. A hit hands the cached outputs downstream, as a cluster
+does. The summary lists such a step as CACHED.
+
 Not reproduced here: resource requests, node selectors and tolerations
-(scheduling), caching, lifecycle hooks (`preCacheCheck`, which open-source KFP
-does not run either), retries, ML Metadata (kfp.local keeps none), and the
-launcher's own uploads and downloads of artifacts (TFX's executors read and
-write artifact URIs directly).
+(scheduling), lifecycle hooks (`preCacheCheck`, which open-source KFP does not
+run either), retries, ML Metadata (kfp.local keeps none), and the launcher's
+own uploads and downloads of artifacts (TFX's executors read and write
+artifact URIs directly).
 
 The summary file holds, per step: status, wall seconds, start-up seconds (from
 starting the command to TFX's "Starting executor" log line), the parameter
@@ -69,7 +87,9 @@ import yaml
 from google.protobuf import json_format
 from kfp import local
 from kfp.local import (
+    cache,
     executor_input_utils,
+    executor_output_utils,
     pipeline_orchestrator,
     status,
     subprocess_task_handler,
@@ -245,17 +265,55 @@ def executor_input_builder(local_root: str, artifact_root: str | None):
             declared = component_spec.input_definitions.artifacts[name].artifact_type
             for artifact in artifact_list.artifacts:
                 artifact.type.CopyFrom(declared)
-        if artifact_root:
-            for artifact_list in executor_input.outputs.artifacts.values():
-                for artifact in artifact_list.artifacts:
+        for artifact_list in executor_input.outputs.artifacts.values():
+            for artifact in artifact_list.artifacts:
+                if artifact_root:
                     relative = os.path.relpath(artifact.uri, local_root)
                     artifact.uri = f"{artifact_root.rstrip('/')}/{relative}"
+                else:
+                    # The launcher's prepareOutputFolders (launcher_v2.go): each output's
+                    # parent directory exists before the command starts.
+                    os.makedirs(os.path.dirname(artifact.uri), exist_ok=True)
         return executor_input
 
     return typed_executor_input
 
 
 _construct_executor_input = executor_input_utils.construct_executor_input
+_outputs_from_executor_output = executor_output_utils.get_outputs_from_executor_output
+
+
+def outputs_with_parameters_kept(executor_output, executor_input, component_spec) -> dict:
+    """kfp.local's task outputs, where an output parameter keeps its name over an artifact."""
+    outputs = _outputs_from_executor_output(
+        executor_output=executor_output,
+        executor_input=executor_input,
+        component_spec=component_spec,
+    )
+    for name, value in executor_output.parameter_values.items():
+        if name in executor_output.artifacts:
+            outputs[name] = executor_output_utils.pb2_value_to_python(value)
+    return outputs
+
+
+def record_cache_hits(steps: dict[str, dict]) -> None:
+    """Makes kfp.local's cache list each hit in `steps` (component name = step id)."""
+    component_of_key: dict[str, str] = {}
+    compute_key, get = cache.LocalCache.compute_key, cache.LocalCache.get
+
+    def keyed(self, component_name, *args, **kwargs):
+        key = compute_key(self, component_name, *args, **kwargs)
+        component_of_key[key] = component_name
+        return key
+
+    def looked_up(self, key):
+        outputs = get(self, key)
+        if outputs is not None:
+            steps[component_of_key[key]] = {"status": "CACHED", "cache_key": key}
+        return outputs
+
+    cache.LocalCache.compute_key = keyed
+    cache.LocalCache.get = looked_up
 
 
 def run(
@@ -264,6 +322,7 @@ def run(
     project_python: str,
     parameters: dict,
     environment: StepEnvironment | None = None,
+    cache_root: Path | None = None,
 ) -> dict:
     spec_dict, platform = list(yaml.safe_load_all(package.read_text()))
     spec = json_format.ParseDict(spec_dict, pipeline_spec_pb2.PipelineSpec())
@@ -277,14 +336,19 @@ def run(
     subprocess_task_handler.SubprocessTaskHandler = make_task_handler(
         project_python, steps, executor_labels_by_class(spec_dict), environment
     )
+    executor_output_utils.get_outputs_from_executor_output = outputs_with_parameters_kept
     remote_root = spec.default_pipeline_root
     executor_input_utils.construct_executor_input = executor_input_builder(
         str(pipeline_root), remote_root if remote_root.startswith(REMOTE_ROOT_SCHEMES) else None
     )
+    if cache_root is not None:
+        record_cache_hits(steps)
     local.init(
         runner=local.SubprocessRunner(use_venv=False),
         pipeline_root=str(pipeline_root),
         raise_on_error=False,
+        enable_caching=cache_root is not None,
+        cache_root=str(cache_root) if cache_root is not None else None,
     )
     started = time.monotonic()
     error = None
@@ -292,7 +356,7 @@ def run(
         pipeline_orchestrator.run_local_pipeline(spec, parameters)
     except Exception as err:  # Reported in the summary; the caller decides.
         error = f"{type(err).__name__}: {err}"
-    failed = [s for s, v in steps.items() if v["status"] != "SUCCESS"]
+    failed = [s for s, v in steps.items() if v["status"] not in ("SUCCESS", "CACHED")]
     return {
         "pipeline": spec.pipeline_info.name,
         "order": list(steps),
@@ -323,6 +387,11 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="NAME=FILE: a Kubernetes secret's data as a JSON object (with --isolated-env)",
     )
+    parser.add_argument(
+        "--cache-root",
+        type=Path,
+        help="cache steps that enable caching here, across executions (module docstring)",
+    )
     args = parser.parse_args(argv)
     parameters = dict(p.split("=", 1) for p in args.parameter)
     secrets = {
@@ -331,7 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     with tempfile.TemporaryDirectory(prefix="step-home-") as home:
         environment = StepEnvironment(isolated=args.isolated_env, home=home, secrets=secrets)
-        summary = run(args.package, args.pipeline_root, args.python, parameters, environment)
+        summary = run(
+            args.package, args.pipeline_root, args.python, parameters, environment, args.cache_root
+        )
     args.summary.write_text(json.dumps(summary, indent=2))
     print(
         f"{summary['pipeline']}: {'succeeded' if summary['succeeded'] else 'FAILED'} "

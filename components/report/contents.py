@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 from tfx.dsl.io import fileio
 
+from components.drift_gate import DriftResult, read_result
+
 # A TFX artifact with splits keeps each one in a `Split-<name>` directory.
 _SPLIT_PREFIX = "Split-"
 # Keras' TensorBoard callback writes `epoch_<metric>`; our multi-worker loop
@@ -477,11 +479,41 @@ def _metric_name(class_name: str, config: str) -> str:
 # --- the whole report ---------------------------------------------------------
 
 
+# --- input -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InputData:
+    """What ExampleGen read, as it recorded it on the examples artifact."""
+
+    spans: tuple[int, ...]  # oldest first; the last is the artifact's `span`; () for no pattern
+    version: int | None = None
+    fingerprint: str = ""
+
+    @classmethod
+    def from_properties(cls, properties: dict[str, object]) -> InputData | None:
+        """From the examples artifact's custom properties (None if it has no span).
+
+        Without `spans` (no span pattern), ExampleGen read every file under the
+        data root, and TFX records that as span 0.
+        """
+        if properties.get("span") is None:
+            return None
+        listed = str(properties.get("spans") or "")
+        return cls(
+            spans=tuple(int(s) for s in listed.split(",") if s),
+            version=properties.get("version"),  # type: ignore[arg-type]
+            fingerprint=str(properties.get("input_fingerprint") or ""),
+        )
+
+
 @dataclass(frozen=True)
 class RunReport:
     pipeline_name: str
     run_id: str
     components: tuple[ComponentRun, ...]
+    input: InputData | None = None
+    drift: DriftResult | None = None
     statistics: tuple[SplitStatistics, ...] = ()
     anomalies: tuple[Anomaly, ...] = ()
     curves: TrainingCurves | None = None
@@ -509,6 +541,7 @@ class ArtifactUris:
 
     statistics: str | None = None
     anomalies: str | None = None
+    drift: str | None = None
     model_run: str | None = None
     evaluation: str | None = None
 
@@ -520,6 +553,8 @@ def read_artifacts(uris: ArtifactUris) -> dict[str, object]:
         fields["statistics"] = read_statistics(uris.statistics)
     if uris.anomalies:
         fields["anomalies"] = read_anomalies(uris.anomalies)
+    if uris.drift:
+        fields["drift"] = read_result(uris.drift)
     if uris.model_run:
         fields["curves"] = read_training_curves(uris.model_run)
         fields["runtime"] = read_resolved_runtime(uris.model_run)

@@ -19,7 +19,7 @@ matplotlib.use("Agg")  # No display; before pyplot is imported anywhere.
 from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 
-from pipeline.report.contents import (
+from components.report.contents import (
     ComponentRun,
     FeatureStatistics,
     SliceMetrics,

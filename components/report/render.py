@@ -11,13 +11,23 @@ from pathlib import Path
 
 import jinja2
 
-from pipeline.report import plots
-from pipeline.report.contents import RunReport
+from components.report import plots
+from components.report.contents import RunReport
 
 TEMPLATE = "report.html.j2"
 LATEST = "latest.html"
 # Section ids, in page order: tests and readers can rely on them.
-SECTIONS = ("outcome", "dag", "statistics", "anomalies", "training", "runtime", "evaluation")
+SECTIONS = (
+    "outcome",
+    "dag",
+    "input",
+    "statistics",
+    "anomalies",
+    "drift",
+    "training",
+    "runtime",
+    "evaluation",
+)
 NO_VALUE = "\N{EN DASH}"
 _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._:+-]")
 
@@ -40,7 +50,7 @@ def _number(value: object, digits: int = 4) -> str:
 
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("pipeline.report", "."),
+        loader=jinja2.PackageLoader("components.report", "."),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

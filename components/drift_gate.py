@@ -1,0 +1,237 @@
+"""The drift gate: new data against the data that trained the model being served.
+
+TFX 1.16's ExampleValidator compares statistics with the schema only. TFDV's
+drift comparators need the previous data's statistics, which TFX fetches with
+a Resolver, a node open-source Kubeflow Pipelines rejects. Here the previous
+statistics are the ones the Pusher wrote into the served version
+(`components.served_model.TRAINING_STATISTICS_FILE`): this step finds them
+under the serving directory, on both runners, as `LatestServedModel` finds the
+model.
+
+Thresholds come from the dataset spec's `drift:` section (trainer.dataset.
+DriftSpec): L-infinity distance for string features, Jensen-Shannon
+divergence over quantile histograms for numeric ones. TFDV's default
+equal-width histograms made the divergence between two random halves of the
+taxi sample 0.3 to 0.7 for heavy-tailed columns (fare, trip_miles); quantile
+histograms keep it below 0.2 at 2,000 rows.
+
+A feature in `fail` mode beyond its threshold fails the step, and the Trainer
+waits for this step, so nothing is trained or pushed; the error names the
+feature, the measure, the value and the threshold. `warn` only reports. With
+nothing served, or a served version without statistics, the step passes and
+says so. It reads state outside the pipeline, so it never comes from cache
+(pipeline.pipeline.UNCACHED_NODES).
+"""
+
+# No `from __future__ import annotations`: the @component decorator reads
+# the real annotation objects.
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+
+from absl import logging
+from tfx import types
+from tfx.components.statistics_gen import stats_artifact_utils
+from tfx.dsl.component.experimental.annotations import (
+    InputArtifact,
+    OutputArtifact,
+    Parameter,
+)
+from tfx.dsl.component.experimental.decorators import component
+from tfx.dsl.io import fileio
+from tfx.types import standard_artifacts
+from tfx.utils import io_utils
+
+from components.data_gate import DataValidationError
+from components.pusher import TRAINING_SPLIT
+from components.served_model import served_statistics
+from trainer.dataset import DriftSpec
+
+DRIFT_FILE = "drift.json"
+# TFDV's measurement types, by our measure names.
+_TFDV_MEASURES = {"l_infinity": "L_INFTY", "jensen_shannon": "JENSEN_SHANNON_DIVERGENCE"}
+
+
+class DataDriftError(DataValidationError):
+    """A feature drifted beyond its threshold (in `fail` mode) from the served model's data."""
+
+
+@dataclass(frozen=True)
+class FeatureComparison:
+    """One feature's drift measure against its threshold."""
+
+    feature: str
+    measure: str
+    threshold: float
+    mode: str
+    value: "float | None"  # None: TFDV could not measure it (absent from one side)
+
+    @property
+    def drifted(self) -> bool:
+        return self.value is not None and self.value > self.threshold
+
+    @property
+    def status(self) -> str:
+        if self.value is None:
+            return "not measured"
+        if not self.drifted:
+            return "ok"
+        return "drift" if self.mode == "fail" else "drift (warn)"
+
+    def describe(self) -> str:
+        return (
+            f"feature '{self.feature}': {self.measure} {self.value:.4g} > threshold "
+            f"{self.threshold:g}"
+        )
+
+
+@dataclass(frozen=True)
+class DriftResult:
+    """The drift check of one run, as the report shows it."""
+
+    # The served version whose training statistics were compared; None if nothing is served.
+    baseline_version: "str | None" = None
+    baseline_statistics: "str | None" = None
+    note: str = ""
+    comparisons: "tuple[FeatureComparison, ...]" = field(default_factory=tuple)
+
+    @property
+    def failures(self) -> "list[FeatureComparison]":
+        return [c for c in self.comparisons if c.drifted and c.mode == "fail"]
+
+    @property
+    def warnings(self) -> "list[FeatureComparison]":
+        return [c for c in self.comparisons if c.drifted and c.mode == "warn"]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "DriftResult":
+        values = json.loads(text)
+        comparisons = tuple(FeatureComparison(**c) for c in values.pop("comparisons"))
+        return cls(comparisons=comparisons, **values)
+
+
+def compare(current, previous, schema, drift: DriftSpec) -> "tuple[FeatureComparison, ...]":
+    """Each feature of `drift` measured by TFDV between two statistics of one split.
+
+    `current`, `previous`: DatasetFeatureStatisticsList; `schema`: the curated
+    Schema (TFDV attaches drift comparators to its features).
+    """
+    import tensorflow_data_validation as tfdv
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    schema = schema_pb2.Schema.FromString(schema.SerializeToString())
+    by_name = {f.name: f for f in schema.feature}
+    for name, feature_drift in drift.features.items():
+        feature = by_name.get(name) or schema.feature.add(name=name)
+        comparator = feature.drift_comparator
+        comparator.Clear()
+        if feature_drift.measure == "l_infinity":
+            comparator.infinity_norm.threshold = feature_drift.threshold
+        else:
+            comparator.jensen_shannon_divergence.threshold = feature_drift.threshold
+            comparator.jensen_shannon_divergence.source.type = (
+                schema_pb2.HistogramSelection.QUANTILES
+            )
+    anomalies = tfdv.validate_statistics(current, schema, previous_statistics=previous)
+    measured: dict[tuple[str, str], float] = {}
+    for info in anomalies.drift_skew_info:
+        for measurement in info.drift_measurements:
+            type_name = measurement.Type.Name(measurement.type)
+            measured[(".".join(info.path.step), type_name)] = measurement.value
+    return tuple(
+        FeatureComparison(
+            feature=name,
+            measure=d.measure,
+            threshold=d.threshold,
+            mode=d.mode,
+            value=measured.get((name, _TFDV_MEASURES[d.measure])),
+        )
+        for name, d in sorted(drift.features.items())
+    )
+
+
+def check_drift(result: DriftResult) -> None:
+    """Raises DataDriftError naming every feature beyond its threshold in `fail` mode."""
+    if result.failures:
+        raise DataDriftError(
+            f"data drift against the data that trained served model {result.baseline_version} "
+            f"({len(result.failures)} feature(s)); check the new data, or raise the threshold "
+            "or set mode: warn under drift: in the dataset spec: "
+            + " | ".join(c.describe() for c in result.failures)
+        )
+
+
+def check_against_served(current, schema, drift: DriftSpec, serving_model_dir: str) -> DriftResult:
+    """The drift check of `current` (train split statistics) against the served model's data."""
+    import tensorflow_data_validation as tfdv
+
+    if not drift.features:
+        return DriftResult(note="no drift thresholds in the dataset spec (drift:); not checked")
+    served = served_statistics(serving_model_dir)
+    if served is None:
+        return DriftResult(
+            note=f"nothing served under {serving_model_dir} yet: no previous statistics"
+        )
+    version, path = served
+    if path is None:
+        return DriftResult(
+            baseline_version=version,
+            note=f"served model {version} carries no training statistics (pushed before they "
+            "were kept): no previous statistics",
+        )
+    comparisons = compare(current, tfdv.load_stats_binary(path), schema, drift)
+    return DriftResult(baseline_version=version, baseline_statistics=path, comparisons=comparisons)
+
+
+def read_result(uri: str) -> DriftResult:
+    with fileio.open(os.path.join(uri, DRIFT_FILE)) as f:
+        return DriftResult.from_json(f.read())
+
+
+class DataDrift(types.Artifact):
+    """A directory holding `drift.json`: a DriftResult."""
+
+    # An import path, as TFX's Kubeflow entrypoint imports the class back from
+    # the schema title (see components.run_report.RunReportHtml).
+    TYPE_NAME = "components.DataDrift"
+
+
+@component
+def DataDriftGate(
+    statistics: InputArtifact[standard_artifacts.ExampleStatistics],
+    schema: InputArtifact[standard_artifacts.Schema],
+    drift: OutputArtifact[DataDrift],
+    serving_model_dir: Parameter[str],
+    thresholds: Parameter[str],
+) -> None:
+    """Fails the run when a feature drifted beyond its `fail` threshold; see the module doc."""
+    current = stats_artifact_utils.load_statistics(statistics, TRAINING_SPLIT).proto()
+    curated = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema.uri))
+    result = check_against_served(
+        current, curated, DriftSpec.from_dict(json.loads(thresholds)), serving_model_dir
+    )
+    fileio.makedirs(drift.uri)
+    with fileio.open(os.path.join(drift.uri, DRIFT_FILE), "w") as f:
+        f.write(result.to_json())
+    if result.baseline_version:
+        drift.set_string_custom_property("baseline_version", result.baseline_version)
+    drift.set_int_custom_property("drifted_features", len(result.failures) + len(result.warnings))
+    if result.note:
+        logging.info("Drift: %s", result.note)
+    for comparison in result.comparisons:
+        logging.info(
+            "Drift: %s %s = %s (threshold %g, %s): %s",
+            comparison.feature,
+            comparison.measure,
+            "n/a" if comparison.value is None else f"{comparison.value:.4g}",
+            comparison.threshold,
+            comparison.mode,
+            comparison.status,
+        )
+    for comparison in result.warnings:
+        logging.warning("Drift (warn mode, not stopping the run): %s", comparison.describe())
+    check_drift(result)

@@ -1,0 +1,312 @@
+"""TFX's CsvExampleGen, taught to resolve spans itself and to read a window of them.
+
+TFX resolves `{SPAN}`, date and `{VERSION}` placeholders in ExampleGen's
+driver: it picks the latest span, fills in the pattern and fingerprints the
+files, and the fingerprint keys the cache. Locally the driver runs. On
+open-source Kubeflow Pipelines it does not: TFX compiles it into a
+`lifecycle.preCacheCheck` hook that only Vertex runs, so the executor gets the
+raw pattern ("does not match any files") and the step's cache key holds no
+trace of the data.
+
+`SpanResolvingExecutor` does the driver's work when no driver did, with the
+driver's own code (`FileBasedInputProcessor`), and records span, version and
+fingerprint on the examples artifact as the driver would. When the driver
+has run, that is left as it is. Either way it then reads the last
+`spans` spans (the window, from the dataset spec's `input.spans`) into one
+Examples artifact, each span in its latest version.
+
+`resolve_input` is that resolution as a function: the `InputSnapshot` step
+(components/input_snapshot.py) runs it before ExampleGen on Kubeflow, so the
+data's fingerprint enters ExampleGen's cache key there too.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+import apache_beam as beam
+from absl import logging
+from tfx import types
+from tfx.components.example_gen import driver as example_gen_driver
+from tfx.components.example_gen import input_processor
+from tfx.components.example_gen import utils as example_gen_utils
+from tfx.components.example_gen.csv_example_gen import component as csv_component
+from tfx.components.example_gen.csv_example_gen import executor as csv_executor
+from tfx.dsl.components.base import base_beam_component, executor_spec
+from tfx.dsl.io import fileio
+from tfx.proto import example_gen_pb2, range_config_pb2
+from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
+from tfx.types.component_spec import ExecutionParameter
+from tfx.utils import proto_utils
+
+from components.spans import SpanPattern, latest_spans
+
+# Our own execution properties (see CsvExampleGenSpec).
+INPUT_WINDOW_KEY = "input_window"
+INPUT_SNAPSHOT_KEY = "input_snapshot"
+# Extra custom property on the examples artifact: every span read, oldest first
+# (only with a span pattern; without one, TFX records span 0 for the whole root).
+SPANS_PROPERTY = "spans"
+SPAN_PROPERTY = example_gen_utils.SPAN_PROPERTY_NAME
+VERSION_PROPERTY = example_gen_utils.VERSION_PROPERTY_NAME
+FINGERPRINT_PROPERTY = example_gen_utils.FINGERPRINT_PROPERTY_NAME
+
+
+class InputPatternError(ValueError):
+    """The data root holds no span the input pattern can read."""
+
+
+@dataclass(frozen=True)
+class SpanRead:
+    """One span a run reads: its number, version, and the pattern of each input split."""
+
+    span: int
+    version: int | None
+    patterns: dict[str, str]  # split name -> pattern relative to the data root
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class ResolvedInput:
+    """What an ExampleGen execution reads: spans oldest first; the last is the latest."""
+
+    spans: tuple[SpanRead, ...]
+
+    @property
+    def latest(self) -> SpanRead:
+        return self.spans[-1]
+
+    @property
+    def fingerprint(self) -> str:
+        """The driver's fingerprint for one span; for a window, every span's, labelled."""
+        if len(self.spans) == 1:
+            return self.latest.fingerprint
+        return "\n".join(f"span {s.span}:\n{s.fingerprint}" for s in self.spans)
+
+    def to_json(self) -> str:
+        return json.dumps([asdict(s) for s in self.spans], sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ResolvedInput:
+        return cls(spans=tuple(SpanRead(**s) for s in json.loads(text)))
+
+
+def input_window(pattern: str | None, spans: int) -> str:
+    """The `input_window` execution property: the raw pattern and the window size."""
+    return json.dumps({"pattern": pattern, "spans": spans}, sort_keys=True)
+
+
+def input_config(pattern: str | None) -> example_gen_pb2.Input:
+    """ExampleGen's input config: one split, `pattern` or (None) every file under the root."""
+    if pattern is None:
+        return example_gen_utils.make_default_input_config()
+    return example_gen_pb2.Input(
+        splits=[example_gen_pb2.Input.Split(name="single_split", pattern=pattern)]
+    )
+
+
+def _static_range(span: int) -> range_config_pb2.RangeConfig:
+    return range_config_pb2.RangeConfig(
+        static_range=range_config_pb2.StaticRange(start_span_number=span, end_span_number=span)
+    )
+
+
+def _resolve_span(
+    input_base: str, splits: list[example_gen_pb2.Input.Split], span: int | None
+) -> SpanRead:
+    """One span (None: the latest) exactly as TFX's ExampleGen driver resolves it."""
+    processor = input_processor.FileBasedInputProcessor(
+        input_base, splits, _static_range(span) if span is not None else None
+    )
+    try:
+        resolved_span, version = processor.resolve_span_and_version()
+    except ValueError as err:
+        patterns = ", ".join(s.pattern for s in splits)
+        base = input_base.rstrip("/")
+        if not any(fileio.glob(f"{base}/{SpanPattern(s.pattern).glob()}") for s in splits):
+            raise InputPatternError(
+                f"no files under {input_base} match the input pattern {patterns} "
+                "(the dataset spec's input.pattern)"
+            ) from None
+        raise InputPatternError(
+            f"input pattern {patterns} under {input_base} (the dataset spec's input.pattern): {err}"
+        ) from None
+    return SpanRead(
+        span=resolved_span,
+        version=version,
+        patterns={
+            s.name: processor.get_pattern_for_span_version(s.pattern, resolved_span, version)
+            for s in splits
+        },
+        fingerprint=processor.get_input_fingerprint(resolved_span, version),
+    )
+
+
+def _earlier_spans(input_base: str, pattern: str, latest: int, count: int) -> list[int]:
+    """Up to `count` span numbers present below `latest`, oldest first."""
+    span_pattern = SpanPattern(pattern)
+    base = input_base.rstrip("/")
+    paths = [p[len(base) + 1 :] for p in fileio.glob(f"{base}/{span_pattern.glob()}")]
+    below = [s.span for s in latest_spans(span_pattern, paths, count + 1) if s.span < latest]
+    return below[-count:] if count else []
+
+
+def resolve_input(
+    input_base: str,
+    input_config: example_gen_pb2.Input,
+    window: dict[str, Any],
+    driver_resolved: SpanRead | None = None,
+) -> ResolvedInput:
+    """The spans an execution reads, with TFX's resolution; `driver_resolved`: the latest,
+    when TFX's driver has already resolved it (locally)."""
+    splits = [copy.deepcopy(s) for s in input_config.splits]
+    latest = driver_resolved or _resolve_span(input_base, splits, None)
+    if not window.get("pattern") or window.get("spans", 1) <= 1:
+        return ResolvedInput(spans=(latest,))
+    earlier = _earlier_spans(input_base, window["pattern"], latest.span, window["spans"] - 1)
+    raw_splits = [
+        example_gen_pb2.Input.Split(name=s.name, pattern=window["pattern"]) for s in splits
+    ]
+    return ResolvedInput(
+        spans=(*(_resolve_span(input_base, raw_splits, s) for s in earlier), latest)
+    )
+
+
+# Handed from Do to the read transform: latest span's pattern -> the window's patterns.
+_WINDOW_PATTERNS = "_window_patterns"
+
+
+class SpanResolvingExecutor(csv_executor.Executor):
+    """CsvExampleGen's executor that resolves spans itself where no driver did (module doc)."""
+
+    def Do(
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+    ) -> None:
+        exec_properties = dict(exec_properties)
+        input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
+        input_config = proto_utils.json_to_proto(
+            exec_properties[standard_component_specs.INPUT_CONFIG_KEY], example_gen_pb2.Input()
+        )
+        window = json.loads(exec_properties.get(INPUT_WINDOW_KEY) or "{}")
+        driver_resolved = None
+        if exec_properties.get(SPAN_PROPERTY) is not None:
+            # TFX's driver ran (locally): input_config already names the latest span.
+            driver_resolved = SpanRead(
+                span=exec_properties[SPAN_PROPERTY],
+                version=exec_properties.get(VERSION_PROPERTY),
+                patterns={s.name: s.pattern for s in input_config.splits},
+                fingerprint=exec_properties.get(FINGERPRINT_PROPERTY) or "",
+            )
+        resolved = resolve_input(input_base, input_config, window, driver_resolved)
+        snapshot = exec_properties.get(INPUT_SNAPSHOT_KEY)
+        if snapshot and ResolvedInput.from_json(snapshot) != resolved:
+            logging.warning(
+                "The data under %s changed after this run's InputSnapshot step; reading what "
+                "is there now: %s",
+                input_base,
+                [(s.span, s.version) for s in resolved.spans],
+            )
+        latest = resolved.latest
+        for split in input_config.splits:
+            split.pattern = latest.patterns[split.name]
+        exec_properties[standard_component_specs.INPUT_CONFIG_KEY] = proto_utils.proto_to_json(
+            input_config
+        )
+        exec_properties[SPAN_PROPERTY] = latest.span
+        exec_properties[VERSION_PROPERTY] = latest.version
+        exec_properties[FINGERPRINT_PROPERTY] = resolved.fingerprint
+        exec_properties[_WINDOW_PATTERNS] = json.dumps(
+            {
+                latest.patterns[split.name]: [s.patterns[split.name] for s in resolved.spans]
+                for split in input_config.splits
+            }
+        )
+        examples = artifact_utils.get_single_instance(
+            output_dict[standard_component_specs.EXAMPLES_KEY]
+        )
+        # As TFX's driver records them (span = the latest read; 0 without a span
+        # pattern), plus every span read where there is a pattern.
+        example_gen_driver.update_output_artifact(exec_properties, examples.mlmd_artifact)
+        if window.get("pattern"):
+            examples.set_string_custom_property(
+                SPANS_PROPERTY, ",".join(str(s.span) for s in resolved.spans)
+            )
+        logging.info(
+            "Reading span(s) %s under %s.",
+            ", ".join(
+                f"{s.span}" + (f" (version {s.version})" if s.version is not None else "")
+                for s in resolved.spans
+            ),
+            input_base,
+        )
+        super().Do(input_dict, output_dict, exec_properties)
+
+    def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
+        read_csv = super().GetInputSourceToExamplePTransform()
+
+        @beam.ptransform_fn
+        def read_window(pipeline, exec_properties: dict[str, Any], split_pattern: str):
+            """TFX's CSV reader over each span of the window, flattened into one PCollection."""
+            patterns = json.loads(exec_properties[_WINDOW_PATTERNS])[split_pattern]
+            if len(patterns) == 1:
+                return pipeline | read_csv(exec_properties, patterns[0])
+            per_span = [
+                pipeline | f"Span[{i}]" >> read_csv(exec_properties, pattern)
+                for i, pattern in enumerate(patterns)
+            ]
+            return per_span | "Flatten" >> beam.Flatten()
+
+        return read_window
+
+
+class CsvExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
+    """FileBasedExampleGen's spec plus the span window and the input snapshot."""
+
+    PARAMETERS: ClassVar[dict[str, ExecutionParameter]] = {
+        **standard_component_specs.FileBasedExampleGenSpec.PARAMETERS,
+        # {"pattern": raw input pattern or null, "spans": N}: see input_window().
+        INPUT_WINDOW_KEY: ExecutionParameter(type=str, optional=True),
+        # InputSnapshot's output on Kubeflow: what the data was when the run
+        # started. Only its value matters: it is part of the step's cache key.
+        INPUT_SNAPSHOT_KEY: ExecutionParameter(type=str, optional=True),
+    }
+
+
+class CsvExampleGen(csv_component.CsvExampleGen):
+    """`tfx.components.CsvExampleGen` with `SpanResolvingExecutor` (see the module docstring).
+
+    `input_pattern`: None reads every file under `input_base` (TFX's default);
+    else a span pattern relative to it. `spans`: how many of the latest spans
+    each run reads.
+    """
+
+    SPEC_CLASS = CsvExampleGenSpec
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(SpanResolvingExecutor)
+
+    def __init__(
+        self,
+        *,
+        input_base: Any,
+        input_pattern: str | None = None,
+        spans: int = 1,
+        input_snapshot: Any = None,
+    ):
+        config = input_config(input_pattern)
+        spec = CsvExampleGenSpec(
+            input_base=input_base,
+            input_config=config,
+            output_config=example_gen_utils.make_default_output_config(config),
+            output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
+            output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
+            input_window=input_window(input_pattern, spans),
+            input_snapshot=input_snapshot,
+            examples=types.Channel(type=standard_artifacts.Examples),
+        )
+        # FileBasedExampleGen.__init__ builds TFX's own spec; ours has two more fields.
+        base_beam_component.BaseBeamComponent.__init__(self, spec=spec)

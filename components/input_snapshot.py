@@ -1,0 +1,59 @@
+"""What the input data is when a Kubeflow run starts: the step that keeps ExampleGen's cache honest.
+
+Open-source Kubeflow Pipelines keys a step's cache on its parameter values,
+image and command (backend/src/v2/cacheutils/cache.go): nothing about the files
+under `data_root`. A scheduled run with the same `data_root` every day would
+take CsvExampleGen from cache, and everything after it too, and train on the
+first day's data forever. TFX's answer, the fingerprint its ExampleGen driver
+computes, runs only on Vertex (see components/example_gen.py).
+
+This step runs that resolution, uncached, before ExampleGen: the spans the
+run reads, in their versions, and TFX's fingerprint of their files (names,
+sizes, modification times). Its output is a string that ExampleGen takes as a
+parameter, so it is in ExampleGen's cache key: the same data hits the cache,
+changed data never does, and Transform, the Trainer and the rest follow, as
+KFP keys them on their input artifacts.
+
+Locally TFX's driver does this itself, so the local DAG has no such step.
+"""
+
+# No `from __future__ import annotations`: the @component decorator reads
+# the real annotation objects.
+
+import json
+from typing import TypedDict
+
+from absl import logging
+from tfx.dsl.component.experimental.annotations import Parameter
+from tfx.dsl.component.experimental.decorators import component
+from tfx.proto import example_gen_pb2
+from tfx.utils import proto_utils
+
+from components.example_gen import resolve_input
+
+SNAPSHOT_KEY = "snapshot"
+
+
+class Snapshot(TypedDict):
+    snapshot: str  # ResolvedInput.to_json(): spans, versions, patterns, fingerprints
+
+
+@component
+def InputSnapshot(
+    input_base: Parameter[str],
+    input_config: Parameter[str],
+    input_window: Parameter[str],
+) -> Snapshot:
+    """The spans and fingerprint of the data the run reads, as ExampleGen will resolve them."""
+    resolved = resolve_input(
+        input_base,
+        proto_utils.json_to_proto(input_config, example_gen_pb2.Input()),
+        json.loads(input_window),
+    )
+    logging.info(
+        "Input under %s: span(s) %s, fingerprint %s",
+        input_base,
+        [(s.span, s.version) for s in resolved.spans],
+        resolved.fingerprint.replace("\n", " | "),
+    )
+    return {SNAPSHOT_KEY: resolved.to_json()}
