@@ -46,7 +46,9 @@ ANCHOR_PIPELINE = "taxi_anchor"
 OUR_PIPELINE = "taxi-big-tipper"
 # A code change that the model really sees (the fingerprint ignores comments).
 MODEL_EDIT = "\n\n_BENCHMARK_EDIT = 1  # appended by benchmarks/local_pipeline.py\n"
-RETRAINED = ("Trainer", "LatestServedModel", "Evaluator", "Pusher")
+# What a model-only edit runs again: the Trainer and what follows it, and the
+# drift gate, which reads the serving directory and so never comes from cache.
+RETRAINED = ("DataDriftGate", "Trainer", "LatestServedModel", "Evaluator", "Pusher")
 
 
 def _summary(metadata_path: Path, pipeline_name: str, run_dir: Path) -> dict:
@@ -190,6 +192,7 @@ _GROUPS = {
         "SchemaImporter",
         "ExampleValidator",
         "DataValidationGate",
+        "DataDriftGate",
     ),
     "Transform": ("Transform",),
     "Trainer": ("Trainer",),
