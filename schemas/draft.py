@@ -3,6 +3,9 @@
     python -m schemas.draft --data-root DIR --label COLUMN --output-dir SCHEMA_DIR
     python local_runner.py --data-root DIR --schema-dir SCHEMA_DIR --output-dir OUT
 
+With `--input-pattern 'span-{SPAN}/*.csv'` (and `--spans N`), DIR holds spans:
+the draft reads the spans a run would, and writes the spec's `input:` section.
+
 Writes SCHEMA_DIR/schema.pbtxt (TFDV's inference, curated as far as the data
 allows) and SCHEMA_DIR/dataset.yaml (label, task, each column's kind, slices,
 thresholds from the data), then reads both back through the same checks the
@@ -24,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from components.spans import SpanPattern
 from pipeline import object_store
 from pipeline.inputs import InputDataError, check_csv_data_root
 from trainer.dataset import (
@@ -34,7 +38,9 @@ from trainer.dataset import (
     SPEC_FILE_NAME,
     DatasetSpecError,
     EvaluationSpec,
+    InputSpec,
     Task,
+    parse_input,
 )
 
 # An int label with at most this many values is a class; more is a quantity.
@@ -375,6 +381,7 @@ def render_spec(
     decisions: dict[str, tuple[dict | None, str]],
     slices: list[str],
     profiles: dict[str, ColumnProfile],
+    data_input: InputSpec | None = None,
 ) -> str:
     metric, higher_is_better = GATE_METRICS[task]
     naive, naive_model = naive_value(label, task)
@@ -399,6 +406,15 @@ def render_spec(
         classes = _class_names(label)
         order = "[negative, positive]" if task == "binary" else "in probability order"
         lines.append(f"  classes: {_yaml_scalar(classes)}   # {order}")
+    if data_input is not None and data_input.has_spans:
+        lines += [
+            "",
+            "# Where a run's files are under the data root: the latest span"
+            + (f" and the {data_input.spans - 1} before it." if data_input.spans > 1 else "."),
+            "input:",
+            f"  pattern: {_yaml_scalar(data_input.pattern)}",
+            f"  spans: {data_input.spans}",
+        ]
     lines += ["", "features:"]
     ignored = []
     for column, (settings, reason) in decisions.items():
@@ -479,14 +495,24 @@ def draft(
     task: Task | None = None,
     name: str | None = None,
     force: bool = False,
+    input_pattern: str | None = None,
+    spans: int = 1,
 ) -> str:
-    """Writes OUTPUT_DIR/schema.pbtxt and dataset.yaml; returns a summary to print."""
+    """Writes OUTPUT_DIR/schema.pbtxt and dataset.yaml; returns a summary to print.
+
+    `input_pattern`, `spans`: the data root holds spans (the spec's `input:`);
+    the draft reads the spans a run would read.
+    """
     import tensorflow_data_validation as tfdv
 
     from schemas import column_types, load_schema_dir
 
     try:
-        data = check_csv_data_root(data_root)
+        data_input = parse_input({"pattern": input_pattern, "spans": spans})
+    except DatasetSpecError as err:
+        raise DraftError(f"--input-pattern/--spans: {err}") from None
+    try:
+        data = check_csv_data_root(data_root, data_input.pattern, data_input.spans)
     except InputDataError as err:
         raise DraftError(str(err)) from None
     if label not in data.header:
@@ -506,7 +532,9 @@ def draft(
 
     # Types as TFDV (and so CsvExampleGen) infers them from the data.
     inferred = tfdv.infer_schema(
-        tfdv.generate_statistics_from_csv(data_location=str(data_root / "*.csv")),
+        tfdv.generate_statistics_from_csv(
+            data_location=_statistics_location(data_root, data_input, data)
+        ),
         infer_feature_shape=False,
     )
     types = column_types(inferred)
@@ -533,6 +561,7 @@ def draft(
         decisions=decisions,
         slices=slices,
         profiles=profiles,
+        data_input=data_input,
     )
 
     from google.protobuf import text_format
@@ -560,12 +589,28 @@ def draft(
             "  features: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())),
             f"  ignored: {', '.join(spec.ignore) or 'none'}",
             f"  slices: {', '.join(spec.slices) or 'none'}",
+            *(
+                [
+                    f"  input: {spec.input.pattern}, drafted from span(s) "
+                    + ", ".join(str(s.span) for s in data.spans)
+                ]
+                if spec.input.has_spans
+                else []
+            ),
             f"  blessed when {gate.metric} {'>=' if gate.higher_is_better else '<='} "
             f"{gate.threshold:.4f} (naive model: {gate.naive_value:.4f})",
             f"Wrote {output_dir / SCHEMA_FILE_NAME} and {output_dir / SPEC_FILE_NAME}.",
             f"Next: ./dev run --data-root {data_root} --schema-dir {output_dir} --output-dir OUT",
         ]
     )
+
+
+def _statistics_location(data_root: Path, data_input: InputSpec, data) -> str:
+    """The glob TFDV infers types from: the data root's CSVs, or the latest span's files."""
+    if not data_input.has_spans:
+        return str(data_root / "*.csv")
+    latest = data.spans[-1]
+    return str(data_root / SpanPattern(data_input.pattern).for_span(latest.span, latest.version))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -588,6 +633,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--name", help="pipeline name (default: from the data root's name)")
     parser.add_argument(
+        "--input-pattern",
+        help="the data root holds spans: their pattern, e.g. 'span-{SPAN}/*.csv' or "
+        "'{YYYY}-{MM}-{DD}/*.csv' (written to the spec's input.pattern)",
+    )
+    parser.add_argument(
+        "--spans",
+        type=int,
+        default=1,
+        help="with --input-pattern: how many latest spans a run reads",
+    )
+    parser.add_argument(
         "--force", action="store_true", help="overwrite existing files in --output-dir"
     )
     args = parser.parse_args(argv)
@@ -599,6 +655,8 @@ def main(argv: list[str] | None = None) -> int:
             task=args.task,
             name=args.name,
             force=args.force,
+            input_pattern=args.input_pattern,
+            spans=args.spans,
         )
     except (DraftError, DatasetSpecError) as err:
         print(f"error: {err}", file=sys.stderr)

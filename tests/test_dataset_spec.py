@@ -328,3 +328,22 @@ def test_a_draft_is_runnable_as_written_and_never_overwrites(tmp_path):
     assert 'not_in_environment: "SERVING"' in schema_text
     with pytest.raises(DraftError, match="a draft never overwrites a curated file"):
         draft(data_root, "species", out)
+
+
+def test_a_draft_of_a_data_root_with_spans_writes_the_input_section(tmp_path):
+    shop = write_dataset(tmp_path / "shop", "multiclass", rows=200)
+    spans_root = tmp_path / "daily"
+    for span in (1, 2):
+        (spans_root / f"span-{span}").mkdir(parents=True)
+        shutil.copy(shop / "data.csv", spans_root / f"span-{span}" / "data.csv")
+    out = tmp_path / "schema"
+    summary = draft(
+        spans_root, TASK_LABELS["multiclass"], out, input_pattern="span-{SPAN}/*.csv", spans=2
+    )
+    assert "input: span-{SPAN}/*.csv, drafted from span(s) 1, 2" in summary
+    spec = load_schema_dir(out).spec
+    assert (spec.name, spec.input.pattern, spec.input.spans) == ("daily", "span-{SPAN}/*.csv", 2)
+    with pytest.raises(DraftError, match=r"--input-pattern/--spans: input\.pattern: .* no span"):
+        draft(spans_root, "species", tmp_path / "other", input_pattern="span-1/*.csv")
+    with pytest.raises(DraftError, match=r"no files under .* match the input pattern"):
+        draft(spans_root, "species", tmp_path / "other", input_pattern="day-{SPAN}/*.csv")

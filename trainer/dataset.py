@@ -563,7 +563,8 @@ def _parse_evaluation(values: object, task: str) -> EvaluationSpec:
     return EvaluationSpec(metric=metric, naive_value=naive_value, margin=margin, max_drop=max_drop)
 
 
-def _parse_input(values: object) -> InputSpec:
+def parse_input(values: object) -> InputSpec:
+    """The `input:` section (None: a plain directory of CSV files); errors name the field."""
     if values is None:
         return InputSpec()
     values = _mapping(values, "input")
@@ -681,7 +682,7 @@ def parse_spec(values: object) -> DatasetSpec:
         evaluation=evaluation,
         ignore=ignore,
         slices=slices,
-        input=_parse_input(values.get("input")),
+        input=parse_input(values.get("input")),
         drift=_parse_drift(values.get("drift"), features),
     )
 
