@@ -42,7 +42,7 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import proto_utils
 
-from components.spans import SpanPattern, latest_spans
+from components.spans import SpanPattern, present_spans
 
 # Our own execution properties (see CsvExampleGenSpec).
 INPUT_WINDOW_KEY = "input_window"
@@ -125,8 +125,9 @@ def _resolve_span(
         resolved_span, version = processor.resolve_span_and_version()
     except ValueError as err:
         patterns = ", ".join(s.pattern for s in splits)
-        base = input_base.rstrip("/")
-        if not any(fileio.glob(f"{base}/{SpanPattern(s.pattern).glob()}") for s in splits):
+        if not any(
+            SpanPattern(s.pattern).relative_matches(input_base, fileio.glob) for s in splits
+        ):
             raise InputPatternError(
                 f"no files under {input_base} match the input pattern {patterns} "
                 "(the dataset spec's input.pattern)"
@@ -146,12 +147,10 @@ def _resolve_span(
 
 
 def _earlier_spans(input_base: str, pattern: str, latest: int, count: int) -> list[int]:
-    """Up to `count` span numbers present below `latest`, oldest first."""
+    """Up to `count` (>= 1) span numbers present below `latest`, oldest first."""
     span_pattern = SpanPattern(pattern)
-    base = input_base.rstrip("/")
-    paths = [p[len(base) + 1 :] for p in fileio.glob(f"{base}/{span_pattern.glob()}")]
-    below = [s.span for s in latest_spans(span_pattern, paths, count + 1) if s.span < latest]
-    return below[-count:] if count else []
+    paths = span_pattern.relative_matches(input_base, fileio.glob)
+    return [s.span for s in present_spans(span_pattern, paths) if s.span < latest][-count:]
 
 
 def resolve_input(

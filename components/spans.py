@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from trainer.dataset import DATE_PLACEHOLDERS, SPAN_PLACEHOLDER, VERSION_PLACEHOLDER
@@ -86,6 +86,11 @@ class SpanPattern:
             position = match.end()
         parts.append(_glob_piece_to_regex(self.pattern[position:]))
         return re.compile("".join(parts))
+
+    def relative_matches(self, root: str, glob: Callable[[str], Iterable[str]]) -> list[str]:
+        """Paths under `root` that `glob()` finds (`glob`: the filesystem's), relative to it."""
+        base = root.rstrip("/")
+        return [path[len(base) + 1 :] for path in glob(f"{base}/{self.glob()}")]
 
     def match(self, relative_path: str) -> tuple[int, int | None] | None:
         """(span, version) of a path relative to the data root, or None if it is no span's."""

@@ -59,8 +59,7 @@ def check_csv_data_root(
 
 
 def _check_spans(root: str, pattern: SpanPattern, count: int) -> CsvDataRoot:
-    base = root.rstrip("/")
-    paths = [p[len(base) + 1 :] for p in object_store.glob(f"{base}/{pattern.glob()}")]
+    paths = pattern.relative_matches(root, object_store.glob)
     not_spans = [p for p in paths if pattern.match(p) is None]
     if not_spans:
         # TFX's ExampleGen fails on any file its glob finds without a span number.

@@ -40,7 +40,6 @@ _STATE_NAMES = {
 _REPORTED_ARTIFACT_TYPES = {
     "ExampleStatistics": "statistics",
     "ExampleAnomalies": "anomalies",
-    DataDrift.TYPE_NAME: "drift",
     "ModelRun": "model_run",
     "ModelEvaluation": "evaluation",
 }
@@ -123,6 +122,7 @@ class RunSummary:
             run_id=self.run_id,
             components=components,
             input=self.input,
+            drift=self.drift,  # read once, from the gate's artifact, for the summary too
             blessed=self.blessed,
             baseline_path=self.baseline_path if self.has_baseline else None,
             pushed_destination=self.pushed_destination,
