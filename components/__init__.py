@@ -2,14 +2,9 @@
 
 
 def __getattr__(name: str):
-    # Kubeflow steps import a custom artifact type by its schema title,
-    # `components.RunReportHtml` (components/run_report.py), `components.DataDrift`
-    # (components/drift_gate.py); resolved
-    # lazily so that importing one component does not import them all.
-    if name == "RunReportHtml":
-        from components.run_report import RunReportHtml
-
-        return RunReportHtml
+    # Kubeflow steps import a custom artifact type by its schema title:
+    # `components.DataDrift` (components/drift_gate.py), resolved lazily so that
+    # importing one component does not import them all.
     if name == "DataDrift":
         from components.drift_gate import DataDrift
 

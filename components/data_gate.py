@@ -4,12 +4,18 @@ TFX's ExampleValidator only *records* anomalies; Transform and Trainer run on
 regardless. This component fails instead, naming every split, feature and
 anomaly, and the Trainer is made to wait for it, so bad data never reaches
 training and nothing gets pushed.
+
+When the data passes, the gate records how many examples it checked (an
+Integer artifact). Nothing reads it downstream; a step with an output has a
+place to record its own attempts on Kubeflow (kubeflow/step_attempt.py), and
+this is the step a failed run's report must name.
 """
 
 # No `from __future__ import annotations` here: the @component decorator reads
 # the real annotation objects.
 
 import os
+from typing import TypedDict
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx.components.statistics_gen import stats_artifact_utils
@@ -75,6 +81,10 @@ def check_data(
         )
 
 
+class GateOutputs(TypedDict):
+    examples_checked: int
+
+
 def _read_binary(path: str, proto):
     proto.ParseFromString(io_utils.read_bytes_file(path))
     return proto
@@ -84,8 +94,8 @@ def _read_binary(path: str, proto):
 def DataValidationGate(
     anomalies: InputArtifact[standard_artifacts.ExampleAnomalies],
     statistics: InputArtifact[standard_artifacts.ExampleStatistics],
-) -> None:
-    """Fails the run if any split has anomalies or no examples."""
+) -> GateOutputs:
+    """Fails the run if any split has anomalies or no examples; else counts the examples."""
     anomalies_by_split = {
         split: _read_binary(
             os.path.join(artifact_utils.get_split_uri([anomalies], split), ANOMALIES_FILE),
@@ -101,3 +111,4 @@ def DataValidationGate(
         for split in artifact_utils.decode_split_names(statistics.split_names)
     }
     check_data(anomalies_by_split, num_examples_by_split)
+    return {"examples_checked": sum(num_examples_by_split.values())}

@@ -195,8 +195,11 @@ def read_result(uri: str) -> DriftResult:
 class DataDrift(types.Artifact):
     """A directory holding `drift.json`: a DriftResult."""
 
-    # An import path, as TFX's Kubeflow entrypoint imports the class back from
-    # the schema title (see components.run_report.RunReportHtml).
+    # TFX's Kubeflow V2 compiler writes TYPE_NAME as the schema title, which
+    # must be `<namespace>.<Title>`, and its container entrypoint imports the
+    # class back from that title. So it is an import path: `components`
+    # exports this class. (A title that is no import path compiles, and the
+    # step then fails; kubeflow/reference/run_compiled.py caught one.)
     TYPE_NAME = "components.DataDrift"
 
 

@@ -14,10 +14,17 @@ split's statistics into the new version at
 which TF Serving and `latest_served_version` take as "this version is
 complete". The drift gate reads them back. The copy is the stock executor's,
 otherwise unchanged.
+
+A push also writes `components.served_model.PUSH_RECORD_FILE`, naming the
+execution's own output URI. On Kubeflow a Pusher whose pod died after the
+copy is run again (a retry, with the same output URI); it then finds the
+served duplicate is its own earlier push and records that push, instead of
+"already served by an earlier run", and never copies twice.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Any, ClassVar
@@ -35,6 +42,7 @@ from tfx.types.component_spec import ChannelParameter
 from tfx.utils import io_utils, proto_utils
 
 from components.served_model import (
+    PUSH_RECORD_FILE,
     TRAINING_STATISTICS_FILE,
     latest_served_version,
     model_digest,
@@ -73,11 +81,20 @@ class NoDuplicatePushExecutor(pusher_executor.Executor):
             duplicate = served_duplicate(
                 self.GetModelPath(input_dict), destination.filesystem.base_directory
             )
+            model_push = artifact_utils.get_single_instance(
+                output_dict[standard_component_specs.PUSHED_MODEL_KEY]
+            )
+            if duplicate is not None and pushed_by(duplicate) == model_push.uri:
+                logging.info("An earlier attempt of this step pushed %s; recording it.", duplicate)
+                io_utils.copy_dir(self.GetModelPath(input_dict), model_push.uri)
+                self._MarkPushed(
+                    model_push,
+                    pushed_destination=duplicate,
+                    pushed_version=os.path.basename(duplicate.rstrip("/")),
+                )
+                return
             if duplicate is not None:
                 logging.info("The candidate is already served at %s; not pushing.", duplicate)
-                model_push = artifact_utils.get_single_instance(
-                    output_dict[standard_component_specs.PUSHED_MODEL_KEY]
-                )
                 self._MarkNotPushed(model_push)
                 model_push.set_string_custom_property(ALREADY_SERVED_PROPERTY, duplicate)
                 return
@@ -111,6 +128,10 @@ class NoDuplicatePushExecutor(pusher_executor.Executor):
             io_utils.copy_file(
                 statistics_path, os.path.join(serving_path, TRAINING_STATISTICS_FILE)
             )
+            io_utils.write_string_file(
+                os.path.join(serving_path, PUSH_RECORD_FILE),
+                json.dumps({"pushed_model": model_push.uri}),
+            )
             io_utils.copy_file(
                 os.path.join(model_path, "saved_model.pb"),
                 os.path.join(serving_path, "saved_model.pb"),
@@ -118,6 +139,15 @@ class NoDuplicatePushExecutor(pusher_executor.Executor):
             logging.info("Model and its training statistics written to %s.", serving_path)
         io_utils.copy_dir(model_path, model_push.uri)
         self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=model_version)
+
+
+def pushed_by(served_path: str) -> str | None:
+    """The output URI of the Pusher execution that wrote a served version, if it says."""
+    path = os.path.join(served_path, PUSH_RECORD_FILE)
+    if not fileio.exists(path):
+        return None
+    with fileio.open(path) as f:
+        return json.load(f).get("pushed_model")
 
 
 def statistics_file(statistics: types.Artifact) -> str:

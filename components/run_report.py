@@ -1,4 +1,4 @@
-"""The run report as the last step of a Kubeflow run, written into an output artifact.
+"""The run report as the last step of a Kubeflow run, and the run's metrics for the KFP UI.
 
 Locally, `local_runner.py` writes the report after the run from ML Metadata,
 which also covers failed runs. A Kubeflow step cannot read KFP's metadata
@@ -6,7 +6,14 @@ store, so on Kubeflow this step builds the same report from the artifacts it
 is handed: the examples' spans, statistics, anomalies, the drift check, the
 Trainer's logs, the evaluation, the blessing and the push. It runs after
 every other step has succeeded, so each of them is listed as complete;
-per-step times are on the KFP run page.
+per-step times are on the KFP run page. (A failed run gets its report from
+the RunStatus exit handler, components/run_status.py.)
+
+Its two outputs are KFP's own types (components/kfp_artifacts.py), so the
+KFP UI shows them without a download: `report`, a `system.HTML` page in the
+step's Visualization tab, and `metrics`, a `system.Metrics` of the
+Evaluator's overall metrics, the served baseline's values and the blessing,
+which the run comparison view charts across scheduled runs.
 """
 
 # No `from __future__ import annotations`: the @component decorator reads
@@ -23,57 +30,50 @@ from tfx.dsl.component.experimental.annotations import (
     Parameter,
 )
 from tfx.dsl.component.experimental.decorators import component
-from tfx.dsl.io import fileio
 from tfx.types import standard_artifacts
 
 from components.drift_gate import DataDrift
-from components.example_gen import (
-    FINGERPRINT_PROPERTY,
-    SPAN_PROPERTY,
-    SPANS_PROPERTY,
-    VERSION_PROPERTY,
-)
-from components.pusher import (
-    ALREADY_SERVED_PROPERTY,
-    PUSHED_DESTINATION_PROPERTY,
-    PUSHED_PROPERTY,
-)
-from components.served_model import SERVED_PATH_PROPERTY, is_served_baseline
+from components.kfp_artifacts import HTML, Metrics, write_text
+from components.served_model import is_served_baseline
 
-REPORT_FILE = "report.html"
+# The prefix of the served baseline's value of a metric in `metrics`.
+BASELINE_PREFIX = "baseline_"
+BLESSED_METRIC = "blessed"
 
 
-class RunReportHtml(types.Artifact):
-    """A directory holding `report.html`, one self-contained HTML page."""
+def artifact_properties(artifact: types.Artifact) -> "dict[str, object]":
+    """An artifact's custom properties (what our executors and TFX's record), as plain values.
 
-    # TFX's Kubeflow V2 compiler writes TYPE_NAME as the schema title, which
-    # must be `<namespace>.<Title>`; its container entrypoint imports the class
-    # back from that title. So it is an import path: `components` exports this
-    # class. (`tfx_template.RunReportHtml` compiled, and then the step failed
-    # when the compiled spec was executed: kubeflow/reference/run_compiled.py.)
-    TYPE_NAME = "components.RunReportHtml"
-
-
-def _int_property(artifact: types.Artifact, name: str) -> "int | None":
-    return artifact.get_int_custom_property(name) if artifact.has_custom_property(name) else None
-
-
-def _string_property(artifact: types.Artifact, name: str) -> "str | None":
-    return artifact.get_string_custom_property(name) if artifact.has_custom_property(name) else None
+    TFX's Kubeflow entrypoint hands an input artifact's custom properties over
+    as JSON values; `get_custom_property` decodes them.
+    """
+    values = {}
+    for name in artifact.mlmd_artifact.custom_properties:
+        value = artifact.get_custom_property(name)
+        if isinstance(value, (int, float, str)):
+            values[name] = value
+    return values
 
 
-def _input_data(examples: types.Artifact):
-    """The report's InputData from what ExampleGen recorded on `examples`."""
-    from components.report.contents import InputData
+def kfp_metrics(evaluation, blessed: "bool | None") -> "dict[str, float]":
+    """The Evaluator's overall metrics, the baseline's values and the blessing, by name.
 
-    return InputData.from_properties(
-        {
-            SPAN_PROPERTY: _int_property(examples, SPAN_PROPERTY),
-            VERSION_PROPERTY: _int_property(examples, VERSION_PROPERTY),
-            SPANS_PROPERTY: _string_property(examples, SPANS_PROPERTY),
-            FINGERPRINT_PROPERTY: _string_property(examples, FINGERPRINT_PROPERTY),
-        }
-    )
+    Per-class metrics (multiclass) stay in the report: one chart line per
+    class and metric would bury the gate metric in the run comparison.
+    """
+    values: dict[str, float] = {}
+    if evaluation is not None:
+        overall = [s for s in evaluation.slices if s.slice_name == "Overall"]
+        for name, comparison in overall[0].metrics.items() if overall else ():
+            if "(class" in name:
+                continue
+            if comparison.candidate is not None:
+                values[name] = comparison.candidate
+            if comparison.baseline is not None:
+                values[BASELINE_PREFIX + name] = comparison.baseline
+    if blessed is not None:
+        values[BLESSED_METRIC] = 1.0 if blessed else 0.0
+    return values
 
 
 @component
@@ -87,16 +87,34 @@ def RunReport(
     blessing: InputArtifact[standard_artifacts.ModelBlessing],
     baseline_model: InputArtifact[standard_artifacts.Model],
     pushed_model: InputArtifact[standard_artifacts.PushedModel],
-    report: OutputArtifact[RunReportHtml],
+    report: OutputArtifact[HTML],
+    metrics: OutputArtifact[Metrics],
     pipeline_name: Parameter[str],
     component_ids: Parameter[str],
 ):
-    """Writes `report.html` into `report` from the run's artifacts."""
+    """Writes the report page at `report` and the run's metrics on `metrics`."""
     # Here, not at the top: the report's plotting imports are for this step only.
     from components.report import contents as report_contents
+    from components.report.outputs import RunOutputs, report_fields
     from components.report.render import render_html
 
-    pushed = _int_property(pushed_model, PUSHED_PROPERTY) == 1
+    fields = report_fields(
+        RunOutputs(
+            uris=report_contents.ArtifactUris(
+                statistics=statistics.uri,
+                anomalies=anomalies.uri,
+                drift=drift.uri,
+                model_run=model_run.uri,
+                evaluation=evaluation.uri,
+            ),
+            examples=artifact_properties(examples),
+            blessing=artifact_properties(blessing),
+            baseline=artifact_properties(baseline_model)
+            if is_served_baseline(baseline_model)
+            else None,
+            pushed=artifact_properties(pushed_model),
+        )
+    )
     contents = report_contents.RunReport(
         pipeline_name=pipeline_name,
         # A Kubeflow step does not see its run's id; its output directory is unique per run.
@@ -104,32 +122,16 @@ def RunReport(
         components=tuple(
             report_contents.ComponentRun(node, "succeeded") for node in json.loads(component_ids)
         ),
-        input=_input_data(examples),
-        blessed=_int_property(blessing, "blessed") == 1,
-        baseline_path=_string_property(baseline_model, SERVED_PATH_PROPERTY)
-        if is_served_baseline(baseline_model)
-        else None,
-        pushed_destination=_string_property(pushed_model, PUSHED_DESTINATION_PROPERTY)
-        if pushed
-        else None,
-        already_served_path=_string_property(pushed_model, ALREADY_SERVED_PROPERTY),
         notes=(
             "Written by the RunReport step after every other step succeeded; "
             "step times are on the Kubeflow run page.",
         ),
-        **report_contents.read_artifacts(
-            report_contents.ArtifactUris(
-                statistics=statistics.uri,
-                anomalies=anomalies.uri,
-                drift=drift.uri,
-                model_run=model_run.uri,
-                evaluation=evaluation.uri,
-            )
-        ),
+        **fields,
     )
     html = render_html(contents)
-    fileio.makedirs(report.uri)
-    path = os.path.join(report.uri, REPORT_FILE)
-    with fileio.open(path, "w") as f:
-        f.write(html)
-    logging.info("Run report: %s (%d bytes)", path, len(html))
+    write_text(report, html)
+    logging.info("Run report: %s (%d bytes)", report.uri, len(html))
+    values = kfp_metrics(contents.evaluation, contents.blessed)
+    for name, value in sorted(values.items()):
+        metrics.set_float_custom_property(name, value)
+    logging.info("Metrics for the KFP UI: %s", json.dumps(values, sort_keys=True))

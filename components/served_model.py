@@ -42,6 +42,11 @@ SERVING_SUBDIR = "Format-Serving"
 # writes them with the model, so they are there exactly when the model is;
 # TF Serving ignores assets.extra/. The drift gate compares new data to them.
 TRAINING_STATISTICS_FILE = "assets.extra/training_statistics/FeatureStats.pb"
+# Inside a served version: which Pusher execution wrote it (its output URI,
+# unique per execution). A retried Pusher finds its own earlier push by it.
+PUSH_RECORD_FILE = "assets.extra/push.json"
+# What the Pusher adds to the model it copies; not part of the model.
+PUSHER_FILES = (TRAINING_STATISTICS_FILE, PUSH_RECORD_FILE)
 
 
 def latest_served_version(serving_model_dir: str) -> "str | None":
@@ -78,15 +83,15 @@ def model_digest(model_dir: str) -> str:
     """SHA-256 over a SavedModel directory: every file's relative path and bytes.
 
     Two directories with equal digests serve the same model; the Pusher uses
-    this to avoid pushing the model that is already being served. The training
-    statistics a served version carries are not part of the model.
+    this to avoid pushing the model that is already being served. What the
+    Pusher adds to a served version (PUSHER_FILES) is not part of the model.
     """
     digest = hashlib.sha256()
     for root, _dirs, files in sorted(fileio.walk(model_dir)):
         for name in sorted(files):
             path = os.path.join(root, name)
             relative = os.path.relpath(path, model_dir)
-            if relative == TRAINING_STATISTICS_FILE:
+            if relative in PUSHER_FILES:
                 continue
             digest.update(relative.encode() + b"\0")
             with fileio.open(path, "rb") as f:

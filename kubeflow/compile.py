@@ -14,6 +14,16 @@ adds what TFX leaves out, in the form today's KFP SDK writes it:
   pipeline root;
 * caching switched off for steps that read state outside the pipeline (the
   input snapshot, the drift gate, the served-model lookup);
+* retries (`retryPolicy`) per step, from the `retries:` settings
+  (kubeflow/retries.py);
+* the exit handler (components/run_status.py), which TFX compiles around a
+  `tfx-dag` sub-DAG, made valid for the open-source backend: the sub-DAG
+  declares the runtime parameters its tasks read and the root task passes
+  them in (`pass_parameters_into_sub_dags`), and the final status is a
+  `TASK_FINAL_STATUS` parameter, as kfp's `dsl.ExitHandler` compiles;
+* KFP's own artifact types (`system.HTML`, `system.Metrics`) written as kfp
+  writes them, by schema title (`kfp_artifact_types`), so the KFP UI renders
+  the report and charts the metrics;
 * parameters passed between steps name their producer task as it is named
   (`fix_output_parameter_producers`);
 * every container runs `kubeflow.step_entrypoint` (TFX's entrypoint with
@@ -41,6 +51,7 @@ from typing import Any
 
 import yaml
 
+from kubeflow.retries import RetryRoles
 from kubeflow.settings import (
     DEFAULT_SETTINGS_FILE,
     KubeflowSettings,
@@ -49,6 +60,15 @@ from kubeflow.settings import (
     load_settings,
 )
 from kubeflow.step_entrypoint import TFX_ENTRYPOINT_MODULE
+from kubeflow.tfx_spec import (
+    all_tasks,
+    dags,
+    executor_labels,
+    fix_output_parameter_producers,
+    kfp_artifact_types,
+    pass_parameters_into_sub_dags,
+    type_final_status_parameters,
+)
 
 # The project checkout this module compiles from: schema_dir is relative to it.
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -270,7 +290,7 @@ def train_args_value(train_steps: int) -> str:
     return json.dumps({"num_steps": train_steps})
 
 
-def _tfx_pipeline_spec(tfx_pipeline, image: str) -> dict[str, Any]:
+def _tfx_pipeline_spec(tfx_pipeline, image: str, exit_handler=None) -> dict[str, Any]:
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -279,41 +299,10 @@ def _tfx_pipeline_spec(tfx_pipeline, image: str) -> dict[str, Any]:
             output_dir=tmp,
             output_filename="pipeline.json",
         )
+        if exit_handler is not None:
+            runner.set_exit_handler(exit_handler)
         runner.run(tfx_pipeline, write_out=True)
         return json.loads((Path(tmp) / "pipeline.json").read_text())["pipelineSpec"]
-
-
-def executor_labels(spec: dict[str, Any]) -> dict[str, str]:
-    """Task (component) id -> executor label, for tasks that run something."""
-    labels = {}
-    for task_id, task in spec["root"]["dag"]["tasks"].items():
-        component = spec["components"][task["componentRef"]["name"]]
-        if "executorLabel" in component:
-            labels[task_id] = component["executorLabel"]
-    return labels
-
-
-def fix_output_parameter_producers(tasks: dict[str, Any]) -> None:
-    """Points each `taskOutputParameter` at the task that exists.
-
-    TFX 1.16's V2 step builder names the producer of a parameter passed with
-    `channel.future()[0].value` `<node id>_task`, but names the task itself
-    `<node id>` (its own golden file, expected_two_step_pipeline_with_dynamic_
-    execution_properties.pbtxt, has both). KFP's driver looks the producer up
-    by task name and would fail the consumer.
-    """
-    for task_id, task in tasks.items():
-        for name, parameter in task.get("inputs", {}).get("parameters", {}).items():
-            output = parameter.get("taskOutputParameter")
-            if output is None or output["producerTask"] in tasks:
-                continue
-            producer = output["producerTask"].removesuffix("_task")
-            if producer not in tasks:
-                raise ValueError(
-                    f"{task_id}: parameter {name} comes from task {output['producerTask']!r}, "
-                    "which is not in the pipeline"
-                )
-            output["producerTask"] = producer
 
 
 def complete_spec(
@@ -357,17 +346,27 @@ def complete_spec(
             kubernetes["secretAsEnv"] = copy.deepcopy(secrets)
         if kubernetes:
             platform_executors[label] = kubernetes
+    tasks = all_tasks(spec)
     for task_id in uncached:
-        spec["root"]["dag"]["tasks"][task_id]["cachingOptions"] = {}
-    fix_output_parameter_producers(spec["root"]["dag"]["tasks"])
+        tasks[task_id]["cachingOptions"] = {}
+    for task_id in executor_labels(spec):
+        retry_policy = settings.retries.policy_for(task_id).spec()
+        if retry_policy:
+            tasks[task_id]["retryPolicy"] = retry_policy
+    for dag in dags(spec).values():
+        fix_output_parameter_producers(dag["dag"]["tasks"])
+    pass_parameters_into_sub_dags(spec)
+    type_final_status_parameters(spec)
+    kfp_artifact_types(spec)
     platform = {"platforms": {"kubernetes": {"deploymentSpec": {"executors": platform_executors}}}}
     return spec, platform
 
 
 def compile_pipeline(settings: KubeflowSettings) -> tuple[dict[str, Any], dict[str, Any]]:
-    from pipeline.pipeline import UNCACHED_NODES
+    from pipeline.pipeline import UNCACHED_NODES, create_run_status_step
 
-    tfx_spec = _tfx_pipeline_spec(build_tfx_pipeline(settings), settings.image)
+    dag = build_tfx_pipeline(settings)
+    tfx_spec = _tfx_pipeline_spec(dag, settings.image, create_run_status_step(dag))
     return complete_spec(tfx_spec, settings, UNCACHED_NODES)
 
 
@@ -381,6 +380,14 @@ def pipeline_component_ids() -> set[str]:
     from pipeline.pipeline import COMPONENT_IDS, OPTIONAL_COMPONENT_IDS
 
     return {*COMPONENT_IDS, *OPTIONAL_COMPONENT_IDS}
+
+
+def pipeline_retry_roles() -> RetryRoles:
+    from pipeline.pipeline import NEVER_RETRIED, RETRIED_BY_DEFAULT
+
+    return RetryRoles(
+        retried_by_default=frozenset(RETRIED_BY_DEFAULT), never_retried=dict(NEVER_RETRIED)
+    )
 
 
 def write_package(path: Path, spec: dict[str, Any], platform: dict[str, Any]) -> None:
@@ -403,16 +410,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = load_settings(
-            args.config, pipeline_component_ids(), pipeline_beam_component_ids()
+            args.config,
+            pipeline_component_ids(),
+            pipeline_beam_component_ids(),
+            pipeline_retry_roles(),
         )
         spec, platform = compile_pipeline(settings)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     write_package(args.output, spec, platform)
-    print(
-        f"wrote {args.output} ({len(spec['root']['dag']['tasks'])} steps, image {settings.image})"
-    )
+    print(f"wrote {args.output} ({len(executor_labels(spec))} steps, image {settings.image})")
     return 0
 
 

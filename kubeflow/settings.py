@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from kubeflow import retries as retry
+from kubeflow.retries import Retries, RetryPolicy, RetryRoles
 from pipeline import object_store as store
 
 DEFAULT_SETTINGS_FILE = Path(__file__).resolve().parent / "pipeline.yaml"
@@ -203,6 +205,7 @@ class KubeflowSettings:
     default_beam: BeamEngine = field(default_factory=BeamEngine)
     beam: Mapping[str, BeamEngine] = field(default_factory=dict)
     object_store: ObjectStore | None = None
+    retries: Retries = field(default_factory=Retries)
 
     def placement_for(self, component_id: str) -> Placement:
         """The component's own placement, or the defaults."""
@@ -503,11 +506,14 @@ def parse_settings(
     values: Mapping[str, Any],
     component_ids: set[str],
     beam_component_ids: set[str] | None = None,
+    retry_roles: RetryRoles | None = None,
 ) -> KubeflowSettings:
     """Validates raw YAML values against the pipeline's real component ids.
 
     `beam_component_ids`, the steps that run Beam, bounds `beam.components`;
     None skips that check (the submit tool, which has no Beam, knows only task ids).
+    `retry_roles` says which steps retry by default and which never may
+    (kubeflow/retries.py); None gives no step a default.
     """
     known = {
         "image",
@@ -522,6 +528,7 @@ def parse_settings(
         "beam",
         "object_store",
         "schedule",
+        "retries",
     }
     _no_unknown(values, known, "settings")
     image = _required_str(values, "image")
@@ -533,15 +540,9 @@ def parse_settings(
     if train_steps <= 0:
         raise SettingsError(f"parameters.train_steps: must be > 0, got {train_steps}")
     default = _placement(values.get("defaults"), "defaults")
-    components = _expect(values.get("components") or {}, dict, "components")
-    unknown = sorted(set(components) - component_ids)
-    if unknown:
-        raise SettingsError(
-            f"components: unknown component id(s) {unknown}; "
-            f"the pipeline has {sorted(component_ids)}"
-        )
     placements = {
-        cid: _placement(spec, f"components.{cid}", default) for cid, spec in components.items()
+        cid: _placement(spec, f"components.{cid}", default)
+        for cid, spec in _component_entries(values, "components", component_ids).items()
     }
     default_beam, beam = _beam(values.get("beam"), beam_component_ids)
     schedule = None
@@ -571,6 +572,7 @@ def parse_settings(
         ),
     }
     paths = {key: store_path(value, key, object_store) for key, value in raw_paths.items()}
+    retries = _retries(values.get("retries"), component_ids, retry_roles)
     return KubeflowSettings(
         image=image,
         pipeline_root=paths["pipeline_root"],
@@ -588,7 +590,76 @@ def parse_settings(
         default_beam=default_beam,
         beam=beam,
         object_store=object_store,
+        retries=retries,
     )
+
+
+def _component_entries(
+    values: Mapping[str, Any], where: str, component_ids: set[str]
+) -> dict[str, Any]:
+    """`values[key]`, a mapping from the pipeline's component ids to their own settings."""
+    key = where.rsplit(".", 1)[-1]
+    entries = _expect(values.get(key) or {}, dict, where)
+    unknown = sorted(set(entries) - component_ids)
+    if unknown:
+        raise SettingsError(
+            f"{where}: unknown component id(s) {unknown}; the pipeline has {sorted(component_ids)}"
+        )
+    return entries
+
+
+def _retry_policy(values: Any, where: str, fallback: RetryPolicy) -> RetryPolicy:
+    values = _expect(values or {}, dict, where)
+    _no_unknown(values, set(retry.FIELDS), where)
+    count = values.get("max_retries", fallback.max_retries)
+    if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= 10:
+        raise SettingsError(f"{where}.max_retries: must be an integer 0..10, got {count!r}")
+    factor = values.get("backoff_factor", fallback.backoff_factor)
+    if not isinstance(factor, (int, float)) or isinstance(factor, bool) or factor < 1:
+        raise SettingsError(f"{where}.backoff_factor: must be a number >= 1, got {factor!r}")
+    durations = {}
+    for name in ("backoff", "backoff_max"):
+        value = values.get(name, getattr(fallback, name))
+        if not isinstance(value, str) or not retry.DURATION.match(value):
+            raise SettingsError(
+                f"{where}.{name}: {value!r} is not a duration (whole seconds, minutes, hours "
+                "or days: 30s, 5m, 1h)"
+            )
+        durations[name] = value
+    if retry.duration_seconds(durations["backoff_max"]) < retry.duration_seconds(
+        durations["backoff"]
+    ):
+        raise SettingsError(
+            f"{where}.backoff_max: {durations['backoff_max']} is shorter than backoff "
+            f"{durations['backoff']}"
+        )
+    return RetryPolicy(count, durations["backoff"], float(factor), durations["backoff_max"])
+
+
+def _retries(values: Any, component_ids: set[str], roles: RetryRoles | None) -> Retries:
+    """The `retries:` section; absent, the steps retried by default get DEFAULT_RETRY.
+
+    `defaults` is the policy of every step without its own entry except the
+    gates; `components.<id>` replaces it field by field for one step.
+    """
+    roles = roles or RetryRoles()
+    if values is None:
+        return Retries(components={cid: retry.DEFAULT_RETRY for cid in roles.retried_by_default})
+    values = _expect(values, dict, "retries")
+    _no_unknown(values, {"defaults", "components"}, "retries")
+    default = _retry_policy(values.get("defaults"), "retries.defaults", RetryPolicy())
+    policies = {
+        cid: _retry_policy(spec, f"retries.components.{cid}", default)
+        for cid, spec in _component_entries(values, "retries.components", component_ids).items()
+    }
+    for cid, why in roles.never_retried.items():
+        if policies.get(cid, RetryPolicy()).max_retries:
+            raise SettingsError(
+                f"retries.components.{cid}.max_retries: {cid} must not retry: {why}"
+            )
+        # The defaults never reach a gate.
+        policies.setdefault(cid, RetryPolicy())
+    return Retries(default=default, components=policies)
 
 
 def _absolute_path(value: object, key: str) -> str:
@@ -611,7 +682,10 @@ def _schema_dir(value: str) -> str:
 
 
 def load_settings(
-    path: Path, component_ids: set[str], beam_component_ids: set[str] | None = None
+    path: Path,
+    component_ids: set[str],
+    beam_component_ids: set[str] | None = None,
+    retry_roles: RetryRoles | None = None,
 ) -> KubeflowSettings:
     try:
         values = yaml.safe_load(Path(path).read_text())
@@ -619,4 +693,6 @@ def load_settings(
         raise SettingsError(f"settings file {path} does not exist") from None
     except yaml.YAMLError as err:
         raise SettingsError(f"{path} is not valid YAML: {err}") from None
-    return parse_settings(_expect(values or {}, dict, str(path)), component_ids, beam_component_ids)
+    return parse_settings(
+        _expect(values or {}, dict, str(path)), component_ids, beam_component_ids, retry_roles
+    )

@@ -7,7 +7,7 @@ TFX's compiler makes every container run
 `tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor`, which
 hands the executor the artifact URIs exactly as KFP gives them: s3://... on a
 MinIO or S3 cluster. `kubeflow.compile` puts this module in its place; it
-takes the same arguments and adds three things around TFX's own `main`:
+takes the same arguments and adds five things around TFX's own `main`:
 
 1. tensorflow-io's filesystems are registered before TFX reads or writes a
    file, whatever the step's executor imports (TensorFlow alone reads no s3://);
@@ -15,7 +15,14 @@ takes the same arguments and adds three things around TFX's own `main`:
    bucket in its inputs, outputs and parameters (a one-key listing), and the
    Beam job service of a step on Flink or Spark. A wrong endpoint or
    credential fails the step in seconds, naming what did not answer;
-3. the process exits through `object_store.exit_process`, which sidesteps the
+3. each attempt starts from empty output URIs and is recorded beside them,
+   with the error that ended it (kubeflow/step_attempt.py): a retried step
+   leaves no half-written artifact, and the run's exit handler can say which
+   step failed and why;
+4. KFP's own artifact types (`system.HTML`, `system.Metrics`) map to TFX
+   classes (components/kfp_artifacts.py): TFX imports a type by its schema
+   title, and `system` is not a module;
+5. the process exits through `object_store.exit_process`, which sidesteps the
    abort at teardown after S3 use (tensorflow/io#2039), so KFP sees exit 0.
 """
 
@@ -28,6 +35,7 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
+from kubeflow.step_attempt import recorded_attempt
 from pipeline import beam, object_store
 
 INVOCATION_FLAG = "--json_serialized_invocation_args"
@@ -61,9 +69,19 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
+def register_kfp_artifact_types() -> None:
+    """Lets TFX's entrypoint map KFP's system schema titles to our TFX classes."""
+    from tfx.orchestration.kubeflow.v2 import compiler_utils
+
+    from components.kfp_artifacts import TITLE_TO_CLASS_PATH
+
+    compiler_utils.TITLE_TO_CLASS_PATH.update(TITLE_TO_CLASS_PATH)
+
+
 def run(argv: list[str]) -> int:
     """Runs one step; returns its exit code."""
     object_store.register_filesystems()
+    executor_input: dict[str, Any] = {}
     if INVOCATION_FLAG in argv:
         executor_input = json.loads(argv[argv.index(INVOCATION_FLAG) + 1])
         object_store.check_reachable(step_uris(executor_input))
@@ -74,12 +92,15 @@ def run(argv: list[str]) -> int:
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 
-    try:
-        app.run(tfx_entrypoint.main, argv=[TFX_ENTRYPOINT_MODULE, *argv],
-                flags_parser=tfx_entrypoint._parse_flags)  # fmt: skip
-    except SystemExit as done:  # absl's app.run always ends this way on success.
-        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-    return 0
+    register_kfp_artifact_types()
+    with recorded_attempt(executor_input) as attempt:
+        try:
+            app.run(tfx_entrypoint.main, argv=[TFX_ENTRYPOINT_MODULE, *argv],
+                    flags_parser=tfx_entrypoint._parse_flags)  # fmt: skip
+        except SystemExit as done:  # absl's app.run always ends this way on success.
+            code = done.code
+            attempt.exit_code = code if isinstance(code, int) else (0 if code is None else 1)
+    return attempt.exit_code or 0
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ from kubeflow.settings import (
     load_settings,
     store_path,
 )
+from kubeflow.tfx_spec import all_tasks
 
 
 def run_arguments(
@@ -49,7 +50,7 @@ def run_arguments(
 
 def package_tasks(package: Path) -> set[str]:
     spec = next(yaml.safe_load_all(package.read_text()))
-    return set(spec["root"]["dag"]["tasks"])
+    return set(all_tasks(spec))
 
 
 def main(argv: list[str] | None = None) -> int:

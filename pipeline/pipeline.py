@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
@@ -25,7 +26,9 @@ from tfx.components import (
     Transform,
 )
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
+from tfx.dsl.components.base.base_component import BaseComponent
 from tfx.orchestration.data_types import RuntimeParameter
+from tfx.orchestration.kubeflow.decorators import FinalStatusStr
 from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import pusher_pb2, trainer_pb2
 
@@ -36,6 +39,7 @@ from components.example_gen import CsvExampleGen, input_config, input_window
 from components.input_snapshot import SNAPSHOT_KEY, InputSnapshot
 from components.pusher import Pusher
 from components.run_report import RunReport
+from components.run_status import RunStatus
 from components.served_model import LatestServedModel
 from pipeline import fingerprint
 from trainer.config import TrainerConfig
@@ -63,6 +67,9 @@ RUN_REPORT = "RunReport"
 # Kubeflow only (enable_input_snapshot_step): locally TFX's ExampleGen driver
 # fingerprints the input; open-source KFP never runs it (components/input_snapshot.py).
 INPUT_SNAPSHOT = "InputSnapshot"
+# Kubeflow only (create_run_status_step): the exit handler, which runs after
+# the DAG however it ended and writes the status report (components/run_status.py).
+RUN_STATUS = "RunStatus"
 
 COMPONENT_IDS = (
     EXAMPLE_GEN,
@@ -78,13 +85,38 @@ COMPONENT_IDS = (
     PUSHER,
 )
 # Nodes only some runners add (see above).
-OPTIONAL_COMPONENT_IDS = (INPUT_SNAPSHOT, RUN_REPORT)
+OPTIONAL_COMPONENT_IDS = (INPUT_SNAPSHOT, RUN_REPORT, RUN_STATUS)
 # Nodes that run a Beam pipeline (TFX's BaseBeamComponent): each can get its
 # own Beam engine on Kubeflow (kubeflow/pipeline.yaml, `beam:`).
 BEAM_COMPONENT_IDS = (EXAMPLE_GEN, STATISTICS_GEN, TRANSFORM, EVALUATOR)
 # Nodes that read state outside the pipeline and so must run every time: the
 # input data, and the serving directory.
 UNCACHED_NODES = (INPUT_SNAPSHOT, DRIFT_GATE, BASELINE)
+# Kubeflow retries (kubeflow/retries.py). By default the steps whose failures
+# are mostly infrastructure (a preempted node, an evicted pod, an object store
+# that timed out) retry; the gates, which fail on data only, never may.
+RETRIED_BY_DEFAULT = (*BEAM_COMPONENT_IDS, TRAINER)
+NEVER_RETRIED = MappingProxyType(
+    {
+        DATA_GATE: "it fails on the data's anomalies, which a retry reads again unchanged",
+        DRIFT_GATE: "it fails on the data's drift, which a retry measures again unchanged",
+    }
+)
+# Which output of which node fills each part of a run report
+# (the fields of ArtifactUris and RunOutputs, components/report/), for the exit handler.
+REPORT_OUTPUTS = MappingProxyType(
+    {
+        "examples": (EXAMPLE_GEN, "examples"),
+        "statistics": (STATISTICS_GEN, "statistics"),
+        "anomalies": (EXAMPLE_VALIDATOR, "anomalies"),
+        "drift": (DRIFT_GATE, "drift"),
+        "model_run": (TRAINER, "model_run"),
+        "evaluation": (EVALUATOR, "evaluation"),
+        "blessing": (EVALUATOR, "blessing"),
+        "baseline": (BASELINE, "baseline_model"),
+        "pushed": (PUSHER, "pushed_model"),
+    }
+)
 
 
 def function_path(fn: Callable) -> str:
@@ -380,3 +412,24 @@ def create_pipeline(
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=list(beam_pipeline_args),
     )
+
+
+def create_run_status_step(dag: Pipeline) -> BaseComponent:
+    """The exit handler for `dag` on Kubeflow: it writes the run's status report.
+
+    KFP runs it after the DAG has ended, however it ended; it takes no
+    artifacts, so it is handed the DAG's shape and finds what each step
+    recorded (components/run_status.py). Pass it to the Kubeflow V2 runner's
+    `set_exit_handler`; it is not one of the DAG's nodes.
+    """
+    steps = {
+        "order": [c.id for c in dag.components],
+        "upstream": {c.id: sorted(n.id for n in c.upstream_nodes) for c in dag.components},
+        "outputs": {role: list(source) for role, source in REPORT_OUTPUTS.items()},
+    }
+    return RunStatus(
+        final_status=FinalStatusStr(),
+        pipeline_name=dag.pipeline_info.pipeline_name,
+        steps=json.dumps(steps, sort_keys=True),
+        task_name=RUN_STATUS,
+    ).with_id(RUN_STATUS)

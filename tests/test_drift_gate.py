@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -19,7 +20,11 @@ from components.drift_gate import (
     compare,
 )
 from components.pusher import NoDuplicatePushExecutor, served_duplicate
-from components.served_model import TRAINING_STATISTICS_FILE, served_statistics
+from components.served_model import (
+    PUSH_RECORD_FILE,
+    TRAINING_STATISTICS_FILE,
+    served_statistics,
+)
 from tests.conftest import load_schema
 from tests.span_data import SHIFTED_FEATURE, shifted, span_rows
 from trainer.dataset import DriftSpec, FeatureDrift
@@ -124,7 +129,7 @@ def test_a_comparison_describes_itself_for_the_error_and_the_report():
 # --- the Pusher keeps the statistics with the model ------------------------------
 
 
-def push(serving: Path, model_dir: Path, statistics_dir: Path):
+def push(serving: Path, model_dir: Path, statistics_dir: Path, pushed_uri: str | None = None):
     from tfx.proto import pusher_pb2
     from tfx.utils import proto_utils
 
@@ -136,7 +141,7 @@ def push(serving: Path, model_dir: Path, statistics_dir: Path):
     stats.uri = str(statistics_dir)
     stats.split_names = '["train", "eval"]'
     pushed = standard_artifacts.PushedModel()
-    pushed.uri = str(serving.parent / f"pushed-{len(list(serving.parent.iterdir()))}")
+    pushed.uri = pushed_uri or str(serving.parent / f"pushed-{len(list(serving.parent.iterdir()))}")
     destination = pusher_pb2.PushDestination(
         filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=str(serving))
     )
@@ -148,9 +153,7 @@ def push(serving: Path, model_dir: Path, statistics_dir: Path):
     return pushed
 
 
-def test_a_push_writes_the_training_statistics_into_the_version_and_is_not_repeated(
-    tmp_path, span_statistics
-):
+def model_and_statistics(tmp_path: Path, span_statistics) -> tuple[Path, Path]:
     model_dir = tmp_path / "model"
     (model_dir / "Format-Serving" / "variables").mkdir(parents=True)
     (model_dir / "Format-Serving" / "saved_model.pb").write_bytes(b"graph")
@@ -160,6 +163,13 @@ def test_a_push_writes_the_training_statistics_into_the_version_and_is_not_repea
     (statistics_dir / "Split-train" / "FeatureStats.pb").write_bytes(
         span_statistics["one"].SerializeToString()
     )
+    return model_dir, statistics_dir
+
+
+def test_a_push_writes_the_training_statistics_into_the_version_and_is_not_repeated(
+    tmp_path, span_statistics
+):
+    model_dir, statistics_dir = model_and_statistics(tmp_path, span_statistics)
     serving = tmp_path / "serving"
     first = push(serving, model_dir, statistics_dir)
     assert first.get_int_custom_property("pushed") == 1
@@ -174,3 +184,23 @@ def test_a_push_writes_the_training_statistics_into_the_version_and_is_not_repea
     assert second.get_int_custom_property("pushed") == 0
     assert second.get_string_custom_property("already_served") == str(version)
     assert [p.name for p in serving.iterdir()] == [version.name]
+
+
+def test_a_pusher_run_again_on_its_own_output_records_its_earlier_push(tmp_path, span_statistics):
+    """A retried Pusher (same output URI: its pod died after the copy) does not copy again,
+    and records the push its earlier attempt made; another execution sees "already served"."""
+    model_dir, statistics_dir = model_and_statistics(tmp_path, span_statistics)
+    serving = tmp_path / "serving"
+    output_uri = str(tmp_path / "run-1" / "Pusher" / "pushed_model")
+    first = push(serving, model_dir, statistics_dir, output_uri)
+    version = first.get_string_custom_property("pushed_destination")
+    assert json.loads((Path(version) / PUSH_RECORD_FILE).read_text()) == {
+        "pushed_model": output_uri
+    }
+    retried = push(serving, model_dir, statistics_dir, output_uri)
+    assert retried.get_int_custom_property("pushed") == 1
+    assert retried.get_string_custom_property("pushed_destination") == version
+    assert (Path(output_uri) / "saved_model.pb").read_bytes() == b"graph"
+    assert [p.name for p in serving.iterdir()] == [Path(version).name]
+    other_run = push(serving, model_dir, statistics_dir)
+    assert other_run.get_int_custom_property("pushed") == 0

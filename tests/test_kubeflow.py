@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from kubeflow import compile as kfp_compile
+from kubeflow import tfx_spec
 from kubeflow.compile import pipeline_component_ids
 from kubeflow.settings import DEFAULT_SETTINGS_FILE, SettingsError, load_settings, parse_settings
 from pipeline import fingerprint
@@ -28,7 +29,9 @@ RAW_SETTINGS = yaml.safe_load(DEFAULT_SETTINGS_FILE.read_text())
 
 @pytest.fixture(scope="module")
 def settings():
-    return load_settings(DEFAULT_SETTINGS_FILE, COMPONENT_IDS, BEAM_STEPS)
+    return load_settings(
+        DEFAULT_SETTINGS_FILE, COMPONENT_IDS, BEAM_STEPS, kfp_compile.pipeline_retry_roles()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -37,20 +40,30 @@ def compiled(settings):
 
 
 def _executors(spec):
-    labels = kfp_compile.executor_labels(spec)
+    labels = tfx_spec.executor_labels(spec)
     return {task: spec["deploymentSpec"]["executors"][label] for task, label in labels.items()}
 
 
+def _steps(spec):
+    """The tasks that run a container, in every DAG of the spec (not the DAG tasks)."""
+    labels = tfx_spec.executor_labels(spec)
+    return {t: body for t, body in tfx_spec.all_tasks(spec).items() if t in labels}
+
+
 def _platform(spec, platform):
-    labels = kfp_compile.executor_labels(spec)
+    labels = tfx_spec.executor_labels(spec)
     executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     return {task: executors.get(label, {}) for task, label in labels.items()}
 
 
 def test_same_components_and_edges_as_the_local_dag(compiled):
     spec, _ = compiled
-    tasks = spec["root"]["dag"]["tasks"]
-    assert set(tasks) == COMPONENT_IDS
+    root = spec["root"]["dag"]["tasks"]
+    # The DAG runs inside TFX's exit-handler sub-DAG; the exit handler waits for all of it.
+    assert set(root) == {dag.RUN_STATUS, "tfx-dag"}
+    assert root[dag.RUN_STATUS]["dependentTasks"] == ["tfx-dag"]
+    tasks = spec["components"]["tfx-dag"]["dag"]["tasks"]
+    assert set(tasks) == COMPONENT_IDS - {dag.RUN_STATUS}
     edges = {(up, task) for task, body in tasks.items() for up in body.get("dependentTasks", [])}
     assert edges == EXPECTED_EDGES | RUN_REPORT_EDGES | {(dag.INPUT_SNAPSHOT, dag.EXAMPLE_GEN)}
 
@@ -64,7 +77,7 @@ def test_a_cached_step_that_reads_the_data_has_the_data_in_its_cache_key(compile
     also take a parameter that an uncached step computed from the data.
     """
     spec, _ = compiled
-    tasks = spec["root"]["dag"]["tasks"]
+    tasks = _steps(spec)
     uncached = {t for t, body in tasks.items() if not body.get("cachingOptions", {})}
     assert {dag.INPUT_SNAPSHOT, dag.DRIFT_GATE, dag.BASELINE} <= uncached
     readers = {
@@ -89,7 +102,7 @@ def test_a_cached_step_that_reads_the_data_has_the_data_in_its_cache_key(compile
 
 def test_parameters_passed_between_steps_name_a_task_they_wait_for(compiled):
     spec, _ = compiled
-    tasks = spec["root"]["dag"]["tasks"]
+    tasks = tfx_spec.all_tasks(spec)
     passed = [
         (task, p["taskOutputParameter"])
         for task, body in tasks.items()
@@ -112,9 +125,9 @@ def test_a_parameter_from_a_task_not_in_the_pipeline_is_refused():
         "B": {"inputs": {"parameters": {"x": {"taskOutputParameter": {"producerTask": "A_task"}}}}}
     }
     with pytest.raises(ValueError, match="B: parameter x comes from task 'A_task'"):
-        kfp_compile.fix_output_parameter_producers(tasks)
+        tfx_spec.fix_output_parameter_producers(tasks)
     tasks["A"] = {}
-    kfp_compile.fix_output_parameter_producers(tasks)
+    tfx_spec.fix_output_parameter_producers(tasks)
     assert tasks["B"]["inputs"]["parameters"]["x"]["taskOutputParameter"]["producerTask"] == "A"
 
 
@@ -162,7 +175,7 @@ def test_runtime_parameters_pipeline_root_and_uncached_baseline(compiled, settin
     parameters = spec["root"]["inputDefinitions"]["parameters"]
     assert parameters["data_root"]["defaultValue"] == settings.data_root
     assert parameters["train_args"]["defaultValue"] == '{"num_steps": 2000}'
-    tasks = spec["root"]["dag"]["tasks"]
+    tasks = tfx_spec.all_tasks(spec)
     assert tasks[dag.EXAMPLE_GEN]["inputs"]["parameters"]["input_base"] == {
         "componentInputParameter": "data_root"
     }
@@ -177,7 +190,7 @@ def test_runtime_parameters_pipeline_root_and_uncached_baseline(compiled, settin
 
 def test_module_paths_not_a_packaged_module_file(compiled):
     spec, _ = compiled
-    trainer = spec["root"]["dag"]["tasks"][dag.TRAINER]["inputs"]["parameters"]
+    trainer = tfx_spec.all_tasks(spec)[dag.TRAINER]["inputs"]["parameters"]
     assert trainer["run_fn"]["runtimeValue"]["constant"] == "trainer.run.run_fn"
     assert "module_file" not in trainer
 
@@ -207,7 +220,7 @@ def _volatile_removed(doc):
 
 def test_transform_and_trainer_tasks_carry_the_code_fingerprint(compiled):
     spec, _ = compiled
-    tasks = spec["root"]["dag"]["tasks"]
+    tasks = tfx_spec.all_tasks(spec)
     for node_id, fn in ((dag.TRANSFORM, preprocessing_fn), (dag.TRAINER, run_fn)):
         constant = tasks[node_id]["inputs"]["parameters"]["custom_config"]["runtimeValue"]
         custom_config = json.loads(constant["constant"])

@@ -8,11 +8,23 @@ across executions as open-source KFP caches them (kfp.local's cache: parameter
 values, input artifacts, image and command; nothing about the data).
 
 The data root holds spans (the dataset spec's `input.pattern`), as a scheduled
-run sees it. Three executions of one package: span 1; then span 2 has arrived,
-so ExampleGen must not come from cache, its examples must be span 2's, the
-drift gate must read the statistics the first execution served, and the
-Evaluator must find the first model as its baseline; then nothing has changed,
-and ExampleGen, Transform and the Trainer come from cache.
+run sees it. Executions of one package:
+
+1. span 1, with two faults a cluster brings: the Trainer's first attempt is
+   killed while it writes (a preempted node), and KFP retries it on the same
+   output URIs; the Pusher's and ExampleGen's commands run twice (a pod that
+   died after its command finished). One model is pushed, once;
+2. span 2 has arrived, so ExampleGen must not come from cache, its examples
+   must be span 2's, the drift gate must read the statistics the first
+   execution served, and the Evaluator must find the first model as its
+   baseline;
+3. nothing has changed, and ExampleGen, Transform and the Trainer come from
+   cache;
+4. a data root without spans fails at the first step;
+5. span 3 breaks the schema, so the data gate fails the run.
+
+Every execution ends with the RunStatus exit handler's report, the failed
+ones included.
 """
 
 from __future__ import annotations
@@ -28,9 +40,13 @@ import pytest
 import tensorflow as tf
 import yaml
 
+from components.report.step_records import RECORD_FILE, StepRecord
 from kubeflow.settings import DEFAULT_SETTINGS_FILE
+from kubeflow.tfx_spec import all_tasks, executor_labels
+from pipeline import pipeline as dag
 from tests.conftest import REPO_ROOT, load_schema, read_taxi_rows
 from tests.span_data import SPAN_ROWS, span_rows, span_schema_dir, write_span
+from tests.test_bad_input import ANOMALOUS_FEATURE, CASES
 from tests.test_kubeflow_reference import run_in_reference_env
 from trainer.export import SERVING_SIGNATURE
 from trainer.model import PROBABILITIES_OUTPUT
@@ -40,6 +56,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 TRAIN_STEPS = 20
 EXECUTION_TIMEOUT_S = 900
+RETRIED = (*dag.BEAM_COMPONENT_IDS, dag.TRAINER)
+# Span 3's rows: labels below the schema's range (tests/test_bad_input.py).
+BAD_DATA_CASE = "label_outside_schema"
 
 
 def local_settings(tmp: Path, data_root: Path | str, **overrides) -> Path:
@@ -57,6 +76,11 @@ def local_settings(tmp: Path, data_root: Path | str, **overrides) -> Path:
         parameters={"data_root": str(data_root), "train_steps": TRAIN_STEPS},
         # A thousand rows: Beam in one process beats starting a worker per core.
         beam={"defaults": {"engine": "direct", "options": {"direct_running_mode": "in_memory"}}},
+        # The checked-in policy, without the minute's wait before a retry.
+        retries={
+            "defaults": {"max_retries": 0},
+            "components": {cid: {"max_retries": 2, "backoff": "0s"} for cid in RETRIED},
+        },
     )
     settings.pop("schedule", None)
     settings.update(overrides)
@@ -118,7 +142,8 @@ def executions(tmp_path_factory):
         settings = local_settings(tmp, data_root, schema_dir=schema_dir)
         package = compile_package(settings, tmp / "pipeline.yaml")
         cache = ("--cache-root", str(tmp / "kfp-cache"))
-        first = execute(package, tmp, "first", *cache)
+        faults = ("--preempt", dag.TRAINER, "--repeat", dag.PUSHER, "--repeat", dag.EXAMPLE_GEN)
+        first = execute(package, tmp, "first", *cache, *faults)
         served_after_first = sorted((tmp / "serving").iterdir())
         write_span(data_root, 2, span_rows(2))
         second = execute(package, tmp, "second", *cache)
@@ -127,6 +152,10 @@ def executions(tmp_path_factory):
             package, tmp, "no_match", *cache, "--parameter", f"data_root={tmp / 'empty'}",
             expect_success=False,
         )  # fmt: skip
+        corrupt, _ = CASES[BAD_DATA_CASE]
+        _, bad_rows = corrupt(None, span_rows(3))
+        write_span(data_root, 3, bad_rows)
+        bad_data = execute(package, tmp, "bad_data", *cache, expect_success=False)
     finally:
         shutil.rmtree(REPO_ROOT / schema_dir)
     spec = next(yaml.safe_load_all(package.read_text()))
@@ -138,6 +167,7 @@ def executions(tmp_path_factory):
         "second": second,
         "unchanged": unchanged,
         "no_match": no_match,
+        "bad_data": bad_data,
         "served_after_first": served_after_first,
     }
 
@@ -160,13 +190,17 @@ def records(examples_uri: str) -> int:
 
 
 def test_every_step_runs_in_dependency_order(executions):
-    tasks = executions["spec"]["root"]["dag"]["tasks"]
+    spec = executions["spec"]
+    tasks = {t: body for t, body in all_tasks(spec).items() if t in executor_labels(spec)}
     for name in ("first", "second", "unchanged"):
         order = executions[name]["order"]
         assert sorted(order) == sorted(tasks)
         for task, task_spec in tasks.items():
             for upstream in task_spec.get("dependentTasks", []):
-                assert order.index(upstream) < order.index(task), (upstream, task)
+                if upstream in tasks:
+                    assert order.index(upstream) < order.index(task), (upstream, task)
+        # The exit handler waits for the whole DAG.
+        assert order[-1] == dag.RUN_STATUS
 
 
 def test_runtime_parameters_reach_example_gen_and_trainer(executions):
@@ -211,8 +245,8 @@ def test_the_drift_gate_reads_the_statistics_the_first_execution_served(executio
     # The RunReport step shows both: the span read and the comparison.
     from tests.test_run_report import parse, with_attr
 
-    (report_dir,) = executions["second"]["steps"]["RunReport"]["outputs"]["report"]
-    elements = parse((Path(report_dir) / "report.html").read_text())
+    (report,) = executions["second"]["steps"]["RunReport"]["outputs"]["report"]
+    elements = parse(Path(report).read_text())
     assert with_attr(elements, "data-spans")[0]["data-spans"] == "2"
     statuses = {e["data-feature"]: e["data-status"] for e in with_attr(elements, "data-status")}
     assert statuses == {c.feature: "ok" for c in drift.comparisons}
@@ -251,8 +285,8 @@ def test_first_execution_pushes_a_blessed_model_that_scores_raw_rows(executions,
     (version,) = executions["served_after_first"]
     _, rows = read_taxi_rows(limit=50)
     assert_scores_raw_rows(version, rows, taxi_spec)
-    (report_dir,) = executions["first"]["steps"]["RunReport"]["outputs"]["report"]
-    html = (Path(report_dir) / "report.html").read_text()
+    (report,) = executions["first"]["steps"]["RunReport"]["outputs"]["report"]
+    html = Path(report).read_text()
     assert "BLESSED" in html and str(version) in html
 
 
@@ -281,3 +315,101 @@ def test_step_start_up_is_measured(executions, capsys):
     lines.append(f"{'pipeline':<20} {'':>10} {executions['first']['seconds']:>8.1f}")
     with capsys.disabled():
         print("\nCompiled spec executed with kfp.local (first execution):\n" + "\n".join(lines))
+
+
+def step_record(step: dict) -> StepRecord:
+    """What a step recorded about its attempts, beside its outputs."""
+    first_output = sorted(uri for uris in step["outputs"].values() for uri in uris)[0]
+    return StepRecord.from_json((Path(first_output).parent / RECORD_FILE).read_text())
+
+
+def status_report(execution: dict) -> tuple[str, dict[str, str]]:
+    """The RunStatus exit handler's page, and the state it gives each step."""
+    from tests.test_run_report import parse, with_attr
+
+    step = execution["steps"][dag.RUN_STATUS]
+    assert step["status"] == "SUCCESS", step["log_tail"]
+    (report,) = step["outputs"]["report"]
+    html = Path(report).read_text()
+    states = {e["data-node"]: e["data-state"] for e in with_attr(parse(html), "data-node")}
+    return html, states
+
+
+def test_a_preempted_trainer_is_retried_on_emptied_outputs(executions):
+    trainer = executions["first"]["steps"][dag.TRAINER]
+    assert trainer["status"] == "SUCCESS" and trainer["attempts"] == 2
+    assert "[preempted: killed while writing its outputs]" in trainer["earlier_log_tails"][0]
+    record = step_record(trainer)
+    assert [a.outcome for a in record.attempts] == ["running", "succeeded"]
+    html, states = status_report(executions["first"])
+    assert set(states.values()) == {"succeeded"}
+    assert "Trainer ran 2 times (KFP retried it)" in html
+    assert "was killed before it finished" in html
+
+
+def test_a_step_run_twice_on_its_outputs_pushes_once_and_reads_once(executions):
+    steps = executions["first"]["steps"]
+    (version,) = executions["served_after_first"]  # one push, not two
+    pushed = output_metadata(steps[dag.PUSHER], "pushed_model")
+    # The second run of the command found its own push, and recorded it as pushed.
+    assert pushed["pushed"] == 1 and pushed["pushed_destination"] == str(version)
+    assert [a.outcome for a in step_record(steps[dag.PUSHER]).attempts] == ["succeeded"] * 2
+    (examples,) = steps[dag.EXAMPLE_GEN]["outputs"]["examples"]
+    assert records(examples) == SPAN_ROWS  # nothing doubled
+
+
+def test_report_and_metrics_are_artifacts_the_kfp_ui_renders(executions):
+    spec = executions["spec"]
+    outputs = spec["components"][dag.RUN_REPORT]["outputDefinitions"]["artifacts"]
+    assert outputs["report"]["artifactType"]["schemaTitle"] == "system.HTML"
+    assert outputs["metrics"]["artifactType"]["schemaTitle"] == "system.Metrics"
+    for name in ("first", "second"):
+        step = executions[name]["steps"][dag.RUN_REPORT]
+        (report,) = step["outputs"]["report"]
+        assert Path(report).is_file()  # the page itself at the URI, as the UI reads it
+        metrics = output_metadata(step, "metrics")
+        assert metrics["blessed"] == 1.0 and 0.5 <= metrics["binary_accuracy"] <= 1.0
+        # Numbers only: the KFP UI lists every property of the artifact as a metric.
+        assert all(isinstance(v, float) for v in metrics.values()), metrics
+    second = output_metadata(executions["second"]["steps"][dag.RUN_REPORT], "metrics")
+    assert 0.5 <= second["baseline_binary_accuracy"] <= 1.0  # the first model, scored again
+    assert "baseline_binary_accuracy" not in output_metadata(
+        executions["first"]["steps"][dag.RUN_REPORT], "metrics"
+    )
+
+
+def test_a_failed_run_gets_a_report_naming_the_gate_and_the_feature(executions):
+    bad_data = executions["bad_data"]
+    assert not bad_data["succeeded"]
+    assert bad_data["steps"][dag.DATA_GATE]["status"] == "FAILURE"
+    assert dag.TRAINER not in bad_data["steps"]
+    html, states = status_report(bad_data)
+    assert states[dag.DATA_GATE] == "failed"
+    assert states[dag.STATISTICS_GEN] == states[dag.EXAMPLE_VALIDATOR] == "succeeded"
+    assert states[dag.TRAINER] == states[dag.PUSHER] == states[dag.RUN_REPORT] == "not run"
+    feature = ANOMALOUS_FEATURE[BAD_DATA_CASE]
+    assert "DataValidationGate failed: DataValidationError: data validation failed" in html
+    assert f"feature &#39;{feature}&#39;" in html
+    # What did run is in the report: the statistics and the anomaly.
+    from tests.test_run_report import parse, with_attr
+
+    elements = parse(html)
+    assert feature in {a["data-feature"] for a in with_attr(elements, "class", class_="anomaly")}
+    assert with_attr(elements, "data-examples")
+    assert "FAILED" in html
+
+
+def test_a_run_that_fails_at_its_first_step_gets_a_report_too(executions):
+    html, states = status_report(executions["no_match"])
+    assert states[dag.INPUT_SNAPSHOT] == "failed"
+    assert states[dag.EXAMPLE_GEN] == states[dag.TRAINER] == "not run"
+    assert "InputSnapshot failed: InputPatternError" in html
+    assert "match the input pattern span-{SPAN}/*.csv" in html
+
+
+def test_steps_served_from_cache_are_listed_as_cached(executions):
+    _, states = status_report(executions["unchanged"])
+    for step in (dag.EXAMPLE_GEN, dag.STATISTICS_GEN, dag.TRANSFORM, dag.TRAINER):
+        assert states[step] == "cached", step
+    for step in (dag.INPUT_SNAPSHOT, dag.DRIFT_GATE, dag.BASELINE, dag.EVALUATOR):
+        assert states[step] == "succeeded", step

@@ -108,11 +108,17 @@ def test_pushed_model_sits_in_the_bucket_and_scores_raw_rows_read_back(
     (version,) = executions["served"]
     model_dir = store.download(f"{SERVING_DIR}/{version}", tmp_path / "model")
     assert_scores_raw_rows(model_dir, store.read_csv(f"{DATA_ROOT}/data.csv")[:50], taxi_spec)
+    # The report is the object at its artifact's URI, where the KFP UI reads it.
     report = executions["first"]["steps"]["RunReport"]["outputs"]["report"][0]
-    html = store.client().get_object(
-        Bucket="pipelines", Key=f"{report[len('s3://pipelines/') :]}/report.html"
-    )
+    html = store.client().get_object(Bucket="pipelines", Key=report[len("s3://pipelines/") :])
     assert "BLESSED" in html["Body"].read().decode()
+    # The exit handler found every step's record in the bucket.
+    status = executions["first"]["steps"]["RunStatus"]["outputs"]["report"][0]
+    page = store.client().get_object(Bucket="pipelines", Key=status[len("s3://pipelines/") :])
+    assert (
+        page["Body"].read().decode().count('data-state="succeeded"')
+        == len(executions["first"]["steps"]) - 1
+    )
 
 
 def test_second_execution_finds_the_first_model_as_its_baseline(executions, store, tmp_path):
@@ -138,30 +144,32 @@ def test_steps_exit_zero_and_start_up_is_measured(executions, capsys):
         print(f"executions: {first:.1f} s, then {second:.1f} s")
 
 
-def only_step_run(summary: dict) -> dict:
-    """The one step an execution ran before it stopped: one of the DAG's two roots.
+def steps_that_ran(summary: dict) -> list[dict]:
+    """The steps an execution that the store stopped ran: the DAG's two roots, and the exit handler.
 
-    kfp.local starts either root first (SchemaImporter copies the schema into
-    the pipeline root, so it needs the store as much as InputSnapshot, which
-    lists the data root).
+    Both roots need the store (SchemaImporter copies the schema into the
+    pipeline root, InputSnapshot lists the data root), and both start, since
+    neither waits for the other; nothing after them does. The exit handler
+    runs after them, meets the same store, and fails the same way: no report.
     """
-    (step_id,) = summary["order"]
-    assert step_id in ("InputSnapshot", "SchemaImporter"), step_id
-    step = summary["steps"][step_id]
-    assert step["status"] == "FAILURE", step
-    return step
+    assert sorted(summary["order"][:-1]) == ["InputSnapshot", "SchemaImporter"], summary["order"]
+    assert summary["order"][-1] == "RunStatus"
+    steps = [summary["steps"][step_id] for step_id in summary["order"]]
+    assert all(step["status"] == "FAILURE" for step in steps), steps
+    return steps
 
 
 def test_wrong_credentials_fail_the_first_step_naming_the_store(store, tmp_path):
     package = compile_package(s3_settings(tmp_path, store.endpoint), tmp_path / "pipeline.yaml")
     wrong = {**store.secret_data(), "secretkey": "not-the-secret"}
     summary = execute_isolated(package, tmp_path, "wrong", wrong, expect_success=False)
-    log = "\n".join(only_step_run(summary)["log_tail"])
-    assert (
-        f"object store {store.endpoint}, bucket 'pipelines': refused with SignatureDoesNotMatch"
-        in log
-    )
-    assert "AWS_SECRET_ACCESS_KEY" in log
+    for step in steps_that_ran(summary):
+        log = "\n".join(step["log_tail"])
+        assert (
+            f"object store {store.endpoint}, bucket 'pipelines': refused with "
+            "SignatureDoesNotMatch" in log
+        )
+        assert "AWS_SECRET_ACCESS_KEY" in log
 
 
 def test_missing_secret_key_fails_the_step_as_kubernetes_would(store, tmp_path):
@@ -169,9 +177,8 @@ def test_missing_secret_key_fails_the_step_as_kubernetes_would(store, tmp_path):
     summary = execute_isolated(
         package, tmp_path, "nokey", {"accesskey": store.access_key_id}, expect_success=False
     )
-    assert "couldn't find key secretkey in Secret pipeline-store" in "\n".join(
-        only_step_run(summary)["log_tail"]
-    )
+    for step in steps_that_ran(summary):
+        assert "couldn't find key secretkey in Secret pipeline-store" in "\n".join(step["log_tail"])
 
 
 def test_unreachable_store_fails_within_a_bounded_time(store, tmp_path):
@@ -180,9 +187,10 @@ def test_unreachable_store_fails_within_a_bounded_time(store, tmp_path):
         summary = execute_isolated(
             package, tmp_path, "silent", store.secret_data(), expect_success=False
         )
-    step = only_step_run(summary)
-    assert step["seconds"] < UNREACHABLE_BOUND_S, step["seconds"]
-    assert f"object store {endpoint}, bucket 'pipelines': no answer" in "\n".join(step["log_tail"])
+    for step in steps_that_ran(summary):
+        assert step["seconds"] < UNREACHABLE_BOUND_S, step["seconds"]
+        log = "\n".join(step["log_tail"])
+        assert f"object store {endpoint}, bucket 'pipelines': no answer" in log
 
 
 @pytest.mark.parametrize("plugin", [True, False], ids=["with_plugin", "without_plugin"])

@@ -20,7 +20,9 @@ import pytest
 import yaml
 
 from kubeflow import compile as kfp_compile
+from kubeflow import tfx_spec
 from kubeflow.settings import DEFAULT_SETTINGS_FILE, parse_settings
+from pipeline import pipeline as dag
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -69,7 +71,9 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
     raw = yaml.safe_load(DEFAULT_SETTINGS_FILE.read_text())
     if store == "minio":
         raw.update(MINIO)
-    settings = parse_settings(raw, kfp_compile.pipeline_component_ids())
+    settings = parse_settings(
+        raw, kfp_compile.pipeline_component_ids(), retry_roles=kfp_compile.pipeline_retry_roles()
+    )
     spec, platform = kfp_compile.compile_pipeline(settings)
     package = tmp_path / "pipeline.yaml"
     kfp_compile.write_package(package, spec, platform)
@@ -86,6 +90,7 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
                 for credentials in [settings.object_store and settings.object_store.credentials]
                 if credentials
             ],
+            "retry": retry_arguments(settings.retries.policy_for(task)),
         }
         for task in kfp_compile.pipeline_component_ids()
     }
@@ -99,7 +104,8 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
     assert proc.returncode == 0, proc.stderr[-4000:]
     reference = json.loads(proc.stdout.strip().splitlines()[-1])
 
-    labels = kfp_compile.executor_labels(spec)
+    labels = tfx_spec.executor_labels(spec)
+    tasks = tfx_spec.all_tasks(spec)
     executors = spec["deploymentSpec"]["executors"]
     ours_platform = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     for task in kfp_compile.pipeline_component_ids():
@@ -108,3 +114,50 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
         assert container.get("resources", {}) == reference[task]["resources"], task
         assert container.get("env", []) == reference[task]["env"], task
         assert ours_platform.get(label, {}) == reference[task]["kubernetes"], task
+        assert tasks[task].get("retryPolicy") == reference[task]["retry_policy"], task
+    # The checked-in settings retry the Beam steps and the Trainer, and never a gate.
+    retried = {task for task in tasks if "retryPolicy" in tasks[task]}
+    assert retried == {*dag.BEAM_COMPONENT_IDS, dag.TRAINER}
+
+    # The exit handler and KFP's own artifact types, as kfp compiles a dsl.ExitHandler.
+    exit_reference = reference["exit_handler"]
+    components = spec["components"]
+    report_outputs = components[dag.RUN_REPORT]["outputDefinitions"]["artifacts"]
+    assert report_outputs["report"]["artifactType"] == exit_reference["html_type"]
+    assert report_outputs["metrics"]["artifactType"] == exit_reference["metrics_type"]
+    status_component = components[dag.RUN_STATUS]
+    assert (
+        status_component["outputDefinitions"]["artifacts"]["report"]["artifactType"]
+        == (exit_reference["html_type"])
+    )
+    assert (
+        status_component["inputDefinitions"]["parameters"]["final_status"]
+        == (exit_reference["final_status_input"])
+    )
+    exit_task = spec["root"]["dag"]["tasks"][dag.RUN_STATUS]
+    assert exit_task["triggerPolicy"] == exit_reference["exit_task_trigger"]
+    body_task = exit_task["inputs"]["parameters"]["final_status"]["taskFinalStatus"]["producerTask"]
+    assert exit_task["dependentTasks"] == [body_task]
+    body = components[spec["root"]["dag"]["tasks"][body_task]["componentRef"]["name"]]
+    # Every parameter the body's tasks read is declared on the body and passed to it.
+    for task in body["dag"]["tasks"].values():
+        for parameter in task.get("inputs", {}).get("parameters", {}).values():
+            name = parameter.get("componentInputParameter")
+            if name is None:
+                continue
+            assert set(parameter) == set(exit_reference["body_reads"])
+            assert body["inputDefinitions"]["parameters"][name] == exit_reference["body_declares"]
+            passed = spec["root"]["dag"]["tasks"][body_task]["inputs"]["parameters"][name]
+            assert passed == {**exit_reference["body_is_passed"], "componentInputParameter": name}
+
+
+def retry_arguments(policy) -> dict | None:
+    """kfp's `set_retry` arguments for a retry policy (None: no retries)."""
+    if not policy.max_retries:
+        return None
+    return {
+        "num_retries": policy.max_retries,
+        "backoff_duration": policy.backoff,
+        "backoff_factor": policy.backoff_factor,
+        "backoff_max_duration": policy.backoff_max,
+    }

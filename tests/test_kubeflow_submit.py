@@ -7,6 +7,7 @@ import subprocess
 import pytest
 import yaml
 
+from kubeflow.tfx_spec import all_tasks
 from tests.conftest import REPO_ROOT, golden_path
 from tests.kfp_standin import KfpStandIn
 from tests.test_kubeflow_reference import REFERENCE_PROJECT, _uv
@@ -61,7 +62,7 @@ def test_schedule_creates_a_recurring_run_from_the_settings():
     assert recurring["max_concurrency"] in (1, "1")
     assert recurring["no_catchup"] is True
     assert recurring["runtime_config"]["parameters"] == {"train_args": '{"num_steps": 300}'}
-    assert "Trainer" in recurring["pipeline_spec"]["pipeline_spec"]["root"]["dag"]["tasks"]
+    assert "Trainer" in all_tasks(recurring["pipeline_spec"]["pipeline_spec"])
     assert recurring["pipeline_spec"]["platform_spec"]["platforms"]["kubernetes"]
 
 

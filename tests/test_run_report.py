@@ -360,7 +360,8 @@ def test_kubeflow_run_report_step_writes_the_report_from_its_input_artifacts(
     from tfx.orchestration import metadata as tfx_metadata
     from tfx.types import artifact_utils
 
-    from components.run_report import REPORT_FILE, RunReport, RunReportHtml
+    from components.kfp_artifacts import HTML, Metrics
+    from components.run_report import BASELINE_PREFIX, BLESSED_METRIC, RunReport
     from pipeline import pipeline as dag
 
     store = metadata_store.MetadataStore(
@@ -395,16 +396,31 @@ def test_kubeflow_run_report_step_writes_the_report_from_its_input_artifacts(
     input_dict["baseline_model"] = [
         artifact_utils.deserialize_artifact(types_by_id[baselines[0].type_id], baselines[0])
     ]
-    output = RunReportHtml()
-    output.uri = str(tmp_path / "RunReport" / "report" / "7")
+    output, metrics = HTML(), Metrics()
+    # KFP's layout: <run>/<task>/<output>; the report is the file at its URI.
+    output.uri = str(tmp_path / "run-7" / "RunReport" / "report")
+    metrics.uri = str(tmp_path / "run-7" / "RunReport" / "metrics")
     executor = RunReport.EXECUTOR_SPEC.executor_class()
     executor.Do(
         input_dict,
-        {"report": [output]},
+        {"report": [output], "metrics": [metrics]},
         {"pipeline_name": "taxi-big-tipper", "component_ids": json.dumps(dag.COMPONENT_IDS)},
     )
 
-    html = (Path(output.uri) / REPORT_FILE).read_text()
+    # The KFP UI's metrics: the overall ones, the baseline's, the blessing.
+    second = two_local_runs.second
+    values = {
+        name: metrics.get_float_custom_property(name)
+        for name in metrics.mlmd_artifact.custom_properties
+    }
+    assert values[BLESSED_METRIC] == (1.0 if second.blessed else 0.0)
+    for name, value in second.metrics.items():
+        if not name.endswith("_diff"):  # candidate minus baseline: both are there
+            assert values[name] == pytest.approx(value), name
+    assert values[BASELINE_PREFIX + "binary_accuracy"] > 0  # the served model, scored again
+    assert not any("(class" in name for name in values)
+
+    html = Path(output.uri).read_text()
     assert_self_contained(html)
     elements = parse(html)
     for section in render.SECTIONS:

@@ -9,9 +9,15 @@
 2. For each component in --placements, compiles a one-step kfp pipeline with
    the same settings applied through kfp's own API (`set_cpu_limit`, ...,
    `set_env_variable`, `kubernetes.add_node_selector`,
-   `kubernetes.add_toleration`, `kubernetes.use_secret_as_env`) and prints the
-   resulting resources, environment and platform entries as JSON, for the
-   caller to compare with its own output.
+   `kubernetes.add_toleration`, `kubernetes.use_secret_as_env`, `set_retry`)
+   and prints the resulting resources, environment, platform entries and
+   retry policy as JSON, for the caller to compare with its own output.
+3. Under the key `exit_handler`, what kfp compiles for a `dsl.ExitHandler`
+   whose body reads a pipeline parameter and writes `dsl.HTML` and
+   `dsl.Metrics` artifacts, and whose exit task takes the
+   `dsl.PipelineTaskFinalStatus`: the artifact types, the final status input,
+   the exit task's trigger policy, and how the body's sub-DAG gets the
+   parameter.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ def reference_for(placement: dict) -> dict:
     @dsl.pipeline(name="reference")
     def reference():
         task = step()
+        if placement.get("retry"):
+            task.set_retry(**placement["retry"])
         resources = placement["resources"]
         for key, setter in (
             ("cpu_request", task.set_cpu_request),
@@ -88,6 +96,57 @@ def reference_for(placement: dict) -> dict:
         "resources": container.get("resources", {}),
         "env": container.get("env", []),
         "kubernetes": executors.get("deploymentSpec", {}).get("executors", {}).get("exec-step", {}),
+        "retry_policy": spec["root"]["dag"]["tasks"]["step"].get("retryPolicy"),
+    }
+
+
+def _typed_component(function, **annotations):
+    """A kfp component; its annotations given as objects (this module's are strings)."""
+    function.__annotations__ = annotations
+    return dsl.component(base_image="python:3.10")(function)
+
+
+def exit_handler_reference() -> dict:
+    def work(data_root, page, metrics):
+        del data_root, page, metrics
+
+    def report(status):
+        del status
+
+    work = _typed_component(
+        work, data_root=str, page=dsl.Output[dsl.HTML], metrics=dsl.Output[dsl.Metrics]
+    )
+    report = _typed_component(report, status=dsl.PipelineTaskFinalStatus)
+
+    def reference(data_root=""):
+        with dsl.ExitHandler(report()):
+            work(data_root=data_root)
+
+    reference.__annotations__ = {"data_root": str}
+    reference = dsl.pipeline(name="reference")(reference)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "reference.yaml"
+        compiler.Compiler().compile(reference, str(path))
+        spec = next(yaml.safe_load_all(path.read_text()))
+    outputs = spec["components"]["comp-work"]["outputDefinitions"]["artifacts"]
+    body = spec["components"]["comp-exit-handler-1"]
+    (body_parameter,) = body["inputDefinitions"]["parameters"]
+    return {
+        "html_type": outputs["page"]["artifactType"],
+        "metrics_type": outputs["metrics"]["artifactType"],
+        "final_status_input": spec["components"]["comp-report"]["inputDefinitions"]["parameters"][
+            "status"
+        ],
+        "exit_task_trigger": spec["root"]["dag"]["tasks"]["report"]["triggerPolicy"],
+        "final_status_source": spec["root"]["dag"]["tasks"]["report"]["inputs"]["parameters"][
+            "status"
+        ],
+        "body_reads": body["dag"]["tasks"]["work"]["inputs"]["parameters"]["data_root"],
+        "body_declares": body["inputDefinitions"]["parameters"][body_parameter],
+        "body_is_passed": spec["root"]["dag"]["tasks"]["exit-handler-1"]["inputs"]["parameters"][
+            body_parameter
+        ],
     }
 
 
@@ -98,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     check_protos(args.package)
     placements = json.loads(args.placements.read_text())
-    print(json.dumps({name: reference_for(p) for name, p in placements.items()}))
+    references = {name: reference_for(p) for name, p in placements.items()}
+    print(json.dumps({**references, "exit_handler": exit_handler_reference()}))
     return 0
 
 

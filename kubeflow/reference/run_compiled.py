@@ -14,7 +14,7 @@ URIs under the pipeline root, the executor output file), substitutes the
 container's `command` + `args` placeholders, and collects each step's outputs
 from its executor output file.
 
-Five things are ours:
+Six things are ours:
 
 * **The task handler.** Each container's command runs as a subprocess instead
   of `docker run`, with `python` meaning the project's interpreter (the image
@@ -37,6 +37,10 @@ Five things are ours:
   artifacts apart; kfp.local keeps one dictionary, where the artifact would
   replace the parameter. Here the parameter keeps the name (nothing in a
   TFX-compiled spec consumes such an artifact as an artifact).
+* **Task directories.** The backend puts a task's outputs under
+  `<run>/<task name>/`; kfp.local names that directory after the component
+  with kfp's `comp-` prefix cut off, five characters of a TFX component's
+  name. Here it is the task's name, as steps and the exit handler expect.
 * **Artifact URIs under a remote pipeline root.** kfp.local keeps its
   bookkeeping (executor output files) under --pipeline-root; when the
   package's `defaultPipelineRoot` is s3:// or gs://, output artifacts get
@@ -58,11 +62,25 @@ parameter values, input artifact ids, image, command), with nothing about the
 files a step reads. A hit hands the cached outputs downstream, as a cluster
 does. The summary lists such a step as CACHED.
 
+kfp.local also does two things a cluster does that matter here: it retries a
+task with a `retryPolicy` with the same executor input (the same output URIs,
+as Argo restarts only the step's pod), and it runs an exit handler after the
+DAG it guards, however that ended, with a `PipelineTaskFinalStatus` (whose
+error, unlike the backend's, names the failed task). The summary counts each
+step's attempts.
+
+Two faults a cluster brings, on demand, for tests of what a retry must
+survive: `--preempt STEP` kills STEP's first attempt (SIGKILL) once it has
+written into an output artifact, as a node going away does, leaving what it
+wrote; `--repeat STEP` runs STEP's command a second time with the same
+executor input after the first finished, as the backend does when a pod dies
+between its command's end and the launcher's record of it.
+
 Not reproduced here: resource requests, node selectors and tolerations
 (scheduling), lifecycle hooks (`preCacheCheck`, which open-source KFP does not
-run either), retries, ML Metadata (kfp.local keeps none), and the launcher's
-own uploads and downloads of artifacts (TFX's executors read and write
-artifact URIs directly).
+run either), ML Metadata (kfp.local keeps none), and the launcher's own
+uploads and downloads of artifacts (TFX's executors read and write artifact
+URIs directly).
 
 The summary file holds, per step: status, wall seconds, start-up seconds (from
 starting the command to TFX's "Starting executor" log line), the parameter
@@ -173,8 +191,68 @@ class StepEnvironment:
         }
 
 
+@dataclass(frozen=True)
+class Faults:
+    """What a cluster does to steps now and then, done on purpose (see the module docstring)."""
+
+    preempt: frozenset[str] = frozenset()  # step ids whose first attempt is killed
+    repeated: frozenset[str] = frozenset()  # step ids whose command runs twice
+
+    def preempt_first_attempt(self, step_id: str, earlier_attempts: int) -> bool:
+        return step_id in self.preempt and earlier_attempts == 0
+
+    def repeat(self, step_id: str) -> bool:
+        return step_id in self.repeated
+
+
+def output_uris(executor_input: dict) -> list[str]:
+    return [
+        artifact["uri"]
+        for artifacts in executor_input.get("outputs", {}).get("artifacts", {}).values()
+        for artifact in artifacts.get("artifacts", [])
+    ]
+
+
+def _has_files(uris: list[str]) -> bool:
+    for uri in uris:
+        if os.path.isfile(uri):
+            return True
+        for _, _, files in os.walk(uri):
+            if files:
+                return True
+    return False
+
+
+def run_command(
+    command: list[str], env: dict, preempt_when_writing: list[str] | None
+) -> subprocess.CompletedProcess:
+    """Runs a step's command; with `preempt_when_writing`, kills it (SIGKILL, as the
+    kubelet does to a pod on a node going away) once it has written a file there."""
+    if preempt_when_writing is None:
+        return subprocess.run(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+    with tempfile.TemporaryFile("w+") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        killed = False
+        while process.poll() is None:
+            if _has_files(preempt_when_writing):
+                process.kill()
+                killed = True
+                break
+            time.sleep(0.05)
+        returncode = process.wait()
+        log.seek(0)
+        output = log.read() + ("\n[preempted: killed while writing its outputs]" if killed else "")
+    return subprocess.CompletedProcess(command, returncode, output)
+
+
 def make_task_handler(
-    project_python: str, steps: dict[str, dict], labels: dict[str, str], environment
+    project_python: str,
+    steps: dict[str, dict],
+    labels: dict[str, str],
+    environment,
+    faults: Faults = Faults(),
 ):
     class ProjectEnvironmentTaskHandler:
         """kfp.local's task handler interface: runs the container command as a subprocess."""
@@ -201,16 +279,32 @@ def make_task_handler(
                     command, 1, f"CreateContainerConfigError: {err}"
                 )
             else:
-                process = subprocess.run(
-                    command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                earlier_attempts = steps.get(step_id, {}).get("attempts", 0)
+                preempt = faults.preempt_first_attempt(step_id, earlier_attempts)
+                process = run_command(
+                    command, env, output_uris(executor_input) if preempt else None
                 )
+                if faults.repeat(step_id):
+                    # The pod died after its command finished, before KFP recorded the
+                    # outcome: the backend runs the command again on the same URIs.
+                    print(f"{step_id}: running the command again (--repeat)", flush=True)
+                    first = process
+                    process = run_command(command, env, None)
+                    process.stdout = first.stdout + process.stdout
             seconds = time.monotonic() - started
             lines = process.stdout.splitlines()
             print("\n".join(lines[-40:] if process.returncode else lines[-5:]), flush=True)
             output_file = executor_input.get("outputs", {}).get("outputFile", "")
             executor_started = _executor_start(lines, started_at)
+            earlier = steps.get(step_id, {})
             steps[step_id] = {
                 "status": "SUCCESS" if process.returncode == 0 else "FAILURE",
+                # kfp.local retries a task with a retryPolicy, as the backend does.
+                "attempts": earlier.get("attempts", 0) + 1,
+                "earlier_log_tails": [
+                    *earlier.get("earlier_log_tails", []),
+                    *([earlier["log_tail"]] if earlier.get("log_tail") else []),
+                ],
                 "seconds": round(seconds, 2),
                 "startup_seconds": (
                     round((executor_started - started_at).total_seconds(), 2)
@@ -280,6 +374,19 @@ def executor_input_builder(local_root: str, artifact_root: str | None):
 
 
 _construct_executor_input = executor_input_utils.construct_executor_input
+_KFP_COMPONENT_PREFIX = "comp-"
+
+
+def task_directory_name(component_name: str) -> str:
+    """The task's directory under the run's: its name, as the backend's driver names it.
+
+    kfp.local cuts the first five characters off the component name,
+    expecting kfp's `comp-` prefix; TFX names components by node id, so
+    `RunStatus` would become `atus`.
+    """
+    return component_name.removeprefix(_KFP_COMPONENT_PREFIX)
+
+
 _outputs_from_executor_output = executor_output_utils.get_outputs_from_executor_output
 
 
@@ -323,6 +430,7 @@ def run(
     parameters: dict,
     environment: StepEnvironment | None = None,
     cache_root: Path | None = None,
+    faults: Faults = Faults(),
 ) -> dict:
     spec_dict, platform = list(yaml.safe_load_all(package.read_text()))
     spec = json_format.ParseDict(spec_dict, pipeline_spec_pb2.PipelineSpec())
@@ -334,9 +442,10 @@ def run(
             environment, platform=kubernetes.get("deploymentSpec", {}).get("executors", {})
         )
     subprocess_task_handler.SubprocessTaskHandler = make_task_handler(
-        project_python, steps, executor_labels_by_class(spec_dict), environment
+        project_python, steps, executor_labels_by_class(spec_dict), environment, faults
     )
     executor_output_utils.get_outputs_from_executor_output = outputs_with_parameters_kept
+    executor_input_utils.get_local_task_resource_name = task_directory_name
     remote_root = spec.default_pipeline_root
     executor_input_utils.construct_executor_input = executor_input_builder(
         str(pipeline_root), remote_root if remote_root.startswith(REMOTE_ROOT_SCHEMES) else None
@@ -362,9 +471,20 @@ def run(
         "order": list(steps),
         "steps": steps,
         "seconds": round(time.monotonic() - started, 2),
-        "succeeded": not failed and error is None and len(steps) == len(spec.root.dag.tasks),
+        "succeeded": not failed and error is None and len(steps) == container_task_count(spec),
         "error": error,
     }
+
+
+def container_task_count(spec: pipeline_spec_pb2.PipelineSpec) -> int:
+    """Tasks that run a container, in the root DAG and the DAGs inside it (an exit handler's)."""
+    dags = [spec.root.dag] + [c.dag for c in spec.components.values() if c.HasField("dag")]
+    return sum(
+        1
+        for dag in dags
+        for task in dag.tasks.values()
+        if spec.components[task.component_ref.name].HasField("executor_label")
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -392,8 +512,23 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="cache steps that enable caching here, across executions (module docstring)",
     )
+    parser.add_argument(
+        "--preempt",
+        action="append",
+        default=[],
+        metavar="STEP",
+        help="kill STEP's first attempt once it writes its outputs (module docstring)",
+    )
+    parser.add_argument(
+        "--repeat",
+        action="append",
+        default=[],
+        metavar="STEP",
+        help="run STEP's command twice on the same executor input (module docstring)",
+    )
     args = parser.parse_args(argv)
     parameters = dict(p.split("=", 1) for p in args.parameter)
+    faults = Faults(preempt=frozenset(args.preempt), repeated=frozenset(args.repeat))
     secrets = {
         name: json.loads(Path(file).read_text())
         for name, file in (s.split("=", 1) for s in args.secret)
@@ -401,7 +536,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="step-home-") as home:
         environment = StepEnvironment(isolated=args.isolated_env, home=home, secrets=secrets)
         summary = run(
-            args.package, args.pipeline_root, args.python, parameters, environment, args.cache_root
+            args.package,
+            args.pipeline_root,
+            args.python,
+            parameters,
+            environment,
+            args.cache_root,
+            faults,
         )
     args.summary.write_text(json.dumps(summary, indent=2))
     print(

@@ -1,0 +1,81 @@
+"""The report's fields that come from a run's output artifacts, wherever they were found.
+
+On Kubeflow two steps write a report. The RunReport step, last in the DAG,
+gets the artifacts as its inputs (properties from KFP's metadata store); the
+RunStatus exit handler, which runs even after a failure, finds them in the
+steps' own records (the metadata each step's executor output carried). Both
+hand this module the artifacts' URIs and properties as plain values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from components.example_gen import (
+    FINGERPRINT_PROPERTY,
+    SPAN_PROPERTY,
+    SPANS_PROPERTY,
+    VERSION_PROPERTY,
+)
+from components.pusher import (
+    ALREADY_SERVED_PROPERTY,
+    PUSHED_DESTINATION_PROPERTY,
+    PUSHED_PROPERTY,
+)
+from components.report.contents import ArtifactUris, InputData, read_artifacts
+from components.served_model import HAS_MODEL_PROPERTY, SERVED_PATH_PROPERTY
+
+Properties = Mapping[str, object]
+# TFX's V2 entrypoint writes a custom property that shares a type property's
+# name (Examples' `span`, `version`) with this prefix.
+CUSTOM_PREFIX = "custom:"
+_EXAMPLE_PROPERTIES = (SPAN_PROPERTY, VERSION_PROPERTY, SPANS_PROPERTY, FINGERPRINT_PROPERTY)
+# What TFX's Evaluator records on its ModelBlessing.
+BLESSED_PROPERTY = "blessed"
+
+
+@dataclass(frozen=True)
+class RunOutputs:
+    """What the run's steps produced: the URIs the report reads, and the properties it shows."""
+
+    uris: ArtifactUris = field(default_factory=ArtifactUris)
+    examples: Properties | None = None  # ExampleGen's examples
+    blessing: Properties | None = None
+    baseline: Properties | None = None
+    pushed: Properties | None = None
+
+
+def property_value(properties: Properties, name: str) -> object:
+    """A property by name, under TFX's `custom:` prefix where the entrypoint put it there."""
+    value = properties.get(CUSTOM_PREFIX + name)
+    return properties.get(name) if value is None else value
+
+
+def _int(properties: Properties | None, name: str) -> int | None:
+    value = property_value(properties, name) if properties is not None else None
+    return None if value is None else int(value)  # type: ignore[call-overload]
+
+
+def _str(properties: Properties | None, name: str) -> str | None:
+    value = property_value(properties, name) if properties is not None else None
+    return None if value is None else str(value)
+
+
+def report_fields(outputs: RunOutputs) -> dict[str, object]:
+    """`RunReport(**...)` fields: input, outcome, baseline, push, and the artifacts' sections."""
+    fields = read_artifacts(outputs.uris)
+    if outputs.examples is not None:
+        raw = {name: property_value(outputs.examples, name) for name in _EXAMPLE_PROPERTIES}
+        version = raw[VERSION_PROPERTY]
+        fields["input"] = InputData.from_properties(
+            {**raw, VERSION_PROPERTY: None if version is None else int(version)}  # type: ignore[call-overload]
+        )
+    blessed = _int(outputs.blessing, BLESSED_PROPERTY)
+    fields["blessed"] = None if blessed is None else blessed == 1
+    if outputs.baseline is not None and _int(outputs.baseline, HAS_MODEL_PROPERTY) != 0:
+        fields["baseline_path"] = _str(outputs.baseline, SERVED_PATH_PROPERTY)
+    if _int(outputs.pushed, PUSHED_PROPERTY) == 1:
+        fields["pushed_destination"] = _str(outputs.pushed, PUSHED_DESTINATION_PROPERTY)
+    fields["already_served_path"] = _str(outputs.pushed, ALREADY_SERVED_PROPERTY)
+    return fields

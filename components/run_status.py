@@ -1,0 +1,239 @@
+"""The Kubeflow run's exit handler: a status report for every run, failed ones included.
+
+KFP starts an exit handler after the DAG it guards has ended, however it
+ended (open-source backend 2.14 and later: an Argo exit hook, with the DAG's
+`PipelineTaskFinalStatus`). TFX's V2 compiler emits one for
+`KubeflowV2DagRunner.set_exit_handler` (kubeflow/compile.py).
+
+What open-source KFP hands it is thin: the DAG's state, no failed task and no
+error message (the backend leaves `error` empty), and an exit handler may
+take no artifacts. The steps fill the gap themselves: each attempt of each
+step records how it ended beside its outputs (components/report/
+step_records.py, written by kubeflow/step_entrypoint.py). From those records
+this step writes the run report, as a local run's report does after a
+failure: which step failed and its error, every step's state (succeeded,
+failed, interrupted, cached or not run), retried attempts, and the sections
+of what did run: input, statistics, anomalies, drift, training, evaluation.
+
+Its output is a `system.HTML` page, which the KFP UI shows in the step's
+Visualization tab.
+"""
+
+# No `from __future__ import annotations`: the @component decorator reads
+# the real annotation objects.
+
+import datetime
+import json
+from collections.abc import Mapping, Sequence
+
+from absl import logging
+from tfx.dsl.component.experimental.annotations import OutputArtifact, Parameter
+from tfx.orchestration.kubeflow.decorators import exit_handler
+
+from components.kfp_artifacts import HTML, write_text
+from components.report import step_records
+
+# Step states beyond a record's outcome.
+CACHED, NOT_RUN, INTERRUPTED = "cached", "not run", "interrupted"
+_STATE_OF_OUTCOME = {
+    step_records.SUCCEEDED: "succeeded",
+    step_records.FAILED: "failed",
+    step_records.RUNNING: INTERRUPTED,
+}
+# PipelineTaskFinalStatus.state: KFP's backend sends the DAG execution's ML
+# Metadata state (COMPLETE, CACHED, FAILED, CANCELED), kfp.local and Vertex
+# a run state (SUCCEEDED, FAILED, CANCELLED).
+_SUCCESSFUL_FINAL_STATES = ("SUCCEEDED", "COMPLETE", "CACHED")
+# How an earlier attempt of a retried step ended, by its recorded outcome.
+_ATTEMPT_ENDINGS = {
+    step_records.RUNNING: "was killed before it finished",
+    step_records.SUCCEEDED: "finished, but KFP did not see it end (its pod went away)",
+}
+
+
+def final_status_dict(final_status: object) -> "dict[str, object]":
+    """PipelineTaskFinalStatus as a dict, from a JSON string (Vertex) or a Struct (KFP)."""
+    from google.protobuf import json_format, message
+
+    if isinstance(final_status, str):
+        return json.loads(final_status) if final_status.strip() else {}
+    if isinstance(final_status, message.Message):
+        return json_format.MessageToDict(final_status)
+    return dict(final_status)  # type: ignore[call-overload]
+
+
+def step_states(
+    order: Sequence[str],
+    upstream: Mapping[str, Sequence[str]],
+    records: Mapping[str, step_records.StepRecord],
+) -> "dict[str, str]":
+    """Each step's state in this run.
+
+    A step with a record ran. One without a record was served from cache if a
+    step that depends on it ran or was cached (it could not have started
+    otherwise), and did not run at all if not.
+    """
+    states = {step: _STATE_OF_OUTCOME[records[step].last.outcome] for step in records}
+    pending = list(states)
+    while pending:
+        for parent in upstream.get(pending.pop(), ()):
+            if parent not in states:
+                states[parent] = CACHED
+                pending.append(parent)
+    return {step: states.get(step, NOT_RUN) for step in order}
+
+
+def _clock(ms: int) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S UTC"
+    )
+
+
+def failure_text(
+    order: Sequence[str],
+    states: Mapping[str, str],
+    records: Mapping[str, step_records.StepRecord],
+    final_state: str,
+    kfp_error: str,
+) -> "str | None":
+    """The run's error for the report: the first step that failed, and why."""
+    for step in order:
+        if states[step] == "failed":
+            return f"{step} failed: {records[step].last.error or 'no error was recorded'}"
+        if states[step] == INTERRUPTED:
+            attempt = records[step].last
+            return (
+                f"{step}: attempt {attempt.number + 1} started {_clock(attempt.started_ms)} "
+                "and never finished: its pod was killed (out of memory, a preempted or "
+                "drained node, the step's deadline) or the run was stopped."
+            )
+    if final_state and final_state.upper() not in _SUCCESSFUL_FINAL_STATES:
+        return (
+            f"KFP reports the run {final_state}"
+            + (f": {kfp_error.rstrip('.')}" if kfp_error else "")
+            + ". No step recorded a failure: a step's pod may not have started "
+            "(image pull, scheduling, a missing secret); its events are on the KFP run page."
+        )
+    return None
+
+
+def retry_notes(
+    order: Sequence[str], records: Mapping[str, step_records.StepRecord]
+) -> "tuple[str, ...]":
+    notes = []
+    for step in order:
+        record = records.get(step)
+        if record is None or len(record.attempts) < 2:
+            continue
+        earlier = "; ".join(
+            f"attempt {a.number + 1} "
+            + (
+                f"failed: {a.error}"
+                if a.outcome == step_records.FAILED
+                else _ATTEMPT_ENDINGS[a.outcome]
+            )
+            for a in record.attempts[:-1]
+        )
+        notes.append(
+            f"{step} ran {len(record.attempts)} times (KFP retried it); the last attempt "
+            f"{record.last.outcome}. Earlier: {earlier}."
+        )
+    return tuple(notes)
+
+
+def run_outputs(
+    states: Mapping[str, str],
+    records: Mapping[str, step_records.StepRecord],
+    roles: Mapping[str, Sequence[str]],
+):
+    """What the steps that succeeded in this run produced, for the report's sections.
+
+    `roles` maps each field of ArtifactUris (a URI) and of RunOutputs (an
+    artifact's properties) to the [step, output] that fills it.
+    """
+    import dataclasses
+
+    from components.report.contents import ArtifactUris
+    from components.report.outputs import RunOutputs
+
+    def artifact(role: str):
+        step, output = roles[role]
+        record = records.get(step)
+        return record.output(output) if record and states.get(step) == "succeeded" else None
+
+    def found(fields) -> "dict[str, step_records.OutputArtifact]":
+        return {
+            f.name: artifact(f.name)
+            for f in dataclasses.fields(fields)
+            if f.name in roles and artifact(f.name) is not None
+        }
+
+    uris = {name: a.uri for name, a in found(ArtifactUris).items()}
+    properties = {name: dict(a.metadata) for name, a in found(RunOutputs).items()}
+    return RunOutputs(uris=ArtifactUris(**uris), **properties)
+
+
+@exit_handler
+def RunStatus(
+    final_status: Parameter[str],
+    pipeline_name: Parameter[str],
+    steps: Parameter[str],
+    task_name: Parameter[str],
+    report: OutputArtifact[HTML],
+):
+    """Writes the run's status report at `report`.
+
+    `steps` is the DAG as JSON: `{"order": [ids], "upstream": {id: [ids]},
+    "outputs": {RunOutputs field: [id, output key]}}`; `task_name` is this
+    step's own task name, which locates the run's directory in its output URI.
+    """
+    from components.report import contents as report_contents
+    from components.report.outputs import report_fields
+    from components.report.render import render_html
+
+    status = final_status_dict(final_status)
+    dag = json.loads(steps)
+    order, upstream = dag["order"], dag["upstream"]
+    run_dir = step_records.run_directory(report.uri, task_name)
+    records = {}
+    if run_dir is not None:
+        for step in order:
+            record = step_records.find_record(run_dir, step)
+            if record is not None:
+                records[step] = record
+    states = step_states(order, upstream, records)
+    error = failure_text(
+        order,
+        states,
+        records,
+        str(status.get("state", "")),
+        str((status.get("error") or {}).get("message", "")),
+    )
+    notes = [
+        f"Written by the {task_name} exit handler after the run ended (KFP: "
+        f"{status.get('state') or 'no final status'}). Steps served from KFP's cache ran in "
+        "an earlier run, which holds their details; the RunReport step's report covers "
+        "them when every step succeeded.",
+        *retry_notes(order, records),
+    ]
+    if run_dir is None:
+        notes.append(f"The run's directory is not in this step's output URI {report.uri}.")
+    fields = report_fields(run_outputs(states, records, dag["outputs"]))
+    contents = report_contents.RunReport(
+        pipeline_name=pipeline_name,
+        run_id=run_dir or report.uri,
+        components=tuple(
+            report_contents.ComponentRun(
+                step,
+                states[step],
+                started_ms=records[step].attempts[0].started_ms if step in records else None,
+                ended_ms=records[step].last.ended_ms if step in records else None,
+            )
+            for step in order
+        ),
+        error=error,
+        notes=tuple(notes),
+        **fields,
+    )
+    write_text(report, render_html(contents))
+    logging.info("Run status: %s; steps: %s", contents.outcome, json.dumps(states, sort_keys=True))
