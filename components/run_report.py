@@ -33,7 +33,7 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.types import standard_artifacts
 
 from components.drift_gate import DataDrift
-from components.kfp_artifacts import HTML, Metrics, write_text
+from components.kfp_artifacts import HTML, Metrics, shown_as, write_text
 from components.served_model import is_served_baseline
 
 # The prefix of the served baseline's value of a metric in `metrics`.
@@ -130,6 +130,8 @@ def RunReport(
     )
     html = render_html(contents)
     write_text(report, html)
+    shown_as(report, "report")
+    shown_as(metrics, "metrics")
     logging.info("Run report: %s (%d bytes)", report.uri, len(html))
     values = kfp_metrics(contents.evaluation, contents.blessed)
     for name, value in sorted(values.items()):

@@ -30,7 +30,7 @@ from absl import logging
 from tfx.dsl.component.experimental.annotations import OutputArtifact, Parameter
 from tfx.orchestration.kubeflow.decorators import exit_handler
 
-from components.kfp_artifacts import HTML, write_text
+from components.kfp_artifacts import HTML, shown_as, write_text
 from components.report import step_records
 
 # Step states beyond a record's outcome.
@@ -236,4 +236,5 @@ def RunStatus(
         **fields,
     )
     write_text(report, render_html(contents))
+    shown_as(report, "status report")
     logging.info("Run status: %s; steps: %s", contents.outcome, json.dumps(states, sort_keys=True))

@@ -369,8 +369,11 @@ def test_report_and_metrics_are_artifacts_the_kfp_ui_renders(executions):
         assert Path(report).is_file()  # the page itself at the URI, as the UI reads it
         metrics = output_metadata(step, "metrics")
         assert metrics["blessed"] == 1.0 and 0.5 <= metrics["binary_accuracy"] <= 1.0
-        # Numbers only: the KFP UI lists every property of the artifact as a metric.
+        # The KFP UI shows a system.* artifact with a display name, and lists every
+        # other property of a system.Metrics artifact as a metric: numbers only.
+        assert metrics.pop("display_name") == "metrics"
         assert all(isinstance(v, float) for v in metrics.values()), metrics
+        assert output_metadata(step, "report")["display_name"] == "report"
     second = output_metadata(executions["second"]["steps"][dag.RUN_REPORT], "metrics")
     assert 0.5 <= second["baseline_binary_accuracy"] <= 1.0  # the first model, scored again
     assert "baseline_binary_accuracy" not in output_metadata(

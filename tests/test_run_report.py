@@ -409,9 +409,11 @@ def test_kubeflow_run_report_step_writes_the_report_from_its_input_artifacts(
 
     # The KFP UI's metrics: the overall ones, the baseline's, the blessing.
     second = two_local_runs.second
+    assert metrics.get_string_custom_property("display_name") == "metrics"
     values = {
         name: metrics.get_float_custom_property(name)
         for name in metrics.mlmd_artifact.custom_properties
+        if name != "display_name"
     }
     assert values[BLESSED_METRIC] == (1.0 if second.blessed else 0.0)
     for name, value in second.metrics.items():
