@@ -85,15 +85,17 @@ def run(argv: list[str]) -> int:
     if INVOCATION_FLAG in argv:
         executor_input = json.loads(argv[argv.index(INVOCATION_FLAG) + 1])
         object_store.check_reachable(step_uris(executor_input))
-    endpoint = beam.job_endpoint(argv)
-    if endpoint:
-        beam.check_job_service(endpoint)
 
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 
     register_kfp_artifact_types()
+    # From here on, what ends the attempt is recorded beside its outputs (a
+    # store that does not answer, above, leaves nowhere to record it).
     with recorded_attempt(executor_input) as attempt:
+        endpoint = beam.job_endpoint(argv)
+        if endpoint:
+            beam.check_job_service(endpoint)
         try:
             app.run(tfx_entrypoint.main, argv=[TFX_ENTRYPOINT_MODULE, *argv],
                     flags_parser=tfx_entrypoint._parse_flags)  # fmt: skip

@@ -416,3 +416,18 @@ def test_steps_served_from_cache_are_listed_as_cached(executions):
         assert states[step] == "cached", step
     for step in (dag.INPUT_SNAPSHOT, dag.DRIFT_GATE, dag.BASELINE, dag.EVALUATOR):
         assert states[step] == "succeeded", step
+
+
+def test_the_report_and_metrics_are_where_kfps_own_artifact_classes_put_them(executions, tmp_path):
+    """kfp's `dsl.Metrics.log_metric` gives the same metadata; `dsl.HTML` writes the page
+    at the artifact's URI, where ours is (reference environment, current kfp)."""
+    step = executions["second"]["steps"][dag.RUN_REPORT]
+    metrics = {k: v for k, v in output_metadata(step, "metrics").items() if k != "display_name"}
+    (report,) = step["outputs"]["report"]
+    given = tmp_path / "artifacts.json"
+    given.write_text(json.dumps({"metrics": metrics, "html_uri": report}))
+    proc = run_in_reference_env("check_spec.py", "--kfp-artifacts", str(given), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reference = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert reference["metrics_metadata"] == metrics
+    assert reference["html_path"] == report and Path(report).is_file()

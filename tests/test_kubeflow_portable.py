@@ -210,10 +210,22 @@ def test_job_endpoint_where_nothing_listens_fails_the_step_naming_it(tmp_path):
     flink_settings(settings_file, dead, free_port())
     package = compile_package(settings_file, tmp_path / "pipeline.yaml")
     summary = execute(package, tmp_path, "dead", expect_success=False)
-    # SchemaImporter, the other root, runs no Beam and may go first.
-    assert summary["order"][-1] == "CsvExampleGen", summary["order"]
+    # Nothing after ExampleGen runs; the other root, SchemaImporter, runs no Beam and
+    # may go before or after it (kfp.local, like Argo, goes on with other branches);
+    # the exit handler runs last.
+    assert sorted(summary["order"][:-1]) == [
+        "CsvExampleGen",
+        "InputSnapshot",
+        "SchemaImporter",
+    ], summary["order"]
+    assert summary["order"][-1] == "RunStatus"
     step = summary["steps"]["CsvExampleGen"]
     assert step["status"] == "FAILURE"
     assert step["seconds"] < JOB_SERVICE_TIMEOUT_S + 45, step["seconds"]
     log = "\n".join(step["log_tail"])
     assert f"Beam job service at localhost:{dead} did not answer within" in log
+    # The run's status report names the step and the job service.
+    (report,) = summary["steps"]["RunStatus"]["outputs"]["report"]
+    page = Path(report).read_text()
+    assert "CsvExampleGen failed: JobServiceError" in page
+    assert f"localhost:{dead}" in page

@@ -18,6 +18,14 @@
    `dsl.PipelineTaskFinalStatus`: the artifact types, the final status input,
    the exit task's trigger policy, and how the body's sub-DAG gets the
    parameter.
+
+    uv run --project kubeflow/reference --locked python kubeflow/reference/check_spec.py \
+        --kfp-artifacts artifacts.json
+
+4. For a JSON object of metric values and an HTML artifact's URI
+   (`{"metrics": {...}, "html_uri": "..."}`), prints what kfp's own artifact
+   classes make of them: the metadata of a `dsl.Metrics` after `log_metric`
+   for each value, and the file a `dsl.HTML` component writes (`.path`).
 """
 
 from __future__ import annotations
@@ -150,11 +158,27 @@ def exit_handler_reference() -> dict:
     }
 
 
+def kfp_artifacts_reference(given: dict) -> dict:
+    metrics = dsl.Metrics(name="metrics", uri="", metadata={})
+    for name, value in given["metrics"].items():
+        metrics.log_metric(name, value)
+    return {
+        "metrics_metadata": metrics.metadata,
+        "html_path": dsl.HTML(name="report", uri=given["html_uri"], metadata={}).path,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--package", type=Path, required=True)
-    parser.add_argument("--placements", type=Path, required=True)
+    parser.add_argument("--kfp-artifacts", type=Path)
+    parser.add_argument("--package", type=Path)
+    parser.add_argument("--placements", type=Path)
     args = parser.parse_args(argv)
+    if args.kfp_artifacts:
+        print(json.dumps(kfp_artifacts_reference(json.loads(args.kfp_artifacts.read_text()))))
+        return 0
+    if not (args.package and args.placements):
+        parser.error("--package and --placements, or --kfp-artifacts")
     check_protos(args.package)
     placements = json.loads(args.placements.read_text())
     references = {name: reference_for(p) for name, p in placements.items()}
