@@ -10,7 +10,6 @@ Two things differ from TFX's own artifact types:
 
 * The KFP convention is a file at the artifact's URI, not a directory: the
   UI reads the object at that URI (kfp's `HTML` is written at `.path`).
-  `write_text` writes one.
 * TFX's Kubeflow V2 compiler writes a custom type as an `instanceSchema`
   titled with TYPE_NAME, and its container entrypoint imports the class back
   by that title. `kubeflow.compile` puts these types in the spec as kfp
@@ -22,7 +21,6 @@ Two things differ from TFX's own artifact types:
 from __future__ import annotations
 
 from tfx import types
-from tfx.dsl.io import fileio
 from tfx.types.artifact_utils import ARTIFACT_TFX_VERSION_CUSTOM_PROPERTY_KEY
 
 # kfp's own artifact classes (kfp.dsl.HTML, kfp.dsl.Metrics) carry this version.
@@ -66,12 +64,3 @@ TITLE_TO_CLASS_PATH = (
     (Metrics.TYPE_NAME, f"{__name__}.Metrics"),
 )
 SYSTEM_TYPE_NAMES = frozenset(title for title, _ in TITLE_TO_CLASS_PATH)
-
-
-def write_text(artifact: types.Artifact, text: str) -> None:
-    """Writes `text` as the file at `artifact.uri` (the parent is created on a local path)."""
-    parent = artifact.uri.rstrip("/").rsplit("/", 1)[0]
-    if "://" not in artifact.uri:
-        fileio.makedirs(parent)
-    with fileio.open(artifact.uri, "w") as f:
-        f.write(text)

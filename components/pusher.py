@@ -78,15 +78,14 @@ class NoDuplicatePushExecutor(pusher_executor.Executor):
             pusher_pb2.PushDestination(),
         )
         if destination.WhichOneof("destination") == "filesystem" and self.CheckBlessing(input_dict):
-            duplicate = served_duplicate(
-                self.GetModelPath(input_dict), destination.filesystem.base_directory
-            )
+            model_path = self.GetModelPath(input_dict)
+            duplicate = served_duplicate(model_path, destination.filesystem.base_directory)
             model_push = artifact_utils.get_single_instance(
                 output_dict[standard_component_specs.PUSHED_MODEL_KEY]
             )
             if duplicate is not None and pushed_by(duplicate) == model_push.uri:
                 logging.info("An earlier attempt of this step pushed %s; recording it.", duplicate)
-                io_utils.copy_dir(self.GetModelPath(input_dict), model_push.uri)
+                io_utils.copy_dir(model_path, model_push.uri)
                 self._MarkPushed(
                     model_push,
                     pushed_destination=duplicate,

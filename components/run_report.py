@@ -31,9 +31,10 @@ from tfx.dsl.component.experimental.annotations import (
 )
 from tfx.dsl.component.experimental.decorators import component
 from tfx.types import standard_artifacts
+from tfx.utils import io_utils
 
 from components.drift_gate import DataDrift
-from components.kfp_artifacts import HTML, Metrics, shown_as, write_text
+from components.kfp_artifacts import HTML, Metrics, shown_as
 from components.served_model import is_served_baseline
 
 # The prefix of the served baseline's value of a metric in `metrics`.
@@ -129,7 +130,7 @@ def RunReport(
         **fields,
     )
     html = render_html(contents)
-    write_text(report, html)
+    io_utils.write_string_file(report.uri, html)
     shown_as(report, "report")
     shown_as(metrics, "metrics")
     logging.info("Run report: %s (%d bytes)", report.uri, len(html))

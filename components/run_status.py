@@ -29,8 +29,9 @@ from collections.abc import Mapping, Sequence
 from absl import logging
 from tfx.dsl.component.experimental.annotations import OutputArtifact, Parameter
 from tfx.orchestration.kubeflow.decorators import exit_handler
+from tfx.utils import io_utils
 
-from components.kfp_artifacts import HTML, shown_as, write_text
+from components.kfp_artifacts import HTML, shown_as
 from components.report import step_records
 
 # Step states beyond a record's outcome.
@@ -156,20 +157,18 @@ def run_outputs(
     from components.report.contents import ArtifactUris
     from components.report.outputs import RunOutputs
 
-    def artifact(role: str):
-        step, output = roles[role]
+    found = {}
+    for role, (step, output) in roles.items():
         record = records.get(step)
-        return record.output(output) if record and states.get(step) == "succeeded" else None
-
-    def found(fields) -> "dict[str, step_records.OutputArtifact]":
-        return {
-            f.name: artifact(f.name)
-            for f in dataclasses.fields(fields)
-            if f.name in roles and artifact(f.name) is not None
-        }
-
-    uris = {name: a.uri for name, a in found(ArtifactUris).items()}
-    properties = {name: dict(a.metadata) for name, a in found(RunOutputs).items()}
+        artifact = record.output(output) if record and states.get(step) == "succeeded" else None
+        if artifact is not None:
+            found[role] = artifact
+    uris = {f.name: found[f.name].uri for f in dataclasses.fields(ArtifactUris) if f.name in found}
+    properties = {
+        f.name: dict(found[f.name].metadata)
+        for f in dataclasses.fields(RunOutputs)
+        if f.name in found
+    }
     return RunOutputs(uris=ArtifactUris(**uris), **properties)
 
 
@@ -235,6 +234,6 @@ def RunStatus(
         notes=tuple(notes),
         **fields,
     )
-    write_text(report, render_html(contents))
+    io_utils.write_string_file(report.uri, render_html(contents))
     shown_as(report, "status report")
     logging.info("Run status: %s; steps: %s", contents.outcome, json.dumps(states, sort_keys=True))

@@ -323,7 +323,11 @@ def complete_spec(
     platform_executors = {}
     env = environment_spec(settings.object_store)
     secrets = secret_as_env(settings.object_store)
+    tasks = all_tasks(spec)
     for task_id, label in executor_labels(spec).items():
+        retry_policy = settings.retries.policy_for(task_id).spec()
+        if retry_policy:
+            tasks[task_id]["retryPolicy"] = retry_policy
         container = executors[label].get("container")
         placement = settings.placement_for(task_id)
         if container is None:
@@ -346,13 +350,8 @@ def complete_spec(
             kubernetes["secretAsEnv"] = copy.deepcopy(secrets)
         if kubernetes:
             platform_executors[label] = kubernetes
-    tasks = all_tasks(spec)
     for task_id in uncached:
         tasks[task_id]["cachingOptions"] = {}
-    for task_id in executor_labels(spec):
-        retry_policy = settings.retries.policy_for(task_id).spec()
-        if retry_policy:
-            tasks[task_id]["retryPolicy"] = retry_policy
     for dag in dags(spec).values():
         fix_output_parameter_producers(dag["dag"]["tasks"])
     pass_parameters_into_sub_dags(spec)

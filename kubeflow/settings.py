@@ -540,9 +540,9 @@ def parse_settings(
     if train_steps <= 0:
         raise SettingsError(f"parameters.train_steps: must be > 0, got {train_steps}")
     default = _placement(values.get("defaults"), "defaults")
+    entries = _component_entries(values.get("components"), "components", component_ids)
     placements = {
-        cid: _placement(spec, f"components.{cid}", default)
-        for cid, spec in _component_entries(values, "components", component_ids).items()
+        cid: _placement(spec, f"components.{cid}", default) for cid, spec in entries.items()
     }
     default_beam, beam = _beam(values.get("beam"), beam_component_ids)
     schedule = None
@@ -594,12 +594,9 @@ def parse_settings(
     )
 
 
-def _component_entries(
-    values: Mapping[str, Any], where: str, component_ids: set[str]
-) -> dict[str, Any]:
-    """`values[key]`, a mapping from the pipeline's component ids to their own settings."""
-    key = where.rsplit(".", 1)[-1]
-    entries = _expect(values.get(key) or {}, dict, where)
+def _component_entries(value: Any, where: str, component_ids: set[str]) -> dict[str, Any]:
+    """`value`, a mapping from the pipeline's component ids to their own settings."""
+    entries = _expect(value or {}, dict, where)
     unknown = sorted(set(entries) - component_ids)
     if unknown:
         raise SettingsError(
@@ -648,9 +645,10 @@ def _retries(values: Any, component_ids: set[str], roles: RetryRoles | None) -> 
     values = _expect(values, dict, "retries")
     _no_unknown(values, {"defaults", "components"}, "retries")
     default = _retry_policy(values.get("defaults"), "retries.defaults", RetryPolicy())
+    entries = _component_entries(values.get("components"), "retries.components", component_ids)
     policies = {
         cid: _retry_policy(spec, f"retries.components.{cid}", default)
-        for cid, spec in _component_entries(values, "retries.components", component_ids).items()
+        for cid, spec in entries.items()
     }
     for cid, why in roles.never_retried.items():
         if policies.get(cid, RetryPolicy()).max_retries:

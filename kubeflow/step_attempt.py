@@ -30,10 +30,11 @@ RETRY_INDEX_ENV = "KFP_RETRY_INDEX"
 MAX_ERROR_CHARS = 4000
 
 
-def output_uris(executor_input: dict[str, Any]) -> list[str]:
+def artifact_uris(executor_input: dict[str, Any], side: str = "outputs") -> list[str]:
+    """The URIs of the executor input's output (or input) artifacts, sorted."""
     return sorted(
         artifact["uri"]
-        for artifact_list in executor_input.get("outputs", {}).get("artifacts", {}).values()
+        for artifact_list in executor_input.get(side, {}).get("artifacts", {}).values()
         for artifact in artifact_list.get("artifacts", [])
         if artifact.get("uri")
     )
@@ -96,7 +97,7 @@ def recorded_attempt(executor_input: dict[str, Any]) -> Iterator[AttemptOutcome]
 
     from components.report import step_records
 
-    uris = output_uris(executor_input)
+    uris = artifact_uris(executor_input)
     cleared = clear_outputs(uris)
     if cleared:
         logging.info("Removed what an earlier attempt left at %s", ", ".join(cleared))

@@ -35,7 +35,7 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
-from kubeflow.step_attempt import recorded_attempt
+from kubeflow.step_attempt import artifact_uris, recorded_attempt
 from pipeline import beam, object_store
 
 INVOCATION_FLAG = "--json_serialized_invocation_args"
@@ -45,10 +45,7 @@ TFX_ENTRYPOINT_MODULE = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run
 
 def step_uris(executor_input: dict[str, Any]) -> list[str]:
     """Every object-store URI in an executor input: artifacts and string parameters."""
-    found = []
-    for side in ("inputs", "outputs"):
-        for artifact_list in executor_input.get(side, {}).get("artifacts", {}).values():
-            found += [a.get("uri", "") for a in artifact_list.get("artifacts", [])]
+    found = artifact_uris(executor_input, "inputs") + artifact_uris(executor_input, "outputs")
     for value in executor_input.get("inputs", {}).get("parameterValues", {}).values():
         found += list(_strings(value))
     return sorted({u for u in found if object_store.is_remote(u)})

@@ -23,12 +23,12 @@ preempted node, a deadline): its record still says "running".
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from tfx.dsl.io import fileio
+from tfx.utils import io_utils
 
 RECORD_FILE = "step_record.json"
 RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
@@ -102,13 +102,6 @@ def read_record(path: str) -> StepRecord | None:
         return StepRecord.from_json(f.read())
 
 
-def _write(path: str, record: StepRecord) -> None:
-    if "://" not in path:
-        fileio.makedirs(os.path.dirname(path))
-    with fileio.open(path, "w") as f:
-        f.write(record.to_json())
-
-
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -119,7 +112,7 @@ def start_attempt(path: str, number: int | None = None) -> StepRecord:
     attempts = previous.attempts if previous else ()
     number = len(attempts) if number is None else number
     record = StepRecord(attempts=(*attempts, Attempt(number=number, started_ms=now_ms())))
-    _write(path, record)
+    io_utils.write_string_file(path, record.to_json())
     return record
 
 
@@ -134,7 +127,7 @@ def finish_attempt(
     last = record.last
     closed = Attempt(last.number, last.started_ms, now_ms(), outcome, error)
     record = StepRecord(attempts=(*record.attempts[:-1], closed), outputs=dict(outputs or {}))
-    _write(path, record)
+    io_utils.write_string_file(path, record.to_json())
     return record
 
 
@@ -144,10 +137,11 @@ def run_directory(own_uri: str, own_task: str) -> str | None:
     if not sep:
         scheme, path = "", own_uri
     parts = path.split("/")
-    if own_task not in parts[:-1]:
+    # Not the last part: that is the artifact's own name.
+    segments = [i for i, part in enumerate(parts[:-1]) if part == own_task]
+    if not segments:
         return None
-    index = len(parts) - 1 - parts[:-1][::-1].index(own_task) - 1
-    directory = "/".join(parts[:index])
+    directory = "/".join(parts[: segments[-1]])
     return f"{scheme}://{directory}" if sep else directory
 
 
