@@ -70,7 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--config",
         default="default",
-        help="named configuration variant: default, local_cpu, gpu_1x, gpu_8x_amp",
+        help="named configuration variant: default, local_cpu, gpu_1x, gpu_8x_amp, gpu_multi_node",
     )
     parser.add_argument(
         "--beam-mode",

@@ -16,6 +16,9 @@ adds what TFX leaves out, in the form today's KFP SDK writes it:
   input snapshot, the drift gate, the served-model lookup);
 * retries (`retryPolicy`) per step, from the `retries:` settings
   (kubeflow/retries.py);
+* with `training.engine: tfjob`, the Trainer as components/tfjob_trainer's
+  TFJobTrainer, its job's spec in the step's `custom_config`
+  (kubeflow/training_engine.py);
 * the exit handler (components/run_status.py), which TFX compiles around a
   `tfx-dag` sub-DAG, made valid for the open-source backend: the sub-DAG
   declares the runtime parameters its tasks read and the root task passes
@@ -51,6 +54,7 @@ from typing import Any
 
 import yaml
 
+from components.tfjob_trainer.spec import TFJobSpec
 from kubeflow.retries import RetryRoles
 from kubeflow.settings import (
     DEFAULT_SETTINGS_FILE,
@@ -69,6 +73,7 @@ from kubeflow.tfx_spec import (
     pass_parameters_into_sub_dags,
     type_final_status_parameters,
 )
+from kubeflow.training_engine import check_training
 
 # The project checkout this module compiles from: schema_dir is relative to it.
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -135,20 +140,7 @@ def kubernetes_executor_config(placement: Placement) -> dict[str, Any]:
     if placement.node_selector:
         config["nodeSelector"] = {"labels": dict(placement.node_selector)}
     if placement.tolerations:
-        config["tolerations"] = [
-            {
-                key: value
-                for key, value in (
-                    ("key", t.key),
-                    ("operator", t.operator),
-                    ("value", t.value),
-                    ("effect", t.effect),
-                    ("tolerationSeconds", t.toleration_seconds),
-                )
-                if value is not None
-            }
-            for t in placement.tolerations
-        ]
+        config["tolerations"] = [t.to_kubernetes() for t in placement.tolerations]
     return config
 
 
@@ -199,12 +191,13 @@ def build_tfx_pipeline(settings: KubeflowSettings):
     from tfx.orchestration.data_types import RuntimeParameter
 
     from pipeline.config import variant
-    from pipeline.pipeline import BEAM_COMPONENT_IDS, create_pipeline
+    from pipeline.pipeline import BEAM_COMPONENT_IDS, TRAINER, create_pipeline
     from schemas import load_schema_dir
 
     check_beam_options(settings)
 
     config = variant(settings.config_variant)
+    check_training(settings, config.trainer.runtime, TRAINER)
     # The spec is read (and checked against its schema) here; the schema file is
     # read at run time, from the image.
     schema_dir = load_schema_dir(PROJECT_ROOT / settings.schema_dir)
@@ -231,6 +224,20 @@ def build_tfx_pipeline(settings: KubeflowSettings):
         enable_run_report_step=True,
         # KFP's cache key holds no trace of the data; this step's output puts it there.
         enable_input_snapshot_step=True,
+        tfjob=tfjob_spec(settings),
+    )
+
+
+def tfjob_spec(settings: KubeflowSettings) -> TFJobSpec | None:
+    """The Trainer's TFJob with training.engine tfjob: replicas run the pipeline image."""
+    if settings.training.engine != "tfjob":
+        return None
+    store = settings.object_store
+    return settings.training.tfjob.spec(
+        image=settings.image,
+        working_dir=settings.project_root_in_image,
+        # The replicas read and write the artifacts the steps do.
+        env=tuple(store.container_env()) if store is not None else (),
     )
 
 

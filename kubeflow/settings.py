@@ -17,6 +17,7 @@ import yaml
 
 from kubeflow import retries as retry
 from kubeflow.retries import Retries, RetryPolicy, RetryRoles
+from kubeflow.training_engine import ENGINES, TFJobSettings, Training
 from pipeline import object_store as store
 
 DEFAULT_SETTINGS_FILE = Path(__file__).resolve().parent / "pipeline.yaml"
@@ -39,6 +40,8 @@ _REGION = re.compile(r"^[a-z0-9][-a-z0-9]*$")
 # A Kubernetes Secret's name (DNS subdomain) and its data keys.
 _SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+# A namespace (DNS-1123 label) and a service account's name (DNS subdomain).
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 # Where a Beam step (ExampleGen, StatisticsGen, Transform, Evaluator) runs its
 # Beam pipeline: in its own pod, or on a distributed engine. Flink and Spark
@@ -81,6 +84,20 @@ class Toleration:
     value: str | None = None
     effect: str | None = None
     toleration_seconds: int | None = None
+
+    def to_kubernetes(self) -> dict[str, Any]:
+        """A core/v1 Toleration (also kfp-kubernetes' form): the fields that are set."""
+        return {
+            key: value
+            for key, value in (
+                ("key", self.key),
+                ("operator", self.operator),
+                ("value", self.value),
+                ("effect", self.effect),
+                ("tolerationSeconds", self.toleration_seconds),
+            )
+            if value is not None
+        }
 
 
 @dataclass(frozen=True)
@@ -172,6 +189,21 @@ class ObjectStore:
             region=self.region, endpoint=self.endpoint, ca_file=self.ca_file
         )
 
+    def container_env(self) -> list[dict[str, Any]]:
+        """A container's `env` (core/v1 EnvVar): plain values, then the secret's keys."""
+        env: list[dict[str, Any]] = [
+            {"name": name, "value": value} for name, value in self.environment().items()
+        ]
+        if self.credentials is not None:
+            env += [
+                {
+                    "name": variable,
+                    "valueFrom": {"secretKeyRef": {"name": self.credentials.secret, "key": key}},
+                }
+                for key, variable in self.credentials.key_to_env().items()
+            ]
+        return env
+
     def beam_options(self) -> dict[str, str]:
         """Beam's own S3 options, for workers outside the step's pod (no credentials)."""
         return store.beam_s3_options(
@@ -206,6 +238,7 @@ class KubeflowSettings:
     beam: Mapping[str, BeamEngine] = field(default_factory=dict)
     object_store: ObjectStore | None = None
     retries: Retries = field(default_factory=Retries)
+    training: Training = field(default_factory=Training)
 
     def placement_for(self, component_id: str) -> Placement:
         """The component's own placement, or the defaults."""
@@ -529,6 +562,7 @@ def parse_settings(
         "object_store",
         "schedule",
         "retries",
+        "training",
     }
     _no_unknown(values, known, "settings")
     image = _required_str(values, "image")
@@ -591,6 +625,85 @@ def parse_settings(
         beam=beam,
         object_store=object_store,
         retries=retries,
+        training=_training(values.get("training")),
+    )
+
+
+def _training(values: Any) -> Training:
+    """The `training:` section; `training.tfjob` is checked whichever engine is chosen."""
+    where = "training"
+    values = _expect(values or {}, dict, where)
+    _no_unknown(values, {"engine", "tfjob"}, where)
+    engine = values.get("engine", "pod")
+    if engine not in ENGINES:
+        raise SettingsError(f"{where}.engine: must be one of {ENGINES}, got {engine!r}")
+    where = "training.tfjob"
+    raw = _expect(values.get("tfjob") or {}, dict, where)
+    known = {
+        "workers",
+        "resources",
+        "node_selector",
+        "tolerations",
+        "namespace",
+        "service_account",
+        "deadline",
+        "backoff_limit",
+        "clean_pod_policy",
+        "ttl_after_finished",
+    }
+    _no_unknown(raw, known, where)
+    workers = raw.get("workers", 1)
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise SettingsError(
+            f"{where}.workers: must be an integer >= 1 (Workers beside the Chief), got "
+            f"{workers!r}; one replica is no multi-node job: use training.engine pod"
+        )
+    backoff_limit = raw.get("backoff_limit", 0)
+    if not isinstance(backoff_limit, int) or isinstance(backoff_limit, bool) or backoff_limit < 0:
+        raise SettingsError(
+            f"{where}.backoff_limit: must be an integer >= 0, got {backoff_limit!r}"
+        )
+    policy = raw.get("clean_pod_policy", "Running")
+    if policy not in ("None", "Running", "All"):
+        raise SettingsError(
+            f"{where}.clean_pod_policy: must be None, Running or All (quote None), got {policy!r}"
+        )
+    durations = {}
+    for name, default in (("deadline", "24h"), ("ttl_after_finished", "24h")):
+        value = raw.get(name, default)
+        if (
+            not isinstance(value, str)
+            or not retry.DURATION.match(value)
+            or not retry.duration_seconds(value)
+        ):
+            raise SettingsError(
+                f"{where}.{name}: {value!r} is not a duration above zero (30m, 6h, 1d)"
+            )
+        durations[name] = value
+    names = {}
+    for name, pattern, what in (
+        ("namespace", _NAMESPACE, "a namespace"),
+        ("service_account", _SECRET_NAME, "a service account name"),
+    ):
+        value = raw.get(name)
+        if value is not None and (not isinstance(value, str) or not pattern.match(value)):
+            raise SettingsError(f"{where}.{name}: {value!r} is not {what}")
+        names[name] = value
+    placement = _placement(
+        {k: raw[k] for k in ("resources", "node_selector", "tolerations") if k in raw}, where
+    )
+    return Training(
+        engine=engine,
+        tfjob=TFJobSettings(
+            workers=workers,
+            placement=placement,
+            namespace=names["namespace"],
+            service_account=names["service_account"],
+            deadline=durations["deadline"],
+            backoff_limit=backoff_limit,
+            clean_pod_policy=policy,
+            ttl_after_finished=durations["ttl_after_finished"],
+        ),
     )
 
 

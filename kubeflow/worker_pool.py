@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from kubeflow.compile import environment_spec, pipeline_beam_component_ids, pipeline_component_ids
+from kubeflow.compile import pipeline_beam_component_ids, pipeline_component_ids
 from kubeflow.settings import (
     DEFAULT_SETTINGS_FILE,
     WORKER_POOL_PORT,
@@ -41,18 +41,8 @@ def sidecar_container(settings: KubeflowSettings) -> dict[str, Any]:
         "args": ["--worker_pool"],
         "ports": [{"name": "worker-pool", "containerPort": WORKER_POOL_PORT}],
     }
-    store = settings.object_store
-    if store is not None:
-        env: list[dict[str, Any]] = environment_spec(store)
-        if store.credentials is not None:
-            env += [
-                {
-                    "name": variable,
-                    "valueFrom": {"secretKeyRef": {"name": store.credentials.secret, "key": key}},
-                }
-                for key, variable in store.credentials.key_to_env().items()
-            ]
-        container["env"] = env
+    if settings.object_store is not None:
+        container["env"] = settings.object_store.container_env()
     return container
 
 

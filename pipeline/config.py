@@ -57,11 +57,18 @@ def gpu_8x_amp() -> PipelineConfig:
     )
 
 
+def gpu_multi_node() -> PipelineConfig:
+    """Several GPU nodes, one model: a Kubeflow TFJob's Chief and workers
+    (kubeflow/pipeline.yaml, `training.engine: tfjob`), NCCL across them."""
+    return gpu_8x_amp().with_runtime(strategy="multi_worker_mirrored", jit_compile=False)
+
+
 VARIANTS = {
     "default": PipelineConfig,
     "local_cpu": local_cpu,
     "gpu_1x": gpu_1x,
     "gpu_8x_amp": gpu_8x_amp,
+    "gpu_multi_node": gpu_multi_node,
 }
 
 
@@ -80,6 +87,7 @@ __all__ = [
     "TrainerConfig",
     "gpu_1x",
     "gpu_8x_amp",
+    "gpu_multi_node",
     "local_cpu",
     "variant",
 ]

@@ -41,6 +41,8 @@ from components.pusher import Pusher
 from components.run_report import RunReport
 from components.run_status import RunStatus
 from components.served_model import LatestServedModel
+from components.tfjob_trainer.component import TFJobTrainer
+from components.tfjob_trainer.spec import TFJobSpec
 from pipeline import fingerprint
 from trainer.config import TrainerConfig
 from trainer.dataset import LABEL_KEY, DatasetSpec
@@ -235,6 +237,7 @@ def create_pipeline(
     enable_run_report_step: bool = False,
     enable_input_snapshot_step: bool = False,
     beam_pipeline_args_by_component: Mapping[str, Sequence[str]] | None = None,
+    tfjob: TFJobSpec | None = None,
 ) -> Pipeline:
     """Builds the DAG. Pure: reads no data and no environment; it only hashes the
     project's own source for the cache key (see pipeline/fingerprint.py).
@@ -260,6 +263,10 @@ def create_pipeline(
     `beam_pipeline_args_by_component` adds Beam arguments to single Beam steps
     (ids in BEAM_COMPONENT_IDS), after the pipeline-wide `beam_pipeline_args`:
     one step on Dataflow, say, while the others run in their own pod.
+
+    `tfjob` makes the Trainer step hand training to a Kubeflow TFJob of a
+    Chief and workers, each running `run_fn` on the step's inputs
+    (components/tfjob_trainer); its Model output is the stock Trainer's.
     """
     per_component_beam_args = dict(beam_pipeline_args_by_component or {})
     not_beam = sorted(set(per_component_beam_args) - set(BEAM_COMPONENT_IDS))
@@ -325,7 +332,7 @@ def create_pipeline(
         force_tf_compat_v1=FORCE_TF_COMPAT_V1,
     ).with_id(TRANSFORM)
 
-    trainer = Trainer(
+    trainer = (TFJobTrainer if tfjob else Trainer)(
         run_fn=function_path(run_fn),
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
@@ -338,7 +345,8 @@ def create_pipeline(
         eval_args=trainer_pb2.EvalArgs(num_steps=eval_steps),
         custom_config=trainer_config.to_custom_config()
         | dataset.to_custom_config()
-        | code_fingerprint_config(run_fn),
+        | code_fingerprint_config(run_fn)
+        | (tfjob.to_custom_config() if tfjob else {}),
     ).with_id(TRAINER)
     # The Trainer consumes nothing from the gate; this edge is what makes bad data
     # stop before training. Transform does not wait for it: its output is never

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import logging
 import os
+import tempfile
 
 import keras
 import tensorflow as tf
@@ -72,9 +73,11 @@ def train_and_export(
     feature_spec = tf_transform_output.transformed_feature_spec()
 
     resolved = dataclasses.asdict(config) | {"resolved_runtime": runtime.summary()}
-    tf.io.gfile.makedirs(model_run_dir)
-    with tf.io.gfile.GFile(os.path.join(model_run_dir, "trainer_config.json"), "w") as f:
-        f.write(json.dumps(resolved, indent=2, sort_keys=True, default=str))
+    chief = is_chief(os.environ.get("TF_CONFIG"))
+    if chief:  # Every replica of a multi-worker job gets the same model_run_dir.
+        tf.io.gfile.makedirs(model_run_dir)
+        with tf.io.gfile.GFile(os.path.join(model_run_dir, "trainer_config.json"), "w") as f:
+            f.write(json.dumps(resolved, indent=2, sort_keys=True, default=str))
 
     common = dict(
         feature_spec=feature_spec,
@@ -115,7 +118,6 @@ def train_and_export(
         )
 
     epochs, steps_per_epoch = epoch_plan(train_steps)
-    chief = is_chief(os.environ.get("TF_CONFIG"))
     if isinstance(runtime.strategy, tf.distribute.MultiWorkerMirroredStrategy):
         metrics = fit_with_custom_loop(
             model,
@@ -154,11 +156,10 @@ def train_and_export(
         export_serving_model(model, tf_transform_output, serving_model_dir, spec, config=resolved)
     else:
         # Non-chief workers must still take part in the collective save, but
-        # into a scratch directory: only the chief's copy is the model.
+        # into scratch space of their own: only the chief's copy is the model.
         task_type, index, _ = worker_task(os.environ.get("TF_CONFIG"))
-        scratch = os.path.join(model_run_dir, f"worker_export_{task_type or 'worker'}_{index}")
-        export_serving_model(model, tf_transform_output, scratch, spec)
-        tf.io.gfile.rmtree(scratch)
+        with tempfile.TemporaryDirectory(prefix=f"export_{task_type or 'worker'}_{index}_") as d:
+            export_serving_model(model, tf_transform_output, os.path.join(d, "model"), spec)
     return metrics
 
 

@@ -4,7 +4,7 @@
         --package build/pipeline.yaml --pipeline-root /tmp/root --python .venv/bin/python \
         --parameter data_root=/path/to/csv --parameter 'train_args={"num_steps": 20}' \
         --summary /tmp/summary.json [--isolated-env --secret NAME=secret.json] \
-        [--cache-root /tmp/kfp-cache]
+        [--cache-root /tmp/kfp-cache] [--log-dir /tmp/step-logs]
 
 KFP's own local executor (`kfp.local`, from this directory's current kfp) does
 the work a cluster's driver and launcher do: it orders the DAG, resolves the
@@ -253,6 +253,7 @@ def make_task_handler(
     labels: dict[str, str],
     environment,
     faults: Faults = Faults(),
+    log_dir: Path | None = None,
 ):
     class ProjectEnvironmentTaskHandler:
         """kfp.local's task handler interface: runs the container command as a subprocess."""
@@ -293,6 +294,13 @@ def make_task_handler(
                     process.stdout = first.stdout + process.stdout
             seconds = time.monotonic() - started
             lines = process.stdout.splitlines()
+            attempt = steps.get(step_id, {}).get("attempts", 0) + 1
+            log_files = list(steps.get(step_id, {}).get("log_files", []))
+            if log_dir is not None:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                log_file = log_dir / f"{step_id}-{attempt}.log"
+                log_file.write_text(process.stdout)
+                log_files.append(str(log_file))
             print("\n".join(lines[-40:] if process.returncode else lines[-5:]), flush=True)
             output_file = executor_input.get("outputs", {}).get("outputFile", "")
             executor_started = _executor_start(lines, started_at)
@@ -300,7 +308,9 @@ def make_task_handler(
             steps[step_id] = {
                 "status": "SUCCESS" if process.returncode == 0 else "FAILURE",
                 # kfp.local retries a task with a retryPolicy, as the backend does.
-                "attempts": earlier.get("attempts", 0) + 1,
+                "attempts": attempt,
+                # The whole output of each attempt (--log-dir), as the KFP UI shows a pod's log.
+                "log_files": log_files,
                 "earlier_log_tails": [
                     *earlier.get("earlier_log_tails", []),
                     *([earlier["log_tail"]] if earlier.get("log_tail") else []),
@@ -431,6 +441,7 @@ def run(
     environment: StepEnvironment | None = None,
     cache_root: Path | None = None,
     faults: Faults = Faults(),
+    log_dir: Path | None = None,
 ) -> dict:
     spec_dict, platform = list(yaml.safe_load_all(package.read_text()))
     spec = json_format.ParseDict(spec_dict, pipeline_spec_pb2.PipelineSpec())
@@ -442,7 +453,7 @@ def run(
             environment, platform=kubernetes.get("deploymentSpec", {}).get("executors", {})
         )
     subprocess_task_handler.SubprocessTaskHandler = make_task_handler(
-        project_python, steps, executor_labels_by_class(spec_dict), environment, faults
+        project_python, steps, executor_labels_by_class(spec_dict), environment, faults, log_dir
     )
     executor_output_utils.get_outputs_from_executor_output = outputs_with_parameters_kept
     executor_input_utils.get_local_task_resource_name = task_directory_name
@@ -520,6 +531,11 @@ def main(argv: list[str] | None = None) -> int:
         help="kill STEP's first attempt once it writes its outputs (module docstring)",
     )
     parser.add_argument(
+        "--log-dir",
+        type=Path,
+        help="write each step attempt's whole output to DIR/<step>-<attempt>.log",
+    )
+    parser.add_argument(
         "--repeat",
         action="append",
         default=[],
@@ -543,6 +559,7 @@ def main(argv: list[str] | None = None) -> int:
             environment,
             args.cache_root,
             faults,
+            args.log_dir,
         )
     args.summary.write_text(json.dumps(summary, indent=2))
     print(

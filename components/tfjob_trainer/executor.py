@@ -1,0 +1,91 @@
+"""The Trainer step's executor with training.engine tfjob: it trains through a TFJob.
+
+It follows TFX's own Vertex AI trainer extension: the step submits a job
+whose replicas run the stock Trainer's `run_fn` on the step's own inputs,
+then waits. Here the job is a TFJob on the same cluster, and the step
+checks the model the Chief exported before it ends as the stock Trainer
+does, so the Evaluator and the Pusher see an ordinary Model artifact.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from absl import logging
+from tfx import types
+from tfx.components.trainer import executor as trainer_executor
+from tfx.dsl.io import fileio
+from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import json_utils
+
+from components.tfjob_trainer.cluster import Cluster
+from components.tfjob_trainer.job import DEADLINE_GRACE_SECONDS, Timing, run_tfjob
+from components.tfjob_trainer.manifest import (
+    MODEL_URI_ANNOTATION,
+    job_name,
+    run_labels,
+    tfjob_manifest,
+)
+from components.tfjob_trainer.spec import TFJobSpec
+
+INPUTS_FLAG, OUTPUTS_FLAG, EXEC_PROPERTIES_FLAG = "--inputs", "--outputs", "--exec-properties"
+
+
+def replica_args(
+    input_dict: dict[str, list[types.Artifact]],
+    output_dict: dict[str, list[types.Artifact]],
+    exec_properties: dict[str, Any],
+) -> list[str]:
+    """The step's inputs, outputs and properties, for each replica to rebuild the same fn_args."""
+    return [
+        INPUTS_FLAG, artifact_utils.jsonify_artifact_dict(input_dict),
+        OUTPUTS_FLAG, artifact_utils.jsonify_artifact_dict(output_dict),
+        EXEC_PROPERTIES_FLAG, json.dumps(exec_properties, sort_keys=True),
+    ]  # fmt: skip
+
+
+def run_id(model_uri: str) -> str | None:
+    """The pipeline run's id: the name of the run's directory above the Trainer's outputs."""
+    from components.report.step_records import run_directory
+
+    directory = run_directory(model_uri, "Trainer")
+    return directory.rstrip("/").rsplit("/", 1)[-1] if directory else None
+
+
+class Executor(trainer_executor.GenericExecutor):
+    """Trains on a TFJob of the image's own Trainer code; the Model output as the stock one's."""
+
+    def Do(self, input_dict, output_dict, exec_properties) -> None:
+        self._log_startup(input_dict, output_dict, exec_properties)
+        custom_config = json_utils.loads(
+            exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null"
+        )
+        spec = TFJobSpec.from_custom_config(custom_config)
+        # Resolves (and checks) what the replicas will: run_fn, the splits, the output paths.
+        fn_args = self._GetFnArgs(input_dict, output_dict, exec_properties)
+        cluster = Cluster.from_environment()
+        model_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_KEY])
+        manifest = tfjob_manifest(
+            spec,
+            name=job_name(model_uri),
+            namespace=spec.namespace or cluster.default_namespace,
+            args=replica_args(input_dict, output_dict, exec_properties),
+            labels=run_labels(run_id(model_uri)),
+            annotations={MODEL_URI_ANNOTATION: model_uri},
+        )
+        timing = Timing(wait_seconds=spec.active_deadline_seconds + DEADLINE_GRACE_SECONDS)
+        run_tfjob(cluster, manifest, timing=timing)
+        exported = f"{fn_args.serving_model_dir}/saved_model.pb"
+        if not fileio.exists(exported):
+            raise RuntimeError(
+                f"TFJob {manifest['metadata']['name']} succeeded, but its Chief exported no model "
+                f"at {fn_args.serving_model_dir}: the replicas must reach the pipeline root "
+                "(an object store every pod can write to)"
+            )
+        logging.info(
+            "Training complete on TFJob %s. Model written to %s. ModelRun written to %s",
+            manifest["metadata"]["name"],
+            fn_args.serving_model_dir,
+            fn_args.model_run_dir,
+        )

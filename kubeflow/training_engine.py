@@ -1,0 +1,126 @@
+"""Where the Trainer step trains: the `training:` section of kubeflow/pipeline.yaml.
+
+`engine: pod` trains in the Trainer step's own pod (its `components.Trainer`
+placement: one node, its GPUs under `mirrored`). `engine: tfjob` hands
+training to a TFJob of Kubeflow's Training Operator: a Chief and `workers`
+Workers, each on a node of its own (`training.tfjob` placement), training one
+model under `multi_worker_mirrored` (components/tfjob_trainer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from components.tfjob_trainer.spec import TFJobSpec
+from kubeflow.retries import duration_seconds
+
+if TYPE_CHECKING:
+    from kubeflow.settings import KubeflowSettings, Placement
+    from trainer.config import RuntimeConfig
+
+ENGINES = ("pod", "tfjob")
+# Strategies that train across the job's replicas (`auto` picks
+# multi_worker_mirrored when TF_CONFIG names several workers).
+MULTI_WORKER_STRATEGIES = ("auto", "multi_worker_mirrored")
+# What each replica's container runs (kubeflow/tfjob_replica.py).
+REPLICA_COMMAND = ("python", "-m", "kubeflow.tfjob_replica")
+
+
+@dataclass(frozen=True)
+class TFJobSettings:
+    """The TFJob's replicas and run policy. Durations as in `retries:` (30m, 6h, 1d)."""
+
+    workers: int = 1
+    placement: Placement | None = None
+    namespace: str | None = None
+    service_account: str | None = None
+    deadline: str = "24h"
+    backoff_limit: int = 0
+    clean_pod_policy: str = "Running"
+    ttl_after_finished: str = "24h"
+
+    def spec(
+        self, *, image: str, working_dir: str, env: tuple[Mapping[str, Any], ...]
+    ) -> TFJobSpec:
+        """The spec the Trainer step creates its job from."""
+        placement = self.placement
+        resources = placement.resources if placement else None
+        requests, limits = {}, {}
+        if resources is not None:
+            for target, field_name, key in (
+                (requests, "cpu_request", "cpu"),
+                (limits, "cpu_limit", "cpu"),
+                (requests, "memory_request", "memory"),
+                (limits, "memory_limit", "memory"),
+            ):
+                value = getattr(resources, field_name)
+                if value is not None:
+                    target[key] = value
+            if resources.gpu:
+                # Kubernetes takes extended resources (GPUs) as limits only.
+                limits[resources.accelerator] = str(resources.gpu)
+        container_resources = {
+            name: values for name, values in (("limits", limits), ("requests", requests)) if values
+        }
+        return TFJobSpec(
+            image=image,
+            command=REPLICA_COMMAND,
+            workers=self.workers,
+            working_dir=working_dir,
+            resources=container_resources,
+            node_selector=dict(placement.node_selector) if placement else {},
+            tolerations=tuple(t.to_kubernetes() for t in placement.tolerations)
+            if placement
+            else (),
+            env=env,
+            namespace=self.namespace,
+            service_account=self.service_account,
+            active_deadline_seconds=duration_seconds(self.deadline),
+            backoff_limit=self.backoff_limit,
+            clean_pod_policy=self.clean_pod_policy,
+            ttl_seconds_after_finished=duration_seconds(self.ttl_after_finished),
+        )
+
+
+@dataclass(frozen=True)
+class Training:
+    engine: str = "pod"
+    tfjob: TFJobSettings = field(default_factory=TFJobSettings)
+
+
+class TrainingSettingsError(ValueError):
+    """A combination of settings that cannot train; the message names the fields."""
+
+
+def check_training(settings: KubeflowSettings, runtime: RuntimeConfig, trainer_id: str) -> None:
+    """Refuses what cannot work with a TFJob, before anything is compiled."""
+    if settings.training.engine != "tfjob":
+        return
+    tfjob = settings.training.tfjob
+    variant = f"config_variant {settings.config_variant}"
+    if runtime.strategy not in MULTI_WORKER_STRATEGIES:
+        raise TrainingSettingsError(
+            f"training.engine: tfjob trains on {1 + tfjob.workers} replicas under "
+            f"multi_worker_mirrored, but {variant} sets runtime.strategy {runtime.strategy!r}, "
+            "which trains on one; use a variant with strategy auto or multi_worker_mirrored "
+            "(gpu_multi_node)"
+        )
+    step = settings.placement_for(trainer_id).resources
+    if step.gpu:
+        raise TrainingSettingsError(
+            f"components.{trainer_id}.resources.gpu: with training.engine tfjob the step's own "
+            "pod only creates the TFJob and waits; give the replicas their GPUs in "
+            "training.tfjob.resources"
+        )
+    replica = tfjob.placement.resources if tfjob.placement else None
+    if (
+        runtime.accelerator == "gpu"
+        and not runtime.allow_cpu_fallback
+        and not (replica and replica.gpu)
+    ):
+        raise TrainingSettingsError(
+            f"training.tfjob.resources.gpu: {variant} trains on GPUs (runtime.accelerator "
+            "'gpu'), but the replicas request none"
+        )

@@ -1,0 +1,634 @@
+"""A Kubernetes API on loopback that plays the Training Operator, for the TFJob tests.
+
+It answers the five calls the Trainer step makes (components/tfjob_trainer/
+cluster.py), through the official client, over HTTP:
+
+    POST   /apis/kubeflow.org/v1/namespaces/NS/tfjobs         create a TFJob
+    GET    /apis/kubeflow.org/v1/namespaces/NS/tfjobs/NAME    the job, with its status
+    DELETE /apis/kubeflow.org/v1/namespaces/NS/tfjobs/NAME    the job and its pods
+    GET    /api/v1/namespaces/NS/pods?labelSelector=K=V      the job's pods
+    GET    /api/v1/namespaces/NS/pods/POD/log                 a replica's log (follow, tail)
+
+On create it does what training-operator release-1.9 does, in miniature: its
+webhook's checks (a refused job gets the webhook's error), then a process per
+replica, `<job>-chief-0` and `<job>-worker-<i>`, running the `tensorflow`
+container's command in the project's environment with only the environment
+the pod template gives (its `env`, secrets resolved from `secrets`) and the
+TF_CONFIG the operator injects, with 127.0.0.1 ports instead of
+`<job>-<type>-<i>.<ns>.svc:2222`. The job's conditions follow the operator's
+rules: Running once started, Succeeded when the Chief exits 0, Failed when a
+replica exits non-zero or the job runs past `activeDeadlineSeconds`; a
+finished job's running pods are stopped (cleanPodPolicy Running).
+
+Faults on demand: `forbid(verb, resource)` answers 403 as the API server's
+RBAC does, naming the caller's service account (from its token);
+`oom_kill(pod, after)` kills a replica (SIGKILL, exit 137, OOMKilled) once
+its log has a line matching `after`.
+
+Not reproduced: scheduling (resources, node selectors, tolerations), image
+pulls, services and DNS, restarts (`restartPolicy`, `backoffLimit`: every
+non-zero exit fails the job here), `ttlSecondsAfterFinished`, watches, and
+any other API call.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import yaml
+
+_TFJOBS = re.compile(r"^/apis/kubeflow\.org/v1/namespaces/([^/]+)/tfjobs(?:/([^/]+))?$")
+_PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods$")
+_POD_LOG = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$")
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+WEBHOOK = "validator.tfjob.training-operator.kubeflow.org"
+
+
+def webhook_errors(job: dict[str, Any]) -> list[str]:
+    """The TFJob webhook's checks (pkg/webhooks/tensorflow/tfjob_webhook.go, release-1.9)."""
+    errors = []
+    name = job.get("metadata", {}).get("name", "")
+    if len(name) > 63 or not _DNS_1035.match(name):
+        errors.append(f"metadata.name: Invalid value: {name!r}: should match a DNS-1035 label")
+    managed_by = job.get("spec", {}).get("runPolicy", {}).get("managedBy")
+    if managed_by not in (None, "kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue"):
+        errors.append(f"spec.runPolicy.managedBy: Unsupported value: {managed_by!r}")
+    specs = job.get("spec", {}).get("tfReplicaSpecs")
+    if specs is None:
+        errors.append("spec.tfReplicaSpecs: Required value: must be required")
+        return errors
+    chief_or_master = 0
+    for replica_type, spec in specs.items():
+        path = f"spec.tfReplicaSpecs[{replica_type}].template.spec.containers"
+        containers = (spec or {}).get("template", {}).get("spec", {}).get("containers") or []
+        if not containers:
+            errors.append(f"{path}: Required value: must be specified")
+        if replica_type in ("Chief", "Master"):
+            chief_or_master += 1
+        for i, container in enumerate(containers):
+            if not container.get("image"):
+                errors.append(f"{path}[{i}].image: Required value: must be required")
+        if not any(c.get("name") == "tensorflow" for c in containers):
+            errors.append(
+                f"{path}: Required value: must have at least one container with name tensorflow"
+            )
+    if chief_or_master > 1:
+        errors.append(
+            "spec.tfReplicaSpecs: Forbidden: must not have more than 1 Chief or Master role"
+        )
+    return errors
+
+
+def _parse_bool(value: str | None) -> bool:
+    """A boolean query parameter, as the API server parses it (Go's strconv.ParseBool)."""
+    return value in ("1", "t", "T", "TRUE", "true", "True")
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Replica:
+    pod: str
+    replica_type: str
+    index: int
+    namespace: str
+    job: str
+    port: int
+    container: dict[str, Any]
+    process: subprocess.Popen | None = None
+    lines: list[tuple[str, str]] = field(default_factory=list)
+    exit_code: int | None = None
+    reason: str = ""
+    killed_as: str = ""
+    # The container has ended only once its whole output is in the log.
+    log_closed: bool = False
+    finished_at: str = ""
+    # Stopped by the operator when the job finished (cleanPodPolicy): its pod is deleted.
+    cleaned_up: bool = False
+
+    def pod_object(self) -> dict[str, Any]:
+        if self.exit_code is None:
+            phase, state = "Running", {"running": {"startedAt": _now()}}
+        else:
+            phase = "Succeeded" if self.exit_code == 0 else "Failed"
+            reason = self.reason or ("Completed" if self.exit_code == 0 else "Error")
+            state = {
+                "terminated": {
+                    "exitCode": self.exit_code,
+                    "reason": reason,
+                    "finishedAt": self.finished_at,
+                }
+            }
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": self.pod,
+                "namespace": self.namespace,
+                "labels": {
+                    "training.kubeflow.org/job-name": self.job,
+                    "training.kubeflow.org/operator-name": "tfjob-controller",
+                    "training.kubeflow.org/replica-type": self.replica_type.lower(),
+                    "training.kubeflow.org/replica-index": str(self.index),
+                },
+            },
+            "status": {
+                "phase": phase,
+                "containerStatuses": [{"name": "tensorflow", "state": state}],
+            },
+        }
+
+    def log_text(self, tail: int | None = None, timestamps: bool = False) -> str:
+        lines = self.lines[-tail:] if tail else list(self.lines)
+        return "".join(f"{t} {text}\n" if timestamps else f"{text}\n" for t, text in lines)
+
+
+@dataclass
+class Job:
+    manifest: dict[str, Any]
+    replicas: list[Replica]
+    started: float
+    conditions: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def namespace(self) -> str:
+        return self.manifest["metadata"]["namespace"]
+
+    @property
+    def name(self) -> str:
+        return self.manifest["metadata"]["name"]
+
+    def condition(self, kind: str, reason: str, message: str) -> None:
+        now = _now()
+        for c in self.conditions:
+            c["status"] = "False" if c["type"] == "Running" and kind != "Running" else c["status"]
+        self.conditions.append(
+            {"type": kind, "status": "True", "reason": reason, "message": message,
+             "lastUpdateTime": now, "lastTransitionTime": now}
+        )  # fmt: skip
+
+    def finished(self) -> bool:
+        return any(c["type"] in ("Succeeded", "Failed") for c in self.conditions)
+
+    def body(self) -> dict[str, Any]:
+        statuses: dict[str, dict[str, int]] = {}
+        for r in self.replicas:
+            counts = statuses.setdefault(r.replica_type, {"active": 0, "succeeded": 0, "failed": 0})
+            key = "active" if r.exit_code is None else "succeeded" if r.exit_code == 0 else "failed"
+            counts[key] += 1
+        return {
+            **self.manifest,
+            "status": {"conditions": self.conditions, "replicaStatuses": statuses},
+        }
+
+
+class KubernetesStandin:
+    """The API server and the operator, in this process's threads; replicas as subprocesses."""
+
+    def __init__(
+        self,
+        python: str,
+        *,
+        secrets: dict[str, dict[str, str]] | None = None,
+        users: dict[str, str] | None = None,
+        base_env: dict[str, str] | None = None,
+    ) -> None:
+        self.python = python
+        self.secrets = secrets or {}
+        # Bearer token -> the user the API server knows it as.
+        self.users = users or {}
+        self.base_env = base_env or {}
+        self.jobs: dict[tuple[str, str], Job] = {}
+        self.created: list[dict[str, Any]] = []
+        self.deleted: list[str] = []
+        self.forbidden: set[tuple[str, str]] = set()
+        self.kills: dict[str, tuple[re.Pattern, int]] = {}
+        self.finished_jobs: list[Job] = []
+        self._lock = threading.RLock()
+        self._home = tempfile.mkdtemp(prefix="standin-home-")
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._stopping = threading.Event()
+
+    # --- the test's side -------------------------------------------------
+    def __enter__(self) -> KubernetesStandin:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._operate, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stopping.set()
+        with self._lock:
+            for job in self.jobs.values():
+                self._stop_replicas(job)
+        self._server.shutdown()
+
+    def kubeconfig(self, path: Path, *, namespace: str, token: str) -> Path:
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "standin", "cluster": {"server": self.url}}],
+                    "users": [{"name": "step", "user": {"token": token}}],
+                    "contexts": [
+                        {
+                            "name": "standin",
+                            "context": {
+                                "cluster": "standin",
+                                "user": "step",
+                                "namespace": namespace,
+                            },
+                        }
+                    ],
+                    "current-context": "standin",
+                }
+            )
+        )
+        return path
+
+    def forbid(self, verb: str, resource: str) -> None:
+        self.forbidden.add((verb, resource))
+
+    def oom_kill(self, pod_suffix: str, after: str, times: int = 1) -> None:
+        """Kills the replica whose pod name ends with `pod_suffix` once its log matches `after`,
+        in the next `times` jobs that have one."""
+        self.kills[pod_suffix] = (re.compile(after), times)
+
+    def clear_faults(self) -> None:
+        self.forbidden.clear()
+        self.kills.clear()
+
+    def running_replicas(self) -> list[str]:
+        with self._lock:
+            return [
+                r.pod
+                for job in [*self.jobs.values(), *self.finished_jobs]
+                for r in job.replicas
+                if r.process is not None and r.process.poll() is None
+            ]
+
+    def replica_log(self, pod: str) -> str:
+        with self._lock:
+            for job in [*self.jobs.values(), *self.finished_jobs]:
+                for r in job.replicas:
+                    if r.pod == pod:
+                        return r.log_text()
+        raise KeyError(pod)
+
+    # --- the operator -----------------------------------------------------
+    def _launch(self, manifest: dict[str, Any]) -> Job:
+        namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        replicas = []
+        for replica_type in ("Chief", "Master", "Worker", "PS", "Evaluator"):
+            spec = manifest["spec"]["tfReplicaSpecs"].get(replica_type)
+            if not spec:
+                continue
+            for index in range(spec.get("replicas", 1)):
+                container = next(
+                    c for c in spec["template"]["spec"]["containers"] if c["name"] == "tensorflow"
+                )
+                replicas.append(
+                    Replica(
+                        pod=f"{name}-{replica_type.lower()}-{index}",
+                        replica_type=replica_type,
+                        index=index,
+                        namespace=namespace,
+                        job=name,
+                        port=_free_port(),
+                        container=container,
+                    )
+                )
+        job = Job(manifest=manifest, replicas=replicas, started=time.monotonic())
+        job.condition("Created", "TFJobCreated", f"TFJob {name} is created.")
+        cluster: dict[str, list[str]] = {}
+        for r in replicas:
+            cluster.setdefault(r.replica_type.lower(), []).append(f"127.0.0.1:{r.port}")
+        for r in replicas:
+            env = dict(self.base_env, HOME=self._home)
+            try:
+                env.update(self._container_env(r.container))
+            except KeyError as missing:
+                r.exit_code, r.reason = 1, "CreateContainerConfigError"
+                r.lines.append((_now(), f"secret key {missing} not found"))
+                continue
+            if len(replicas) > 1:
+                env["TF_CONFIG"] = json.dumps(
+                    {
+                        "cluster": cluster,
+                        "task": {"type": r.replica_type.lower(), "index": r.index},
+                        "environment": "cloud",
+                    }
+                )
+            command = [*r.container.get("command", []), *r.container.get("args", [])]
+            if command and command[0] == "python":
+                command[0] = self.python
+            r.process = subprocess.Popen(
+                command,
+                cwd=r.container.get("workingDir") or None,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+            )
+            threading.Thread(target=self._read_log, args=(r,), daemon=True).start()
+        job.condition("Running", "TFJobRunning", f"TFJob {namespace}/{name} is running.")
+        return job
+
+    def _container_env(self, container: dict[str, Any]) -> dict[str, str]:
+        env = {}
+        for entry in container.get("env", []):
+            if "value" in entry:
+                env[entry["name"]] = str(entry["value"])
+            else:
+                ref = entry["valueFrom"]["secretKeyRef"]
+                env[entry["name"]] = self.secrets[ref["name"]][ref["key"]]
+        return env
+
+    def _read_log(self, replica: Replica) -> None:
+        assert replica.process is not None and replica.process.stdout is not None
+        for line in replica.process.stdout:
+            with self._lock:
+                replica.lines.append((_now(), line.rstrip("\n")))
+                for suffix, (pattern, times) in list(self.kills.items()):
+                    if (
+                        replica.pod.endswith(suffix)
+                        and not replica.killed_as
+                        and pattern.search(line)
+                    ):
+                        replica.killed_as = "OOMKilled"
+                        self._kill(replica)
+                        if times > 1:
+                            self.kills[suffix] = (pattern, times - 1)
+                        else:
+                            del self.kills[suffix]
+        with self._lock:
+            replica.log_closed = True
+
+    @staticmethod
+    def _kill(replica: Replica) -> None:
+        if replica.process is not None and replica.process.poll() is None:
+            os.killpg(replica.process.pid, signal.SIGKILL)
+
+    def _stop_replicas(self, job: Job) -> None:
+        for r in job.replicas:
+            self._kill(r)
+
+    def _operate(self) -> None:
+        while not self._stopping.is_set():
+            with self._lock:
+                for job in list(self.jobs.values()):
+                    self._reconcile(job)
+            time.sleep(0.2)
+
+    def _reconcile(self, job: Job) -> None:
+        for r in job.replicas:
+            if r.exit_code is None and r.log_closed and r.process and r.process.poll() is not None:
+                code = r.process.returncode
+                r.exit_code = 128 - code if code < 0 else code
+                r.reason, r.finished_at = r.killed_as, _now()
+        if job.finished():
+            return
+        deadline = job.manifest["spec"].get("runPolicy", {}).get("activeDeadlineSeconds")
+        failed = [r for r in job.replicas if r.exit_code not in (None, 0)]
+        chief = next((r for r in job.replicas if r.replica_type in ("Chief", "Master")), None)
+        if deadline is not None and time.monotonic() - job.started > deadline:
+            job.condition(
+                "Failed",
+                "TFJobFailed",
+                f"Job {job.name} has failed because it was active longer than specified deadline",
+            )
+        elif failed:
+            kinds: dict[str, int] = {}
+            for r in failed:
+                kinds[r.replica_type] = kinds.get(r.replica_type, 0) + 1
+            replica_type, count = next(iter(kinds.items()))
+            job.condition(
+                "Failed",
+                "TFJobFailed",
+                f"TFJob {job.namespace}/{job.name} has failed because {count} {replica_type} "
+                "replica(s) failed.",
+            )
+        elif chief is not None and chief.exit_code == 0:
+            job.condition(
+                "Succeeded",
+                "TFJobSucceeded",
+                f"TFJob {job.namespace}/{job.name} successfully completed.",
+            )
+        policy = job.manifest["spec"].get("runPolicy", {}).get("cleanPodPolicy")
+        if job.finished() and policy != "None":
+            for r in job.replicas:
+                if r.exit_code is None or policy == "All":
+                    r.cleaned_up = True
+            self._stop_replicas(job)
+
+    # --- the API server ---------------------------------------------------
+    def _handler(self):
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def _user(self) -> str:
+                token = self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+                return standin.users.get(token, "system:anonymous")
+
+            def _send(self, code: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _status(self, code: int, reason: str, message: str, **details) -> None:
+                self._send(
+                    code,
+                    {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                     "message": message, "reason": reason, "details": details, "code": code},
+                )  # fmt: skip
+
+            def _allowed(self, verb: str, resource: str, group: str, namespace: str) -> bool:
+                if (verb, resource) not in standin.forbidden:
+                    return True
+                qualified = f"{resource}.{group}" if group else resource
+                in_group = f'in API group "{group}"' if group else 'in API group ""'
+                self._status(
+                    403,
+                    "Forbidden",
+                    f'{qualified} is forbidden: User "{self._user()}" cannot {verb} resource '
+                    f'"{resource}" {in_group} in the namespace "{namespace}"',
+                    group=group,
+                    kind=resource,
+                )
+                return False
+
+            def do_POST(self) -> None:
+                match = _TFJOBS.match(urlparse(self.path).path)
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                if not match or match.group(2):
+                    return self._status(
+                        404, "NotFound", "the server could not find the requested resource"
+                    )
+                namespace = match.group(1)
+                if not self._allowed("create", "tfjobs", "kubeflow.org", namespace):
+                    return None
+                errors = webhook_errors(body)
+                if errors:
+                    return self._status(
+                        403,
+                        "Forbidden",
+                        f'admission webhook "{WEBHOOK}" denied the request: {"; ".join(errors)}',
+                    )
+                body.setdefault("metadata", {})["namespace"] = namespace
+                name = body["metadata"]["name"]
+                with standin._lock:
+                    if (namespace, name) in standin.jobs:
+                        return self._status(
+                            409, "AlreadyExists", f'tfjobs.kubeflow.org "{name}" already exists'
+                        )
+                    body["metadata"].update(
+                        uid=f"uid-{len(standin.created)}", creationTimestamp=_now()
+                    )
+                    standin.created.append(json.loads(json.dumps(body)))
+                    job = standin._launch(body)
+                    standin.jobs[(namespace, name)] = job
+                    return self._send(201, job.body())
+
+            def do_GET(self) -> None:
+                url = urlparse(self.path)
+                query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+                if match := _TFJOBS.match(url.path):
+                    namespace, name = match.groups()
+                    if not self._allowed("get", "tfjobs", "kubeflow.org", namespace):
+                        return None
+                    with standin._lock:
+                        job = standin.jobs.get((namespace, name))
+                        if job is None:
+                            return self._status(
+                                404, "NotFound", f'tfjobs.kubeflow.org "{name}" not found'
+                            )
+                        return self._send(200, job.body())
+                if match := _PODS.match(url.path):
+                    namespace = match.group(1)
+                    if not self._allowed("list", "pods", "", namespace):
+                        return None
+                    key, _, value = query.get("labelSelector", "").partition("=")
+                    with standin._lock:
+                        pods = [
+                            r.pod_object()
+                            for job in standin.jobs.values()
+                            if job.namespace == namespace
+                            for r in job.replicas
+                            if not r.cleaned_up
+                        ]
+                    items = [
+                        p for p in pods if not key or p["metadata"]["labels"].get(key) == value
+                    ]
+                    return self._send(200, {"kind": "PodList", "apiVersion": "v1", "items": items})
+                if match := _POD_LOG.match(url.path):
+                    return self._log(*match.groups(), query)
+                return self._status(
+                    404, "NotFound", "the server could not find the requested resource"
+                )
+
+            def _log(self, namespace: str, pod: str, query: dict[str, str]) -> None:
+                if not self._allowed("get", "pods/log", "", namespace):
+                    return None
+                with standin._lock:
+                    replica = next(
+                        (r for job in standin.jobs.values() if job.namespace == namespace
+                         for r in job.replicas if r.pod == pod),
+                        None,
+                    )  # fmt: skip
+                if replica is None or replica.cleaned_up:
+                    return self._status(404, "NotFound", f'pods "{pod}" not found')
+                timestamps = _parse_bool(query.get("timestamps"))
+                if not _parse_bool(query.get("follow")):
+                    tail = int(query["tailLines"]) if "tailLines" in query else None
+                    data = replica.log_text(tail, timestamps).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return None
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                sent = 0
+                while True:
+                    with standin._lock:
+                        lines = replica.lines[sent:]
+                        ended = replica.exit_code is not None
+                    for stamp, text in lines:
+                        chunk = (f"{stamp} {text}\n" if timestamps else f"{text}\n").encode()
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    self.wfile.flush()
+                    sent += len(lines)
+                    if ended and not lines:
+                        break
+                    time.sleep(0.1)
+                self.wfile.write(b"0\r\n\r\n")
+                return None
+
+            def do_DELETE(self) -> None:
+                match = _TFJOBS.match(urlparse(self.path).path)
+                if not match or not match.group(2):
+                    return self._status(
+                        404, "NotFound", "the server could not find the requested resource"
+                    )
+                namespace, name = match.groups()
+                if not self._allowed("delete", "tfjobs", "kubeflow.org", namespace):
+                    return None
+                if self.headers.get("Content-Length"):
+                    self.rfile.read(int(self.headers["Content-Length"]))
+                with standin._lock:
+                    job = standin.jobs.pop((namespace, name), None)
+                    if job is None:
+                        return self._status(
+                            404, "NotFound", f'tfjobs.kubeflow.org "{name}" not found'
+                        )
+                    standin._stop_replicas(job)
+                    standin.finished_jobs.append(job)
+                    standin.deleted.append(name)
+                return self._send(
+                    200,
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "status": "Success",
+                        "details": {"name": name},
+                    },
+                )
+
+        return Handler
