@@ -23,7 +23,8 @@ finished job's running pods are stopped (cleanPodPolicy Running).
 Faults on demand: `forbid(verb, resource)` answers 403 as the API server's
 RBAC does, naming the caller's service account (from its token);
 `oom_kill(pod, after)` kills a replica (SIGKILL, exit 137, OOMKilled) once
-its log has a line matching `after`.
+its log has a line matching `after`; `crd_installed = False` is a cluster
+without the operator (no tfjobs resource: 404).
 
 Not reproduced: scheduling (resources, node selectors, tolerations), image
 pulls, services and DNS, restarts (`restartPolicy`, `backoffLimit`: every
@@ -224,6 +225,8 @@ class KubernetesStandin:
         self.created: list[dict[str, Any]] = []
         self.deleted: list[str] = []
         self.forbidden: set[tuple[str, str]] = set()
+        # False: a cluster without the operator, whose API has no tfjobs resource.
+        self.crd_installed = True
         self.kills: dict[str, tuple[re.Pattern, int]] = {}
         self.finished_jobs: list[Job] = []
         self._lock = threading.RLock()
@@ -448,6 +451,9 @@ class KubernetesStandin:
             self._stop_replicas(job)
 
     # --- the API server ---------------------------------------------------
+    def _tfjobs_route(self, path: str) -> re.Match | None:
+        return _TFJOBS.match(path) if self.crd_installed else None
+
     def _handler(self):
         standin = self
 
@@ -492,7 +498,7 @@ class KubernetesStandin:
                 return False
 
             def do_POST(self) -> None:
-                match = _TFJOBS.match(urlparse(self.path).path)
+                match = standin._tfjobs_route(urlparse(self.path).path)
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 if not match or match.group(2):
                     return self._status(
@@ -526,7 +532,7 @@ class KubernetesStandin:
             def do_GET(self) -> None:
                 url = urlparse(self.path)
                 query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-                if match := _TFJOBS.match(url.path):
+                if match := standin._tfjobs_route(url.path):
                     namespace, name = match.groups()
                     if not self._allowed("get", "tfjobs", "kubeflow.org", namespace):
                         return None
@@ -602,7 +608,7 @@ class KubernetesStandin:
                 return None
 
             def do_DELETE(self) -> None:
-                match = _TFJOBS.match(urlparse(self.path).path)
+                match = standin._tfjobs_route(urlparse(self.path).path)
                 if not match or not match.group(2):
                     return self._status(
                         404, "NotFound", "the server could not find the requested resource"

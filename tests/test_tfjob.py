@@ -381,6 +381,16 @@ def test_a_refused_create_names_the_service_account_and_the_permission(standin):
     assert standin.created == []
 
 
+def test_a_cluster_without_the_operator_says_to_install_it(standin):
+    standin.crd_installed = False
+    with pytest.raises(ClusterError) as err:
+        run_tfjob(Cluster.from_environment(), replica_job("nocrd-1"), timing=FAST, write=print)
+    assert str(err.value).startswith(
+        f"create tfjobs.kubeflow.org in namespace {NAMESPACE}: the API has no tfjobs.kubeflow.org"
+    )
+    assert "Install the Kubeflow Training Operator (release-1.9" in str(err.value)
+
+
 def test_a_job_the_webhook_refuses_is_reported_as_the_webhooks(standin):
     manifest = replica_job("hook-1")
     manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"] = ""

@@ -6,6 +6,7 @@ own inputs under `multi_worker_mirrored` (replica.py). The step's pod
 creates the job, streams the Chief's log, waits, and deletes the job when it
 fails, times out or the run is cancelled (job.py, executor.py).
 
+* component.py TFJobTrainer: TFX's Trainer with the executor below
 * spec.py      what the compile fixes: image, replicas, placement, run policy
 * manifest.py  the TFJob object, as the operator's CRD and webhook take it
 * cluster.py   the few Kubernetes API calls the step makes
