@@ -24,7 +24,8 @@ Faults on demand: `forbid(verb, resource)` answers 403 as the API server's
 RBAC does, naming the caller's service account (from its token);
 `oom_kill(pod, after)` kills a replica (SIGKILL, exit 137, OOMKilled) once
 its log has a line matching `after`; `crd_installed = False` is a cluster
-without the operator (no tfjobs resource: 404).
+without the operator (no tfjobs resource: 404); `outage(seconds)` answers
+every call with 503 for a while.
 
 Not reproduced: scheduling (resources, node selectors, tolerations), image
 pulls, services and DNS, restarts (`restartPolicy`, `backoffLimit`: every
@@ -227,6 +228,7 @@ class KubernetesStandin:
         self.forbidden: set[tuple[str, str]] = set()
         # False: a cluster without the operator, whose API has no tfjobs resource.
         self.crd_installed = True
+        self._unavailable_until = 0.0
         self.kills: dict[str, tuple[re.Pattern, int]] = {}
         self.finished_jobs: list[Job] = []
         self._lock = threading.RLock()
@@ -280,6 +282,10 @@ class KubernetesStandin:
         """Kills the replica whose pod name ends with `pod_suffix` once its log matches `after`,
         in the next `times` jobs that have one."""
         self.kills[pod_suffix] = (re.compile(after), times)
+
+    def outage(self, seconds: float) -> None:
+        """Answers every call with 503 for `seconds` (an API server restarting)."""
+        self._unavailable_until = time.monotonic() + seconds
 
     def clear_faults(self) -> None:
         self.forbidden.clear()
@@ -483,6 +489,13 @@ class KubernetesStandin:
                 )  # fmt: skip
 
             def _allowed(self, verb: str, resource: str, group: str, namespace: str) -> bool:
+                if time.monotonic() < standin._unavailable_until:
+                    self._status(
+                        503,
+                        "ServiceUnavailable",
+                        "the server is currently unable to handle the request",
+                    )
+                    return False
                 if (verb, resource) not in standin.forbidden:
                     return True
                 qualified = f"{resource}.{group}" if group else resource

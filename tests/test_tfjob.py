@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -397,6 +398,29 @@ def test_a_job_the_webhook_refuses_is_reported_as_the_webhooks(standin):
     refused = r"the Training Operator's webhook refused the job: .*image: Required value"
     with pytest.raises(ClusterError, match=refused):
         run_tfjob(Cluster.from_environment(), manifest, timing=FAST, write=print)
+
+
+def test_a_short_api_outage_is_waited_out_while_the_job_trains(standin):
+    lines: list[str] = []
+    threading.Timer(0.5, standin.outage, args=(1.5,)).start()
+    job = run_tfjob(
+        Cluster.from_environment(), replica_job("outage-1", SLEEP="3"),
+        timing=Timing(0.2, 60, api_patience_seconds=30), write=lines.append,
+    )  # fmt: skip
+    assert job["status"]["conditions"][-1]["type"] == "Succeeded"
+    assert any("The Kubernetes API did not answer" in line and "HTTP 503" in line for line in lines)
+    assert standin.deleted == []
+
+
+def test_a_long_api_outage_fails_the_step_and_says_how_to_delete_the_job(standin):
+    lines: list[str] = []
+    threading.Timer(0.5, standin.outage, args=(30,)).start()
+    with pytest.raises(ClusterError, match="HTTP 503"):
+        run_tfjob(
+            Cluster.from_environment(), replica_job("outage-2", SLEEP="60"),
+            timing=Timing(0.2, 60, api_patience_seconds=1), write=lines.append,
+        )  # fmt: skip
+    assert f"kubectl delete tfjob -n {NAMESPACE} outage-2" in lines[-1]
 
 
 def test_a_retried_step_deletes_the_job_its_killed_attempt_left(standin):

@@ -29,6 +29,16 @@ _FORBIDDEN_USER = re.compile(r'User "system:serviceaccount:([^:"]+):([^"]+)"')
 class ClusterError(RuntimeError):
     """The Kubernetes API refused a call or did not answer; the message says which and why."""
 
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        # The HTTP status; None when the API did not answer at all.
+        self.status = status
+
+    @property
+    def transient(self) -> bool:
+        """An API server restarting or overloaded: the same call may succeed shortly."""
+        return self.status is None or self.status == 429 or self.status >= 500
+
 
 class Cluster:
     """The API calls the step makes, returning Kubernetes objects as plain JSON dicts."""
@@ -169,7 +179,9 @@ def _api_error(action: str, err) -> ClusterError:
         message = ""
     message = message or (err.body or err.reason or "")
     if err.status == 403 and "admission webhook" in message:
-        return ClusterError(f"{action}: the Training Operator's webhook refused the job: {message}")
+        return ClusterError(
+            f"{action}: the Training Operator's webhook refused the job: {message}", err.status
+        )
     if err.status == 403:
         user = _FORBIDDEN_USER.search(message)
         who = (
@@ -180,14 +192,16 @@ def _api_error(action: str, err) -> ClusterError:
         return ClusterError(
             f"Kubernetes refused to {action} for {who}: {message}. The Trainer step's service "
             f"account needs {REQUIRED_PERMISSIONS}. Multi-user Kubeflow: the profile's "
-            "default-editor gets them from the kubeflow-edit role once the training operator is "
-            "installed; single-user KFP: the pipeline-runner role (README, 'Training on several "
-            "nodes')"
+            "default-editor gets them through kubeflow-edit once the Training Operator is "
+            "installed with its kubeflow overlay; single-user KFP: the pipeline-runner role "
+            "(README, 'Training on several nodes')",
+            err.status,
         )
     if err.status == 404 and action.startswith("create tfjobs"):
         return ClusterError(
             f"{action}: the API has no tfjobs.kubeflow.org ({message}). Install the Kubeflow "
-            "Training Operator (release-1.9, its standalone overlay; README, 'Training on "
-            "several nodes')"
+            "Training Operator (release-1.9: its standalone overlay, or its kubeflow overlay in "
+            "a multi-user Kubeflow; README, 'Training on several nodes')",
+            err.status,
         )
-    return ClusterError(f"{action}: HTTP {err.status} {err.reason}: {message}")
+    return ClusterError(f"{action}: HTTP {err.status} {err.reason}: {message}", err.status)

@@ -44,6 +44,8 @@ class Timing:
     poll_seconds: float = 5.0
     # Until the step gives up: the job's deadline plus DEADLINE_GRACE_SECONDS.
     wait_seconds: float = 86_400 + DEADLINE_GRACE_SECONDS
+    # How long the API may fail to answer (5xx, 429, no connection) while the job runs.
+    api_patience_seconds: float = 300.0
 
 
 def finished_condition(job: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -212,7 +214,7 @@ def _run(cluster: Cluster, manifest: dict[str, Any], timing: Timing, write) -> d
         workers = manifest["spec"]["tfReplicaSpecs"].get("Worker", {}).get("replicas", 0)
         write(f"Created {where}: 1 chief + {workers} worker(s); following the chief's log")
         follower.start()
-        job = _wait_finished(cluster, namespace, name, timing)
+        job = _wait_finished(cluster, namespace, name, timing, write)
         condition = finished_condition(job)
         if condition is None:
             headline = (
@@ -231,16 +233,36 @@ def _run(cluster: Cluster, manifest: dict[str, Any], timing: Timing, write) -> d
             follower.stop()
         if not succeeded:
             # After a refused create this finds nothing; the refusal stays the error.
-            with contextlib.suppress(ClusterError):
+            try:
                 if cluster.delete_tfjob(namespace, name):
                     write(f"Deleted {where}")
+            except ClusterError as err:
+                write(
+                    f"Could not delete {where} ({err}); it runs until its deadline unless "
+                    f"deleted: kubectl delete tfjob -n {namespace} {name}"
+                )
 
 
-def _wait_finished(cluster: Cluster, namespace: str, name: str, timing: Timing) -> dict[str, Any]:
-    """The job once it has a finished condition, or as it is when the wait runs out."""
+def _wait_finished(
+    cluster: Cluster, namespace: str, name: str, timing: Timing, write: Callable[[str], None]
+) -> dict[str, Any]:
+    """The job once it has a finished condition, or as it is when the wait runs out.
+
+    An API server that does not answer for a while (an upgrade, a restart) is
+    waited out for `timing.api_patience_seconds`: the job trains on meanwhile.
+    """
     end = time.monotonic() + timing.wait_seconds
+    answered = time.monotonic()
     while True:
-        job = cluster.get_tfjob(namespace, name)
+        try:
+            job = cluster.get_tfjob(namespace, name)
+        except ClusterError as err:
+            if not err.transient or time.monotonic() - answered > timing.api_patience_seconds:
+                raise
+            write(f"The Kubernetes API did not answer ({err}); asking again")
+            time.sleep(timing.poll_seconds)
+            continue
+        answered = time.monotonic()
         if job is None:
             raise TFJobFailed(f"TFJob {namespace}/{name} was deleted while the step waited for it")
         if finished_condition(job) is not None or time.monotonic() >= end:
