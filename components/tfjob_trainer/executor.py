@@ -49,6 +49,7 @@ def run_id(model_uri: str) -> str | None:
     """The pipeline run's id: the name of the run's directory above the Trainer's outputs."""
     from components.report.step_records import run_directory
 
+    # The Trainer's node id (pipeline.TRAINER; pipeline/ is the layer above this one).
     directory = run_directory(model_uri, "Trainer")
     return directory.rstrip("/").rsplit("/", 1)[-1] if directory else None
 

@@ -1,0 +1,319 @@
+"""The cost curve of a local run: the whole DAG at growing row counts, beside a floor.
+
+    ./dev exec python -m benchmarks.scale                       # 15k, 150k, 1.5M, above threshold
+    ./dev exec python -m benchmarks.scale --rows 15000 150000   # chosen sizes
+    ./dev exec python -m benchmarks.scale --no-anchor             # without the TFX taxi template
+
+Each size is the embedded taxi sample repeated to that many rows (one
+header), as a user's first larger CSV. The last default size is the first
+one whose file is above the in-memory Beam threshold
+(pipeline/beam.py: IN_MEMORY_MAX_BYTES), so the runner's multi-processing
+mode is measured too.
+
+For each size, `local_runner.py --data-root DIR --no-report` runs in a fresh
+process on a fresh output directory (its defaults: Beam mode chosen by size).
+Per-component seconds come from ML Metadata; peak memory is the largest sum
+of the resident memory of the runner and all its child processes, sampled
+every 0.2 s.
+
+The floor, measured in the same run on the same file:
+
+* ExampleGen: the CSV parsed with pyarrow, encoded as `tf.Example`s by
+  tfx_bsl's record-batch encoder, and written as gzipped TFRecords (what
+  ExampleGen writes), in one process;
+* Evaluator: the exported model's serving signature scoring ExampleGen's
+  eval split in batches of 8192 serialized examples.
+
+With the anchor, TFX 1.16's taxi template (benchmarks/local_pipeline.py's)
+runs at 150k rows too, on the same file, for the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from benchmarks.local_pipeline import (
+    ANCHOR_PIPELINE,
+    DATA_ROOT,
+    OUR_PIPELINE,
+    _summary,
+    make_anchor,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = DATA_ROOT / "data.csv"
+BASE_SIZES = (15_000, 150_000, 1_500_000)
+ANCHOR_ROWS = 150_000
+EVAL_BATCH = 8192
+COMPONENTS = ("CsvExampleGen", "StatisticsGen", "Transform", "Trainer", "Evaluator")
+
+
+def write_rows(path: Path, rows: int) -> int:
+    """The sample's rows repeated to `rows` data rows under one header; returns the file's bytes."""
+    header, *lines = SAMPLE.read_text().splitlines(keepends=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        f.write(header)
+        written = 0
+        while written < rows:
+            chunk = lines[: rows - written]
+            f.writelines(chunk)
+            written += len(chunk)
+    return path.stat().st_size
+
+
+def rows_above_threshold() -> int:
+    """The first round number of rows whose file is above the in-memory Beam threshold."""
+    from pipeline.beam import IN_MEMORY_MAX_BYTES
+
+    header, *lines = SAMPLE.read_text().splitlines(keepends=True)
+    per_row = (SAMPLE.stat().st_size - len(header)) / len(lines)
+    return int(math.ceil(IN_MEMORY_MAX_BYTES * 1.1 / per_row / 100_000) * 100_000)
+
+
+class PeakMemory(threading.Thread):
+    """The largest total resident memory of a process and its descendants while it runs."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.done = pid, 0, threading.Event()
+
+    def run(self) -> None:
+        import psutil
+
+        try:
+            root = psutil.Process(self.pid)
+        except psutil.NoSuchProcess:
+            return
+        while not self.done.is_set():
+            total = 0
+            try:
+                for process in [root, *root.children(recursive=True)]:
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        total += process.memory_info().rss
+            except psutil.NoSuchProcess:
+                return
+            self.peak = max(self.peak, total)
+            self.done.wait(0.2)
+
+
+def run_measured(command: list[str], cwd: Path) -> tuple[float, int, str]:
+    """(wall seconds, peak tree RSS bytes, output) of a command that must succeed."""
+    started = time.monotonic()
+    process = subprocess.Popen(
+        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    memory = PeakMemory(process.pid)
+    memory.start()
+    output, _ = process.communicate()
+    seconds = time.monotonic() - started
+    memory.done.set()
+    memory.join()
+    if process.returncode:
+        sys.stderr.write(output[-6000:])
+        raise SystemExit(f"{' '.join(command)} failed with exit code {process.returncode}")
+    return seconds, memory.peak, output
+
+
+def run_ours(data_dir: Path, out: Path) -> dict:
+    shutil.rmtree(out, ignore_errors=True)
+    command = [sys.executable, "local_runner.py", "--data-root", str(data_dir)]
+    command += ["--output-dir", str(out), "--no-report"]
+    wall, peak, output = run_measured(command, REPO_ROOT)
+    mode = next(
+        (line.split("(Beam ", 1)[1].split(",", 1)[0] for line in output.splitlines()
+         if line.startswith("Running ") and "(Beam " in line),
+        "?",
+    )  # fmt: skip
+    summary = _summary(out / "metadata.sqlite", OUR_PIPELINE, REPO_ROOT)
+    return {"wall": wall, "peak": peak, "beam_mode": mode, **summary}
+
+
+def run_anchor(anchor: Path, csv: Path) -> dict:
+    """The taxi template on `csv` (its data directory holds one CSV)."""
+    data = anchor / "data"
+    for old in data.glob("*.csv"):
+        old.unlink()
+    shutil.copy2(csv, data / "data.csv")
+    for name in ("tfx_pipeline_output", "tfx_metadata"):
+        shutil.rmtree(anchor / name, ignore_errors=True)
+    wall, peak, _ = run_measured([sys.executable, "local_runner.py"], anchor)
+    metadata_path = anchor / "tfx_metadata" / ANCHOR_PIPELINE / "metadata.db"
+    return {"wall": wall, "peak": peak, **_summary(metadata_path, ANCHOR_PIPELINE, anchor)}
+
+
+# Run in a fresh process each: the floors are one process's work, as a user's script would be.
+# Each cell becomes a feature of one value, an empty cell one of none, as ExampleGen
+# encodes them: floats as float32, strings as bytes (a column empty in the rows
+# pyarrow infers types from has the null type: its values are none).
+_EXAMPLE_GEN_FLOOR = """
+import sys, time
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import tensorflow as tf
+from tfx_bsl.coders import example_coder
+
+def as_lists(batch):
+    arrays = []
+    for column in batch.columns:
+        if pa.types.is_floating(column.type) or pa.types.is_null(column.type):
+            column = column.cast(pa.float32())
+        elif pa.types.is_string(column.type):
+            column = column.cast(pa.binary())
+        present = np.logical_not(column.is_null().to_numpy(zero_copy_only=False))
+        offsets = np.concatenate([[0], np.cumsum(present)]).astype(np.int32)
+        arrays.append(pa.ListArray.from_arrays(pa.array(offsets), column.drop_null()))
+    return pa.RecordBatch.from_arrays(arrays, batch.schema.names)
+
+started = time.monotonic()
+table = pa_csv.read_csv(sys.argv[1])
+parsed = time.monotonic()
+with tf.io.TFRecordWriter(sys.argv[2], options="GZIP") as writer:
+    for batch in table.to_batches(max_chunksize=65536):
+        for example in example_coder.RecordBatchToExamples(as_lists(batch)):
+            writer.write(example)
+print(parsed - started, time.monotonic() - started)
+"""
+
+_EVALUATOR_FLOOR = """
+import glob, sys, time
+import tensorflow as tf
+from trainer.export import SERVING_SIGNATURE
+serve = tf.saved_model.load(sys.argv[1]).signatures[SERVING_SIGNATURE]
+files = sorted(glob.glob(sys.argv[2] + "/Split-eval/*.gz"))
+records = list(tf.data.TFRecordDataset(files, compression_type="GZIP").batch(int(sys.argv[3])))
+serve(examples=records[0])  # traced and warmed up before the clock starts
+started = time.monotonic()
+count = 0
+for batch in records:
+    serve(examples=batch)
+    count += int(batch.shape[0])
+print(time.monotonic() - started, count)
+"""
+
+
+def _python(code: str, *args: str) -> list[float]:
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    if proc.returncode:
+        sys.stderr.write(proc.stderr[-4000:])
+        raise SystemExit(f"a floor measurement failed with exit code {proc.returncode}")
+    return [float(v) for v in proc.stdout.strip().splitlines()[-1].split()]
+
+
+def floors(csv: Path, out: Path, workdir: Path) -> dict:
+    parse, example_gen = _python(_EXAMPLE_GEN_FLOOR, str(csv), str(workdir / "floor.tfrecord.gz"))
+    (workdir / "floor.tfrecord.gz").unlink()
+    pushed = max((out / "serving_model").iterdir(), key=lambda p: p.name)
+    examples = max(
+        (out / "pipeline_root").glob("CsvExampleGen/examples/*"), key=lambda p: int(p.name)
+    )
+    evaluator, eval_rows = _python(_EVALUATOR_FLOOR, str(pushed), str(examples), str(EVAL_BATCH))
+    return {
+        "parse": parse,
+        "example_gen": example_gen,
+        "evaluator": evaluator,
+        "eval_rows": eval_rows,
+    }
+
+
+def _component(run: dict, node: str) -> float:
+    return run["components"].get(node, [None, float("nan")])[1]
+
+
+def table(results: list[dict], anchor: dict | None) -> str:
+    rows = [
+        ("rows", "CSV MB", "Beam", "wall s", "rows/s", *COMPONENTS, "peak GB", "accuracy",
+         "ExampleGen floor s", "Evaluator floor s", "ExampleGen / floor", "Evaluator / floor")
+    ]  # fmt: skip
+    for r in results:
+        run, floor = r["ours"], r["floor"]
+        rows.append(
+            (
+                f"{r['rows']:,}",
+                f"{r['bytes'] / 1e6:.0f}",
+                run["beam_mode"],
+                f"{run['wall']:.0f}",
+                f"{r['rows'] / run['wall']:,.0f}",
+                *(f"{_component(run, c):.1f}" for c in COMPONENTS),
+                f"{run['peak'] / 1e9:.2f}",
+                f"{run['metrics'].get('binary_accuracy', float('nan')):.4f}",
+                f"{floor['example_gen']:.2f} (parse {floor['parse']:.2f})",
+                f"{floor['evaluator']:.2f} ({floor['eval_rows']:,.0f} rows)",
+                f"{_component(run, 'CsvExampleGen') / floor['example_gen']:.1f}x",
+                f"{_component(run, 'Evaluator') / floor['evaluator']:.1f}x",
+            )
+        )
+    if anchor is not None:
+        ours = next(r for r in results if r["rows"] == ANCHOR_ROWS)["ours"]
+        rows.append(
+            (
+                f"{ANCHOR_ROWS:,} (TFX taxi template)",
+                "",
+                "",
+                f"{anchor['wall']:.0f}",
+                f"{ANCHOR_ROWS / anchor['wall']:,.0f}",
+                *(f"{_component(anchor, c):.1f}" for c in COMPONENTS),
+                f"{anchor['peak'] / 1e9:.2f}",
+                f"{anchor['metrics'].get('binary_accuracy', float('nan')):.4f}",
+                f"ratio ours / template: {ours['wall'] / anchor['wall']:.2f}x",
+                "",
+                "",
+                "",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows
+    ]
+    lines.insert(1, "| " + " | ".join("-" * w for w in widths) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--rows", type=int, nargs="+", help="sizes (default: 15k, 150k, 1.5M, above the threshold)"
+    )
+    parser.add_argument("--no-anchor", action="store_true", help="skip the TFX taxi template")
+    parser.add_argument("--json", type=Path, help="also write the measurements here")
+    args = parser.parse_args(argv)
+    sizes = args.rows or [*BASE_SIZES, rows_above_threshold()]
+    results = []
+    anchor_result = None
+    with tempfile.TemporaryDirectory(prefix="bench_scale_") as tmp:
+        workdir = Path(tmp)
+        for rows in sizes:
+            data_dir = workdir / f"data-{rows}"
+            size = write_rows(data_dir / "data.csv", rows)
+            print(f"{rows:,} rows ({size / 1e6:.0f} MB): this template ...", flush=True)
+            out = workdir / f"out-{rows}"
+            ours = run_ours(data_dir, out)
+            print(f"  {ours['wall']:.0f} s; floors ...", flush=True)
+            floor = floors(data_dir / "data.csv", out, workdir)
+            results.append({"rows": rows, "bytes": size, "ours": ours, "floor": floor})
+            if rows == ANCHOR_ROWS and not args.no_anchor:
+                print(f"{rows:,} rows: TFX taxi template ...", flush=True)
+                anchor_result = run_anchor(make_anchor(workdir), data_dir / "data.csv")
+            shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(data_dir, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps({"results": results, "anchor": anchor_result}, indent=2))
+    print(table(results, anchor_result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
