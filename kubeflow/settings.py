@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from components.tfjob_trainer.spec import CLEAN_POD_POLICIES
 from kubeflow import retries as retry
 from kubeflow.retries import Retries, RetryPolicy, RetryRoles
 from kubeflow.training_engine import ENGINES, TFJobSettings, Training
@@ -40,7 +41,8 @@ _REGION = re.compile(r"^[a-z0-9][-a-z0-9]*$")
 # A Kubernetes Secret's name (DNS subdomain) and its data keys.
 _SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
-# A namespace (DNS-1123 label) and a service account's name (DNS subdomain).
+# A namespace (DNS-1123 label); a service account's name is a DNS subdomain,
+# as a Secret's is (_SECRET_NAME).
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 # Where a Beam step (ExampleGen, StatisticsGen, Transform, Evaluator) runs its
@@ -664,7 +666,7 @@ def _training(values: Any) -> Training:
             f"{where}.backoff_limit: must be an integer >= 0, got {backoff_limit!r}"
         )
     policy = raw.get("clean_pod_policy", "Running")
-    if policy not in ("None", "Running", "All"):
+    if policy not in CLEAN_POD_POLICIES:
         raise SettingsError(
             f"{where}.clean_pod_policy: must be None, Running or All (quote None), got {policy!r}"
         )
