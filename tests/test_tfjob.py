@@ -423,6 +423,25 @@ def test_a_long_api_outage_fails_the_step_and_says_how_to_delete_the_job(standin
     assert f"kubectl delete tfjob -n {NAMESPACE} outage-2" in lines[-1]
 
 
+def test_an_api_that_does_not_answer_at_all_is_a_transient_cluster_error(tmp_path, monkeypatch):
+    """No connection (an API server restarting): every call, the 404-tolerant ones included."""
+    import socket
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    api = KubernetesStandin(sys.executable)
+    api.url = f"http://127.0.0.1:{port}"  # nothing listens there
+    monkeypatch.setenv(
+        "KUBECONFIG", str(api.kubeconfig(tmp_path / "kc", namespace=NAMESPACE, token=TOKEN))
+    )
+    cluster = Cluster.from_environment()
+    for call in (cluster.get_tfjob, cluster.delete_tfjob):
+        with pytest.raises(ClusterError, match="did not answer") as err:
+            call(NAMESPACE, "any-1")
+        assert err.value.transient and err.value.status is None
+
+
 def test_a_retried_step_deletes_the_job_its_killed_attempt_left(standin):
     cluster = Cluster.from_environment()
     cluster.create_tfjob(replica_job("again-1", SLEEP="60"))  # the earlier attempt's

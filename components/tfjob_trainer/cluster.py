@@ -23,6 +23,8 @@ from components.tfjob_trainer.manifest import CONTAINER_NAME, GROUP, JOB_NAME_LA
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # What the step's service account must be allowed, for the error that says so.
 REQUIRED_PERMISSIONS = "create, get, delete on tfjobs.kubeflow.org; list on pods; get on pods/log"
+# `Cluster._call`'s default for `gone`: a 404 is an error like any other.
+_RAISE = object()
 _FORBIDDEN_USER = re.compile(r'User "system:serviceaccount:([^:"]+):([^"]+)"')
 
 
@@ -72,13 +74,16 @@ class Cluster:
             ) from None
         return cls(api_client, context.get("context", {}).get("namespace") or "default")
 
-    def _call(self, action: str, function, *args, **kwargs):
+    def _call(self, action: str, function, *args, gone: Any = _RAISE, **kwargs):
+        """`function(*args, **kwargs)`, its failures as ClusterError; `gone` for a 404 NotFound."""
         from kubernetes.client.rest import ApiException
         from urllib3.exceptions import HTTPError
 
         try:
             return function(*args, **kwargs)
         except ApiException as err:
+            if gone is not _RAISE and err.status == 404 and _reason(err) == "NotFound":
+                return gone
             raise _api_error(action, err) from None
         except HTTPError as err:
             host = self.api_client.configuration.host
@@ -96,30 +101,20 @@ class Cluster:
 
     def get_tfjob(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The job, or None once it is gone."""
-        from kubernetes.client.rest import ApiException
-
-        try:
-            return self._custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name
-            )
-        except ApiException as err:
-            if err.status == 404 and _reason(err) == "NotFound":
-                return None
-            raise _api_error(f"get tfjobs.kubeflow.org {namespace}/{name}", err) from None
+        return self._call(
+            f"get tfjobs.kubeflow.org {namespace}/{name}",
+            self._custom.get_namespaced_custom_object,
+            GROUP, VERSION, namespace, PLURAL, name, gone=None,
+        )  # fmt: skip
 
     def delete_tfjob(self, namespace: str, name: str) -> bool:
         """Deletes the job and, with it, its pods; False if it was not there."""
-        from kubernetes.client.rest import ApiException
-
-        try:
-            self._custom.delete_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Background"
-            )
-        except ApiException as err:
-            if err.status == 404:
-                return False
-            raise _api_error(f"delete tfjobs.kubeflow.org {namespace}/{name}", err) from None
-        return True
+        status = self._call(
+            f"delete tfjobs.kubeflow.org {namespace}/{name}",
+            self._custom.delete_namespaced_custom_object,
+            GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Background", gone=None,
+        )  # fmt: skip
+        return status is not None
 
     def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
         """The job's replica pods (the operator labels them with the job's name)."""
