@@ -29,8 +29,9 @@ every call with 503 for a while.
 
 Not reproduced: scheduling (resources, node selectors, tolerations), image
 pulls, services and DNS, restarts (`restartPolicy`, `backoffLimit`: every
-non-zero exit fails the job here), `ttlSecondsAfterFinished`, watches, and
-any other API call.
+non-zero exit fails the job here), `ttlSecondsAfterFinished`, watches,
+graceful pod termination (a deleted job's replicas are gone when the delete
+answers), and any other API call.
 """
 
 from __future__ import annotations
@@ -401,8 +402,10 @@ class KubernetesStandin:
 
     @staticmethod
     def _kill(replica: Replica) -> None:
+        """SIGKILLs the replica and waits for it: once a delete has answered, none is running."""
         if replica.process is not None and replica.process.poll() is None:
             os.killpg(replica.process.pid, signal.SIGKILL)
+            replica.process.wait(timeout=30)
 
     def _stop_replicas(self, job: Job) -> None:
         for r in job.replicas:
