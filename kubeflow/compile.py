@@ -148,7 +148,7 @@ def environment_spec(object_store: ObjectStore | None) -> list[dict[str, str]]:
     """The container `env` block, as kfp's `set_env_variable` writes it (Kubernetes' own form)."""
     if object_store is None:
         return []
-    return [{"name": k, "value": v} for k, v in object_store.environment().items()]
+    return object_store.container_env(secret_refs=False)
 
 
 def secret_as_env(object_store: ObjectStore | None) -> list[dict[str, Any]]:

@@ -78,6 +78,19 @@ class Resources:
     gpu: int = 0
     accelerator: str = DEFAULT_ACCELERATOR
 
+    def to_kubernetes(self) -> dict[str, dict[str, str]]:
+        """A container's core/v1 `resources`: the requests and limits that are set."""
+        requests = {"cpu": self.cpu_request, "memory": self.memory_request}
+        limits = {"cpu": self.cpu_limit, "memory": self.memory_limit}
+        if self.gpu:
+            # Kubernetes takes extended resources (GPUs) as limits only.
+            limits[self.accelerator] = str(self.gpu)
+        resources = {
+            name: {k: v for k, v in values.items() if v is not None}
+            for name, values in (("limits", limits), ("requests", requests))
+        }
+        return {name: values for name, values in resources.items() if values}
+
 
 @dataclass(frozen=True)
 class Toleration:
@@ -191,12 +204,16 @@ class ObjectStore:
             region=self.region, endpoint=self.endpoint, ca_file=self.ca_file
         )
 
-    def container_env(self) -> list[dict[str, Any]]:
-        """A container's `env` (core/v1 EnvVar): plain values, then the secret's keys."""
+    def container_env(self, *, secret_refs: bool = True) -> list[dict[str, Any]]:
+        """A container's `env` (core/v1 EnvVar): plain values, then the secret's keys.
+
+        `secret_refs` False: the plain values only (a KFP step gets the secret
+        through its platform spec's `secretAsEnv` instead).
+        """
         env: list[dict[str, Any]] = [
             {"name": name, "value": value} for name, value in self.environment().items()
         ]
-        if self.credentials is not None:
+        if secret_refs and self.credentials is not None:
             env += [
                 {
                     "name": variable,

@@ -45,35 +45,17 @@ class TFJobSettings:
         self, *, image: str, working_dir: str, env: tuple[Mapping[str, Any], ...]
     ) -> TFJobSpec:
         """The spec the Trainer step creates its job from."""
-        placement = self.placement
-        resources = placement.resources if placement else None
-        requests, limits = {}, {}
-        if resources is not None:
-            for target, field_name, key in (
-                (requests, "cpu_request", "cpu"),
-                (limits, "cpu_limit", "cpu"),
-                (requests, "memory_request", "memory"),
-                (limits, "memory_limit", "memory"),
-            ):
-                value = getattr(resources, field_name)
-                if value is not None:
-                    target[key] = value
-            if resources.gpu:
-                # Kubernetes takes extended resources (GPUs) as limits only.
-                limits[resources.accelerator] = str(resources.gpu)
-        container_resources = {
-            name: values for name, values in (("limits", limits), ("requests", requests)) if values
-        }
+        from kubeflow.settings import Placement  # That module imports this one.
+
+        placement = self.placement or Placement()
         return TFJobSpec(
             image=image,
             command=REPLICA_COMMAND,
             workers=self.workers,
             working_dir=working_dir,
-            resources=container_resources,
-            node_selector=dict(placement.node_selector) if placement else {},
-            tolerations=tuple(t.to_kubernetes() for t in placement.tolerations)
-            if placement
-            else (),
+            resources=placement.resources.to_kubernetes(),
+            node_selector=dict(placement.node_selector),
+            tolerations=tuple(t.to_kubernetes() for t in placement.tolerations),
             env=env,
             namespace=self.namespace,
             service_account=self.service_account,
