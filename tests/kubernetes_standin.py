@@ -185,8 +185,10 @@ class Job:
 
     def condition(self, kind: str, reason: str, message: str) -> None:
         now = _now()
-        for c in self.conditions:
-            c["status"] = "False" if c["type"] == "Running" and kind != "Running" else c["status"]
+        if kind != "Running":  # As the operator does: the job is no longer running.
+            for c in self.conditions:
+                if c["type"] == "Running":
+                    c["status"] = "False"
         self.conditions.append(
             {"type": kind, "status": "True", "reason": reason, "message": message,
              "lastUpdateTime": now, "lastTransitionTime": now}

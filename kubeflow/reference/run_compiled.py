@@ -270,6 +270,9 @@ def make_task_handler(
             label = labels.get(_flag_value(command, "--executor_class_path"))
             step_id = label.removesuffix("_executor") if label else command[-1]
             executor_input = json.loads(_flag_value(command, _INVOCATION_FLAG) or "{}")
+            # What earlier attempts of this step left in the summary.
+            earlier = steps.get(step_id, {})
+            attempt = earlier.get("attempts", 0) + 1
             started_at = datetime.datetime.now()
             started = time.monotonic()
             try:
@@ -280,8 +283,7 @@ def make_task_handler(
                     command, 1, f"CreateContainerConfigError: {err}"
                 )
             else:
-                earlier_attempts = steps.get(step_id, {}).get("attempts", 0)
-                preempt = faults.preempt_first_attempt(step_id, earlier_attempts)
+                preempt = faults.preempt_first_attempt(step_id, attempt - 1)
                 process = run_command(
                     command, env, output_uris(executor_input) if preempt else None
                 )
@@ -294,8 +296,7 @@ def make_task_handler(
                     process.stdout = first.stdout + process.stdout
             seconds = time.monotonic() - started
             lines = process.stdout.splitlines()
-            attempt = steps.get(step_id, {}).get("attempts", 0) + 1
-            log_files = list(steps.get(step_id, {}).get("log_files", []))
+            log_files = list(earlier.get("log_files", []))
             if log_dir is not None:
                 log_dir.mkdir(parents=True, exist_ok=True)
                 log_file = log_dir / f"{step_id}-{attempt}.log"
@@ -304,7 +305,6 @@ def make_task_handler(
             print("\n".join(lines[-40:] if process.returncode else lines[-5:]), flush=True)
             output_file = executor_input.get("outputs", {}).get("outputFile", "")
             executor_started = _executor_start(lines, started_at)
-            earlier = steps.get(step_id, {})
             steps[step_id] = {
                 "status": "SUCCESS" if process.returncode == 0 else "FAILURE",
                 # kfp.local retries a task with a retryPolicy, as the backend does.
