@@ -5,16 +5,19 @@
     ./dev exec python -m benchmarks.scale --no-anchor             # without the TFX taxi template
 
 Each size is the embedded taxi sample repeated to that many rows (one
-header), as a user's first larger CSV. The last default size is the first
-one whose file is above the in-memory Beam threshold
-(pipeline/beam.py: IN_MEMORY_MAX_BYTES), so the runner's multi-processing
-mode is measured too.
+header), as a user's first larger CSV. One default size is the first one
+whose file is above the in-memory Beam threshold (pipeline/beam.py:
+IN_MEMORY_MAX_BYTES). The sizes on either side of the threshold run in both
+Beam modes, the mode the runner would not choose forced with `--beam-mode`:
+that is the check of the threshold.
 
 For each size, `local_runner.py --data-root DIR --no-report` runs in a fresh
 process on a fresh output directory (its defaults: Beam mode chosen by size).
-Per-component seconds come from ML Metadata; peak memory is the largest sum
-of the resident memory of the runner and all its child processes, sampled
-every 0.2 s.
+Per-component seconds come from ML Metadata. Peak memory, sampled twice a
+second over the runner and all its child processes: the sum of their
+proportional set sizes (what the machine gives them: a shared page counts
+once in all), and in brackets the sum of their resident sizes (which counts
+TensorFlow's libraries once per process).
 
 The floor, measured in the same run on the same file:
 
@@ -49,6 +52,7 @@ from benchmarks.local_pipeline import (
     _summary,
     make_anchor,
 )
+from pipeline.beam import IN_MEMORY_MAX_BYTES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = DATA_ROOT / "data.csv"
@@ -72,21 +76,35 @@ def write_rows(path: Path, rows: int) -> int:
     return path.stat().st_size
 
 
+def _bytes_per_row() -> float:
+    header, *lines = SAMPLE.read_text().splitlines(keepends=True)
+    return (SAMPLE.stat().st_size - len(header)) / len(lines)
+
+
 def rows_above_threshold() -> int:
     """The first round number of rows whose file is above the in-memory Beam threshold."""
-    from pipeline.beam import IN_MEMORY_MAX_BYTES
+    return int(math.ceil(IN_MEMORY_MAX_BYTES * 1.1 / _bytes_per_row() / 100_000) * 100_000)
 
-    header, *lines = SAMPLE.read_text().splitlines(keepends=True)
-    per_row = (SAMPLE.stat().st_size - len(header)) / len(lines)
-    return int(math.ceil(IN_MEMORY_MAX_BYTES * 1.1 / per_row / 100_000) * 100_000)
+
+def threshold_pair(sizes: list[int]) -> set[int]:
+    """The largest size at or below the threshold and the smallest above it."""
+    below = [n for n in sizes if n * _bytes_per_row() <= IN_MEMORY_MAX_BYTES]
+    above = [n for n in sizes if n * _bytes_per_row() > IN_MEMORY_MAX_BYTES]
+    return {*below[-1:], *above[:1]}
 
 
 class PeakMemory(threading.Thread):
-    """The largest total resident memory of a process and its descendants while it runs."""
+    """The largest memory of a process and its descendants while it runs, two ways.
+
+    `peak`: the sum of their proportional set sizes (PSS: a page shared by N
+    processes counts 1/N in each), what the tree takes from the machine.
+    `peak_rss`: the sum of their resident sizes, which counts TensorFlow's
+    shared libraries and Beam's forked pages once per process.
+    """
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
-        self.pid, self.peak, self.done = pid, 0, threading.Event()
+        self.pid, self.peak, self.peak_rss, self.done = pid, 0, 0, threading.Event()
 
     def run(self) -> None:
         import psutil
@@ -96,19 +114,21 @@ class PeakMemory(threading.Thread):
         except psutil.NoSuchProcess:
             return
         while not self.done.is_set():
-            total = 0
+            pss = rss = 0
             try:
                 for process in [root, *root.children(recursive=True)]:
-                    with contextlib.suppress(psutil.NoSuchProcess):
-                        total += process.memory_info().rss
+                    with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                        memory = process.memory_full_info()
+                        pss, rss = pss + memory.pss, rss + memory.rss
             except psutil.NoSuchProcess:
                 return
-            self.peak = max(self.peak, total)
-            self.done.wait(0.2)
+            self.peak, self.peak_rss = max(self.peak, pss), max(self.peak_rss, rss)
+            self.done.wait(0.5)  # reading smaps is slower than RSS; twice a second
 
 
-def run_measured(command: list[str], cwd: Path) -> tuple[float, int, str]:
-    """(wall seconds, peak tree RSS bytes, output) of a command that must succeed."""
+def run_measured(command: list[str], cwd: Path) -> tuple[float, tuple[int, int], str]:
+    """(wall seconds, (peak tree PSS, peak tree RSS) bytes, output) of a command that must
+    succeed."""
     started = time.monotonic()
     process = subprocess.Popen(
         command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -122,13 +142,13 @@ def run_measured(command: list[str], cwd: Path) -> tuple[float, int, str]:
     if process.returncode:
         sys.stderr.write(output[-6000:])
         raise SystemExit(f"{' '.join(command)} failed with exit code {process.returncode}")
-    return seconds, memory.peak, output
+    return seconds, (memory.peak, memory.peak_rss), output
 
 
-def run_ours(data_dir: Path, out: Path) -> dict:
+def run_ours(data_dir: Path, out: Path, beam_mode: str = "auto") -> dict:
     shutil.rmtree(out, ignore_errors=True)
     command = [sys.executable, "local_runner.py", "--data-root", str(data_dir)]
-    command += ["--output-dir", str(out), "--no-report"]
+    command += ["--output-dir", str(out), "--no-report", "--beam-mode", beam_mode]
     wall, peak, output = run_measured(command, REPO_ROOT)
     mode = next(
         (line.split("(Beam ", 1)[1].split(",", 1)[0] for line in output.splitlines()
@@ -136,7 +156,7 @@ def run_ours(data_dir: Path, out: Path) -> dict:
         "?",
     )  # fmt: skip
     summary = _summary(out / "metadata.sqlite", OUR_PIPELINE, REPO_ROOT)
-    return {"wall": wall, "peak": peak, "beam_mode": mode, **summary}
+    return {"wall": wall, "peak": peak[0], "peak_rss": peak[1], "beam_mode": mode, **summary}
 
 
 def run_anchor(anchor: Path, csv: Path) -> dict:
@@ -149,7 +169,8 @@ def run_anchor(anchor: Path, csv: Path) -> dict:
         shutil.rmtree(anchor / name, ignore_errors=True)
     wall, peak, _ = run_measured([sys.executable, "local_runner.py"], anchor)
     metadata_path = anchor / "tfx_metadata" / ANCHOR_PIPELINE / "metadata.db"
-    return {"wall": wall, "peak": peak, **_summary(metadata_path, ANCHOR_PIPELINE, anchor)}
+    summary = _summary(metadata_path, ANCHOR_PIPELINE, anchor)
+    return {"wall": wall, "peak": peak[0], "peak_rss": peak[1], **summary}
 
 
 # Run in a fresh process each: the floors are one process's work, as a user's script would be.
@@ -235,7 +256,7 @@ def _component(run: dict, node: str) -> float:
 
 def table(results: list[dict], anchor: dict | None) -> str:
     rows = [
-        ("rows", "CSV MB", "Beam", "wall s", "rows/s", *COMPONENTS, "peak GB", "accuracy",
+        ("rows", "CSV MB", "Beam", "wall s", "rows/s", *COMPONENTS, "peak GB (RSS sum)", "accuracy",
          "ExampleGen floor s", "Evaluator floor s", "ExampleGen / floor", "Evaluator / floor")
     ]  # fmt: skip
     for r in results:
@@ -244,11 +265,11 @@ def table(results: list[dict], anchor: dict | None) -> str:
             (
                 f"{r['rows']:,}",
                 f"{r['bytes'] / 1e6:.0f}",
-                run["beam_mode"],
+                run["beam_mode"] + (" (forced)" if r.get("forced") else ""),
                 f"{run['wall']:.0f}",
                 f"{r['rows'] / run['wall']:,.0f}",
                 *(f"{_component(run, c):.1f}" for c in COMPONENTS),
-                f"{run['peak'] / 1e9:.2f}",
+                f"{run['peak'] / 1e9:.2f} ({run['peak_rss'] / 1e9:.2f})",
                 f"{run['metrics'].get('binary_accuracy', float('nan')):.4f}",
                 f"{floor['example_gen']:.2f} (parse {floor['parse']:.2f})",
                 f"{floor['evaluator']:.2f} ({floor['eval_rows']:,.0f} rows)",
@@ -257,7 +278,7 @@ def table(results: list[dict], anchor: dict | None) -> str:
             )
         )
     if anchor is not None:
-        ours = next(r for r in results if r["rows"] == ANCHOR_ROWS)["ours"]
+        ours = next(r for r in results if r["rows"] == ANCHOR_ROWS and not r["forced"])["ours"]
         rows.append(
             (
                 f"{ANCHOR_ROWS:,} (TFX taxi template)",
@@ -266,7 +287,7 @@ def table(results: list[dict], anchor: dict | None) -> str:
                 f"{anchor['wall']:.0f}",
                 f"{ANCHOR_ROWS / anchor['wall']:,.0f}",
                 *(f"{_component(anchor, c):.1f}" for c in COMPONENTS),
-                f"{anchor['peak'] / 1e9:.2f}",
+                f"{anchor['peak'] / 1e9:.2f} ({anchor['peak_rss'] / 1e9:.2f})",
                 f"{anchor['metrics'].get('binary_accuracy', float('nan')):.4f}",
                 f"ratio ours / template: {ours['wall'] / anchor['wall']:.2f}x",
                 "",
@@ -290,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-anchor", action="store_true", help="skip the TFX taxi template")
     parser.add_argument("--json", type=Path, help="also write the measurements here")
     args = parser.parse_args(argv)
-    sizes = args.rows or [*BASE_SIZES, rows_above_threshold()]
+    sizes = sorted(set(args.rows or [*BASE_SIZES, rows_above_threshold()]))
     results = []
     anchor_result = None
     with tempfile.TemporaryDirectory(prefix="bench_scale_") as tmp:
@@ -300,10 +321,21 @@ def main(argv: list[str] | None = None) -> int:
             size = write_rows(data_dir / "data.csv", rows)
             print(f"{rows:,} rows ({size / 1e6:.0f} MB): this template ...", flush=True)
             out = workdir / f"out-{rows}"
+            if rows in threshold_pair(sizes):
+                other = "in_memory" if size > IN_MEMORY_MAX_BYTES else "multi_processing"
+                print(f"  forced {other} ...", flush=True)
+                forced = run_ours(data_dir, out, other)
+                print(f"  {forced['wall']:.0f} s; floors ...", flush=True)
+                floor = floors(data_dir / "data.csv", out, workdir)
+                results.append(
+                    {"rows": rows, "bytes": size, "ours": forced, "floor": floor, "forced": True}
+                )
             ours = run_ours(data_dir, out)
             print(f"  {ours['wall']:.0f} s; floors ...", flush=True)
             floor = floors(data_dir / "data.csv", out, workdir)
-            results.append({"rows": rows, "bytes": size, "ours": ours, "floor": floor})
+            results.append(
+                {"rows": rows, "bytes": size, "ours": ours, "floor": floor, "forced": False}
+            )
             if rows == ANCHOR_ROWS and not args.no_anchor:
                 print(f"{rows:,} rows: TFX taxi template ...", flush=True)
                 anchor_result = run_anchor(make_anchor(workdir), data_dir / "data.csv")

@@ -4,7 +4,12 @@
 outputs on Kubeflow); when nothing is served yet that artifact is marked
 `has_model = 0`. This executor drops such a baseline before TFMA runs, so the
 change threshold is skipped exactly as TFX does on a first run without a
-blessed model. Everything else is the stock executor.
+blessed model.
+
+It also hands TFX's `custom_extractors` hook the extractors of
+components/evaluation_extractors.py (TFMA's, with each batch pruned before it
+is unbatched), unless the Evaluator was given a module of its own. Everything
+else is the stock executor.
 """
 
 from __future__ import annotations
@@ -17,7 +22,11 @@ from tfx.components.evaluator import executor as evaluator_executor
 from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_component_specs
 
+from components import evaluation_extractors
 from components.served_model import is_served_baseline
+
+# TFX reads `custom_extractors` from the module these name (tfx udf_utils).
+_MODULE_KEYS = ("module_file", "module_path")
 
 
 def drop_empty_baseline(
@@ -43,6 +52,8 @@ class ServedBaselineExecutor(evaluator_executor.Executor):
         output_dict: dict[str, list[types.Artifact]],
         exec_properties: dict[str, Any],
     ) -> None:
+        if not any(exec_properties.get(k) for k in _MODULE_KEYS):
+            exec_properties = {**exec_properties, "module_path": evaluation_extractors.__name__}
         super().Do(drop_empty_baseline(input_dict), output_dict, exec_properties)
 
 

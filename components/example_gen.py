@@ -15,6 +15,11 @@ has run, that is left as it is. Either way it then reads the last
 `spans` spans (the window, from the dataset spec's `input.spans`) into one
 Examples artifact, each span in its latest version.
 
+The rows are read by `components/csv_to_examples.py` (pyarrow, examples
+encoded a block at a time) and split and written by
+`components/example_blocks.py`: the stock executor's examples and splits, at
+about ten times its speed.
+
 `resolve_input` is that resolution as a function: the `InputSnapshot` step
 (components/input_snapshot.py) runs it before ExampleGen on Kubeflow, so the
 data's fingerprint enters ExampleGen's cache key there too.
@@ -30,11 +35,11 @@ from typing import Any, ClassVar
 import apache_beam as beam
 from absl import logging
 from tfx import types
+from tfx.components.example_gen import base_example_gen_executor, input_processor, write_split
 from tfx.components.example_gen import driver as example_gen_driver
-from tfx.components.example_gen import input_processor
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen.csv_example_gen import component as csv_component
-from tfx.components.example_gen.csv_example_gen import executor as csv_executor
+from tfx.components.util import examples_utils
 from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2, range_config_pb2
@@ -42,6 +47,8 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import proto_utils
 
+from components.csv_to_examples import CsvToExampleBlocks
+from components.example_blocks import WriteExampleBlocks, partition_blocks
 from components.spans import SpanPattern, present_spans
 
 # Our own execution properties (see CsvExampleGenSpec).
@@ -178,7 +185,7 @@ def resolve_input(
 _WINDOW_PATTERNS = "_window_patterns"
 
 
-class SpanResolvingExecutor(csv_executor.Executor):
+class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
     """CsvExampleGen's executor that resolves spans itself where no driver did (module doc)."""
 
     def Do(
@@ -244,14 +251,62 @@ class SpanResolvingExecutor(csv_executor.Executor):
             ),
             input_base,
         )
-        super().Do(input_dict, output_dict, exec_properties)
+        self._write_examples(examples, exec_properties)
+
+    def GenerateExamplesByBeam(
+        self, pipeline: beam.Pipeline, exec_properties: dict[str, Any]
+    ) -> dict[str, beam.PCollection]:
+        """TFX's method, over blocks: split name -> blocks (lists) of serialized examples."""
+        input_config = proto_utils.json_to_proto(
+            exec_properties[standard_component_specs.INPUT_CONFIG_KEY], example_gen_pb2.Input()
+        )
+        output_config = proto_utils.json_to_proto(
+            exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], example_gen_pb2.Output()
+        )
+        split_names = example_gen_utils.generate_output_split_names(input_config, output_config)
+        read = self.GetInputSourceToExamplePTransform()
+        if output_config.split_config.splits:
+            (only,) = input_config.splits  # TFX's rule: output splits need one input split
+            blocks = pipeline | "InputToRecord" >> read(exec_properties, only.pattern)
+            return partition_blocks(blocks, split_names, output_config.split_config)
+        return {
+            name: pipeline | f"InputToRecord[{split.name}]" >> read(exec_properties, split.pattern)
+            for name, split in zip(split_names, input_config.splits, strict=True)
+        }
+
+    def _write_examples(self, examples: types.Artifact, exec_properties: dict[str, Any]) -> None:
+        """TFX's ExampleGen `Do` (split names, files, payload and file format), over blocks."""
+        input_config = proto_utils.json_to_proto(
+            exec_properties[standard_component_specs.INPUT_CONFIG_KEY], example_gen_pb2.Input()
+        )
+        output_config = proto_utils.json_to_proto(
+            exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], example_gen_pb2.Output()
+        )
+        examples.split_names = artifact_utils.encode_split_names(
+            example_gen_utils.generate_output_split_names(input_config, output_config)
+        )
+        with self._make_beam_pipeline() as pipeline:
+            for name, blocks in self.GenerateExamplesByBeam(pipeline, exec_properties).items():
+                _ = blocks | f"WriteSplit[{name}]" >> WriteExampleBlocks(
+                    artifact_utils.get_split_uri([examples], name)
+                )
+        examples_utils.set_payload_format(
+            examples, exec_properties[standard_component_specs.OUTPUT_DATA_FORMAT_KEY]
+        )
+        examples_utils.set_file_format(
+            examples,
+            write_split.to_file_format_str(
+                exec_properties[standard_component_specs.OUTPUT_FILE_FORMAT_KEY]
+            ),
+        )
+        logging.info("Examples generated.")
 
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
-        read_csv = super().GetInputSourceToExamplePTransform()
+        read_csv = CsvToExampleBlocks
 
         @beam.ptransform_fn
         def read_window(pipeline, exec_properties: dict[str, Any], split_pattern: str):
-            """TFX's CSV reader over each span of the window, flattened into one PCollection."""
+            """The CSV reader over each span of the window, flattened into one PCollection."""
             patterns = json.loads(exec_properties[_WINDOW_PATTERNS])[split_pattern]
             if len(patterns) == 1:
                 return pipeline | read_csv(exec_properties, patterns[0])

@@ -3,6 +3,10 @@
 On small data Beam's start-up dominates: the in-memory DirectRunner skips the
 worker processes that `multi_processing` starts (measured here: 102 s vs.
 185 s for the whole DAG on the 15k-row sample). Large data wants the cores.
+Whole DAG, in-memory against multi-processing (README "Scale: the cost
+curve"): 150k rows (19 MB) 56 s against 77 s; 600k (77 MB) 139 s against
+134 s; 1.5M (192 MB) 361 s against 267 s. `python -m benchmarks.scale` runs
+the sizes either side of the threshold in both modes.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from pipeline import object_store
 
 BeamMode = Literal["auto", "in_memory", "multi_processing"]
 
-# Above this much input, parallel workers beat their start-up cost.
-IN_MEMORY_MAX_BYTES = 256 * 1024 * 1024
+# Above this much input (about 500k taxi rows), parallel workers beat their
+# start-up cost (the module docstring).
+IN_MEMORY_MAX_BYTES = 64 * 1024 * 1024
 # A running job service answers at once; Beam itself would wait 60 s and then
 # raise a timeout that names nothing.
 JOB_SERVICE_TIMEOUT_S = 20

@@ -1,0 +1,205 @@
+"""ExampleGen's pyarrow reader against TFX's own CSV executor: the same examples in each split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import tensorflow as tf
+from tfx.components.example_gen.csv_example_gen import executor as stock_csv_executor
+from tfx.proto import example_gen_pb2
+from tfx.utils import io_utils, proto_utils
+from tfx_bsl.coders.csv_decoder import ColumnType
+
+from components.csv_to_examples import (
+    CsvError,
+    column_type,
+    encode_examples,
+    merge_types,
+    python_cell_type,
+    read_blocks,
+)
+from components.example_blocks import name_staged_files, staging_dir
+from components.example_gen import SpanResolvingExecutor, input_config
+from tests.test_example_gen import run_example_gen, split_records
+
+# Each column is a corner of TFX's type rule (tfx_bsl's ColumnTypeInferrer):
+# ints that Python's int() reads but arrow's cast does not, an int beyond 64
+# bits (a string, not a float), floats Python reads (nan, inf, 1e999, "1_0.5"),
+# a column empty throughout (a Feature with no kind), quoting, line breaks and
+# commas inside quotes, non-ASCII text, 64-bit bounds, exponents.
+CORNERS = '''\
+plain_int,odd_int,big_int,float_mix,odd_float,empty,text,bounds,exp
+1,+5,1,1,nan,,"a, quoted",-9223372036854775808,1e5
+2, 7,99999999999999999999,2.5,inf,,"two
+lines",9223372036854775807,-1.5E-3
+-3,1_000,3,,1e999,,ünïcödé,0,.5
+,,,-0,1_0.5,,"",-0,5.
+04,-0,4,1e-45,-inf,,"say ""hi""",00012,3e38
+
+5,6,5,3.4028235e38,+1.5,,x,1,-.5e-3
+'''
+
+
+def corner_root(tmp_path: Path, text: str = CORNERS, name: str = "data.csv") -> Path:
+    root = tmp_path / "data"
+    root.mkdir(exist_ok=True)
+    (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def run_both(root: Path, tmp_path: Path):
+    properties = {"input_config": proto_utils.proto_to_json(input_config(None))}
+    ours = run_example_gen(SpanResolvingExecutor, root, tmp_path / "ours", properties)
+    stock = run_example_gen(stock_csv_executor.Executor, root, tmp_path / "stock", properties)
+    return ours, stock
+
+
+def test_the_corners_of_the_type_rule_give_tfx_s_examples_in_tfx_s_splits(tmp_path):
+    ours, stock = run_both(corner_root(tmp_path), tmp_path)
+    assert split_records(ours) == split_records(stock)
+    records = [r for split in split_records(ours).values() for r in split]
+    assert len(records) == 6  # the blank line is skipped
+    for record in records:
+        empty = tf.train.Example.FromString(record).features.feature["empty"]
+        assert empty.WhichOneof("kind") is None
+    # The artifact says what TFX's does.
+    for prop in ("payload_format", "file_format"):
+        assert ours.get_string_custom_property(prop) == stock.get_string_custom_property(prop)
+    assert ours.split_names == stock.split_names
+    written = sorted(p.name for p in Path(ours.uri, "Split-train").iterdir())
+    assert written and all(n.startswith("data_tfrecord-") and n.endswith(".gz") for n in written)
+
+
+def test_encoded_examples_are_protobufs_deterministic_serialization(tmp_path):
+    """ExampleGen's split hashes these bytes: they must be the ones TFX hashes."""
+    path = str(corner_root(tmp_path) / "data.csv")
+    names = io_utils.load_csv_column_names(path)
+    blocks = list(read_blocks(path, names))
+    types = merge_types(names, [{n: column_type(b.column(n)) for n in names} for b in blocks])
+    assert types == {
+        "plain_int": ColumnType.INT,
+        "odd_int": ColumnType.INT,
+        "big_int": ColumnType.STRING,
+        "float_mix": ColumnType.FLOAT,
+        "odd_float": ColumnType.FLOAT,
+        "empty": ColumnType.UNKNOWN,
+        "text": ColumnType.STRING,
+        "bounds": ColumnType.INT,
+        "exp": ColumnType.FLOAT,
+    }
+    encoded = [e for b in blocks for e in encode_examples(b, types)]
+    assert encoded == [
+        tf.train.Example.FromString(e).SerializeToString(deterministic=True) for e in encoded
+    ]
+
+
+@pytest.mark.parametrize(
+    ("cell", "expected"),
+    [
+        (b"", ColumnType.UNKNOWN),
+        (b"12", ColumnType.INT),
+        (b" 12 ", ColumnType.INT),
+        (b"18446744073709551616", ColumnType.STRING),
+        (b"1.5", ColumnType.FLOAT),
+        (b"nan", ColumnType.FLOAT),
+        (b"0x10", ColumnType.STRING),
+        (b"NA", ColumnType.STRING),
+    ],
+)
+def test_a_cell_is_typed_as_tfx_types_it(cell, expected):
+    assert python_cell_type(cell) == expected
+    assert column_type(pa.array([cell.decode()])) == expected
+
+
+def test_a_column_typed_differently_in_two_files_takes_the_wider_type(tmp_path):
+    root = corner_root(tmp_path, "a,b\n1,x\n2,y\n", "part-1.csv")
+    corner_root(tmp_path, "a,b\n3.5,z\n", "part-2.csv")
+    ours, stock = run_both(root, tmp_path)
+    assert split_records(ours) == split_records(stock)
+    values = sorted(
+        tf.train.Example.FromString(r).features.feature["a"].float_list.value[0]
+        for records in split_records(ours).values()
+        for r in records
+    )
+    assert values == [1.0, 2.0, 3.5]
+
+
+def test_the_taxi_rows_are_the_stock_executor_s_examples_in_its_splits(taxi_slice, tmp_path):
+    ours, stock = run_both(taxi_slice, tmp_path)
+    assert split_records(ours) == split_records(stock)
+    assert sum(len(r) for r in split_records(ours).values()) == 3000
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a,b\n1,2\n3\n", r"data\.csv: .*Expected 2 columns, got 1"),
+        ('a,b\n1,"open\n2,3\n', r"data\.csv: a quoted cell is never closed"),
+    ],
+)
+def test_a_malformed_file_is_named_in_the_error(tmp_path, text, message):
+    root = corner_root(tmp_path, text)
+    with pytest.raises(CsvError, match=message):
+        list(read_blocks(str(root / "data.csv"), ["a", "b"]))
+
+
+def test_bytes_that_are_not_utf8_are_refused_with_the_file_named(tmp_path):
+    root = tmp_path / "data"
+    root.mkdir()
+    (root / "data.csv").write_bytes(b"a,b\n1,\xff\xfe\n")
+    with pytest.raises(CsvError, match=r"data\.csv: .*UTF8"):
+        list(read_blocks(str(root / "data.csv"), ["a", "b"]))
+
+
+def test_a_header_alone_gives_empty_splits_as_tfx_s_executor_does(tmp_path):
+    ours, stock = run_both(corner_root(tmp_path, "a,b\n"), tmp_path)
+    assert split_records(ours) == split_records(stock) == {"train": [], "eval": []}
+    for split in ("train", "eval"):
+        assert [p.name for p in Path(ours.uri, f"Split-{split}").iterdir()] == [
+            "data_tfrecord-00000-of-00001.gz"
+        ]
+
+
+def test_staged_files_are_named_in_the_split_and_leftovers_removed(tmp_path):
+    split = tmp_path / "examples" / "Split-train"
+    staging = Path(staging_dir(str(split)))
+    staging.mkdir(parents=True)
+    for name in ("b.gz", "a.gz", "orphan-of-a-failed-bundle.gz"):
+        (staging / name).write_bytes(name.encode())
+    name_staged_files([str(staging / "b.gz"), str(staging / "a.gz")], str(split))
+    assert sorted(p.name for p in split.iterdir()) == [
+        "data_tfrecord-00000-of-00002.gz",
+        "data_tfrecord-00001-of-00002.gz",
+    ]
+    assert (split / "data_tfrecord-00000-of-00002.gz").read_bytes() == b"a.gz"
+    assert not staging.exists()
+    assert sorted(p.name for p in (tmp_path / "examples").iterdir()) == ["Split-train"]
+
+
+def test_a_split_by_a_feature_s_value_is_tfx_s_split(taxi_slice, tmp_path):
+    output = example_gen_pb2.Output(
+        split_config=example_gen_pb2.SplitConfig(
+            splits=[
+                example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=3),
+                example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1),
+            ],
+            partition_feature_name="payment_type",
+        )
+    )
+    properties = {
+        "input_config": proto_utils.proto_to_json(input_config(None)),
+        "output_config": proto_utils.proto_to_json(output),
+    }
+    ours = run_example_gen(SpanResolvingExecutor, taxi_slice, tmp_path / "ours", properties)
+    stock = run_example_gen(stock_csv_executor.Executor, taxi_slice, tmp_path / "stock", properties)
+    assert split_records(ours) == split_records(stock)
+    payment = {
+        split: {
+            tf.train.Example.FromString(r).features.feature["payment_type"].bytes_list.value[0]
+            for r in records
+        }
+        for split, records in split_records(ours).items()
+    }
+    assert payment["train"] and payment["eval"] and not payment["train"] & payment["eval"]
