@@ -33,6 +33,7 @@ from typing import Any
 
 import apache_beam as beam
 import google_crc32c
+from absl import logging
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
@@ -142,6 +143,7 @@ class _WriteBlocksFn(beam.DoFn):
     def finish_bundle(self) -> Iterator[WindowedValue]:
         if self._file is not None:
             self._file.close()
+            self._file = None
             yield WindowedValue(self._path, MIN_TIMESTAMP, [GlobalWindow()])
 
 
@@ -162,6 +164,11 @@ def name_staged_files(staged: list[str], output_split_path: str) -> None:
     staging = staging_dir(output_split_path)
     (leftovers,) = FileSystems.match([os.path.join(staging, "*")])
     if leftovers.metadata_list:
+        logging.warning(
+            "Deleting %d file(s) of failed bundles under %s",
+            len(leftovers.metadata_list),
+            staging,
+        )
         FileSystems.delete([m.path for m in leftovers.metadata_list])
     if FileSystems.exists(staging):  # a local directory; object stores have none
         FileSystems.delete([staging])
@@ -170,9 +177,24 @@ def name_staged_files(staged: list[str], output_split_path: str) -> None:
 @beam.ptransform_fn
 def WriteExampleBlocks(blocks: beam.PCollection, output_split_path: str) -> beam.pvalue.PDone:
     """Blocks of serialized examples -> one split's gzipped TFRecord files."""
-    return (
+    staged = (
         blocks
         | "WriteBlocks" >> beam.ParDo(_WriteBlocksFn(output_split_path))
-        | "StagedFiles" >> beam.combiners.ToList()
-        | "NameFiles" >> beam.Map(name_staged_files, output_split_path)
+        # Gathered by a GroupByKey, as Beam's own file sink does: a combine is
+        # lifted into the writing stage, where (multi-processing runner) a
+        # path emitted by finish_bundle could miss it, and its file be taken
+        # for a failed bundle's and deleted.
+        | "Pair" >> beam.Map(lambda path: (None, path))
+        | "Gather" >> beam.GroupByKey()
+        | "Paths" >> beam.FlatMap(lambda keyed: keyed[1])
+    )
+    # Once, after every bundle (an empty split too), as Beam's sink finalizes.
+    return (
+        blocks.pipeline
+        | "Once" >> beam.Create([None])
+        | "NameFiles"
+        >> beam.Map(
+            lambda _, paths: name_staged_files(list(paths), output_split_path),
+            beam.pvalue.AsList(staged),
+        )
     )
