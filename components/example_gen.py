@@ -185,6 +185,20 @@ def resolve_input(
 _WINDOW_PATTERNS = "_window_patterns"
 
 
+def _split_configs(
+    exec_properties: dict[str, Any],
+) -> tuple[example_gen_pb2.Input, example_gen_pb2.Output, list[str]]:
+    """ExampleGen's input and output configs and its output split names, as TFX derives them."""
+    input_config = proto_utils.json_to_proto(
+        exec_properties[standard_component_specs.INPUT_CONFIG_KEY], example_gen_pb2.Input()
+    )
+    output_config = proto_utils.json_to_proto(
+        exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], example_gen_pb2.Output()
+    )
+    split_names = example_gen_utils.generate_output_split_names(input_config, output_config)
+    return input_config, output_config, split_names
+
+
 class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
     """CsvExampleGen's executor that resolves spans itself where no driver did (module doc)."""
 
@@ -257,13 +271,7 @@ class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
         self, pipeline: beam.Pipeline, exec_properties: dict[str, Any]
     ) -> dict[str, beam.PCollection]:
         """TFX's method, over blocks: split name -> blocks (lists) of serialized examples."""
-        input_config = proto_utils.json_to_proto(
-            exec_properties[standard_component_specs.INPUT_CONFIG_KEY], example_gen_pb2.Input()
-        )
-        output_config = proto_utils.json_to_proto(
-            exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], example_gen_pb2.Output()
-        )
-        split_names = example_gen_utils.generate_output_split_names(input_config, output_config)
+        input_config, output_config, split_names = _split_configs(exec_properties)
         read = self.GetInputSourceToExamplePTransform()
         if output_config.split_config.splits:
             (only,) = input_config.splits  # TFX's rule: output splits need one input split
@@ -276,15 +284,7 @@ class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
 
     def _write_examples(self, examples: types.Artifact, exec_properties: dict[str, Any]) -> None:
         """TFX's ExampleGen `Do` (split names, files, payload and file format), over blocks."""
-        input_config = proto_utils.json_to_proto(
-            exec_properties[standard_component_specs.INPUT_CONFIG_KEY], example_gen_pb2.Input()
-        )
-        output_config = proto_utils.json_to_proto(
-            exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], example_gen_pb2.Output()
-        )
-        examples.split_names = artifact_utils.encode_split_names(
-            example_gen_utils.generate_output_split_names(input_config, output_config)
-        )
+        examples.split_names = artifact_utils.encode_split_names(_split_configs(exec_properties)[2])
         with self._make_beam_pipeline() as pipeline:
             for name, blocks in self.GenerateExamplesByBeam(pipeline, exec_properties).items():
                 _ = blocks | f"WriteSplit[{name}]" >> WriteExampleBlocks(
