@@ -257,6 +257,7 @@ def _run_pipeline(
     from pipeline.local import run_locally
     from pipeline.pipeline import create_pipeline
     from pipeline.run_summary import summarize_run
+    from pipeline.transform_output import materialize_transform
 
     # TensorFlow, TFX and Beam leave millions of long-lived objects behind their
     # imports; every full garbage collection walked them all again (3.4 s of a
@@ -264,7 +265,9 @@ def _run_pipeline(
     # which costs nothing for modules that live as long as the process.
     gc.freeze()
     metadata = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
-    beam_mode = choose_beam_mode(data_size_bytes(checked.files), args.beam_mode)
+    data_bytes = data_size_bytes(checked.files)
+    beam_mode = choose_beam_mode(data_bytes, args.beam_mode)
+    materialized = materialize_transform(data_bytes)
 
     spec = schema_dir.spec
     pipeline = create_pipeline(
@@ -278,6 +281,7 @@ def _run_pipeline(
         trainer_config=config.trainer,
         enable_cache=config.enable_cache,
         beam_pipeline_args=beam_pipeline_args(beam_mode),
+        materialize_transform=materialized,
         metadata_connection_config=metadata,
     )
     spans = (
@@ -288,7 +292,9 @@ def _run_pipeline(
     )
     print(
         f"Running {spec.name} ({spec.task}, label {spec.label.column or spec.label.derive}) "
-        f"on {data_root}{spans} (Beam {beam_mode}, {config.train_steps} train steps, "
+        f"on {data_root}{spans} (Beam {beam_mode}, "
+        f"Transform {'materialized' if materialized else 'applied in the Trainer'}, "
+        f"{config.train_steps} train steps, "
         f"cache {'on' if config.enable_cache else 'off'})",
         flush=True,
     )

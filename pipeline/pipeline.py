@@ -49,6 +49,7 @@ from trainer.dataset import LABEL_KEY, DatasetSpec
 from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 from trainer.model import output_name
 from trainer.preprocessing import FORCE_TF_COMPAT_V1, preprocessing_fn
+from trainer.run import EXAMPLES_KEY as TRAINER_EXAMPLES_KEY
 from trainer.run import run_fn
 
 # Stable node ids: metadata, caching and the Kubeflow spec all key on them.
@@ -238,6 +239,7 @@ def create_pipeline(
     enable_input_snapshot_step: bool = False,
     beam_pipeline_args_by_component: Mapping[str, Sequence[str]] | None = None,
     tfjob: TFJobSpec | None = None,
+    materialize_transform: bool = True,
 ) -> Pipeline:
     """Builds the DAG. Pure: reads no data and no environment; it only hashes the
     project's own source for the cache key (see pipeline/fingerprint.py).
@@ -263,6 +265,10 @@ def create_pipeline(
     `beam_pipeline_args_by_component` adds Beam arguments to single Beam steps
     (ids in BEAM_COMPONENT_IDS), after the pipeline-wide `beam_pipeline_args`:
     one step on Dataflow, say, while the others run in their own pod.
+
+    `materialize_transform=False`: Transform writes its graph but no
+    transformed copy of the data, and the Trainer reads ExampleGen's examples
+    through that graph (pipeline/transform_output.py says when that pays).
 
     `tfjob` makes the Trainer step hand training to a Kubeflow TFJob of a
     Chief and workers, each running `run_fn` on the step's inputs
@@ -329,12 +335,19 @@ def create_pipeline(
         # `analyzer_cache` (incremental analysis over rolling spans); nothing
         # here does, and writing it cost about 3.5 s of Transform's 17 s.
         disable_analyzer_cache=True,
+        # Without materialization Transform only analyzes, and the Trainer runs
+        # the graph over the raw examples it reads (pipeline/transform_output.py).
+        materialize=materialize_transform,
         force_tf_compat_v1=FORCE_TF_COMPAT_V1,
     ).with_id(TRANSFORM)
 
     trainer = (TFJobTrainer if tfjob else Trainer)(
         run_fn=function_path(run_fn),
-        examples=transform.outputs["transformed_examples"],
+        examples=(
+            transform.outputs["transformed_examples"]
+            if materialize_transform
+            else example_gen.outputs["examples"]
+        ),
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_importer.outputs["schema"],
         train_args=(
@@ -346,6 +359,7 @@ def create_pipeline(
         custom_config=trainer_config.to_custom_config()
         | dataset.to_custom_config()
         | code_fingerprint_config(run_fn)
+        | {TRAINER_EXAMPLES_KEY: "transformed" if materialize_transform else "raw"}
         | (tfjob.to_custom_config() if tfjob else {}),
     ).with_id(TRAINER)
     # The Trainer consumes nothing from the gate; this edge is what makes bad data

@@ -127,9 +127,9 @@ def analyze_and_transform(rows: list[dict[str, str]], schema, root: Path, spec=N
     from tfx_bsl.public import tfxio as public_tfxio
 
     from schemas import load_schema_dir
-    from trainer.export import TransformGraph
     from trainer.preprocessing import FORCE_TF_COMPAT_V1, preprocessing_fn
     from trainer.raw_examples import serialize_rows
+    from trainer.transform_graph import TransformGraph
 
     spec = spec or load_schema_dir().spec
     bound_preprocessing_fn = functools.partial(
@@ -162,44 +162,47 @@ def analyze_and_transform(rows: list[dict[str, str]], schema, root: Path, spec=N
 
 
 @pytest.fixture(scope="session")
-def transformed_taxi(tmp_path_factory):
-    """Real tf.Transform output for 2,000 taxi rows: graph dir + train/eval TFRecords.
+def taxi_trainer_inputs(tmp_path_factory):
+    """Real tf.Transform output for 2,000 taxi rows, and the rows as train/eval
+    TFRecords: transformed (what a materializing Transform hands the Trainer)
+    and raw (ExampleGen's examples, for a Trainer that applies the graph).
 
     What the Trainer component receives, without running the DAG.
     """
     import tensorflow as tf
 
+    from trainer.raw_examples import serialize_rows
+
     schema = load_schema()
     _, rows = read_taxi_rows(limit=2000)
-    root = tmp_path_factory.mktemp("transformed_taxi")
+    root = tmp_path_factory.mktemp("taxi_trainer_inputs")
     _, transformed = analyze_and_transform(rows, schema, root)
 
-    def write(name: str, start: int, stop: int) -> str:
+    def transformed_example(i: int) -> bytes:
+        feature = {}
+        for key, values in transformed.items():
+            value = values[i].numpy().item()
+            if isinstance(value, float):
+                feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=[value]))
+            else:
+                feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+        return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+    raw = serialize_rows(rows, schema)
+
+    def write(name: str, records) -> str:
         path = root / f"{name}.tfrecord.gz"
         with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
-            for i in range(start, stop):
-                feature = {}
-                for key, values in transformed.items():
-                    value = values[i].numpy().item()
-                    if isinstance(value, float):
-                        feature[key] = tf.train.Feature(
-                            float_list=tf.train.FloatList(value=[value])
-                        )
-                    else:
-                        feature[key] = tf.train.Feature(
-                            int64_list=tf.train.Int64List(value=[value])
-                        )
-                writer.write(
-                    tf.train.Example(
-                        features=tf.train.Features(feature=feature)
-                    ).SerializeToString()
-                )
+            for record in records:
+                writer.write(record)
         return str(path)
 
     return {
         "transform_output": str(root / "transform_graph"),
-        "train_files": write("train", 0, 1500),
-        "eval_files": write("eval", 1500, 2000),
+        "train_files": write("train", map(transformed_example, range(1500))),
+        "eval_files": write("eval", map(transformed_example, range(1500, 2000))),
+        "raw_train_files": write("raw_train", raw[:1500]),
+        "raw_eval_files": write("raw_eval", raw[1500:]),
         "raw_rows": rows[1500:],
         "schema": schema,
     }

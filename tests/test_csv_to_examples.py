@@ -22,6 +22,7 @@ from components.csv_to_examples import (
 )
 from components.example_blocks import name_staged_files, staging_dir
 from components.example_gen import SpanResolvingExecutor, input_config
+from tests.conftest import read_taxi_rows, write_csv
 from tests.test_example_gen import run_example_gen, split_records
 
 # Each column is a corner of TFX's type rule (tfx_bsl's ColumnTypeInferrer):
@@ -130,6 +131,23 @@ def test_the_taxi_rows_are_the_stock_executor_s_examples_in_its_splits(taxi_slic
     ours, stock = run_both(taxi_slice, tmp_path)
     assert split_records(ours) == split_records(stock)
     assert sum(len(r) for r in split_records(ours).values()) == 3000
+
+
+def test_two_worker_processes_write_every_row_once_in_tfx_s_splits(tmp_path):
+    """The path above the in-memory threshold (pipeline/beam.py): Beam's
+    multi-processing runner, whose workers each write the blocks of the files
+    they read, and the staged files are gathered and named after them all."""
+    header, rows = read_taxi_rows(limit=3000)
+    root = tmp_path / "data"
+    for part in range(4):
+        write_csv(root / f"part-{part}.csv", header, rows[part::4])
+    properties = {"input_config": proto_utils.proto_to_json(input_config(None))}
+    workers = ("--direct_running_mode=multi_processing", "--direct_num_workers=2")
+    ours = run_example_gen(SpanResolvingExecutor, root, tmp_path / "ours", properties, workers)
+    stock = run_example_gen(stock_csv_executor.Executor, root, tmp_path / "stock", properties)
+    assert split_records(ours) == split_records(stock)
+    assert sum(len(r) for r in split_records(ours).values()) == 3000
+    assert not list(Path(ours.uri).glob(".staging-*"))
 
 
 @pytest.mark.parametrize(

@@ -124,7 +124,13 @@ def test_no_matching_files_names_the_pattern_and_the_directory(tmp_path):
 # --- the executor, on real rows --------------------------------------------------
 
 
-def run_example_gen(executor_class, data_root: Path, out: Path, exec_properties: dict):
+def run_example_gen(
+    executor_class,
+    data_root: Path,
+    out: Path,
+    exec_properties: dict,
+    beam_pipeline_args: tuple[str, ...] = ("--direct_running_mode=in_memory",),
+):
     examples = standard_artifacts.Examples()
     examples.uri = str(out)
     properties = {
@@ -139,7 +145,7 @@ def run_example_gen(executor_class, data_root: Path, out: Path, exec_properties:
         **exec_properties,
     }
     context = base_beam_executor.BaseBeamExecutor.Context(
-        beam_pipeline_args=["--direct_running_mode=in_memory"], tmp_dir=str(out / ".tmp")
+        beam_pipeline_args=list(beam_pipeline_args), tmp_dir=str(out / ".tmp")
     )
     executor_class(context).Do({}, {"examples": [examples]}, properties)
     return examples

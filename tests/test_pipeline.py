@@ -13,6 +13,7 @@ from pipeline import pipeline as dag
 from pipeline.config import PipelineConfig
 from trainer.config import TrainerConfig
 from trainer.dataset import DatasetSpec, DriftSpec, FeatureDrift, InputSpec
+from trainer.run import EXAMPLES_KEY
 
 EXPECTED_EDGES = {
     (dag.EXAMPLE_GEN, dag.STATISTICS_GEN),
@@ -92,6 +93,18 @@ def test_components_and_edges(tmp_path):
     assert edges(pipeline) == EXPECTED_EDGES
     # TFX hands runners the components in an order where every edge points forward.
     assert all(ids.index(up) < ids.index(down) for up, down in EXPECTED_EDGES)
+
+
+def test_without_materialization_the_trainer_reads_examplegen_s_examples(tmp_path):
+    pipeline = build(tmp_path, materialize_transform=False)
+    # Transform still hands over its graph; the examples come from ExampleGen.
+    assert edges(pipeline) == EXPECTED_EDGES | {(dag.EXAMPLE_GEN, dag.TRAINER)}
+    by_id = {c.id: c for c in pipeline.components}
+    assert "transformed_examples" not in by_id[dag.TRANSFORM].outputs
+    assert json.loads(by_id[dag.TRAINER].exec_properties["custom_config"])[EXAMPLES_KEY] == "raw"
+    default = {c.id: c for c in build(tmp_path).components}
+    trainer_config = json.loads(default[dag.TRAINER].exec_properties["custom_config"])
+    assert trainer_config[EXAMPLES_KEY] == "transformed"
 
 
 def test_kubeflow_steps_add_the_input_snapshot_and_the_run_report(tmp_path):

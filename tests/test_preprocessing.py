@@ -12,9 +12,9 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tests.conftest import analyze_and_transform, golden_path, load_schema, update_goldens
 from trainer.custom import big_tipper
 from trainer.dataset import LABEL_KEY, transformed_name
-from trainer.export import TransformGraph
 from trainer.preprocessing import class_index, fill_in_missing
 from trainer.raw_examples import serialize_rows
+from trainer.transform_graph import TransformGraph
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,7 @@ from trainer.config import ModelConfig, RuntimeConfig, TrainerConfig
 from trainer.export import SERVING_SIGNATURE
 from trainer.model import PROBABILITIES_OUTPUT
 from trainer.raw_examples import serialize_rows
-from trainer.run import train_and_export
+from trainer.run import EXAMPLES_KEY, examples_kind, train_and_export
 
 pytestmark = pytest.mark.slow
 
@@ -60,26 +60,36 @@ def accuracy(scores: np.ndarray, data) -> float:
     return float(np.mean((scores > 0.5) == big_tipper_labels(data["raw_rows"])))
 
 
-def train_here(tmp_path: Path, data, config: TrainerConfig, name: str) -> Path:
+def train_here(
+    tmp_path: Path, data, config: TrainerConfig, name: str, *, raw_examples: bool = False
+) -> Path:
     export_dir = tmp_path / name / "serving"
+    prefix = "raw_" if raw_examples else ""
     train_and_export(
         config=config,
         spec=TAXI,
-        train_files=[data["train_files"]],
-        eval_files=[data["eval_files"]],
+        train_files=[data[f"{prefix}train_files"]],
+        eval_files=[data[f"{prefix}eval_files"]],
         transform_output=data["transform_output"],
         serving_model_dir=str(export_dir),
         model_run_dir=str(tmp_path / name / "run"),
         train_steps=TRAIN_STEPS,
         eval_steps=2,
+        raw_examples=raw_examples,
     )
     return export_dir
 
 
-def process_command(tmp_path: Path, data, config: TrainerConfig, name: str, **extra) -> list[str]:
+def process_command(
+    tmp_path: Path, data, config: TrainerConfig, name: str, *, raw_examples: bool = False, **extra
+) -> list[str]:
     command = [sys.executable, "-m", "tests.trainer_process"]
     command += ["--transform-output", data["transform_output"]]
-    command += ["--train-files", data["train_files"], "--eval-files", data["eval_files"]]
+    prefix = "raw_" if raw_examples else ""
+    command += ["--train-files", data[f"{prefix}train_files"]]
+    command += ["--eval-files", data[f"{prefix}eval_files"]]
+    if raw_examples:
+        command += ["--raw-examples"]
     command += ["--export-dir", str(tmp_path / name / "serving")]
     command += ["--run-dir", str(tmp_path / name / "run")]
     command += ["--trainer-config", json.dumps(dataclasses.asdict(config))]
@@ -116,32 +126,32 @@ def run_processes(commands_and_envs, timeout=MULTI_PROCESS_TIMEOUT_S):
 
 
 @pytest.fixture(scope="module")
-def single_device(tmp_path_factory, transformed_taxi):
+def single_device(tmp_path_factory, taxi_trainer_inputs):
     """The reference: one device, float32, 64 examples per step, trained in a fresh process."""
     tmp = tmp_path_factory.mktemp("single")
-    run_processes([(process_command(tmp, transformed_taxi, BASE, "single"), {})])
-    return score(tmp / "single" / "serving", transformed_taxi)
+    run_processes([(process_command(tmp, taxi_trainer_inputs, BASE, "single"), {})])
+    return score(tmp / "single" / "serving", taxi_trainer_inputs)
 
 
-def test_single_device_model_learns(single_device, transformed_taxi):
-    assert accuracy(single_device, transformed_taxi) >= 0.8
+def test_single_device_model_learns(single_device, taxi_trainer_inputs):
+    assert accuracy(single_device, taxi_trainer_inputs) >= 0.8
 
 
 def test_mirrored_over_two_logical_cpus_scores_like_one_device(
-    tmp_path, transformed_taxi, single_device
+    tmp_path, taxi_trainer_inputs, single_device
 ):
     # Same global batch: 2 replicas x 32 == 1 x 64, so the math is the same.
     config = with_runtime(BASE, strategy="mirrored", per_replica_batch_size=32)
     outputs = run_processes(
-        [(process_command(tmp_path, transformed_taxi, config, "mirrored", logical_cpus=2), {})]
+        [(process_command(tmp_path, taxi_trainer_inputs, config, "mirrored", logical_cpus=2), {})]
     )
     assert "replicas_in_sync = 2" in outputs[0]
-    mirrored = score(tmp_path / "mirrored" / "serving", transformed_taxi)
+    mirrored = score(tmp_path / "mirrored" / "serving", taxi_trainer_inputs)
     np.testing.assert_allclose(mirrored, single_device, atol=0.01)
 
 
 def test_two_workers_train_one_model_and_the_chief_exports_it(
-    tmp_path, transformed_taxi, single_device
+    tmp_path, taxi_trainer_inputs, single_device
 ):
     import portpicker
 
@@ -151,12 +161,12 @@ def test_two_workers_train_one_model_and_the_chief_exports_it(
     jobs = []
     for index in range(2):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-        jobs.append(
-            (
-                process_command(tmp_path, transformed_taxi, config, f"worker{index}"),
-                {"TF_CONFIG": tf_config},
-            )
+        # ExampleGen's examples: each worker's input pipeline applies the
+        # Transform graph (a Trainer wired without materialization).
+        command = process_command(
+            tmp_path, taxi_trainer_inputs, config, f"worker{index}", raw_examples=True
         )
+        jobs.append((command, {"TF_CONFIG": tf_config}))
     outputs = run_processes(jobs)
     for out in outputs:
         assert "strategy = multi_worker_mirrored" in out
@@ -169,35 +179,62 @@ def test_two_workers_train_one_model_and_the_chief_exports_it(
     assert (tmp_path / "worker0" / "run" / "trainer_config.json").exists()
     # Each worker reads its own half of the records, so the example order
     # differs from the single-device run: same quality, not the same numbers.
-    multi = score(tmp_path / "worker0" / "serving", transformed_taxi)
-    assert abs(accuracy(multi, transformed_taxi) - accuracy(single_device, transformed_taxi)) < 0.05
+    multi = score(tmp_path / "worker0" / "serving", taxi_trainer_inputs)
+    assert (
+        abs(accuracy(multi, taxi_trainer_inputs) - accuracy(single_device, taxi_trainer_inputs))
+        < 0.05
+    )
     assert np.mean(np.abs(multi - single_device)) < 0.1
 
 
-def test_mixed_bfloat16_on_cpu_exports_float32(tmp_path, transformed_taxi, caplog):
+def test_mixed_bfloat16_on_cpu_exports_float32(tmp_path, taxi_trainer_inputs, caplog):
     config = with_runtime(BASE, precision="mixed_bfloat16")
     with caplog.at_level(logging.INFO, logger="trainer"):
-        export_dir = train_here(tmp_path, transformed_taxi, config, "bf16")
+        export_dir = train_here(tmp_path, taxi_trainer_inputs, config, "bf16")
     assert "trainer runtime: precision = mixed_bfloat16" in caplog.text
     dtypes = tf.train.load_checkpoint(str(export_dir / "variables" / "variables"))
     float_dtypes = {d for d in dtypes.get_variable_to_dtype_map().values() if d.is_floating}
     assert float_dtypes == {tf.float32}
-    scores = score(export_dir, transformed_taxi)
-    assert accuracy(scores, transformed_taxi) >= 0.8
+    scores = score(export_dir, taxi_trainer_inputs)
+    assert accuracy(scores, taxi_trainer_inputs) >= 0.8
 
 
-def test_jit_compile_scores_like_without(tmp_path, transformed_taxi):
-    plain = score(train_here(tmp_path, transformed_taxi, BASE, "plain"), transformed_taxi)
+def test_raw_examples_through_the_graph_train_the_model_transformed_ones_do(
+    tmp_path, taxi_trainer_inputs
+):
+    transformed = score(
+        train_here(tmp_path, taxi_trainer_inputs, BASE, "transformed"), taxi_trainer_inputs
+    )
+    raw = score(
+        train_here(tmp_path, taxi_trainer_inputs, BASE, "raw", raw_examples=True),
+        taxi_trainer_inputs,
+    )
+    # The same rows, order and seed; the graph computes what Transform wrote.
+    np.testing.assert_allclose(raw, transformed, atol=0.02)
+    assert accuracy(raw, taxi_trainer_inputs) >= 0.8
+
+
+def test_the_trainer_refuses_an_unknown_kind_of_examples():
+    assert examples_kind(None) == "transformed"
+    assert examples_kind({EXAMPLES_KEY: "raw"}) == "raw"
+    with pytest.raises(ValueError, match=r"custom_config\['trainer_examples'\].*'parsed'"):
+        examples_kind({EXAMPLES_KEY: "parsed"})
+
+
+def test_jit_compile_scores_like_without(tmp_path, taxi_trainer_inputs):
+    plain = score(train_here(tmp_path, taxi_trainer_inputs, BASE, "plain"), taxi_trainer_inputs)
     jit = score(
-        train_here(tmp_path, transformed_taxi, with_runtime(BASE, jit_compile=True), "jit"),
-        transformed_taxi,
+        train_here(tmp_path, taxi_trainer_inputs, with_runtime(BASE, jit_compile=True), "jit"),
+        taxi_trainer_inputs,
     )
     np.testing.assert_allclose(jit, plain, atol=0.02)
 
 
-def test_run_directory_has_tensorboard_logs_profile_and_resolved_config(tmp_path, transformed_taxi):
+def test_run_directory_has_tensorboard_logs_profile_and_resolved_config(
+    tmp_path, taxi_trainer_inputs
+):
     config = with_runtime(BASE, profile_steps=(2, 3))
-    train_here(tmp_path, transformed_taxi, config, "tb")
+    train_here(tmp_path, taxi_trainer_inputs, config, "tb")
     run_dir = tmp_path / "tb" / "run"
     assert list(run_dir.glob("train/events.out.tfevents.*"))
     assert list(run_dir.glob("train/plugins/profile/*"))
@@ -211,18 +248,18 @@ def test_run_directory_has_tensorboard_logs_profile_and_resolved_config(tmp_path
 
 
 @pytest.mark.gpu
-def test_mixed_float16_on_gpu_exports_float32_that_runs_on_cpu(tmp_path, transformed_taxi):
+def test_mixed_float16_on_gpu_exports_float32_that_runs_on_cpu(tmp_path, taxi_trainer_inputs):
     config = with_runtime(BASE, accelerator="gpu", precision="mixed_float16")
-    export_dir = train_here(tmp_path, transformed_taxi, config, "fp16")
+    export_dir = train_here(tmp_path, taxi_trainer_inputs, config, "fp16")
     with tf.device("/cpu:0"):
-        scores = score(export_dir, transformed_taxi)
-    assert accuracy(scores, transformed_taxi) >= 0.8
+        scores = score(export_dir, taxi_trainer_inputs)
+    assert accuracy(scores, taxi_trainer_inputs) >= 0.8
 
 
 @pytest.mark.gpu
-def test_mirrored_nccl_on_all_gpus(tmp_path, transformed_taxi):
+def test_mirrored_nccl_on_all_gpus(tmp_path, taxi_trainer_inputs):
     if len(tf.config.list_physical_devices("GPU")) < 2:
         pytest.skip("NCCL all-reduce needs at least two GPUs")
     config = with_runtime(BASE, accelerator="gpu", strategy="mirrored")
-    export_dir = train_here(tmp_path, transformed_taxi, config, "nccl")
-    assert accuracy(score(export_dir, transformed_taxi), transformed_taxi) >= 0.8
+    export_dir = train_here(tmp_path, taxi_trainer_inputs, config, "nccl")
+    assert accuracy(score(export_dir, taxi_trainer_inputs), taxi_trainer_inputs) >= 0.8

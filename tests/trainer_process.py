@@ -23,6 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trainer-config", required=True, help="TrainerConfig as JSON")
     parser.add_argument("--train-steps", type=int, required=True)
     parser.add_argument("--logical-cpus", type=int, default=0)
+    parser.add_argument(
+        "--raw-examples", action="store_true", help="the files hold ExampleGen's examples"
+    )
     parser.add_argument("--schema-dir", help="dataset (default: the embedded taxi task)")
     args = parser.parse_args(argv)
     # The parent test reads the trainer's start-up log (strategy, precision, batch).
@@ -50,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         model_run_dir=args.run_dir,
         train_steps=args.train_steps,
         eval_steps=2,
+        raw_examples=args.raw_examples,
     )
     print(json.dumps(metrics))
     return 0

@@ -1,15 +1,19 @@
-"""tf.data input over Transform's output, built to keep an accelerator fed.
+"""tf.data input over the Trainer's examples, built to keep an accelerator fed.
 
 Records are read from several files in parallel, batched *before* parsing (one
 vectorized `parse_example` per batch instead of one per record), optionally
 cached after decoding, and prefetched so the host prepares batch N+1 while the
 device computes batch N. Under a distribution strategy every input pipeline
 reads its own shard: by file when there are enough files, else by record.
+
+Over raw examples (Transform did not materialize its output:
+pipeline/transform_output.py) the Transform graph is applied here, to each
+parsed batch, on the host's cores in parallel with training.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import tensorflow as tf
 
@@ -40,8 +44,13 @@ def make_dataset(
     seed: int | None = None,
     deterministic: bool = False,
     input_context: tf.distribute.InputContext | None = None,
+    transform: Callable[[dict[str, tf.Tensor]], Mapping[str, tf.Tensor]] | None = None,
 ) -> tf.data.Dataset:
     """Batches of (features, label) from TFRecord files of serialized tf.Examples.
+
+    Records are parsed with `feature_spec`; `transform`, when given, maps each
+    parsed batch to the model's features (the Transform graph over raw
+    examples), and `label_key` is taken from its output.
 
     Training data is read in whatever order keeps the pipeline busiest unless
     `deterministic` is set; evaluation data always keeps file order.
@@ -82,8 +91,9 @@ def make_dataset(
 
     def parse(serialized: tf.Tensor) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
         parsed = tf.io.parse_example(serialized, spec)
-        label = parsed.pop(label_key)
-        return parsed, label
+        features = dict(transform(parsed)) if transform else parsed
+        label = features.pop(label_key)
+        return features, label
 
     dataset = dataset.map(
         parse, num_parallel_calls=AUTOTUNE, deterministic=deterministic or not training

@@ -16,11 +16,10 @@ from typing import Any
 
 import keras
 import tensorflow as tf
-import tensorflow_transform as tft
-from tensorflow_transform.saved import saved_transform_io_v2
 
 from trainer.dataset import DatasetSpec
 from trainer.model import output_name
+from trainer.transform_graph import TransformGraph
 
 SERVING_SIGNATURE = "serving_default"
 TRANSFORM_SIGNATURE = "transform_features"
@@ -31,43 +30,19 @@ SPEC_ASSET = "assets.extra/dataset_spec.json"
 _EXAMPLES_SPEC = tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")
 
 
-class TransformGraph(tf.Module):
-    """The Transform graph as a plain trackable, applied to raw feature tensors.
-
-    `TFTransformOutput.transform_features_layer()` wraps the same loader in a
-    legacy `tf_keras.Model`, and saving one of those runs tf_keras' SavedModel
-    serialization: it autograph-converts and traces the layer's call functions,
-    which took most of the export time (about 6 s of 7 here) and left Keras 2
-    metadata in a Keras 3 model. The loader is what that layer calls; tracking
-    its attributes, as the layer does, keeps the graph's tables and assets in
-    the SavedModel.
-    """
-
-    def __init__(self, tf_transform_output: tft.TFTransformOutput):
-        super().__init__(name="transform_graph")
-        loader = saved_transform_io_v2.SavedModelLoader(
-            tf_transform_output.transform_savedmodel_dir
-        )
-        self._loader = loader
-        self._tracked = loader.__dict__
-
-    def __call__(self, raw_features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        return self._loader.apply_transform_model(raw_features)
-
-
 class ServingModule(tf.Module):
     """Owns the model and the Transform graph so the SavedModel tracks both."""
 
     def __init__(
         self,
         model: keras.Model,
-        tf_transform_output: tft.TFTransformOutput,
+        transform_graph: TransformGraph,
         spec: DatasetSpec,
     ):
         super().__init__(name="serving")
         self.model = model
-        self.transform_graph = TransformGraph(tf_transform_output)
-        raw_spec = tf_transform_output.raw_feature_spec()
+        self.transform_graph = transform_graph
+        raw_spec = transform_graph.raw_feature_spec
         self._labelled_spec = raw_spec
         # The label's source columns do not exist yet when a request arrives.
         excluded = set(spec.serving_excluded_columns())
@@ -91,14 +66,14 @@ class ServingModule(tf.Module):
 
 def export_serving_model(
     model: keras.Model,
-    tf_transform_output: tft.TFTransformOutput,
+    transform_graph: TransformGraph,
     export_dir: str,
     spec: DatasetSpec,
     *,
     config: Mapping[str, Any] | None = None,
 ) -> None:
     """Writes the SavedModel, and beside it the dataset spec and the resolved training config."""
-    module = ServingModule(model, tf_transform_output, spec)
+    module = ServingModule(model, transform_graph, spec)
     signatures = {
         SERVING_SIGNATURE: module.serve.get_concrete_function(),
         TRANSFORM_SIGNATURE: module.transform_features.get_concrete_function(),

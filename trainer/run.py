@@ -20,8 +20,25 @@ from trainer.dataset import LABEL_KEY, DatasetSpec
 from trainer.export import export_serving_model
 from trainer.model import build_model, compile_model, model_input_sizes
 from trainer.runtime import resolve_runtime
+from trainer.transform_graph import TransformGraph
 
 logger = logging.getLogger(__name__)
+
+# The Trainer's `custom_config` says which examples it was wired to: Transform's
+# materialized output ("transformed"), or ExampleGen's ("raw"), which the input
+# pipeline runs through the Transform graph (pipeline/transform_output.py).
+EXAMPLES_KEY = "trainer_examples"
+EXAMPLE_KINDS = ("transformed", "raw")
+
+
+def examples_kind(custom_config: dict | None) -> str:
+    """The kind of examples a Trainer's `custom_config` names (TFX's default: transformed)."""
+    kind = (custom_config or {}).get(EXAMPLES_KEY, "transformed")
+    if kind not in EXAMPLE_KINDS:
+        raise ValueError(
+            f"custom_config[{EXAMPLES_KEY!r}] must be one of {list(EXAMPLE_KINDS)}, got {kind!r}"
+        )
+    return kind
 
 
 def worker_task(tf_config: str | None) -> tuple[str | None, int, bool]:
@@ -65,12 +82,19 @@ def train_and_export(
     model_run_dir: str,
     train_steps: int,
     eval_steps: int,
+    raw_examples: bool = False,
 ) -> dict[str, float]:
-    """Trains on Transform output and exports the serving model; returns final metrics."""
+    """Trains on Transform's output and exports the serving model; returns final metrics.
+
+    `train_files` and `eval_files` hold Transform's transformed examples, or
+    with `raw_examples` ExampleGen's, which each input pipeline runs through
+    the graph in `transform_output` batch by batch (trainer/data.py).
+    """
     runtime = resolve_runtime(config.runtime)  # First: strategies configure TF at start-up.
     keras.utils.set_random_seed(config.seed)
     tf_transform_output = tft.TFTransformOutput(transform_output)
     feature_spec = tf_transform_output.transformed_feature_spec()
+    transform_graph = TransformGraph(tf_transform_output)
 
     resolved = dataclasses.asdict(config) | {"resolved_runtime": runtime.summary()}
     chief = is_chief(os.environ.get("TF_CONFIG"))
@@ -80,7 +104,8 @@ def train_and_export(
             f.write(json.dumps(resolved, indent=2, sort_keys=True, default=str))
 
     common = dict(
-        feature_spec=feature_spec,
+        feature_spec=transform_graph.raw_feature_spec if raw_examples else feature_spec,
+        transform=transform_graph if raw_examples else None,
         label_key=LABEL_KEY,
         shuffle_buffer_size=config.runtime.shuffle_buffer_size,
         seed=config.seed,
@@ -153,13 +178,13 @@ def train_and_export(
     logger.info("trainer final metrics: %s", metrics)
 
     if chief:
-        export_serving_model(model, tf_transform_output, serving_model_dir, spec, config=resolved)
+        export_serving_model(model, transform_graph, serving_model_dir, spec, config=resolved)
     else:
         # Non-chief workers must still take part in the collective save, but
         # into scratch space of their own: only the chief's copy is the model.
         task_type, index, _ = worker_task(os.environ.get("TF_CONFIG"))
         with tempfile.TemporaryDirectory(prefix=f"export_{task_type or 'worker'}_{index}_") as d:
-            export_serving_model(model, tf_transform_output, os.path.join(d, "model"), spec)
+            export_serving_model(model, transform_graph, os.path.join(d, "model"), spec)
     return metrics
 
 
@@ -175,4 +200,5 @@ def run_fn(fn_args: FnArgs) -> None:
         model_run_dir=fn_args.model_run_dir,
         train_steps=fn_args.train_steps,
         eval_steps=fn_args.eval_steps,
+        raw_examples=examples_kind(fn_args.custom_config) == "raw",
     )
