@@ -253,9 +253,14 @@ def _run_pipeline(
 ) -> int:
     from tfx.orchestration import metadata as tfx_metadata
 
-    from pipeline.beam import beam_pipeline_args, choose_beam_mode, data_size_bytes
+    from pipeline.beam import (
+        beam_pipeline_args,
+        choose_beam_mode,
+        data_size_bytes,
+        local_step_beam_args,
+    )
     from pipeline.local import run_locally
-    from pipeline.pipeline import create_pipeline
+    from pipeline.pipeline import EXAMPLE_GEN, create_pipeline
     from pipeline.run_summary import summarize_run
     from pipeline.transform_output import materialize_transform
 
@@ -281,6 +286,7 @@ def _run_pipeline(
         trainer_config=config.trainer,
         enable_cache=config.enable_cache,
         beam_pipeline_args=beam_pipeline_args(beam_mode),
+        beam_pipeline_args_by_component=local_step_beam_args(beam_mode, example_gen=EXAMPLE_GEN),
         materialize_transform=materialized,
         metadata_connection_config=metadata,
     )

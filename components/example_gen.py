@@ -48,7 +48,7 @@ from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import proto_utils
 
 from components.csv_to_examples import CsvToExampleBlocks
-from components.example_blocks import WriteExampleBlocks, partition_blocks
+from components.example_blocks import WriteExampleBlocks, check_rows_written, partition_blocks
 from components.spans import SpanPattern, present_spans
 
 # Our own execution properties (see CsvExampleGenSpec).
@@ -290,6 +290,7 @@ class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
                 _ = blocks | f"WriteSplit[{name}]" >> WriteExampleBlocks(
                     artifact_utils.get_split_uri([examples], name)
                 )
+        rows = check_rows_written(pipeline.result)
         examples_utils.set_payload_format(
             examples, exec_properties[standard_component_specs.OUTPUT_DATA_FORMAT_KEY]
         )
@@ -299,7 +300,7 @@ class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
                 exec_properties[standard_component_specs.OUTPUT_FILE_FORMAT_KEY]
             ),
         )
-        logging.info("Examples generated.")
+        logging.info("Examples generated: %d rows.", rows)
 
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
         read_csv = CsvToExampleBlocks

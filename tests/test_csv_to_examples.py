@@ -12,6 +12,7 @@ from tfx.proto import example_gen_pb2
 from tfx.utils import io_utils, proto_utils
 from tfx_bsl.coders.csv_decoder import ColumnType
 
+from components import csv_to_examples, example_blocks
 from components.csv_to_examples import (
     CsvError,
     column_type,
@@ -20,7 +21,7 @@ from components.csv_to_examples import (
     python_cell_type,
     read_blocks,
 )
-from components.example_blocks import name_staged_files, staging_dir
+from components.example_blocks import RowsLostError, name_staged_files, staging_dir
 from components.example_gen import SpanResolvingExecutor, input_config
 from tests.conftest import read_taxi_rows, write_csv
 from tests.test_example_gen import run_example_gen, split_records
@@ -148,6 +149,33 @@ def test_two_worker_processes_write_every_row_once_in_tfx_s_splits(tmp_path):
     assert split_records(ours) == split_records(stock)
     assert sum(len(r) for r in split_records(ours).values()) == 3000
     assert not list(Path(ours.uri).glob(".staging-*"))
+
+
+def test_a_split_is_written_in_several_files_for_parallel_readers(
+    taxi_slice, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(csv_to_examples, "BLOCK_BYTES", 64 * 1024)  # 3,000 rows: 6 blocks
+    monkeypatch.setattr(example_blocks, "FILE_BLOCKS", 2)
+    properties = {"input_config": proto_utils.proto_to_json(input_config(None))}
+    ours = run_example_gen(SpanResolvingExecutor, taxi_slice, tmp_path / "ours", properties)
+    stock = run_example_gen(stock_csv_executor.Executor, taxi_slice, tmp_path / "stock", properties)
+    assert split_records(ours) == split_records(stock)
+    for split in ("train", "eval"):
+        assert sorted(p.name for p in Path(ours.uri, f"Split-{split}").iterdir()) == [
+            f"data_tfrecord-0000{i}-of-00003.gz" for i in range(3)
+        ]
+
+
+def test_rows_lost_between_read_and_write_fail_the_run(taxi_slice, tmp_path, monkeypatch):
+    """As when Beam's multi-processing runner drops elements between stages:
+    the executor compares the rows read with the rows in the split files."""
+    encode = csv_to_examples.encode_examples
+    monkeypatch.setattr(
+        csv_to_examples, "encode_examples", lambda block, types: encode(block, types)[:-10]
+    )
+    properties = {"input_config": proto_utils.proto_to_json(input_config(None))}
+    with pytest.raises(RowsLostError, match=r"read 3000 rows but its split files hold 2990"):
+        run_example_gen(SpanResolvingExecutor, taxi_slice, tmp_path / "ours", properties)
 
 
 @pytest.mark.parametrize(
