@@ -87,7 +87,8 @@ def check_rows_written(result: PipelineResult) -> int:
         raise RowsLostError(
             f"ExampleGen read {read} rows but its split files hold {written}: the Beam runner "
             f"lost {read - written} between stages. Nothing is published; run it again "
-            "(locally, --beam-mode in_memory avoids the multi-processing runner)."
+            "(only the multi-processing DirectRunner has been seen to lose rows; a local "
+            "run keeps ExampleGen in memory)."
         )
     return written
 
@@ -180,7 +181,8 @@ class _WriteBlocksFn(beam.DoFn):
     def __init__(self, output_split_path: str):
         self._staging = staging_dir(output_split_path)
         self._file: Any = None
-        self._written: list[tuple[str, int]] = []
+        self._file_blocks = 0  # blocks in the open file
+        self._written: list[tuple[str, int]] = []  # (staged path, rows) per file
 
     def start_bundle(self) -> None:
         self._file = None
@@ -191,15 +193,15 @@ class _WriteBlocksFn(beam.DoFn):
             path = os.path.join(self._staging, f"{uuid.uuid4().hex}.gz")
             self._file = FileSystems.create(path, compression_type=GZIP)
             self._written.append((path, 0))
-            self._blocks = 0
+            self._file_blocks = 0
         records = list(block)
         path, rows = self._written[-1]
         self._written[-1] = (path, rows + len(records))
         random.shuffle(records)
         for start in range(0, len(records), WRITE_RUN):
             self._file.write(tfrecord_frames(records[start : start + WRITE_RUN]))
-        self._blocks += 1
-        if self._blocks == FILE_BLOCKS:
+        self._file_blocks += 1
+        if self._file_blocks == FILE_BLOCKS:
             self._close()
 
     def _close(self) -> None:
@@ -262,6 +264,6 @@ def WriteExampleBlocks(blocks: beam.PCollection, output_split_path: str) -> beam
     )
 
 
-def _name_split_files(_, staged: list[tuple[str, int]], output_split_path: str) -> None:
-    name_staged_files([path for path, _ in staged], output_split_path)
-    Metrics.counter(METRICS_NAMESPACE, ROWS_WRITTEN).inc(sum(rows for _, rows in staged))
+def _name_split_files(_once, staged: list[tuple[str, int]], output_split_path: str) -> None:
+    name_staged_files([path for path, _rows in staged], output_split_path)
+    Metrics.counter(METRICS_NAMESPACE, ROWS_WRITTEN).inc(sum(rows for _path, rows in staged))
