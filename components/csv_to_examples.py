@@ -43,6 +43,7 @@ from tfx.utils import io_utils
 from tfx_bsl.coders.csv_decoder import ColumnType
 
 from components.example_blocks import count_rows_read
+from components.text_encoding import non_utf8_line
 
 # Bytes of CSV per block: ~8,000 taxi rows, a few MB of Examples per block.
 BLOCK_BYTES = 1 << 20
@@ -168,9 +169,15 @@ def read_blocks(path: str, column_names: list[str]) -> Iterator[pa.RecordBatch]:
                     )
                 yield block
         except (pa.ArrowInvalid, UnicodeDecodeError) as err:
-            raise CsvError(f"CSV file {path}: {err}") from None
+            raise CsvError(f"CSV file {path}: {_non_utf8_line(path) or err}") from None
         if counted.quotes % 2:
             raise CsvError(f"CSV file {path}: a quoted cell is never closed (unbalanced quotes)")
+
+
+def _non_utf8_line(path: str) -> str | None:
+    """Where `path` stops being UTF-8 (read again: only on a failed read)."""
+    with beam.io.filesystems.FileSystems.open(path) as f:
+        return non_utf8_line(f)
 
 
 def _read_counted_blocks(path: str, column_names: list[str]) -> Iterator[pa.RecordBatch]:

@@ -32,17 +32,23 @@ class DataValidationError(RuntimeError):
     """The data does not match the curated schema."""
 
 
-def describe_anomalies(anomalies_by_split: "dict[str, anomalies_pb2.Anomalies]") -> "list[str]":
-    """One line per distinct problem: feature, what is wrong, and the splits it is in."""
+def describe_anomalies(
+    anomalies_by_split: "dict[str, anomalies_pb2.Anomalies]",
+    nan_counts_by_split: "dict[str, dict[str, tuple[int, int]]] | None" = None,
+) -> "list[str]":
+    """One line per distinct problem: feature, what is wrong, and the splits it is in.
+
+    `nan_counts_by_split`: split -> feature -> (NaN values, values), from the
+    statistics; TFDV's NaN anomaly says there are some, not how many.
+    """
+    nan_counts_by_split = nan_counts_by_split or {}
     splits_by_problem: dict[tuple[str, str], list[str]] = {}
     for split, anomalies in sorted(anomalies_by_split.items()):
         for feature, info in anomalies.anomaly_info.items():
+            nans = nan_counts_by_split.get(split, {}).get(feature)
             reasons = (
                 "; ".join(
-                    f"{r.short_description}: {r.description}"
-                    if r.description
-                    else r.short_description
-                    for r in info.reason
+                    _reason_text(r, nans if r.type == _FLOAT_HAS_NAN else None) for r in info.reason
                 )
                 or info.short_description
             )
@@ -59,6 +65,35 @@ def describe_anomalies(anomalies_by_split: "dict[str, anomalies_pb2.Anomalies]")
     ]
 
 
+_FLOAT_HAS_NAN = anomalies_pb2.AnomalyInfo.FLOAT_TYPE_HAS_NAN
+
+
+def _reason_text(reason, nans: "tuple[int, int] | None") -> str:
+    text = (
+        f"{reason.short_description}: {reason.description}"
+        if reason.description
+        else reason.short_description
+    )
+    if nans is not None:
+        text += f" ({nans[0]} NaN of {nans[1]} values)"
+    return text
+
+
+def nan_counts(statistics) -> "dict[str, tuple[int, int]]":
+    """Feature -> (NaN values, values counted) for the float features of one split's
+    DatasetFeatureStatisticsList that hold any NaN."""
+    counts = {}
+    for dataset in statistics.datasets:
+        for feature in dataset.features:
+            if not feature.HasField("num_stats") or not feature.num_stats.histograms:
+                continue
+            nan = int(feature.num_stats.histograms[0].num_nan)
+            if nan:
+                name = ".".join(feature.path.step) or feature.name
+                counts[name] = (nan, int(feature.num_stats.common_stats.num_non_missing))
+    return counts
+
+
 def describe_empty_splits(num_examples_by_split: dict[str, int]) -> list[str]:
     return [
         f"split '{split}' has no examples: check that the data files are not empty"
@@ -70,9 +105,12 @@ def describe_empty_splits(num_examples_by_split: dict[str, int]) -> list[str]:
 def check_data(
     anomalies_by_split: dict[str, anomalies_pb2.Anomalies],
     num_examples_by_split: dict[str, int],
+    nan_counts_by_split: "dict[str, dict[str, tuple[int, int]]] | None" = None,
 ) -> None:
     """Raises DataValidationError listing every problem found."""
-    problems = describe_empty_splits(num_examples_by_split) + describe_anomalies(anomalies_by_split)
+    problems = describe_empty_splits(num_examples_by_split) + describe_anomalies(
+        anomalies_by_split, nan_counts_by_split
+    )
     if problems:
         raise DataValidationError(
             "data validation failed against the schema "
@@ -103,12 +141,17 @@ def DataValidationGate(
         )
         for split in artifact_utils.decode_split_names(anomalies.split_names)
     }
-    num_examples_by_split = {
-        split: sum(
-            d.num_examples
-            for d in stats_artifact_utils.load_statistics(statistics, split).proto().datasets
-        )
+    statistics_by_split = {
+        split: stats_artifact_utils.load_statistics(statistics, split).proto()
         for split in artifact_utils.decode_split_names(statistics.split_names)
     }
-    check_data(anomalies_by_split, num_examples_by_split)
+    num_examples_by_split = {
+        split: sum(d.num_examples for d in proto.datasets)
+        for split, proto in statistics_by_split.items()
+    }
+    check_data(
+        anomalies_by_split,
+        num_examples_by_split,
+        {split: nan_counts(proto) for split, proto in statistics_by_split.items()},
+    )
     return {"examples_checked": sum(num_examples_by_split.values())}

@@ -9,11 +9,16 @@ under the serving directory, on both runners, as `LatestServedModel` finds the
 model.
 
 Thresholds come from the dataset spec's `drift:` section (trainer.dataset.
-DriftSpec): L-infinity distance for string features, Jensen-Shannon
-divergence over quantile histograms for numeric ones. TFDV's default
-equal-width histograms made the divergence between two random halves of the
-taxi sample 0.3 to 0.7 for heavy-tailed columns (fare, trip_miles); quantile
-histograms keep it below 0.2 at 2,000 rows.
+DriftSpec): L-infinity distance for string features; for numeric ones,
+Jensen-Shannon divergence over quantile histograms, or the quantile shift.
+TFDV measures the first two. Its equal-width histograms make the divergence
+of two random samples of one heavy-tailed column large, so the quantile ones
+are used; even so, tied and rounded values (trip distances to a tenth of a
+mile) make it as large between two samples of unchanged data as after a real
+shift. The quantile shift is computed here from the same statistics: the
+largest move of any decile (10th to 90th percentile) between the two
+quantile histograms, over the old 10th-to-90th percentile range. A decile of
+tied values is that value in both samples, so ties do not make it noisy.
 
 A feature in `fail` mode beyond its threshold fails the step, and the Trainer
 waits for this step, so nothing is trained or pushed; the error names the
@@ -50,7 +55,11 @@ from trainer.dataset import DriftSpec
 
 DRIFT_FILE = "drift.json"
 # TFDV's measurement types, by our measure names.
-_TFDV_MEASURES = {"l_infinity": "L_INFTY", "jensen_shannon": "JENSEN_SHANNON_DIVERGENCE"}
+_TFDV_MEASURES = {
+    "l_infinity": "L_INFTY",
+    "jensen_shannon": "JENSEN_SHANNON_DIVERGENCE",
+    "quantile_shift": "quantile_shift",  # ours, not TFDV's
+}
 
 
 class DataDriftError(DataValidationError):
@@ -137,11 +146,16 @@ def compare(current, previous, schema, drift: DriftSpec) -> "tuple[FeatureCompar
                 schema_pb2.HistogramSelection.QUANTILES
             )
     anomalies = tfdv.validate_statistics(current, schema, previous_statistics=previous)
-    measured: dict[tuple[str, str], float] = {}
+    measured: dict[tuple[str, str], float | None] = {}
     for info in anomalies.drift_skew_info:
         for measurement in info.drift_measurements:
             type_name = measurement.Type.Name(measurement.type)
             measured[(".".join(info.path.step), type_name)] = measurement.value
+    for name, d in drift.features.items():
+        if d.measure == "quantile_shift":
+            measured[(name, _TFDV_MEASURES[d.measure])] = quantile_shift(
+                _deciles(current, name), _deciles(previous, name)
+            )
     return tuple(
         FeatureComparison(
             feature=name,
@@ -152,6 +166,39 @@ def compare(current, previous, schema, drift: DriftSpec) -> "tuple[FeatureCompar
         )
         for name, d in sorted(drift.features.items())
     )
+
+
+def _deciles(statistics, feature: str) -> "list[float] | None":
+    """The 10th..90th percentiles of `feature` in a DatasetFeatureStatisticsList, from its
+    quantile histogram (its bucket boundaries), or None where it has none."""
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    quantiles = statistics_pb2.Histogram.QUANTILES
+    for dataset in statistics.datasets:
+        for stats in dataset.features:
+            if ".".join(stats.path.step) != feature or not stats.HasField("num_stats"):
+                continue
+            for histogram in stats.num_stats.histograms:
+                if histogram.type != quantiles or len(histogram.buckets) < 2:
+                    continue
+                buckets = histogram.buckets
+                # Boundary k of n buckets is the k/n quantile: take those nearest each decile.
+                n = len(buckets)
+                return [buckets[round(n * d / 10)].low_value for d in range(1, 10)]
+    return None
+
+
+def quantile_shift(current: "list[float] | None", previous: "list[float] | None"):
+    """The largest move of a decile from `previous` to `current`, over the previous
+    10th-to-90th percentile range; None where either side has no deciles."""
+    if current is None or previous is None:
+        return None
+    move = max(abs(c - p) for c, p in zip(current, previous, strict=True))
+    spread = previous[-1] - previous[0]
+    if spread > 0:
+        return move / spread
+    # A (nearly) constant column: any move of its deciles is a shift without bound.
+    return 0.0 if move == 0 else float("inf")
 
 
 def check_drift(result: DriftResult) -> None:

@@ -48,20 +48,22 @@ import difflib
 import json
 import sys
 import tempfile
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from components.tfjob_trainer.spec import TFJobSpec
+from kubeflow import backend
 from kubeflow.retries import RetryRoles
 from kubeflow.settings import (
     DEFAULT_SETTINGS_FILE,
     KubeflowSettings,
     ObjectStore,
     Placement,
+    SettingsError,
     load_settings,
+    quantity_value,
 )
 from kubeflow.step_entrypoint import TFX_ENTRYPOINT_MODULE
 from kubeflow.tfx_spec import (
@@ -81,33 +83,16 @@ TRAIN_ARGS_PARAMETER = "train_args"
 DATA_ROOT_PARAMETER = "data_root"
 # What every container runs instead of TFX's entrypoint (see kubeflow/step_entrypoint.py).
 STEP_COMMAND = ["python", "-m", "kubeflow.step_entrypoint"]
-_MEMORY_SUFFIXES = {
-    "": 1,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
-}
 
 
 def _cpu_number(quantity: str) -> float:
-    return float(Decimal(quantity[:-1]) / 1000) if quantity.endswith("m") else float(quantity)
+    """Cores, the unit of KFP's legacy numeric CPU fields (500m is 0.5)."""
+    return float(quantity_value(quantity))
 
 
 def _memory_gb(quantity: str) -> float:
     """Decimal gigabytes, the unit of KFP's legacy numeric memory fields."""
-    for suffix in sorted(_MEMORY_SUFFIXES, key=len, reverse=True):
-        if suffix and quantity.endswith(suffix):
-            return float(Decimal(quantity[: -len(suffix)]) * _MEMORY_SUFFIXES[suffix] / 10**9)
-    return float(Decimal(quantity) / 10**9)
+    return float(quantity_value(quantity) / 10**9)
 
 
 def resource_spec(placement: Placement) -> dict[str, Any]:
@@ -198,6 +183,7 @@ def build_tfx_pipeline(settings: KubeflowSettings):
 
     config = variant(settings.config_variant)
     check_training(settings, config.trainer.runtime, TRAINER)
+    check_retry_windows(settings, step_deadlines(settings))
     # The spec is read (and checked against its schema) here; the schema file is
     # read at run time, from the image.
     schema_dir = load_schema_dir(PROJECT_ROOT / settings.schema_dir)
@@ -226,6 +212,26 @@ def build_tfx_pipeline(settings: KubeflowSettings):
         enable_input_snapshot_step=True,
         tfjob=tfjob_spec(settings),
     )
+
+
+def step_deadlines(settings: KubeflowSettings) -> dict[str, int]:
+    """Seconds each step may run, for the steps whose settings bound it."""
+    from pipeline.pipeline import TRAINER
+
+    trainer = settings.training.step_deadline()
+    return {} if trainer is None else {TRAINER: trainer}
+
+
+def check_retry_windows(settings: KubeflowSettings, deadlines: dict[str, int]) -> None:
+    """Refuses a retry window that cannot hold one retry of its step's deadline."""
+    for step, deadline in deadlines.items():
+        problem = settings.retries.policy_for(step).window_problem(deadline)
+        if problem:
+            entry = f"components.{step}" if step in settings.retries.components else "defaults"
+            raise SettingsError(
+                f"retries.{entry}.retry_window: {problem}; {step}'s deadline is "
+                f"training.tfjob.deadline {settings.training.tfjob.deadline}"
+            )
 
 
 def tfjob_spec(settings: KubeflowSettings) -> TFJobSpec | None:
@@ -313,9 +319,16 @@ def _tfx_pipeline_spec(tfx_pipeline, image: str, exit_handler=None) -> dict[str,
 
 
 def complete_spec(
-    spec: dict[str, Any], settings: KubeflowSettings, uncached: tuple[str, ...]
+    spec: dict[str, Any],
+    settings: KubeflowSettings,
+    uncached: tuple[str, ...],
+    deadlines: dict[str, int] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Adds resources, parameter defaults, pipeline root and caching; returns (spec, platform)."""
+    """Adds resources, parameter defaults, pipeline root and caching; returns (spec, platform).
+
+    `deadlines`: seconds a step may run, where bounded; its retry window derives from it.
+    """
+    deadlines = deadlines or {}
     spec = copy.deepcopy(spec)
     spec["defaultPipelineRoot"] = settings.pipeline_root
     parameters = spec["root"].setdefault("inputDefinitions", {}).setdefault("parameters", {})
@@ -332,7 +345,7 @@ def complete_spec(
     secrets = secret_as_env(settings.object_store)
     tasks = all_tasks(spec)
     for task_id, label in executor_labels(spec).items():
-        retry_policy = settings.retries.policy_for(task_id).spec()
+        retry_policy = settings.retries.policy_for(task_id).spec(deadlines.get(task_id))
         if retry_policy:
             tasks[task_id]["retryPolicy"] = retry_policy
         container = executors[label].get("container")
@@ -373,7 +386,7 @@ def compile_pipeline(settings: KubeflowSettings) -> tuple[dict[str, Any], dict[s
 
     dag = build_tfx_pipeline(settings)
     tfx_spec = _tfx_pipeline_spec(dag, settings.image, create_run_status_step(dag))
-    return complete_spec(tfx_spec, settings, UNCACHED_NODES)
+    return complete_spec(tfx_spec, settings, UNCACHED_NODES, step_deadlines(settings))
 
 
 def pipeline_beam_component_ids() -> set[str]:
@@ -427,6 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     write_package(args.output, spec, platform)
     print(f"wrote {args.output} ({len(executor_labels(spec))} steps, image {settings.image})")
+    print(f"runs on {backend.requirement()}")
     return 0
 
 

@@ -1,10 +1,24 @@
 """Retries of failed Kubeflow steps: the `retries:` section of kubeflow/pipeline.yaml.
 
 A scheduled run meets failures that a second attempt cures: a preempted GPU
-node, an evicted pod, an object store that timed out. KFP (backend 2.5 and
-later) retries a step whose task carries a `retryPolicy`: Argo starts the
-step's pod again with the same executor input, so the same output URIs
-(kubeflow/step_entrypoint.py empties them before each attempt).
+node, an evicted pod, an object store that timed out. KFP retries a step whose
+task carries a `retryPolicy`: Argo starts the step's pod again with the same
+executor input, so the same output URIs (kubeflow/step_entrypoint.py empties
+them before each attempt). Every step here sits in the `tfx-dag` sub-DAG of
+the exit handler, and the backend honours a policy there from 2.14 on
+(kubeflow/backend.py).
+
+What the fields mean on the cluster, where the backend hands them to Argo's
+`retryStrategy` (`backoff.duration`, `backoff.factor`, `backoff.maxDuration`):
+
+* retry n (from 1) starts `backoff * backoff_factor**(n-1)` after attempt n
+  ended;
+* `retry_window` (the policy's `backoffMaxDuration`) is the longest time,
+  counted from the start of the *first* attempt, during which the step may
+  still be retried. Argo starts no retry after it ("Max duration limit
+  exceeded"), none whose backoff would end after it ("Backoff would exceed
+  max duration limit"), and kills a retried attempt still running when it
+  passes (the pod's deadline). It is no cap on the wait between attempts.
 
 A retry cannot cure a data failure: the same data fails the same way, later.
 So the gates, which fail on data and nothing else, never retry, and the
@@ -22,23 +36,45 @@ from typing import Any
 DURATION = re.compile(r"^([0-9]+)(s|m|h|d)$")
 _SECONDS_PER_UNIT = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
 # The fields of a policy in the settings file.
-FIELDS = ("max_retries", "backoff", "backoff_factor", "backoff_max")
+FIELDS = ("max_retries", "backoff", "backoff_factor", "retry_window")
+# Settings files written before the field was named for what KFP does with it.
+DEPRECATED_FIELDS = {"backoff_max": "retry_window"}
+# The window of a step with no deadline of its own: a Beam step or a Trainer in
+# its pod may run for hours on a large span, and a window that ends before a
+# retry does kills that retry. Too long costs nothing: Argo stops at
+# max_retries either way.
+DEFAULT_RETRY_WINDOW = "24h"
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How often one step is retried, and how long KFP waits between attempts.
+    """How often one step is retried, how long KFP waits, and until when it may.
 
-    The wait before retry n (from 1) is `backoff * backoff_factor**(n-1)`,
-    capped at `backoff_max`: kfp's own `set_retry` semantics.
+    `retry_window` None: derived from the step's deadline where it has one
+    (every attempt may run its whole deadline, plus the backoffs between
+    them), else DEFAULT_RETRY_WINDOW.
     """
 
     max_retries: int = 0
     backoff: str = "60s"
     backoff_factor: float = 2.0
-    backoff_max: str = "3600s"
+    retry_window: str | None = None
 
-    def spec(self) -> dict[str, Any] | None:
+    def backoff_seconds(self) -> list[float]:
+        """The wait before each retry, as Argo computes it (no cap)."""
+        first = duration_seconds(self.backoff)
+        return [first * self.backoff_factor**n for n in range(self.max_retries)]
+
+    def window_seconds(self, step_deadline: int | None = None) -> int:
+        """The retry window, from the first attempt's start; `step_deadline` in seconds."""
+        if self.retry_window is not None:
+            return duration_seconds(self.retry_window)
+        if step_deadline is None:
+            return duration_seconds(DEFAULT_RETRY_WINDOW)
+        attempts = self.max_retries + 1
+        return int(attempts * step_deadline + sum(self.backoff_seconds()))
+
+    def spec(self, step_deadline: int | None = None) -> dict[str, Any] | None:
         """The task's `retryPolicy`, field for field as kfp's `set_retry` compiles it."""
         if self.max_retries == 0:
             return None
@@ -46,13 +82,35 @@ class RetryPolicy:
             "maxRetryCount": self.max_retries,
             "backoffDuration": f"{duration_seconds(self.backoff)}s",
             "backoffFactor": float(self.backoff_factor),
-            "backoffMaxDuration": f"{duration_seconds(self.backoff_max)}s",
+            "backoffMaxDuration": f"{self.window_seconds(step_deadline)}s",
         }
+
+    def window_problem(self, step_deadline: int) -> str | None:
+        """Why this window cannot hold one retry of a step that runs up to `step_deadline`
+        seconds, or None. The earliest retry starts one backoff after the first attempt
+        ends; Argo kills it when the window closes."""
+        if not self.max_retries:
+            return None
+        window = self.window_seconds(step_deadline)
+        needed = duration_seconds(self.backoff) + step_deadline
+        if window >= needed:
+            return None
+        derived = RetryPolicy(self.max_retries, self.backoff, self.backoff_factor)
+        return (
+            f"{format_duration(window)} cannot hold even one retry: a retry starts at least "
+            f"{self.backoff} after the first attempt ends and may run "
+            f"{format_duration(step_deadline)}, and Argo kills it "
+            f"{format_duration(window)} after the first attempt began. Set at least "
+            f"{format_duration(needed)}, or leave it out for "
+            f"{format_duration(derived.window_seconds(step_deadline))} (each attempt its "
+            "whole deadline, plus the backoffs)"
+        )
 
 
 # What a step retried by default gets: two more attempts, one and then two
-# minutes later (a node pool's autoscaler usually has a replacement by then).
-DEFAULT_RETRY = RetryPolicy(max_retries=2, backoff="60s", backoff_factor=2.0, backoff_max="30m")
+# minutes later (a node pool's autoscaler usually has a replacement by then),
+# within the window its deadline calls for.
+DEFAULT_RETRY = RetryPolicy(max_retries=2, backoff="60s", backoff_factor=2.0)
 
 
 @dataclass(frozen=True)
@@ -79,3 +137,13 @@ def duration_seconds(text: str) -> int:
     if not match:
         raise ValueError(f"{text!r} is not a duration (e.g. 30s, 5m, 1h)")
     return int(match.group(1)) * _SECONDS_PER_UNIT[match.group(2)]
+
+
+def format_duration(seconds: float) -> str:
+    """Whole seconds as the settings write a duration: in the largest unit that holds
+    them exactly (6h, 361m, 90s)."""
+    seconds = round(seconds)
+    for unit in ("d", "h", "m"):
+        if seconds and seconds % _SECONDS_PER_UNIT[unit] == 0:
+            return f"{seconds // _SECONDS_PER_UNIT[unit]}{unit}"
+    return f"{seconds}s"

@@ -8,12 +8,15 @@ pod that never schedules.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
+from kubernetes.utils import parse_quantity
 
 from components.tfjob_trainer.spec import CLEAN_POD_POLICIES
 from kubeflow import retries as retry
@@ -292,6 +295,28 @@ def _quantity(values: Mapping[str, Any], key: str, where: str) -> str | None:
     return text
 
 
+def quantity_value(text: str) -> Decimal:
+    """A quantity's value (cores, bytes), parsed as Kubernetes' own client parses it."""
+    return parse_quantity(text)
+
+
+def _request_within_limit(resources: Resources, where: str) -> None:
+    """Kubernetes refuses a pod whose request exceeds its limit; say so at compile time."""
+    for resource in ("cpu", "memory"):
+        request = getattr(resources, f"{resource}_request")
+        limit = getattr(resources, f"{resource}_limit")
+        if (
+            request is not None
+            and limit is not None
+            and quantity_value(request) > quantity_value(limit)
+        ):
+            raise SettingsError(
+                f"{where}.{resource}_request: {request} is more than "
+                f"{resource}_limit {limit}; Kubernetes refuses such a pod "
+                "(a request must not exceed its limit)"
+            )
+
+
 def _resources(values: Any, where: str) -> Resources:
     values = _expect(values or {}, dict, where)
     known = {"cpu_request", "cpu_limit", "memory_request", "memory_limit", "gpu", "accelerator"}
@@ -304,7 +329,7 @@ def _resources(values: Any, where: str) -> Resources:
     )
     if not _LABEL_NAME.match(accelerator):
         raise SettingsError(f"{where}.accelerator: {accelerator!r} is not a resource name")
-    return Resources(
+    resources = Resources(
         cpu_request=_quantity(values, "cpu_request", where),
         cpu_limit=_quantity(values, "cpu_limit", where),
         memory_request=_quantity(values, "memory_request", where),
@@ -312,6 +337,8 @@ def _resources(values: Any, where: str) -> Resources:
         gpu=gpu,
         accelerator=accelerator,
     )
+    _request_within_limit(resources, where)
+    return resources
 
 
 def _node_selector(values: Any, where: str) -> dict[str, str]:
@@ -739,6 +766,7 @@ def _component_entries(value: Any, where: str, component_ids: set[str]) -> dict[
 
 def _retry_policy(values: Any, where: str, fallback: RetryPolicy) -> RetryPolicy:
     values = _expect(values or {}, dict, where)
+    values = _renamed_retry_fields(values, where)
     _no_unknown(values, set(retry.FIELDS), where)
     count = values.get("max_retries", fallback.max_retries)
     if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= 10:
@@ -747,22 +775,48 @@ def _retry_policy(values: Any, where: str, fallback: RetryPolicy) -> RetryPolicy
     if not isinstance(factor, (int, float)) or isinstance(factor, bool) or factor < 1:
         raise SettingsError(f"{where}.backoff_factor: must be a number >= 1, got {factor!r}")
     durations = {}
-    for name in ("backoff", "backoff_max"):
+    for name in ("backoff", "retry_window"):
         value = values.get(name, getattr(fallback, name))
+        if value is None:
+            durations[name] = None
+            continue
         if not isinstance(value, str) or not retry.DURATION.match(value):
             raise SettingsError(
                 f"{where}.{name}: {value!r} is not a duration (whole seconds, minutes, hours "
                 "or days: 30s, 5m, 1h)"
             )
         durations[name] = value
-    if retry.duration_seconds(durations["backoff_max"]) < retry.duration_seconds(
+    window = durations["retry_window"]
+    if window is not None and retry.duration_seconds(window) < retry.duration_seconds(
         durations["backoff"]
     ):
         raise SettingsError(
-            f"{where}.backoff_max: {durations['backoff_max']} is shorter than backoff "
-            f"{durations['backoff']}"
+            f"{where}.retry_window: {window} is shorter than backoff {durations['backoff']}: "
+            "no retry could start inside it"
         )
-    return RetryPolicy(count, durations["backoff"], float(factor), durations["backoff_max"])
+    return RetryPolicy(count, durations["backoff"], float(factor), window)
+
+
+def _renamed_retry_fields(values: dict[str, Any], where: str) -> dict[str, Any]:
+    """`values` with deprecated field names read as their new ones, each with a warning."""
+    values = dict(values)
+    for old, new in retry.DEPRECATED_FIELDS.items():
+        if old not in values:
+            continue
+        if new in values:
+            raise SettingsError(
+                f"{where}.{old}: deprecated, and {new} is set as well; keep {new} alone"
+            )
+        warnings.warn(
+            f"{where}.{old} is deprecated: rename it {new}. KFP never read it as a cap on the "
+            "wait between attempts: it compiles to backoffMaxDuration, the longest time from "
+            "the first attempt's start during which the step may still be retried, and is "
+            f"kept as that ({values[old]!r})",
+            FutureWarning,
+            stacklevel=2,
+        )
+        values[new] = values.pop(old)
+    return values
 
 
 def _retries(values: Any, component_ids: set[str], roles: RetryRoles | None) -> Retries:

@@ -7,7 +7,10 @@ Runs in the current-KFP-SDK environment (kubeflow/reference/), not the
 project's: TFX 1.16 holds the project's kfp at 2.5, whose client cannot read
 the resource fields today's clusters use. Nothing here imports TFX.
 
-Once: creates (or reuses) the experiment and starts a run.
+First it reads the backend's release from the KFP API and refuses one older
+than the package needs (kubeflow/backend.py); where the release cannot be
+read, it warns and goes on. Once: creates (or reuses) the experiment and
+starts a run.
 --schedule: creates a recurring run from the `schedule` section of the
 settings file (cron, experiment, max_concurrency, catchup).
 """
@@ -15,11 +18,13 @@ settings file (cron, experiment, max_concurrency, catchup).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 import yaml
 
+from kubeflow import backend
 from kubeflow.compile import DATA_ROOT_PARAMETER, TRAIN_ARGS_PARAMETER, train_args_value
 from kubeflow.settings import (
     DEFAULT_SETTINGS_FILE,
@@ -46,6 +51,23 @@ def run_arguments(
             raise SettingsError(f"--train-steps: must be > 0, got {train_steps}")
         arguments[TRAIN_ARGS_PARAMETER] = train_args_value(train_steps)
     return arguments
+
+
+def backend_release(client) -> str | None:
+    """The API server's release tag, from its healthz endpoint; None where it says none.
+
+    kfp.Client's own `get_kfp_healthz` reads the answer through the v2beta1
+    model, which keeps `multi_user` only; the server also sends `tag_name`
+    (its TAG_NAME), so the raw answer is read, through the client's session.
+    """
+    try:
+        response = client._healthz_api.healthz_service_get_healthz(_preload_content=False)
+        tag = json.loads(response.data).get("tag_name")
+    except Exception:  # Any failure to read it is a warning, not an error.
+        return None
+    if not isinstance(tag, str) or backend.parse_release(tag) is None:
+        return None
+    return tag
 
 
 def package_tasks(package: Path) -> set[str]:
@@ -86,6 +108,16 @@ def main(argv: list[str] | None = None) -> int:
     import kfp
 
     client = kfp.Client(host=args.host, namespace=args.namespace)
+    tag = backend_release(client)
+    if tag is None:
+        print(
+            "warning: could not read the Kubeflow Pipelines backend's release (healthz "
+            f"tag_name); this package needs {backend.MINIMUM_TEXT} or later",
+            file=sys.stderr,
+        )
+    elif problem := backend.too_old(tag):
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     experiment_name = args.experiment or (schedule.experiment if schedule else "Default")
     name = args.run_name or args.package.stem
     if args.schedule:

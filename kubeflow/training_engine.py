@@ -71,6 +71,11 @@ class Training:
     engine: str = "pod"
     tfjob: TFJobSettings = field(default_factory=TFJobSettings)
 
+    def step_deadline(self) -> int | None:
+        """Seconds the Trainer step may run, where the settings bound it: on a TFJob, its
+        deadline (the step waits for the job, which the operator fails past it)."""
+        return duration_seconds(self.tfjob.deadline) if self.engine == "tfjob" else None
+
 
 class TrainingSettingsError(ValueError):
     """A combination of settings that cannot train; the message names the fields."""

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 
 from components.spans import Span, SpanPattern, latest_spans
+from components.text_encoding import non_utf8_line
 from pipeline import object_store
 
 
@@ -89,13 +90,18 @@ def _shared_header(csv_files: list[str]) -> tuple[str, ...]:
     """The one header every file in `csv_files` has, or InputDataError."""
     headers = {}
     for path in csv_files:
-        with object_store.open_text(path) as f:
-            reader = csv.reader(f)
-            header = next(reader, None)
-            if not header or not any(cell.strip() for cell in header):
-                raise InputDataError(f"{path} is empty: it has no header row")
-            if next(reader, None) is None:
-                raise InputDataError(f"{path} has a header but no data rows")
+        try:
+            with object_store.open_text(path) as f:
+                reader = csv.reader(f)
+                header = next(reader, None)
+                if not header or not any(cell.strip() for cell in header):
+                    raise InputDataError(f"{path} is empty: it has no header row")
+                if next(reader, None) is None:
+                    raise InputDataError(f"{path} has a header but no data rows")
+        except UnicodeDecodeError:
+            # The decoder reads ahead: a bad byte in the first rows fails the header.
+            check_utf8(path)
+            raise
         if header[0].startswith("\ufeff"):
             # CsvExampleGen would make the BOM part of the first column's name.
             raise InputDataError(
@@ -121,3 +127,15 @@ def _shared_header(csv_files: list[str]) -> tuple[str, ...]:
                 f"{list(headers[first])}; every CSV a run reads must share one header"
             )
     return headers[first]
+
+
+def check_utf8(path: str) -> None:
+    """InputDataError naming the file and the line where `path` stops being UTF-8.
+
+    Reads the whole file: for a tool that reads every row anyway (the schema
+    draft), or to place an error a decoder has already met.
+    """
+    with object_store.open_binary(path) as f:
+        problem = non_utf8_line(f)
+    if problem:
+        raise InputDataError(f"{path}: {problem}")

@@ -281,5 +281,11 @@ def open_text(path: str | os.PathLike) -> IO[str]:
     return open(path, newline="", encoding="utf-8")  # The caller closes it.
 
 
+def open_binary(path: str | os.PathLike) -> IO[bytes]:
+    if is_remote(path):
+        return _gfile().GFile(path, "rb")
+    return open(path, "rb")  # The caller closes it.
+
+
 def join(base: str, name: str) -> str:
     return f"{base.rstrip('/')}/{name}" if is_remote(base) else os.path.join(base, name)

@@ -71,8 +71,57 @@ def load_schema_dir(path: str | Path = DEFAULT_SCHEMA_DIR) -> SchemaDir:
         )
     spec_file = root / SPEC_FILE_NAME
     spec = load_spec(spec_file)
+    schema = read_schema(schema_file)
     try:
-        spec.check_against_columns(column_types(read_schema(schema_file)))
+        spec.check_against_columns(column_types(schema))
+        check_closed_domains(spec, schema)
     except DatasetSpecError as err:
         raise DatasetSpecError(f"{spec_file}: {err} (checked against {schema_file})") from None
     return SchemaDir(path=root, spec=spec)
+
+
+def open_domain_mass(schema, feature) -> float | None:
+    """The share of a string feature's values its domain must hold (TFDV's
+    min_domain_mass, 1.0 unless set), or None where it has no domain."""
+    domain = None
+    if feature.HasField("domain"):
+        domain = next((d for d in schema.string_domain if d.name == feature.domain), None)
+    elif feature.HasField("string_domain"):
+        domain = feature.string_domain
+    if domain is None:
+        return None
+    constraints = feature.distribution_constraints
+    return constraints.min_domain_mass if constraints.HasField("min_domain_mass") else 1.0
+
+
+def check_closed_domains(spec: DatasetSpec, schema) -> None:
+    """A feature the spec calls closed must have a closed domain in the schema."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    by_name = {f.name: f for f in schema.feature}
+    for name, feature_spec in spec.features.items():
+        if not feature_spec.closed:
+            continue
+        feature = by_name[name]
+        if feature.type == schema_pb2.BYTES:
+            mass = open_domain_mass(schema, feature)
+            if mass is None:
+                raise DatasetSpecError(
+                    f"features.{name}.closed: true, but the schema gives {name!r} no string "
+                    "domain: list every value in a string_domain, or set closed: false"
+                )
+            if mass < 1.0:
+                raise DatasetSpecError(
+                    f"features.{name}.closed: true, but the schema lets {1 - mass:.0%} of "
+                    f"{name!r}'s values fall outside its domain (distribution_constraints "
+                    "min_domain_mass): remove that, or set closed: false"
+                )
+        elif feature.type == schema_pb2.INT and not (
+            feature.HasField("int_domain")
+            and feature.int_domain.HasField("min")
+            and feature.int_domain.HasField("max")
+        ):
+            raise DatasetSpecError(
+                f"features.{name}.closed: true, but the schema gives {name!r} no int_domain "
+                "with both min and max: bound its codes, or set closed: false"
+            )

@@ -5,6 +5,10 @@
 
 With `--input-pattern 'span-{SPAN}/*.csv'` (and `--spans N`), DIR holds spans:
 the draft reads the spans a run would, and writes the spec's `input:` section.
+With `--closed COLUMN`, a categorical column's domain is closed: the schema
+lists every value, and a new one stops a run. Other string domains tolerate a
+small share of new values, and drift thresholds come from the data's own
+noise (see each file's comments).
 
 Writes SCHEMA_DIR/schema.pbtxt (TFDV's inference, curated as far as the data
 allows) and SCHEMA_DIR/dataset.yaml (label, task, each column's kind, slices,
@@ -29,7 +33,7 @@ from pathlib import Path
 
 from components.spans import SpanPattern
 from pipeline import object_store
-from pipeline.inputs import InputDataError, check_csv_data_root
+from pipeline.inputs import InputDataError, check_csv_data_root, check_utf8
 from trainer.dataset import (
     FEATURE_SETTINGS,
     GATE_METRICS,
@@ -63,11 +67,24 @@ MISSING_MARKERS = ("NA", "N/A", "NaN", "nan", "NULL", "null", "None", "?", "-", 
 # Rows read for the spec's decisions; the schema's statistics use all rows.
 MAX_ROWS_READ = 200_000
 DEFAULT_MARGIN = 0.1
-# Drift thresholds written for every feature: L-infinity for string columns,
-# Jensen-Shannon divergence (quantile histograms) for numbers. Between two
-# random 1,000-row samples of the taxi data, the largest values were 0.03 and
-# 0.16; a feature shifted by a factor of 3 measured 0.6.
-DRIFT_THRESHOLDS = {"l_infinity": 0.2, "jensen_shannon": 0.25}
+# Drift thresholds come from the data's own noise: each feature's measure between
+# the two halves of NOISE_REPEATS random splits of (at most NOISE_ROWS of) the
+# rows, the largest value times NOISE_MULTIPLE, and never below the measure's
+# floor. Halves are smaller than the training splits a run compares, so noisier:
+# the margin errs against false alarms.
+NOISE_ROWS = 50_000
+NOISE_REPEATS = 5
+NOISE_MULTIPLE = 3.0
+DRIFT_FLOORS = {"l_infinity": 0.03, "quantile_shift": 0.1}
+# A numeric threshold lets a decile move this many of the column's smallest steps
+# (a day of the week, a tenth of a mile) without alarm.
+ONE_STEP_MARGIN = 1.5
+# Open string domains tolerate values the draft has not seen, up to a share of
+# UNSEEN_MULTIPLE times the Good-Turing estimate of that share (the share of
+# values seen once), within these bounds. A larger share of new values is a
+# domain change and stops the run.
+UNSEEN_MULTIPLE = 3.0
+UNSEEN_SHARE_BOUNDS = (0.02, 0.2)
 
 
 class DraftError(ValueError):
@@ -96,12 +113,30 @@ class ColumnProfile:
         """Every present value, as a float (a numeric column's)."""
         return [float(v) for v, n in self.counts.items() for _ in range(n)]
 
+    @property
+    def nan_count(self) -> int:
+        """Cells that read as NaN (a float column's "NaN", "nan")."""
+        if self.value_type != "float":
+            return 0
+        return sum(n for v, n in self.counts.items() if math.isnan(v))
+
+    def unseen_share(self) -> float:
+        """The share of values a new sample may hold that this one has not shown: the
+        Good-Turing estimate (values seen once, over all values), with a margin."""
+        singletons = sum(1 for n in self.counts.values() if n == 1)
+        estimate = UNSEEN_MULTIPLE * singletons / max(self.present, 1)
+        low, high = UNSEEN_SHARE_BOUNDS
+        return min(high, max(low, math.ceil(estimate * 100) / 100))
+
     def describe(self) -> str:
         text = f"{self.value_type}, {self.distinct} distinct"
         if self.missing:
             text += f", {self.missing} of {self.rows} missing"
         if self.value_type != "string" and self.counts:
-            text += f", {_number(min(self.counts))}..{_number(max(self.counts))}"
+            finite = _finite(self.counts)
+            text += f", {_number(min(finite))}..{_number(max(finite))}"
+        if self.nan_count:
+            text += f", {self.nan_count} NaN"
         return text
 
 
@@ -264,6 +299,11 @@ def pipeline_name_for(data_root: Path) -> str:
 # --- The schema ----------------------------------------------------------------
 
 
+def _finite(values) -> list[float]:
+    """The values that are not NaN (min() of a list holding NaN depends on its order)."""
+    return [v for v in values if not (isinstance(v, float) and math.isnan(v))] or [0]
+
+
 def curate_schema(
     inferred,
     profiles: dict[str, ColumnProfile],
@@ -271,8 +311,13 @@ def curate_schema(
     task: str,
     ignored: set[str],
     marked_numbers: set[str],
+    closed: set[str] = frozenset(),
 ):
-    """TFDV's inferred schema, tightened and loosened where the data says so (a copy)."""
+    """TFDV's inferred schema, tightened and loosened where the data says so (a copy).
+
+    `closed`: categorical columns whose every value is listed (a new one stops a
+    run); the other string domains tolerate a small share of new values.
+    """
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     schema = schema_pb2.Schema()
@@ -281,6 +326,10 @@ def curate_schema(
     schema.default_environment.extend(["TRAINING", "SERVING"])
     for feature in schema.feature:
         profile = profiles[feature.name]
+        if feature.type == schema_pb2.FLOAT and feature.name not in ignored:
+            # A "NaN" cell is a float to CSV type inference; unchecked, it trains a model
+            # that answers one constant. The validation gate names the feature and count.
+            feature.float_domain.disallow_nan = True
         if feature.name == label:
             # Required in training data, absent from serving requests.
             feature.value_count.min = 1
@@ -289,13 +338,16 @@ def curate_schema(
             feature.presence.min_count = 1
             feature.not_in_environment.append("SERVING")
             if task != "regression":
-                _close_label_domain(schema, feature, profile)
+                # Every class seen: a new label value stops the run instead of
+                # training as class 0.
+                _close_domain(schema, feature, profile)
             continue
-        if profile.missing or feature.name in ignored:
-            # CsvExampleGen writes an empty cell as a feature with no values;
-            # TFDV's `min: 1` would call every empty cell an anomaly.
-            feature.value_count.ClearField("min")
-            feature.value_count.max = 1
+        # CsvExampleGen writes an empty cell as a feature with no values, and TFDV's
+        # `min: 1` would call every empty cell an anomaly: the next span may have one
+        # where this data had none, and Transform fills them (the mean, an empty
+        # category). Only the label is required.
+        feature.value_count.ClearField("min")
+        feature.value_count.max = 1
         # Ignored columns, and numbers read as strings: no closed string domain.
         if (feature.name in ignored or feature.name in marked_numbers) and feature.HasField(
             "domain"
@@ -304,16 +356,25 @@ def curate_schema(
         if feature.name in ignored:
             feature.presence.Clear()
             feature.presence.min_count = 0
+            # Validation and Transform skip it: a column empty in the draft (typed as
+            # strings) that fills with numbers later must not stop a run.
+            feature.lifecycle_stage = schema_pb2.DEPRECATED
         elif (
             feature.type in (schema_pb2.INT, schema_pb2.FLOAT)
             and profile.counts
-            and min(profile.counts) >= 0
+            and min(_finite(profile.counts)) >= 0
         ):
             # Counts, amounts and sizes: a negative value is a broken export.
             if feature.type == schema_pb2.INT:
                 feature.int_domain.min = 0
             else:
                 feature.float_domain.min = 0.0
+        if feature.name in closed:
+            _close_domain(schema, feature, profile)
+        elif feature.name != label and feature.HasField("domain"):
+            # Companies come and go: a few unseen values go to Transform's OOV buckets.
+            mass = round(1.0 - profile.unseen_share(), 2)
+            feature.distribution_constraints.min_domain_mass = mass
     used = {f.domain for f in schema.feature if f.HasField("domain")}
     kept = [d for d in schema.string_domain if d.name in used]
     schema.ClearField("string_domain")
@@ -321,19 +382,19 @@ def curate_schema(
     return schema
 
 
-def _close_label_domain(schema, feature, profile: ColumnProfile) -> None:
-    """Every class seen: a new label value stops the run instead of training as class 0."""
+def _close_domain(schema, feature, profile: ColumnProfile) -> None:
+    """Every value seen, and no other: strings listed in a domain, int codes bounded."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     if feature.type == schema_pb2.BYTES:
         name = feature.domain or feature.name
-        for domain in schema.string_domain:
+        for domain in list(schema.string_domain):
             if domain.name == name:
                 schema.string_domain.remove(domain)
-                break
         domain = schema.string_domain.add(name=name)
         domain.value.extend(sorted(str(v) for v in profile.counts))
         feature.domain = name
+        feature.ClearField("distribution_constraints")
     elif feature.type == schema_pb2.INT:
         feature.int_domain.min = min(profile.counts)
         feature.int_domain.max = max(profile.counts)
@@ -344,14 +405,42 @@ SCHEMA_HEADER = """\
 # TFDV inferred types, domains and presence from the data; the draft then:
 #   * requires the label `{label}` in training data and leaves it out of
 #     serving requests (SERVING environment){label_domain};
-#   * gives columns with empty cells `value_count {{ max: 1 }}`: CsvExampleGen
-#     writes an empty cell as a feature with no values;
-#   * bounds numeric columns that are never negative below by 0;
-#   * relaxes the columns dataset.yaml ignores.
-# Review it: tighten ranges and domains where the world is closed. The
-# ExampleValidator stops a run on any anomaly against this file.
+#   * gives every other column `value_count {{ max: 1 }}`: CsvExampleGen writes
+#     an empty cell as a feature with no values, the next span may have one
+#     where this data had none, and Transform fills them (the mean, an empty
+#     category);
+#   * bounds numeric columns that are never negative below by 0, and refuses
+#     NaN in float columns (`disallow_nan`): CSV type inference reads a "NaN"
+#     cell as a float, and unchecked it trains a model that answers a constant;
+#   * leaves string domains open to a few new values, as the next span brings
+#     them (a new company, a new street): `distribution_constraints {{
+#     min_domain_mass }}` lets that share of values fall outside the domain.
+#     The share is three times the Good-Turing estimate of how much of a new
+#     sample this one has not seen (the share of values seen once), between 2%
+#     and 20%; Transform maps such values to out-of-vocabulary buckets. A larger
+#     share of new values is a domain change and stops the run:
+{open_domains}
+#   * closes the domains of the columns dataset.yaml marks `closed: true`
+#     (every value listed: a new one is news and stops the run): {closed};
+#   * marks the columns dataset.yaml ignores `lifecycle_stage: DEPRECATED`:
+#     validation and Transform skip them, so an ignored column that was empty
+#     here and fills with numbers later stops nothing.
+# Review it: tighten ranges and domains where the world is closed (and mark
+# those columns closed in dataset.yaml). The ExampleValidator stops a run on
+# any anomaly against this file.
 
 """
+
+
+def _open_domain_lines(schema, profiles: dict[str, ColumnProfile]) -> str:
+    lines = [
+        f"#       {f.name}: at least {f.distribution_constraints.min_domain_mass:g} in the "
+        f"domain ({sum(1 for n in profiles[f.name].counts.values() if n == 1)} of "
+        f"{profiles[f.name].present} values seen once)"
+        for f in schema.feature
+        if f.distribution_constraints.HasField("min_domain_mass")
+    ]
+    return "\n".join(lines) or "#       (none: no string column has a domain)"
 
 
 # --- The dataset spec ------------------------------------------------------------
@@ -381,8 +470,11 @@ def render_spec(
     decisions: dict[str, tuple[dict | None, str]],
     slices: list[str],
     profiles: dict[str, ColumnProfile],
+    drift_thresholds: dict[str, tuple[str, float, float]],
     data_input: InputSpec | None = None,
 ) -> str:
+    """The dataset spec's text. `drift_thresholds`: feature -> (measure, threshold, the
+    noise it was derived from)."""
     metric, higher_is_better = GATE_METRICS[task]
     naive, naive_model = naive_value(label, task)
     lines = [
@@ -457,22 +549,118 @@ def render_spec(
         "# New data against the data that trained the served model: a feature beyond its",
         "# threshold stops the run before training (mode: warn only reports it).",
         "# l_infinity: the largest change in one value's share (string columns);",
-        "# jensen_shannon: divergence of the two distributions (numeric columns).",
+        "# quantile_shift: the largest move of a decile (10th..90th percentile), over the",
+        "# old data's 10th-to-90th percentile range (numeric columns).",
+        f"# Each threshold is {NOISE_MULTIPLE:g} times the noise: the largest value its measure",
+        f"# took between the halves of {NOISE_REPEATS} random splits of these rows, as between",
+        "# two samples of unchanged data (at least "
+        + ", ".join(f"{m} {v:g}" for m, v in DRIFT_FLOORS.items())
+        + "; and for numbers",
+        f"# {ONE_STEP_MARGIN:g} times the column's smallest step, as a decile of rounded or "
+        "integer",
+        "# values moves a step at a time). Spans much smaller than the rows drafted from",
+        "# are noisier: raise a threshold, or set its mode: warn, if unchanged data trips it.",
         "drift:",
         "  mode: fail",
         "  features:",
     ]
-    for column, (settings, _) in decisions.items():
-        if settings is not None:
-            measure = drift_measure(profiles[column].value_type)
-            lines.append(f"    {_yaml_scalar(column)}: {{{measure}: {DRIFT_THRESHOLDS[measure]}}}")
+    for column, (measure, threshold, noise) in drift_thresholds.items():
+        lines.append(
+            f"    {_yaml_scalar(column)}: {{{measure}: {_number(threshold)}}}   # noise {noise:.2g}"
+        )
     lines.append("")
     return "\n".join(lines)
 
 
+def drift_thresholds(
+    csv_files: Sequence[str], types: dict[str, str], schema, measures: dict[str, str]
+) -> dict[str, tuple[str, float, float]]:
+    """Feature -> (measure, threshold, noise): the noise is the largest value the
+    measure takes between two random halves of the rows (the drift gate's own code
+    measures it), the threshold NOISE_MULTIPLE times that, above the measure's floor."""
+    import numpy as np
+    import tensorflow_data_validation as tfdv
+
+    from components.drift_gate import compare
+    from trainer.dataset import DRIFT_MEASURE_MAXIMUM, DriftSpec, FeatureDrift
+
+    frame = _sample_frame(csv_files, {c: types[c] for c in measures}, NOISE_ROWS)
+    spec = DriftSpec(features={c: FeatureDrift(m, 1.0, "warn") for c, m in measures.items()})
+    noise = dict.fromkeys(measures, 0.0)
+    random = np.random.default_rng(0)  # The same draft from the same data.
+    for _ in range(NOISE_REPEATS):
+        order = random.permutation(len(frame))
+        half = len(order) // 2
+        first = tfdv.generate_statistics_from_dataframe(frame.iloc[order[:half]])
+        second = tfdv.generate_statistics_from_dataframe(frame.iloc[order[half:]])
+        for comparison in compare(first, second, schema, spec):
+            if comparison.value is not None and math.isfinite(comparison.value):
+                noise[comparison.feature] = max(noise[comparison.feature], comparison.value)
+    thresholds = {}
+    for column, measure in measures.items():
+        lowest = DRIFT_FLOORS[measure]
+        if measure == "quantile_shift":
+            # A decile of rounded or integer values moves a whole step at a time: one
+            # step is noise that 5 splits may not show, two are a shift.
+            lowest = max(lowest, ONE_STEP_MARGIN * _step_share(frame[column]))
+        threshold = max(lowest, _round_up(NOISE_MULTIPLE * noise[column]))
+        thresholds[column] = (
+            measure,
+            min(DRIFT_MEASURE_MAXIMUM[measure], _round_up(threshold)),
+            noise[column],
+        )
+    return thresholds
+
+
+def _step_share(values) -> float:
+    """The smallest gap between two distinct values, over the 10th-to-90th percentile
+    range: how far one step moves a decile in quantile_shift's units (0 if no spread)."""
+    import numpy as np
+
+    present = np.asarray(values.dropna(), dtype=float)
+    if present.size < 2:
+        return 0.0
+    low, high = np.quantile(present, [0.1, 0.9])
+    distinct = np.unique(present)
+    if high <= low or distinct.size < 2:
+        return 0.0
+    return float(np.min(np.diff(distinct)) / (high - low))
+
+
+def _round_up(value: float) -> float:
+    """`value` rounded up to two significant digits (0.0291 -> 0.03, 0.4217 -> 0.43)."""
+    if value <= 0:
+        return 0.0
+    digits = 1 - math.floor(math.log10(value))
+    step = 10.0**-digits
+    return round(math.ceil(round(value / step, 9)) * step, digits)
+
+
+def _sample_frame(csv_files: Sequence[str], types: dict[str, str], limit: int):
+    """The first `limit` rows of `types`' columns as a DataFrame: numbers as floats
+    (NaN where empty), strings as text (None where empty)."""
+    import pandas as pd
+
+    columns: dict[str, list] = {name: [] for name in types}
+    rows = 0
+    for path in csv_files:
+        with object_store.open_text(path) as f:
+            for row in csv.DictReader(f):
+                for name, value_type in types.items():
+                    value = row.get(name) or ""
+                    if value_type == "string":
+                        columns[name].append(value or None)
+                    else:
+                        columns[name].append(float(value) if value else math.nan)
+                rows += 1
+                if rows >= limit:
+                    return pd.DataFrame(columns)
+    return pd.DataFrame(columns)
+
+
 def drift_measure(value_type: str) -> str:
-    """The drift measure TFDV can compute for a column of `value_type`."""
-    return "l_infinity" if value_type == "string" else "jensen_shannon"
+    """The drift measure the draft writes for a column of `value_type`."""
+    return "l_infinity" if value_type == "string" else "quantile_shift"
 
 
 def choose_slices(decisions: dict[str, tuple[dict | None, str]], profiles) -> list[str]:
@@ -497,11 +685,13 @@ def draft(
     force: bool = False,
     input_pattern: str | None = None,
     spans: int = 1,
+    closed: Sequence[str] = (),
 ) -> str:
     """Writes OUTPUT_DIR/schema.pbtxt and dataset.yaml; returns a summary to print.
 
     `input_pattern`, `spans`: the data root holds spans (the spec's `input:`);
-    the draft reads the spans a run would read.
+    the draft reads the spans a run would read. `closed`: categorical columns
+    whose every value the schema lists (a new value stops a run).
     """
     import tensorflow_data_validation as tfdv
 
@@ -513,6 +703,9 @@ def draft(
         raise DraftError(f"--input-pattern/--spans: {err}") from None
     try:
         data = check_csv_data_root(data_root, data_input.pattern, data_input.spans)
+        # TFDV's statistics and the profiles below read every row.
+        for path in data.files:
+            check_utf8(path)
     except InputDataError as err:
         raise DraftError(str(err)) from None
     if label not in data.header:
@@ -547,12 +740,29 @@ def draft(
             "no column can be a feature: "
             + "; ".join(f"{c}: {reason}" for c, (_, reason) in decisions.items())
         )
+    for column in closed:
+        settings = decisions.get(column, (None, ""))[0]
+        if settings is None or settings["kind"] != "categorical":
+            kind = settings["kind"] if settings else "not a feature"
+            raise DraftError(
+                f"--closed {column!r}: only a categorical feature's domain can be closed; "
+                f"the draft makes {column!r} {kind}"
+                + ("" if column in decisions or column == label else " (no such column)")
+            )
+        settings["closed"] = True
     slices = choose_slices(decisions, profiles)
     ignored = {c for c, (settings, _) in decisions.items() if settings is None}
     marked_numbers = {
         c for c, (settings, _) in decisions.items() if settings and settings.get("missing_markers")
     }
-    schema = curate_schema(inferred, profiles, label, task, ignored, marked_numbers)
+    schema = curate_schema(
+        inferred, profiles, label, task, ignored, marked_numbers, closed=set(closed)
+    )
+    measures = {
+        c: drift_measure(profiles[c].value_type)
+        for c, (settings, _) in decisions.items()
+        if settings is not None
+    }
     spec_text = render_spec(
         name=name,
         data_root=data_root,
@@ -561,6 +771,7 @@ def draft(
         decisions=decisions,
         slices=slices,
         profiles=profiles,
+        drift_thresholds=drift_thresholds(data.files, types, schema, measures),
         data_input=data_input,
     )
 
@@ -574,6 +785,8 @@ def draft(
         date=datetime.date.today().isoformat(),
         label=label,
         label_domain=label_domain,
+        open_domains=_open_domain_lines(schema, profiles),
+        closed=", ".join(closed) or "none (draft with --closed COLUMN to close one)",
     )
     (output_dir / SCHEMA_FILE_NAME).write_text(header_text + text_format.MessageToString(schema))
     (output_dir / SPEC_FILE_NAME).write_text(spec_text)
@@ -599,6 +812,12 @@ def draft(
             ),
             f"  blessed when {gate.metric} {'>=' if gate.higher_is_better else '<='} "
             f"{gate.threshold:.4f} (naive model: {gate.naive_value:.4f})",
+            *(
+                f"  warning: {p.name} holds {p.nan_count} NaN cell(s); the schema refuses NaN "
+                "(disallow_nan), so a run on this data stops at validation: drop or fill them"
+                for p in profiles.values()
+                if p.nan_count and p.name not in spec.ignore
+            ),
             f"Wrote {output_dir / SCHEMA_FILE_NAME} and {output_dir / SPEC_FILE_NAME}.",
             f"Next: ./dev run --data-root {data_root} --schema-dir {output_dir} --output-dir OUT",
         ]
@@ -644,6 +863,14 @@ def main(argv: list[str] | None = None) -> int:
         help="with --input-pattern: how many latest spans a run reads",
     )
     parser.add_argument(
+        "--closed",
+        action="append",
+        default=[],
+        metavar="COLUMN",
+        help="a categorical column whose every value the schema lists: a new value stops "
+        "a run (repeat for several; default: domains tolerate a few new values)",
+    )
+    parser.add_argument(
         "--force", action="store_true", help="overwrite existing files in --output-dir"
     )
     args = parser.parse_args(argv)
@@ -657,6 +884,7 @@ def main(argv: list[str] | None = None) -> int:
             force=args.force,
             input_pattern=args.input_pattern,
             spans=args.spans,
+            closed=args.closed,
         )
     except (DraftError, DatasetSpecError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -1,7 +1,8 @@
 """A stand-in for the Kubeflow Pipelines v2beta1 REST API on 127.0.0.1.
 
-It implements the few endpoints `kubeflow.submit` needs, records every
-request, and answers 404 to anything else so an unexpected call fails the test.
+It implements the few endpoints `kubeflow.submit` needs (healthz as the API
+server writes it, with its release tag), records every request, and answers
+404 to anything else so an unexpected call fails the test.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from urllib.parse import parse_qs, urlparse
 
 
 class KfpStandIn:
-    def __init__(self) -> None:
+    """`tag_name`: the release its healthz answers, as the API server reports its
+    TAG_NAME ("unknown" where the image was built without one)."""
+
+    def __init__(self, tag_name: str = "2.14.0") -> None:
         self.requests: list[tuple[str, str, dict | None]] = []
         self.experiments: dict[str, dict] = {}
         stand_in = self
@@ -38,7 +42,10 @@ class KfpStandIn:
                 url = urlparse(self.path)
                 stand_in.requests.append(("GET", url.path, parse_qs(url.query)))
                 if url.path == "/apis/v2beta1/healthz":
-                    return self._reply(200, {"multi_user": False})
+                    # The API server's own handler: its commit, its release, its mode.
+                    return self._reply(
+                        200, {"commit_sha": "0" * 40, "tag_name": tag_name, "multi_user": False}
+                    )
                 if url.path == "/apis/v2beta1/experiments":
                     query = parse_qs(url.query)
                     wanted = None

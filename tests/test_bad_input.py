@@ -29,16 +29,27 @@ def _label_outside_schema(header, rows):
     return header, [{**r, "tips": "-5.0"} if i % 10 == 0 else r for i, r in enumerate(rows)]
 
 
+def _nan_in_numeric(header, rows):
+    return header, [{**r, "trip_miles": "NaN"} if i % 10 == 0 else r for i, r in enumerate(rows)]
+
+
 CASES = {
     "missing_column": (_missing_column, ["feature 'payment_type'", "Column dropped"]),
     "wrong_type": (_wrong_type, ["feature 'fare'", "type"]),
     "label_outside_schema": (_label_outside_schema, ["feature 'tips'", "Out-of-range"]),
+    # "NaN" is a float to CSV type inference: without the schema's disallow_nan it
+    # trained a model that answers one constant, and the run said nothing of NaN.
+    "nan_in_numeric": (
+        _nan_in_numeric,
+        ["feature 'trip_miles'", "Float feature has NaN values", "NaN of"],
+    ),
 }
 # The feature each case's anomaly names, as the run report lists it.
 ANOMALOUS_FEATURE = {
     "missing_column": "payment_type",
     "wrong_type": "fare",
     "label_outside_schema": "tips",
+    "nan_in_numeric": "trip_miles",
 }
 
 

@@ -191,11 +191,11 @@ def test_a_malformed_file_is_named_in_the_error(tmp_path, text, message):
         list(read_blocks(str(root / "data.csv"), ["a", "b"]))
 
 
-def test_bytes_that_are_not_utf8_are_refused_with_the_file_named(tmp_path):
+def test_bytes_that_are_not_utf8_are_refused_with_the_file_and_line_named(tmp_path):
     root = tmp_path / "data"
     root.mkdir()
-    (root / "data.csv").write_bytes(b"a,b\n1,\xff\xfe\n")
-    with pytest.raises(CsvError, match=r"data\.csv: .*UTF8"):
+    (root / "data.csv").write_bytes(b"a,b\n1,2\n1,caf\xe9\n")
+    with pytest.raises(CsvError, match=r"data\.csv: line 3 is not UTF-8 \(byte 0xe9 at column 6\)"):
         list(read_blocks(str(root / "data.csv"), ["a", "b"]))
 
 

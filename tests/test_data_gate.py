@@ -52,3 +52,43 @@ def test_dataset_level_anomaly_is_reported():
     anomalies.dataset_anomaly_info.reason.add(description="Low number of examples")
     with pytest.raises(DataValidationError, match="whole dataset: Low number of examples"):
         check_data({"train": anomalies}, {"train": 3})
+
+
+def test_nan_in_a_float_feature_is_counted_from_the_statistics():
+    """TFDV's anomaly says a float feature has NaN; the gate says how many."""
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    from components.data_gate import nan_counts
+
+    statistics = text_format.Parse(
+        """
+        datasets {
+          num_examples: 400
+          features {
+            path { step: "trip_miles" }
+            num_stats {
+              common_stats { num_non_missing: 400 }
+              histograms { num_nan: 40 type: STANDARD }
+              histograms { num_nan: 40 type: QUANTILES }
+            }
+          }
+          features {
+            path { step: "fare" }
+            num_stats { common_stats { num_non_missing: 400 } histograms { type: STANDARD } }
+          }
+        }
+        """,
+        statistics_pb2.DatasetFeatureStatisticsList(),
+    )
+    assert nan_counts(statistics) == {"trip_miles": (40, 400)}
+    anomalies = _anomalies(trip_miles=("Invalid values", "Float feature has NaN values."))
+    anomalies.anomaly_info["trip_miles"].reason[
+        0
+    ].type = anomalies_pb2.AnomalyInfo.FLOAT_TYPE_HAS_NAN
+    with pytest.raises(DataValidationError) as err:
+        check_data({"train": anomalies}, {"train": 400}, {"train": nan_counts(statistics)})
+    assert (
+        "feature 'trip_miles': Invalid values: Float feature has NaN values. (40 NaN of 400 "
+        "values) (split train)"
+    ) in str(err.value)

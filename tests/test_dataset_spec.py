@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 
 import pytest
@@ -10,7 +11,7 @@ import yaml
 
 import local_runner
 from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir
-from schemas.draft import DraftError, draft, infer_task, main, read_profiles
+from schemas.draft import DRIFT_FLOORS, DraftError, draft, infer_task, main, read_profiles
 from tests.synthetic import TASK_LABELS, write_dataset
 from trainer.dataset import DatasetSpecError, parse_spec
 
@@ -110,6 +111,13 @@ def test_the_valid_spec_parses_and_round_trips():
             r"drift\.features\.size\.mode: 'stop' is not one of fail, warn",
         ),
         ("drift", {"mode": "loud"}, r"drift\.mode: 'loud' is not one of"),
+        (
+            "drift",
+            {"features": {"size": {"quantile_shift": 150}}},
+            r"drift\.features\.size\.quantile_shift: a threshold in \(0, 100\]",
+        ),
+        ("features.color.closed", "yes", r"features\.color\.closed: expected true or false"),
+        ("features.size.closed", True, r"features\.size: unknown field\(s\) closed"),
     ],
 )
 def test_a_bad_spec_is_refused_naming_the_field(path, value, message):
@@ -311,13 +319,18 @@ def test_a_draft_is_runnable_as_written_and_never_overwrites(tmp_path):
     assert "Body_Mass__g__xf" in spec.model_input_sizes()
     assert spec.ignore == ("row_id",)  # a different value in every row
     assert spec.slices == ("color",)
-    # Drift thresholds for every feature, the measure by the column's values.
-    assert {k: (f.measure, f.threshold, f.mode) for k, f in spec.drift.features.items()} == {
-        "size": ("jensen_shannon", 0.25, "fail"),
-        "Body Mass (g)": ("l_infinity", 0.2, "fail"),  # numbers with "NA": string statistics
-        "color": ("l_infinity", 0.2, "fail"),
-        "visits": ("jensen_shannon", 0.25, "fail"),
+    # Drift thresholds for every feature, the measure by the column's values, each
+    # three times its noise between random halves of the rows, above a floor.
+    assert {k: (f.measure, f.mode) for k, f in spec.drift.features.items()} == {
+        "size": ("quantile_shift", "fail"),
+        "Body Mass (g)": ("l_infinity", "fail"),  # numbers with "NA": string statistics
+        "color": ("l_infinity", "fail"),
+        "visits": ("quantile_shift", "fail"),
     }
+    spec_text = (out / "dataset.yaml").read_text()
+    for name, feature_drift in spec.drift.features.items():
+        noise = float(re.search(rf"{re.escape(name)}.*# noise (\S+)", spec_text).group(1))
+        assert feature_drift.threshold >= max(DRIFT_FLOORS[feature_drift.measure], 2.9 * noise)
     # The naive model always answers the most frequent class.
     raw = yaml.safe_load((out / "dataset.yaml").read_text())
     labels = [line.rsplit(",", 1)[1] for line in (data_root / "data.csv").read_text().splitlines()]
@@ -328,6 +341,25 @@ def test_a_draft_is_runnable_as_written_and_never_overwrites(tmp_path):
     assert 'not_in_environment: "SERVING"' in schema_text
     with pytest.raises(DraftError, match="a draft never overwrites a curated file"):
         draft(data_root, "species", out)
+
+
+@pytest.mark.parametrize("bad_row", [2, 900], ids=["near_the_start", "late"])
+def test_a_draft_of_data_that_is_not_utf8_names_the_file_and_line(tmp_path, capsys, bad_row):
+    """Near the start the header check meets it; later only the draft's own read does
+    (TFDV's statistics failed inside Beam with neither file nor row)."""
+    data_root = write_dataset(tmp_path / "shop", "multiclass", rows=1000)
+    lines = (data_root / "data.csv").read_bytes().split(b"\n")
+    assert len(b"\n".join(lines[:bad_row])) > 16_384 or bad_row < 10  # past any read-ahead
+    lines[bad_row - 1] = lines[bad_row - 1].replace(b",", b",\xe9", 1)
+    (data_root / "data.csv").write_bytes(b"\n".join(lines))
+    code = main(
+        ["--data-root", str(data_root), "--label", "species", "--output-dir", str(tmp_path / "s")]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {data_root / 'data.csv'}: line {bad_row} is not UTF-8")
+    assert "Traceback" not in err
+    assert not (tmp_path / "s").exists()
 
 
 def test_a_draft_of_a_data_root_with_spans_writes_the_input_section(tmp_path):
@@ -347,3 +379,53 @@ def test_a_draft_of_a_data_root_with_spans_writes_the_input_section(tmp_path):
         draft(spans_root, "species", tmp_path / "other", input_pattern="span-1/*.csv")
     with pytest.raises(DraftError, match=r"no files under .* match the input pattern"):
         draft(spans_root, "species", tmp_path / "other", input_pattern="day-{SPAN}/*.csv")
+
+
+def test_a_closed_categorical_round_trips():
+    spec = parse_spec(changed("features.color.closed", True))
+    assert spec.features["color"].closed
+    assert parse_spec(spec.to_dict()) == spec
+    assert "closed" not in parse_spec(VALID).features["color"].to_dict()
+
+
+@pytest.mark.parametrize(
+    ("spec_edit", "schema_edit", "message"),
+    [
+        (
+            (
+                "company: {kind: categorical, max_values: 1000, oov_buckets: 10}",
+                "company: {kind: categorical, max_values: 1000, oov_buckets: 10, closed: true}",
+            ),
+            None,
+            r"features\.company\.closed: true, but the schema gives 'company' no string domain",
+        ),
+        (
+            None,
+            (
+                '  domain: "payment_type"\n',
+                '  domain: "payment_type"\n  distribution_constraints { min_domain_mass: 0.95 }\n',
+            ),
+            r"features\.payment_type\.closed: true, but the schema lets 5% of 'payment_type'",
+        ),
+        (
+            (
+                "trip_start_hour: {kind: id, num_values: 24}",
+                "trip_start_hour: {kind: categorical, closed: true}",
+            ),
+            ("int_domain { min: 0 max: 23 }", "int_domain { min: 0 }"),
+            r"features\.trip_start_hour\.closed: true, but the schema gives 'trip_start_hour' "
+            r"no int_domain with both min and max",
+        ),
+    ],
+)
+def test_a_column_the_spec_closes_must_be_closed_in_the_schema(
+    tmp_path, spec_edit, schema_edit, message
+):
+    schema_dir = shutil.copytree(DEFAULT_SCHEMA_DIR, tmp_path / "taxi")
+    for name, edit in (("dataset.yaml", spec_edit), ("schema.pbtxt", schema_edit)):
+        if edit:
+            text = (schema_dir / name).read_text()
+            assert edit[0] in text
+            (schema_dir / name).write_text(text.replace(edit[0], edit[1]))
+    with pytest.raises(DatasetSpecError, match=message):
+        load_schema_dir(schema_dir)

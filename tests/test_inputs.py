@@ -31,6 +31,19 @@ def test_unreadable_data_roots_are_named(tmp_path, files, message):
         check_csv_data_root(tmp_path)
 
 
+def test_a_byte_that_is_not_utf8_near_the_start_names_the_file_and_line(tmp_path):
+    """The header check's decoder reads ahead: a bad byte in row 40 fails the header read."""
+    (tmp_path / "good.csv").write_text("fare,company\n1,Flash Cab\n")
+    rows = [b"fare,company"] + [b"1,Flash Cab"] * 38 + [b"2,Caf\xe9 Cab"]
+    (tmp_path / "latin1.csv").write_bytes(b"\n".join(rows) + b"\n")
+    with pytest.raises(
+        InputDataError,
+        match=r"latin1\.csv: line 40 is not UTF-8 \(byte 0xe9 at column 6\); save the file "
+        r"as UTF-8",
+    ):
+        check_csv_data_root(tmp_path)
+
+
 def test_missing_directory(tmp_path):
     with pytest.raises(InputDataError, match="is not a directory"):
         check_csv_data_root(tmp_path / "nope")

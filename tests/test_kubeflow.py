@@ -288,6 +288,27 @@ _DELETE = object()
             r"components.Trainer.resources.gpu: must be a int",
         ),
         (
+            "components.Trainer.resources",
+            {"cpu_request": "4", "cpu_limit": "2"},
+            r"^components.Trainer.resources.cpu_request: 4 is more than cpu_limit 2; "
+            r"Kubernetes refuses such a pod",
+        ),
+        (
+            "defaults.resources",
+            {"memory_request": "2G", "memory_limit": "1Gi"},
+            r"^defaults.resources.memory_request: 2G is more than memory_limit 1Gi",
+        ),
+        (
+            "training.tfjob.resources",
+            {"cpu_request": "1500m", "cpu_limit": "1"},
+            r"^training.tfjob.resources.cpu_request: 1500m is more than cpu_limit 1",
+        ),
+        (
+            "components.Trainer.resources",
+            {"cpu_request": "1K"},
+            r"^components.Trainer.resources.cpu_request: '1K' is not a Kubernetes quantity",
+        ),
+        (
             "components.Trainer.tolerations",
             [{"key": "nvidia.com/gpu", "operator": "Exist"}],
             r"components.Trainer.tolerations\[0\].operator: must be one of",
@@ -391,6 +412,39 @@ _DELETE = object()
 def test_configuration_errors_name_the_field(path, value, message):
     with pytest.raises(SettingsError, match=message):
         parse_settings(_with(path, value), COMPONENT_IDS)
+
+
+def test_quantities_compile_as_kubernetes_reads_them():
+    """Every suffix Kubernetes takes compiles (1k CPUs crashed the compile in float())."""
+    raw = _with(
+        "components.Trainer.resources",
+        {"cpu_request": "1k", "cpu_limit": "2k", "memory_request": "1.5Gi", "memory_limit": "2G"},
+    )
+    placement = parse_settings(raw, COMPONENT_IDS).placement_for(dag.TRAINER)
+    spec = kfp_compile.resource_spec(placement)
+    assert (spec["cpuRequest"], spec["cpuLimit"], spec["resourceCpuRequest"]) == (
+        1000.0,
+        2000.0,
+        "1k",
+    )
+    assert spec["memoryRequest"] == pytest.approx(1.5 * 2**30 / 1e9)
+    assert spec["memoryLimit"] == 2.0
+
+
+def test_compile_command_states_the_minimum_backend(tmp_path):
+    out = tmp_path / "pipeline.yaml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "kubeflow.compile", "--output", str(out)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == (
+        "runs on Kubeflow Pipelines backend 2.14.0 or later (retries of steps inside the exit "
+        "handler's sub-DAG and the exit handler's final status)"
+    )
+    assert out.exists()
 
 
 def test_compile_command_reports_a_bad_config_and_writes_nothing(tmp_path):

@@ -90,7 +90,9 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
                 for credentials in [settings.object_store and settings.object_store.credentials]
                 if credentials
             ],
-            "retry": retry_arguments(settings.retries.policy_for(task)),
+            "retry": retry_arguments(
+                settings.retries.policy_for(task), kfp_compile.step_deadlines(settings).get(task)
+            ),
         }
         for task in kfp_compile.pipeline_component_ids()
     }
@@ -151,13 +153,14 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
             assert passed == {**exit_reference["body_is_passed"], "componentInputParameter": name}
 
 
-def retry_arguments(policy) -> dict | None:
-    """kfp's `set_retry` arguments for a retry policy (None: no retries)."""
+def retry_arguments(policy, step_deadline: int | None) -> dict | None:
+    """kfp's `set_retry` arguments for a retry policy (None: no retries); its
+    `backoff_max_duration` is the retry window."""
     if not policy.max_retries:
         return None
     return {
         "num_retries": policy.max_retries,
         "backoff_duration": policy.backoff,
         "backoff_factor": policy.backoff_factor,
-        "backoff_max_duration": policy.backoff_max,
+        "backoff_max_duration": f"{policy.window_seconds(step_deadline)}s",
     }

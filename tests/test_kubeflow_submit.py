@@ -7,6 +7,7 @@ import subprocess
 import pytest
 import yaml
 
+from kubeflow import backend
 from kubeflow.tfx_spec import all_tasks
 from tests.conftest import REPO_ROOT, golden_path
 from tests.kfp_standin import KfpStandIn
@@ -91,3 +92,48 @@ def test_bad_arguments_fail_before_any_request(args, message):
         assert proc.returncode == 2
         assert proc.stderr.strip().splitlines()[-1] == message
         assert kfp.requests == []
+
+
+def test_a_backend_older_than_the_package_needs_is_refused_before_any_run():
+    with KfpStandIn(tag_name="2.13.0") as kfp:
+        proc = submit(kfp.host)
+        assert proc.returncode == 2
+        assert kfp.posted("/apis/v2beta1/experiments") == []
+        assert kfp.posted("/apis/v2beta1/runs") == []
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"error: the Kubeflow Pipelines backend is 2.13.0; this package needs "
+            f"{backend.MINIMUM_TEXT} or later for retries of steps inside the exit handler's "
+            "sub-DAG"
+        )
+    )
+
+
+def test_a_backend_that_names_no_release_is_warned_about_and_used():
+    with KfpStandIn(tag_name="unknown") as kfp:
+        proc = submit(kfp.host)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert len(kfp.posted("/apis/v2beta1/runs")) == 1
+    assert (
+        "warning: could not read the Kubeflow Pipelines backend's release (healthz tag_name); "
+        f"this package needs {backend.MINIMUM_TEXT} or later"
+    ) in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("tag", "release", "refused"),
+    [
+        ("2.14.0", (2, 14, 0), False),
+        ("v2.15.1", (2, 15, 1), False),
+        ("2.14.0-rc.1", (2, 14, 0), False),
+        ("2.13.9", (2, 13, 9), True),
+        ("2.5", (2, 5, 0), True),
+        ("unknown", None, False),
+        ("", None, False),
+    ],
+)
+def test_release_tags_as_the_api_server_reports_them(tag, release, refused):
+    assert backend.parse_release(tag) == release
+    assert bool(backend.too_old(tag)) is refused

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -12,6 +15,7 @@ from kubeflow import tfx_spec
 from kubeflow.retries import DEFAULT_RETRY, RetryPolicy
 from kubeflow.settings import DEFAULT_SETTINGS_FILE, SettingsError, parse_settings
 from pipeline import pipeline as dag
+from tests.test_kubeflow_reference import run_in_reference_env
 
 COMPONENT_IDS = kfp_compile.pipeline_component_ids()
 ROLES = kfp_compile.pipeline_retry_roles()
@@ -40,7 +44,7 @@ def test_checked_in_settings_state_the_defaults():
 
 def test_compiled_retry_policy_is_kfps_set_retry_form():
     assert RetryPolicy(
-        max_retries=3, backoff="5m", backoff_factor=1.5, backoff_max="2h"
+        max_retries=3, backoff="5m", backoff_factor=1.5, retry_window="2h"
     ).spec() == {
         "maxRetryCount": 3,
         "backoffDuration": "300s",
@@ -57,8 +61,8 @@ def test_a_step_entry_replaces_the_defaults_field_by_field():
             "components": {dag.TRAINER: {"max_retries": 4}},
         }
     ).retries
-    assert retries.policy_for(dag.TRAINER) == RetryPolicy(4, "10s", 2.0, "3600s")
-    assert retries.policy_for(dag.PUSHER) == RetryPolicy(1, "10s", 2.0, "3600s")
+    assert retries.policy_for(dag.TRAINER) == RetryPolicy(4, "10s", 2.0, None)
+    assert retries.policy_for(dag.PUSHER) == RetryPolicy(1, "10s", 2.0, None)
     # The defaults never reach a gate.
     assert retries.policy_for(dag.DATA_GATE).max_retries == 0
     assert retries.policy_for(dag.DRIFT_GATE).max_retries == 0
@@ -105,8 +109,12 @@ def test_compiled_tasks_carry_their_policy_and_gates_none():
             r"^retries.components.Trainer.backoff: '1.5m' is not a duration",
         ),
         (
-            {"defaults": {"backoff": "10m", "backoff_max": "5m"}},
-            r"^retries.defaults.backoff_max: 5m is shorter than backoff 10m",
+            {"defaults": {"backoff": "10m", "retry_window": "5m"}},
+            r"^retries.defaults.retry_window: 5m is shorter than backoff 10m",
+        ),
+        (
+            {"components": {dag.TRAINER: {"retry_window": "6h", "backoff_max": "6h"}}},
+            r"^retries.components.Trainer.backoff_max: deprecated, and retry_window is set",
         ),
         (
             {"defaults": {"backoff_factor": 0.5}},
@@ -132,3 +140,173 @@ def test_without_roles_no_step_retries_by_default():
     raw.pop("retries")
     retries = parse_settings(raw, COMPONENT_IDS).retries
     assert all(retries.policy_for(s).max_retries == 0 for s in COMPONENT_IDS)
+
+
+def tfjob_settings(trainer_retries: dict | None, deadline: str = "6h"):
+    """The checked-in settings training on a TFJob of `deadline`, the Trainer's retry
+    entry replaced by `trainer_retries` (None: the checked-in one)."""
+    raw = copy.deepcopy(RAW_SETTINGS)
+    raw["training"]["engine"] = "tfjob"
+    raw["training"]["tfjob"]["deadline"] = deadline
+    raw["config_variant"] = "gpu_multi_node"
+    raw["components"][dag.TRAINER] = {"resources": {"cpu_request": "1", "memory_request": "2Gi"}}
+    if trainer_retries is not None:
+        raw["retries"]["components"][dag.TRAINER] = trainer_retries
+    return parse_settings(raw, COMPONENT_IDS, retry_roles=ROLES)
+
+
+def test_default_windows_cover_each_steps_real_duration():
+    """The window is KFP's backoffMaxDuration: from the first attempt's start, Argo
+    retries no more after it and kills a retry still running."""
+    spec, _ = kfp_compile.compile_pipeline(settings_with_retries(RAW_SETTINGS["retries"]))
+    tasks = tfx_spec.all_tasks(spec)
+    for step in (*dag.BEAM_COMPONENT_IDS, dag.TRAINER):
+        assert tasks[step]["retryPolicy"]["backoffMaxDuration"] == "86400s", step
+    # On a TFJob the Trainer's window holds all three attempts at the 6 h deadline,
+    # and the two backoffs (60 s, 120 s) between them.
+    spec, _ = kfp_compile.compile_pipeline(tfjob_settings(None))
+    trainer = tfx_spec.all_tasks(spec)[dag.TRAINER]["retryPolicy"]
+    assert trainer == {
+        "maxRetryCount": 2,
+        "backoffDuration": "60s",
+        "backoffFactor": 2.0,
+        "backoffMaxDuration": f"{3 * 6 * 3600 + 60 + 120}s",
+    }
+
+
+def test_a_window_too_short_for_one_retry_of_the_deadline_is_refused():
+    settings = tfjob_settings({"max_retries": 2, "retry_window": "6h"})
+    with pytest.raises(
+        SettingsError,
+        match=r"^retries.components.Trainer.retry_window: 6h cannot hold even one retry: a "
+        r"retry starts at least 60s after the first attempt ends and may run 6h, and Argo "
+        r"kills it 6h after the first attempt began. Set at least 361m, or leave it out for "
+        r"1083m .*; Trainer's deadline is training.tfjob.deadline 6h$",
+    ):
+        kfp_compile.compile_pipeline(settings)
+    # One retry of the whole deadline fits: accepted.
+    kfp_compile.compile_pipeline(tfjob_settings({"max_retries": 2, "retry_window": "361m"}))
+    # Without retries there is no window to hold.
+    kfp_compile.compile_pipeline(tfjob_settings({"max_retries": 0, "retry_window": "1h"}))
+
+
+def test_old_backoff_max_loads_as_the_window_with_a_deprecation_message():
+    with pytest.warns(
+        FutureWarning,
+        match=r"^retries.components.Trainer.backoff_max is deprecated: rename it retry_window. "
+        r"KFP never read it as a cap on the wait between attempts",
+    ):
+        settings = settings_with_retries(
+            {"components": {dag.TRAINER: {"max_retries": 2, "backoff_max": "30m"}}}
+        )
+    policy = settings.retries.policy_for(dag.TRAINER)
+    assert policy.retry_window == "30m"
+    assert policy.spec()["backoffMaxDuration"] == "1800s"
+    # The TFX-era default of 30 minutes cannot cover a TFJob's 6 h: refused, named.
+    with (
+        pytest.warns(FutureWarning),
+        pytest.raises(
+            SettingsError, match=r"^retries.components.Trainer.retry_window: 30m cannot hold"
+        ),
+    ):
+        kfp_compile.compile_pipeline(
+            tfjob_settings({"max_retries": 2, "backoff": "60s", "backoff_max": "30m"})
+        )
+
+
+# --- The retry window as the backend's Argo applies it --------------------------------
+
+# A step that fails its first attempt and succeeds on any later one; argv: a counter
+# file, then the step's name (run_compiled.py names a non-TFX step by its last argument).
+FAILS_ONCE = (
+    "import pathlib, sys\n"
+    "counter = pathlib.Path(sys.argv[1])\n"
+    "attempt = int(counter.read_text() or 0) + 1 if counter.exists() else 1\n"
+    "counter.write_text(str(attempt))\n"
+    "sys.exit(1 if attempt == 1 else 0)\n"
+)
+STEP = "LongStep"
+
+
+def one_step_package(tmp_path, retry_policy: dict) -> Path:
+    """A compiled package of one container task that carries `retry_policy`."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "pipelineInfo": {"name": "retry-window"},
+        "schemaVersion": "2.1.0",
+        "sdkVersion": "kfp-2.5.0",
+        "root": {
+            "dag": {
+                "tasks": {
+                    STEP: {
+                        "taskInfo": {"name": STEP},
+                        "componentRef": {"name": f"comp-{STEP}"},
+                        "retryPolicy": retry_policy,
+                    }
+                }
+            }
+        },
+        "components": {f"comp-{STEP}": {"executorLabel": f"exec-{STEP}"}},
+        "deploymentSpec": {
+            "executors": {
+                f"exec-{STEP}": {
+                    "container": {
+                        "image": "python:3.10",
+                        "command": ["python", "-c", FAILS_ONCE, str(tmp_path / "count"), STEP],
+                    }
+                }
+            }
+        },
+    }
+    package = tmp_path / "package.yaml"
+    package.write_text(yaml.safe_dump_all([spec, {}]))
+    return package
+
+
+def run_long_step(tmp_path, retry_policy: dict, attempt_duration: str) -> dict:
+    """The package executed with each attempt taking `attempt_duration` on the cluster."""
+    package = one_step_package(tmp_path, retry_policy)
+    summary = tmp_path / "summary.json"
+    run_in_reference_env(
+        "run_compiled.py",
+        "--package", str(package),
+        "--pipeline-root", str(tmp_path / "root"),
+        "--python", sys.executable,
+        "--summary", str(summary),
+        "--attempt-duration", f"{STEP}={attempt_duration}",
+        timeout=300,
+    )  # fmt: skip
+    return json.loads(summary.read_text())["steps"][STEP]
+
+
+@pytest.mark.slow
+def test_the_checked_in_trainer_policy_retries_a_step_that_failed_after_40_minutes(tmp_path):
+    """A GPU node lost 40 minutes into training: the settings' 30 m window of old let no
+    retry start; the window now holds it."""
+    settings = settings_with_retries(RAW_SETTINGS["retries"])
+    policy = settings.retries.policy_for(dag.TRAINER).spec()
+    step = run_long_step(tmp_path, policy, "40m")
+    assert (step["status"], step["attempts"]) == ("SUCCESS", 2)
+    assert "retry_stopped" not in step
+    # The old default, 30 minutes from the first attempt's start: Argo stops there.
+    old = {**policy, "backoffMaxDuration": "1800s"}
+    step = run_long_step(tmp_path / "old", old, "40m")
+    assert (step["status"], step["attempts"]) == ("FAILURE", 1)
+    assert step["retry_stopped"] == "Max duration limit exceeded"
+
+
+@pytest.mark.slow
+def test_a_retry_running_past_the_window_is_killed_and_no_other_starts(tmp_path):
+    """Window 30 m from the first attempt's start; attempts of 20 m. The retry starts at
+    21 m (after its 60 s backoff) and is killed at 30 m; no third attempt starts."""
+    policy = {
+        "maxRetryCount": 2,
+        "backoffDuration": "60s",
+        "backoffFactor": 2.0,
+        "backoffMaxDuration": "1800s",
+    }
+    step = run_long_step(tmp_path, policy, "20m")
+    assert (step["status"], step["attempts"]) == ("FAILURE", 2)
+    assert step["killed_at_retry_deadline"] is True
+    assert step["retry_stopped"] == "Max duration limit exceeded"
+    assert step["cluster_ended"] - step["cluster_started"] == pytest.approx(1800, abs=1)

@@ -59,7 +59,7 @@ KIND_VALUE_TYPES: dict[str, tuple[str, ...]] = {
 FEATURE_SETTINGS: dict[str, dict[str, object]] = {
     "numeric": {"missing_markers": ()},
     "bucketized": {"buckets": 10, "missing_markers": ()},
-    "categorical": {"max_values": 1000, "oov_buckets": 10},
+    "categorical": {"max_values": 1000, "oov_buckets": 10, "closed": False},
     "hashed": {"buckets": 1024},
     "id": {"num_values": None},
 }
@@ -70,11 +70,15 @@ SPAN_PLACEHOLDER = re.compile(r"\{SPAN(?::(\d+))?\}")
 VERSION_PLACEHOLDER = re.compile(r"\{VERSION(?::(\d+))?\}")
 DATE_PLACEHOLDERS = ("{YYYY}", "{MM}", "{DD}")
 # Drift measures TFDV computes, and the raw value types each one compares.
-DriftMeasure = Literal["l_infinity", "jensen_shannon"]
+DriftMeasure = Literal["l_infinity", "jensen_shannon", "quantile_shift"]
 DRIFT_MEASURE_VALUE_TYPES: dict[str, tuple[str, ...]] = {
     "l_infinity": ("string",),
     "jensen_shannon": ("int", "float"),
+    "quantile_shift": ("int", "float"),
 }
+# The largest threshold each measure can meaningfully take (quantile_shift is in
+# units of the old data's spread, and a shift may be several of them).
+DRIFT_MEASURE_MAXIMUM = {"l_infinity": 1.0, "jensen_shannon": 1.0, "quantile_shift": 100.0}
 DriftMode = Literal["fail", "warn"]
 
 
@@ -104,6 +108,10 @@ class FeatureSpec:
       categorical: a vocabulary of the `max_values` most frequent values,
         learned by Transform, plus `oov_buckets` for values it has not seen;
         embedded. A missing value is the empty string, a category of its own.
+        `closed: true` says a new value is news (a new payment type), not
+        growth (a new company): the schema must then list every value (a
+        string domain with no `min_domain_mass` below 1, or an int_domain's
+        min and max), so that validation stops a run on any value not in it.
       hashed: `buckets` hash buckets, embedded; for open-ended ids, no pass over
         the data.
       id: integers in [0, num_values), embedded as they are; out-of-range values
@@ -116,6 +124,7 @@ class FeatureSpec:
     oov_buckets: int | None = None
     num_values: int | None = None
     missing_markers: tuple[str, ...] = ()
+    closed: bool = False
 
     def category_count(self) -> int | None:
         """Model input size: categories for an embedding, None for a dense float."""
@@ -135,6 +144,8 @@ class FeatureSpec:
             values["missing_markers"] = list(self.missing_markers)
         else:
             values.pop("missing_markers")
+        if not self.closed:
+            values.pop("closed")
         return values
 
 
@@ -246,9 +257,12 @@ class FeatureDrift:
     """A bound on how far one feature's distribution may move from the served model's data.
 
     `measure`: l_infinity (the largest change in any one value's share; string
-    columns) or jensen_shannon (Jensen-Shannon divergence of the two
-    distributions over quantile histograms; numeric columns). `mode`: fail
-    stops the run before the Trainer; warn only reports.
+    columns), jensen_shannon (Jensen-Shannon divergence of the two
+    distributions over quantile histograms; numeric columns) or
+    quantile_shift (the largest move of any decile, 10th to 90th percentile,
+    in units of the old data's 10th-to-90th percentile range; numeric
+    columns: unlike jensen_shannon, tied and rounded values do not make it
+    noisy). `mode`: fail stops the run before the Trainer; warn only reports.
     """
 
     measure: DriftMeasure
@@ -465,9 +479,13 @@ def _parse_feature(name: str, values: object) -> FeatureSpec:
         raise DatasetSpecError(f"{path}.num_values: required for kind id (ids are 0..num_values-1)")
     minimums = {"buckets": 2, "max_values": 1, "oov_buckets": 1, "num_values": 2}
     markers = _str_list(settings.pop("missing_markers", None) or None, f"{path}.missing_markers")
+    closed = settings.pop("closed", False)
+    if not isinstance(closed, bool):
+        raise DatasetSpecError(f"{path}.closed: expected true or false, got {closed!r}")
     return FeatureSpec(
         kind=kind,
         missing_markers=markers,
+        closed=closed,
         **{k: _int(v, f"{path}.{k}", minimum=minimums[k]) for k, v in settings.items()},
     )
 
@@ -633,8 +651,11 @@ def _parse_drift(values: object, features: Mapping[str, FeatureSpec]) -> DriftSp
         if len(given) != 1:
             raise DatasetSpecError(f"{path}: give exactly one of {', '.join(measures)}")
         threshold = _float(entry[given[0]], f"{path}.{given[0]}")
-        if not 0.0 < threshold <= 1.0:
-            raise DatasetSpecError(f"{path}.{given[0]}: a threshold in (0, 1], got {threshold}")
+        maximum = DRIFT_MEASURE_MAXIMUM[given[0]]
+        if not 0.0 < threshold <= maximum:
+            raise DatasetSpecError(
+                f"{path}.{given[0]}: a threshold in (0, {maximum:g}], got {threshold}"
+            )
         mode = _choice(entry.get("mode", default_mode), DriftMode, f"{path}.mode")
         parsed[str(name)] = FeatureDrift(measure=given[0], threshold=threshold, mode=mode)
     return DriftSpec(features=parsed)

@@ -69,12 +69,29 @@ DAG it guards, however that ended, with a `PipelineTaskFinalStatus` (whose
 error, unlike the backend's, names the failed task). The summary counts each
 step's attempts.
 
-Two faults a cluster brings, on demand, for tests of what a retry must
-survive: `--preempt STEP` kills STEP's first attempt (SIGKILL) once it has
-written into an output artifact, as a node going away does, leaving what it
-wrote; `--repeat STEP` runs STEP's command a second time with the same
-executor input after the first finished, as the backend does when a pod dies
-between its command's end and the launcher's record of it.
+* **Argo's retry rules.** kfp.local reads `backoffMaxDuration` as a cap on
+  the wait between attempts; the backend hands it to Argo as the retry
+  strategy's `backoff.maxDuration`, a window counted from the first
+  attempt's start (workflow/controller/operator.go). Here, as Argo does: a
+  retry waits `backoffDuration * backoffFactor**(n-1)` after attempt n ended,
+  uncapped; no retry starts once the window has closed ("Max duration limit
+  exceeded") or when its wait would end after it ("Backoff would exceed max
+  duration limit"); and a retried attempt still running when the window
+  closes is killed (the deadline Argo gives a retried pod). Time is the
+  cluster's clock: each attempt's real time, plus `--attempt-duration`, with
+  the backoffs passing on that clock without a real wait. The summary gives
+  each step's `retry_window_seconds` and, where Argo would have stopped
+  retrying, `retry_stopped`.
+
+Faults a cluster brings, on demand, for tests of what a retry must survive:
+`--preempt STEP` kills STEP's first attempt (SIGKILL) once it has written
+into an output artifact, as a node going away does, leaving what it wrote;
+`--repeat STEP` runs STEP's command a second time with the same executor
+input after the first finished, as the backend does when a pod dies between
+its command's end and the launcher's record of it; `--attempt-duration
+STEP=DURATION` (30s, 40m, 6h) makes each attempt of STEP take that much
+longer on the cluster's clock, as a long training run does, for tests of
+what a retry window lets through.
 
 Not reproduced here: resource requests, node selectors and tolerations
 (scheduling), lifecycle hooks (`preCacheCheck`, which open-source KFP does not
@@ -112,6 +129,7 @@ from kfp.local import (
     status,
     subprocess_task_handler,
 )
+from kfp.local.orchestrator import task_executor
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 # What the pipeline image's Dockerfile (ENV) gives every step, as far as it
@@ -197,12 +215,87 @@ class Faults:
 
     preempt: frozenset[str] = frozenset()  # step ids whose first attempt is killed
     repeated: frozenset[str] = frozenset()  # step ids whose command runs twice
+    # step id -> seconds each attempt takes on the cluster's clock, beyond its real time
+    attempt_seconds: dict = field(default_factory=dict)
 
     def preempt_first_attempt(self, step_id: str, earlier_attempts: int) -> bool:
         return step_id in self.preempt and earlier_attempts == 0
 
     def repeat(self, step_id: str) -> bool:
         return step_id in self.repeated
+
+
+_DURATION = re.compile(r"^([0-9]+)(s|m|h|d)$")
+_SECONDS_PER_UNIT = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
+
+
+def duration_seconds(text: str) -> int:
+    """A duration as the settings write one (30s, 40m, 6h, 1d), in seconds."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a duration (30s, 40m, 6h, 1d)")
+    return int(match.group(1)) * _SECONDS_PER_UNIT[match.group(2)]
+
+
+class ClusterClock:
+    """The cluster's time: real time, plus what faults and backoffs add to it."""
+
+    def __init__(self) -> None:
+        self._offset = 0.0
+
+    def now(self) -> float:
+        return time.monotonic() + self._offset
+
+    def advance(self, seconds: float) -> None:
+        self._offset += max(seconds, 0.0)
+
+
+@dataclass(frozen=True)
+class ArgoRetryStrategy:
+    """A task's `retryPolicy` as the backend hands it to Argo (`retryStrategy.backoff`)."""
+
+    limit: int
+    backoff_seconds: float
+    factor: float
+    window_seconds: float | None  # backoff.maxDuration; None: no window
+
+    @classmethod
+    def from_policy(cls, policy: dict) -> ArgoRetryStrategy:
+        def seconds(value: str | None) -> float | None:
+            return None if value is None else float(value.removesuffix("s"))
+
+        return cls(
+            limit=int(policy.get("maxRetryCount", 0)),
+            backoff_seconds=seconds(policy.get("backoffDuration")) or 0.0,
+            factor=float(policy.get("backoffFactor", 2.0)),
+            window_seconds=seconds(policy.get("backoffMaxDuration")),
+        )
+
+    def wait_before(self, attempt: int) -> float:
+        """The wait before attempt `attempt` (2 is the first retry), uncapped as in Argo."""
+        return self.backoff_seconds * self.factor ** (attempt - 2)
+
+    def refusal(self, attempt: int, first_started: float, last_ended: float, now: float):
+        """Why Argo starts no attempt `attempt` (operator.go's messages), or None."""
+        if self.window_seconds is None:
+            return None
+        window_end = first_started + self.window_seconds
+        if now > window_end:
+            return "Max duration limit exceeded"
+        if last_ended + self.wait_before(attempt) > window_end:
+            return "Backoff would exceed max duration limit"
+        return None
+
+
+def retry_strategies(spec: dict) -> dict[str, ArgoRetryStrategy]:
+    """Task name -> its retry strategy, for every task with a `retryPolicy`, in any DAG."""
+    dags = [spec["root"]] + [c for c in spec["components"].values() if "dag" in c]
+    return {
+        name: ArgoRetryStrategy.from_policy(task["retryPolicy"])
+        for dag in dags
+        for name, task in dag["dag"]["tasks"].items()
+        if task.get("retryPolicy")
+    }
 
 
 def output_uris(executor_input: dict) -> list[str]:
@@ -223,28 +316,37 @@ def _has_files(uris: list[str]) -> bool:
     return False
 
 
+DEADLINE_KILL = "[killed: the retry window closed (Argo: the retried pod's deadline)]"
+
+
 def run_command(
-    command: list[str], env: dict, preempt_when_writing: list[str] | None
+    command: list[str],
+    env: dict,
+    preempt_when_writing: list[str] | None,
+    timeout: float | None = None,
 ) -> subprocess.CompletedProcess:
     """Runs a step's command; with `preempt_when_writing`, kills it (SIGKILL, as the
-    kubelet does to a pod on a node going away) once it has written a file there."""
-    if preempt_when_writing is None:
-        return subprocess.run(
-            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
+    kubelet does to a pod on a node going away) once it has written a file there;
+    with `timeout`, kills it that many seconds after it started (a pod's deadline)."""
+    if timeout is not None and timeout <= 0:
+        return subprocess.CompletedProcess(command, 1, DEADLINE_KILL)
     with tempfile.TemporaryFile("w+") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-        killed = False
+        started = time.monotonic()
+        killed = ""
         while process.poll() is None:
-            if _has_files(preempt_when_writing):
+            if preempt_when_writing is not None and _has_files(preempt_when_writing):
+                killed = "[preempted: killed while writing its outputs]"
+            elif timeout is not None and time.monotonic() - started > timeout:
+                killed = DEADLINE_KILL
+            if killed:
                 process.kill()
-                killed = True
                 break
             time.sleep(0.05)
         returncode = process.wait()
         log.seek(0)
-        output = log.read() + ("\n[preempted: killed while writing its outputs]" if killed else "")
-    return subprocess.CompletedProcess(command, returncode, output)
+        output = log.read() + (f"\n{killed}" if killed else "")
+    return subprocess.CompletedProcess(command, returncode or (1 if killed else 0), output)
 
 
 def make_task_handler(
@@ -254,7 +356,12 @@ def make_task_handler(
     environment,
     faults: Faults = Faults(),
     log_dir: Path | None = None,
+    strategies: dict[str, ArgoRetryStrategy] | None = None,
+    clock: ClusterClock | None = None,
 ):
+    strategies = strategies or {}
+    clock = clock or ClusterClock()
+
     class ProjectEnvironmentTaskHandler:
         """kfp.local's task handler interface: runs the container command as a subprocess."""
 
@@ -273,6 +380,26 @@ def make_task_handler(
             # What earlier attempts of this step left in the summary.
             earlier = steps.get(step_id, {})
             attempt = earlier.get("attempts", 0) + 1
+            strategy = strategies.get(step_id)
+            timeout = window_end = None
+            if attempt > 1 and strategy is not None and strategy.window_seconds is not None:
+                if earlier.get("retry_stopped"):
+                    # Argo stopped retrying; kfp.local's own loop calls on regardless.
+                    return status.Status.FAILURE
+                refusal = strategy.refusal(
+                    attempt, earlier["cluster_started"], earlier["cluster_ended"], clock.now()
+                )
+                if refusal:
+                    print(f"{step_id}: not retried: {refusal}", flush=True)
+                    earlier["retry_stopped"] = refusal
+                    return status.Status.FAILURE
+                # The backoff passes on the cluster's clock (kfp.local's wait is skipped).
+                clock.advance(
+                    earlier["cluster_ended"] + strategy.wait_before(attempt) - clock.now()
+                )
+                window_end = earlier["cluster_started"] + strategy.window_seconds
+                timeout = window_end - clock.now() - faults.attempt_seconds.get(step_id, 0)
+            cluster_started = earlier.get("cluster_started", clock.now())
             started_at = datetime.datetime.now()
             started = time.monotonic()
             try:
@@ -285,7 +412,7 @@ def make_task_handler(
             else:
                 preempt = faults.preempt_first_attempt(step_id, attempt - 1)
                 process = run_command(
-                    command, env, output_uris(executor_input) if preempt else None
+                    command, env, output_uris(executor_input) if preempt else None, timeout
                 )
                 if faults.repeat(step_id):
                     # The pod died after its command finished, before KFP recorded the
@@ -295,6 +422,12 @@ def make_task_handler(
                     process = run_command(command, env, None)
                     process.stdout = first.stdout + process.stdout
             seconds = time.monotonic() - started
+            killed_at_deadline = process.stdout.endswith(DEADLINE_KILL)
+            if killed_at_deadline and window_end is not None:
+                # Killed when the window closed: the cluster's clock stands there.
+                clock.advance(window_end - clock.now())
+            else:
+                clock.advance(faults.attempt_seconds.get(step_id, 0))
             lines = process.stdout.splitlines()
             log_files = list(earlier.get("log_files", []))
             if log_dir is not None:
@@ -309,6 +442,12 @@ def make_task_handler(
                 "status": "SUCCESS" if process.returncode == 0 else "FAILURE",
                 # kfp.local retries a task with a retryPolicy, as the backend does.
                 "attempts": attempt,
+                # On the cluster's clock, in seconds: the first attempt's start, this
+                # attempt's end, and the window Argo retries the step within.
+                "cluster_started": cluster_started,
+                "cluster_ended": clock.now(),
+                "retry_window_seconds": strategy.window_seconds if strategy else None,
+                "killed_at_retry_deadline": killed_at_deadline,
                 # The whole output of each attempt (--log-dir), as the KFP UI shows a pod's log.
                 "log_files": log_files,
                 "earlier_log_tails": [
@@ -338,6 +477,14 @@ def make_task_handler(
             return status.Status.SUCCESS if process.returncode == 0 else status.Status.FAILURE
 
     return ProjectEnvironmentTaskHandler
+
+
+class _NoWait:
+    """What kfp.local's task executor sees as `time`: a sleep that returns at once."""
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        del seconds
 
 
 def _flag_value(command: list[str], flag: str) -> str | None:
@@ -453,8 +600,18 @@ def run(
             environment, platform=kubernetes.get("deploymentSpec", {}).get("executors", {})
         )
     subprocess_task_handler.SubprocessTaskHandler = make_task_handler(
-        project_python, steps, executor_labels_by_class(spec_dict), environment, faults, log_dir
+        project_python,
+        steps,
+        executor_labels_by_class(spec_dict),
+        environment,
+        faults,
+        log_dir,
+        retry_strategies(spec_dict),
+        ClusterClock(),
     )
+    # Argo's backoff passes on the cluster's clock in the task handler; kfp.local's
+    # own wait (capped at backoffMaxDuration, which Argo does not do) is skipped.
+    task_executor.time = _NoWait()
     executor_output_utils.get_outputs_from_executor_output = outputs_with_parameters_kept
     executor_input_utils.get_local_task_resource_name = task_directory_name
     remote_root = spec.default_pipeline_root
@@ -542,9 +699,23 @@ def main(argv: list[str] | None = None) -> int:
         metavar="STEP",
         help="run STEP's command twice on the same executor input (module docstring)",
     )
+    parser.add_argument(
+        "--attempt-duration",
+        action="append",
+        default=[],
+        metavar="STEP=DURATION",
+        help="each attempt of STEP takes DURATION (30s, 40m, 6h) more on the cluster's clock",
+    )
     args = parser.parse_args(argv)
     parameters = dict(p.split("=", 1) for p in args.parameter)
-    faults = Faults(preempt=frozenset(args.preempt), repeated=frozenset(args.repeat))
+    faults = Faults(
+        preempt=frozenset(args.preempt),
+        repeated=frozenset(args.repeat),
+        attempt_seconds={
+            step: duration_seconds(duration)
+            for step, duration in (a.split("=", 1) for a in args.attempt_duration)
+        },
+    )
     secrets = {
         name: json.loads(Path(file).read_text())
         for name, file in (s.split("=", 1) for s in args.secret)
