@@ -265,8 +265,8 @@ def _run_pipeline(
     from pipeline.transform_output import materialize_transform
 
     # TensorFlow, TFX and Beam leave millions of long-lived objects behind their
-    # imports; every full garbage collection walked them all again (3.4 s of a
-    # cold run here, 1.3 s with this). Frozen objects are never collected,
+    # imports; every full garbage collection walked them all again (seconds of a
+    # cold run: docs/where-the-time-goes.md). Frozen objects are never collected,
     # which costs nothing for modules that live as long as the process.
     gc.freeze()
     metadata = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))

@@ -3,8 +3,8 @@
 TFX's ExampleGen hands Beam one element per example: a partition, then a
 `Reshuffle` and a TFRecord write per example. On the local DirectRunner each
 of those crosses a stage boundary, encoded and decoded one at a time, which
-cost about 80 s of the 110 s ExampleGen took on 1.5M rows once the CSV was
-parsed in C++. Here the elements are blocks (lists of serialized examples)
+was most of ExampleGen's time once the CSV was parsed in C++
+(docs/where-the-time-goes.md). Here the elements are blocks (lists of serialized examples)
 from the reader to the files, all in one stage:
 
 - the split of each example is TFX's own (`_PartitionFn`: a hash of its bytes

@@ -182,7 +182,13 @@ def build_tfx_pipeline(settings: KubeflowSettings):
     check_beam_options(settings)
 
     config = variant(settings.config_variant)
-    check_training(settings, config.trainer.runtime, TRAINER)
+    check_training(
+        settings.training,
+        config.trainer.runtime,
+        config_variant=settings.config_variant,
+        trainer=settings.placement_for(TRAINER),
+        trainer_id=TRAINER,
+    )
     check_retry_windows(settings, step_deadlines(settings))
     # The spec is read (and checked against its schema) here; the schema file is
     # read at run time, from the image.

@@ -11,23 +11,26 @@ import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
-from kubernetes.utils import parse_quantity
 
 from components.tfjob_trainer.spec import CLEAN_POD_POLICIES
 from kubeflow import retries as retry
+from kubeflow.placement import (
+    DEFAULT_ACCELERATOR,
+    Placement,
+    Resources,
+    Toleration,
+    quantity_value,
+)
 from kubeflow.retries import Retries, RetryPolicy, RetryRoles
 from kubeflow.training_engine import ENGINES, TFJobSettings, Training
 from pipeline import object_store as store
 
 DEFAULT_SETTINGS_FILE = Path(__file__).resolve().parent / "pipeline.yaml"
 
-# What open-source KFP and the NVIDIA device plugin call a GPU.
-DEFAULT_ACCELERATOR = "nvidia.com/gpu"
 # The Dockerfile's WORKDIR: where the pipeline image holds the project.
 PROJECT_ROOT_IN_IMAGE = "/pipeline"
 TOLERATION_OPERATORS = ("Equal", "Exists")
@@ -68,63 +71,6 @@ WORKER_POOL_ADDRESS = f"localhost:{WORKER_POOL_PORT}"
 
 class SettingsError(ValueError):
     """A Kubeflow setting is missing or malformed; the message names the field."""
-
-
-@dataclass(frozen=True)
-class Resources:
-    """Kubernetes requests/limits for one component. Quantities use Kubernetes syntax."""
-
-    cpu_request: str | None = None
-    cpu_limit: str | None = None
-    memory_request: str | None = None
-    memory_limit: str | None = None
-    gpu: int = 0
-    accelerator: str = DEFAULT_ACCELERATOR
-
-    def to_kubernetes(self) -> dict[str, dict[str, str]]:
-        """A container's core/v1 `resources`: the requests and limits that are set."""
-        requests = {"cpu": self.cpu_request, "memory": self.memory_request}
-        limits = {"cpu": self.cpu_limit, "memory": self.memory_limit}
-        if self.gpu:
-            # Kubernetes takes extended resources (GPUs) as limits only.
-            limits[self.accelerator] = str(self.gpu)
-        resources = {
-            name: {k: v for k, v in values.items() if v is not None}
-            for name, values in (("limits", limits), ("requests", requests))
-        }
-        return {name: values for name, values in resources.items() if values}
-
-
-@dataclass(frozen=True)
-class Toleration:
-    key: str | None = None
-    operator: str = "Equal"
-    value: str | None = None
-    effect: str | None = None
-    toleration_seconds: int | None = None
-
-    def to_kubernetes(self) -> dict[str, Any]:
-        """A core/v1 Toleration (also kfp-kubernetes' form): the fields that are set."""
-        return {
-            key: value
-            for key, value in (
-                ("key", self.key),
-                ("operator", self.operator),
-                ("value", self.value),
-                ("effect", self.effect),
-                ("tolerationSeconds", self.toleration_seconds),
-            )
-            if value is not None
-        }
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where and with what one component runs."""
-
-    resources: Resources = field(default_factory=Resources)
-    node_selector: Mapping[str, str] = field(default_factory=dict)
-    tolerations: tuple[Toleration, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -293,11 +239,6 @@ def _quantity(values: Mapping[str, Any], key: str, where: str) -> str | None:
             f"{where}.{key}: {text!r} is not a Kubernetes quantity (e.g. 500m, 4, 16Gi)"
         )
     return text
-
-
-def quantity_value(text: str) -> Decimal:
-    """A quantity's value (cores, bytes), parsed as Kubernetes' own client parses it."""
-    return parse_quantity(text)
 
 
 def _request_within_limit(resources: Resources, where: str) -> None:

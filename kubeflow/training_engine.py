@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from components.tfjob_trainer.spec import TFJobSpec
+from kubeflow.placement import Placement
 from kubeflow.retries import duration_seconds
 
 if TYPE_CHECKING:
-    from kubeflow.settings import KubeflowSettings, Placement
     from trainer.config import RuntimeConfig
 
 ENGINES = ("pod", "tfjob")
@@ -45,8 +45,6 @@ class TFJobSettings:
         self, *, image: str, working_dir: str, env: tuple[Mapping[str, Any], ...]
     ) -> TFJobSpec:
         """The spec the Trainer step creates its job from."""
-        from kubeflow.settings import Placement  # That module imports this one.
-
         placement = self.placement or Placement()
         return TFJobSpec(
             image=image,
@@ -81,12 +79,22 @@ class TrainingSettingsError(ValueError):
     """A combination of settings that cannot train; the message names the fields."""
 
 
-def check_training(settings: KubeflowSettings, runtime: RuntimeConfig, trainer_id: str) -> None:
-    """Refuses what cannot work with a TFJob, before anything is compiled."""
-    if settings.training.engine != "tfjob":
+def check_training(
+    training: Training,
+    runtime: RuntimeConfig,
+    *,
+    config_variant: str,
+    trainer: Placement,
+    trainer_id: str,
+) -> None:
+    """Refuses what cannot work with a TFJob, before anything is compiled.
+
+    `trainer`: the Trainer step's own placement (`components.<trainer_id>`).
+    """
+    if training.engine != "tfjob":
         return
-    tfjob = settings.training.tfjob
-    variant = f"config_variant {settings.config_variant}"
+    tfjob = training.tfjob
+    variant = f"config_variant {config_variant}"
     if runtime.strategy not in MULTI_WORKER_STRATEGIES:
         raise TrainingSettingsError(
             f"training.engine: tfjob trains on {1 + tfjob.workers} replicas under "
@@ -94,7 +102,7 @@ def check_training(settings: KubeflowSettings, runtime: RuntimeConfig, trainer_i
             "which trains on one; use a variant with strategy auto or multi_worker_mirrored "
             "(gpu_multi_node)"
         )
-    step = settings.placement_for(trainer_id).resources
+    step = trainer.resources
     if step.gpu:
         raise TrainingSettingsError(
             f"components.{trainer_id}.resources.gpu: with training.engine tfjob the step's own "

@@ -1,12 +1,10 @@
 """Beam options chosen from the size of the data.
 
 On small data Beam's start-up dominates: the in-memory DirectRunner skips the
-worker processes that `multi_processing` starts (measured here: 102 s vs.
-185 s for the whole DAG on the 15k-row sample). Large data wants the cores.
-Whole DAG, in-memory against multi-processing (README "Scale: the cost
-curve"): 150k rows (19 MB) 56 s against 77 s; 600k (77 MB) 139 s against
-134 s; 1.5M (192 MB) 361 s against 267 s. `python -m benchmarks.scale` runs
-the sizes either side of the threshold in both modes.
+worker processes that `multi_processing` starts. Large data wants the cores.
+The threshold between them comes from whole-DAG runs in both modes at the
+sizes either side of it: `python -m benchmarks.scale` measures them, and
+docs/scale.md holds the figures.
 """
 
 from __future__ import annotations
@@ -50,8 +48,8 @@ def beam_pipeline_args(mode: str, *, num_workers: int | None = None) -> list[str
     """
     if mode == "in_memory":
         # Beam's defaults are exactly this (in-memory FnApiRunner, one worker).
-        # Spelling them out made ExampleGen + StatisticsGen about 2.5 s slower
-        # here (12 s vs 9.5 s, back to back), so say nothing.
+        # Spelling them out made ExampleGen + StatisticsGen slower, back to back
+        # (docs/where-the-time-goes.md), so say nothing.
         return []
     if mode == "multi_processing":
         workers = num_workers if num_workers is not None else (os.cpu_count() or 1)
@@ -65,9 +63,8 @@ def local_step_beam_args(mode: str, *, example_gen: str) -> dict[str, list[str]]
 
     ExampleGen (step id `example_gen`) stays in memory. It reads a CSV file in
     one worker whatever the mode, and the in-memory runner skips the workers'
-    start-up and the trip of every block through them: ExampleGen took 3.9 s
-    in memory against 15.9 s multi-processing on 150k rows, 14.0 s against
-    21.1 s on 600k (`python -m benchmarks.scale`, 2026-11-24). And the
+    start-up and the trip of every block through them: faster on the sizes a
+    local run sees (`python -m benchmarks.scale`; docs/scale.md). And the
     multi-processing runner has dropped blocks between its stages
     (components/example_blocks.py counts the rows to catch it).
     """

@@ -2,8 +2,8 @@
 
 TFX 1.16's LocalDagRunner runs one component at a time in one process, and a
 Beam pipeline holds the GIL for most of its work: two components in two threads
-took longer than one after the other (StatisticsGen + Transform: 13.1 s vs.
-11.6 s here). A process has its own interpreter. It starts before the main
+took longer than one after the other (docs/where-the-time-goes.md). A process
+has its own interpreter. It starts before the main
 process imports TensorFlow, so its own imports overlap the main process's on
 the other core, and it is ready by the time the DAG branches.
 
@@ -124,11 +124,12 @@ def _serve(conn, initializer, initargs) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if initializer is not None:
         initializer(*initargs)
-    # What every node needs (pipeline.local imports the DAG's modules, and they
-    # import their executors), imported while the main process imports the same.
+    # What every node needs (the DAG's modules, which import their executors, and
+    # TFX's launcher), imported while the main process imports the same.
     from tfx.proto.orchestration import pipeline_pb2
 
-    from pipeline import local
+    import pipeline.pipeline  # noqa: F401
+    from pipeline.node_launch import launch_node
 
     gc.freeze()  # As the runner does: the import heap is never garbage.
     ir = None
@@ -145,7 +146,7 @@ def _serve(conn, initializer, initargs) -> None:
             try:
                 if ir is None:
                     raise RuntimeError("no pipeline loaded")
-                local.launch_node(ir, payload)
+                launch_node(ir, payload)
                 conn.send((payload, None))
             except Exception as err:
                 conn.send((payload, _transferable(err)))

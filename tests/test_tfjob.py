@@ -69,7 +69,13 @@ def settings_with(**changes):
 
 
 def checked(settings) -> None:
-    check_training(settings, variant(settings.config_variant).trainer.runtime, dag.TRAINER)
+    check_training(
+        settings.training,
+        variant(settings.config_variant).trainer.runtime,
+        config_variant=settings.config_variant,
+        trainer=settings.placement_for(dag.TRAINER),
+        trainer_id=dag.TRAINER,
+    )
 
 
 # --- Settings -------------------------------------------------------------------

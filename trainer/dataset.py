@@ -286,7 +286,7 @@ class DriftSpec:
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    """A dataset and its task: see the module docstring and README, "Bring your own data"."""
+    """A dataset and its task: see the module docstring and docs/bring-your-own-data.md."""
 
     name: str
     label: LabelSpec

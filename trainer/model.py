@@ -72,8 +72,8 @@ def build_model(
                     min(config.embedding_dim, size),
                     name=f"{name}_embedding",
                     # Embeddings stay float32 under every policy: a lookup gains
-                    # nothing from 16 bits, and the gradient's scatter-add in
-                    # 16 bits was 10x slower on an H100 (benchmarks/).
+                    # nothing from 16 bits, and the gradient's scatter-add in 16
+                    # bits is far slower on a GPU (docs/benchmarks.md).
                     dtype="float32",
                 )(value)
             )

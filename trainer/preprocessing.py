@@ -18,8 +18,8 @@ from trainer import custom
 from trainer.dataset import LABEL_KEY, DatasetSpec, DatasetSpecError, LabelSpec, transformed_name
 
 # tf.Transform traces `preprocessing_fn` as one TF1-style graph instead of as
-# tf.functions: the Transform step took 9 s instead of 15 s on the taxi sample
-# (side by side, twice each), as TF2 tracing re-traces the function for every
+# tf.functions, which made the Transform step markedly faster on the taxi sample
+# (docs/where-the-time-goes.md): TF2 tracing re-traces the function for every
 # analysis phase and again to export. Everything here is plain TensorFlow ops,
 # which behave the same in both modes, and the exported graph serves the same
 # from a TF2 SavedModel (trainer/export.py). Set this to False if custom code

@@ -15,7 +15,7 @@ class TransformGraph(tf.Module):
     `TFTransformOutput.transform_features_layer()` wraps the same loader in a
     legacy `tf_keras.Model`, and saving one of those runs tf_keras' SavedModel
     serialization: it autograph-converts and traces the layer's call functions,
-    which took most of the export time (about 6 s of 7 here) and left Keras 2
+    which took most of the export time and left Keras 2
     metadata in a Keras 3 model. The loader is what that layer calls; tracking
     its attributes, as the layer does, keeps the graph's tables and assets in
     the SavedModel.

@@ -133,8 +133,8 @@ def feature_distribution(per_split: Sequence[tuple[str, FeatureStatistics]]) -> 
 
     Heights are fractions of each split's examples, so splits of different
     sizes compare directly. Drawn as SVG by hand, not with matplotlib: a report
-    has one of these per feature, and matplotlib took 0.1 s for each (1.9 s of
-    the 2.3 s the taxi report took to write).
+    has one of these per feature, and matplotlib's cost per figure was most of
+    the report's time (docs/where-the-time-goes.md).
     """
     width, height = 360, 180
     left, right, top, bottom = 44, width - 8, 8, height - 30

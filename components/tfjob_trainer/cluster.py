@@ -189,14 +189,14 @@ def _api_error(action: str, err) -> ClusterError:
             f"account needs {REQUIRED_PERMISSIONS}. Multi-user Kubeflow: the profile's "
             "default-editor gets them through kubeflow-edit once the Training Operator is "
             "installed with its kubeflow overlay; single-user KFP: the pipeline-runner role "
-            "(README, 'Training on several nodes')",
+            "(docs/training-on-several-nodes.md)",
             err.status,
         )
     if err.status == 404 and action.startswith("create tfjobs"):
         return ClusterError(
             f"{action}: the API has no tfjobs.kubeflow.org ({message}). Install the Kubeflow "
             "Training Operator (release-1.9: its standalone overlay, or its kubeflow overlay in "
-            "a multi-user Kubeflow; README, 'Training on several nodes')",
+            "a multi-user Kubeflow; docs/training-on-several-nodes.md)",
             err.status,
         )
     return ClusterError(f"{action}: HTTP {err.status} {err.reason}: {message}", err.status)

@@ -1,0 +1,99 @@
+"""The layering is a contract the suite checks (import-linter, configured in pyproject.toml).
+
+Kubeflow and the local runner on top, then dataset directories (`schemas`),
+the DAG (`pipeline`), `components`, and `trainer` at the bottom; nothing
+imports the local runner, and no package's modules import each other in a
+circle.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT
+
+PACKAGES = ("kubeflow", "schemas", "pipeline", "components", "trainer")
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+
+def lint_imports(project: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"],
+        cwd=project,
+        env={**os.environ, "PYTHONPATH": str(project)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_project_keeps_its_import_contracts():
+    proc = lint_imports(REPO_ROOT)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "3 kept, 0 broken" in proc.stdout
+
+
+def test_an_upward_import_a_runner_import_and_a_cycle_each_break_a_contract(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    for package in PACKAGES:
+        shutil.copytree(
+            REPO_ROOT / package,
+            project / package,
+            ignore=shutil.ignore_patterns(".venv", "__pycache__", "*.lock"),
+        )
+    for name in ("local_runner.py", "pyproject.toml"):
+        shutil.copy(REPO_ROOT / name, project / name)
+    (project / "trainer" / "upward.py").write_text("import pipeline.pipeline\n")
+    (project / "pipeline" / "runner_import.py").write_text("import local_runner\n")
+    (project / "components" / "circle_a.py").write_text("from components import circle_b\n")
+    (project / "components" / "circle_b.py").write_text("from components import circle_a\n")
+    proc = lint_imports(project)
+    assert proc.returncode != 0
+    report = proc.stdout
+    assert "0 kept, 3 broken" in report
+    assert "trainer.upward -> pipeline.pipeline" in report
+    assert "pipeline.runner_import -> local_runner" in report
+    assert "circle_a" in report and "circle_b" in report
+
+
+DEPTRY = Path(sys.executable).parent / "deptry"
+
+
+def deptry(project: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(DEPTRY), "."],
+        cwd=project,
+        env={**os.environ, "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_every_package_the_code_imports_is_declared():
+    proc = deptry(REPO_ROOT)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+
+def test_an_undeclared_import_is_named(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    for package in PACKAGES:
+        shutil.copytree(
+            REPO_ROOT / package,
+            project / package,
+            ignore=shutil.ignore_patterns(".venv", "__pycache__", "reference"),
+        )
+    for name in ("local_runner.py", "pyproject.toml"):
+        shutil.copy(REPO_ROOT / name, project / name)
+    # colorama is installed (mkdocs brings it) but not declared.
+    (project / "pipeline" / "undeclared.py").write_text("import colorama\n")
+    proc = deptry(project)
+    assert proc.returncode != 0
+    output = proc.stdout + proc.stderr
+    assert "pipeline/undeclared.py" in output and "'colorama'" in output

@@ -1,0 +1,84 @@
+"""The README decides and starts, the docs site explains: both checked as a reader meets them."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT
+
+README = REPO_ROOT / "README.md"
+MAX_README_LINES = 300
+# [text](target): relative targets only (the README links into docs/ and the root files).
+_LINK = re.compile(r"\]\(([^)#\s]+)(#[^)]*)?\)")
+
+
+def build_site(project: Path, site: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=project,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_docs_site_builds_strict(tmp_path):
+    proc = build_site(REPO_ROOT, tmp_path / "site")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # The changelog and the contributing guide are included from the root, not copied.
+    changelog = (tmp_path / "site" / "changelog" / "index.html").read_text()
+    assert "Unreleased" in changelog
+
+
+def test_a_broken_link_fails_the_build(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("mkdocs.yml", "CHANGELOG.md", "CONTRIBUTING.md"):
+        shutil.copy(REPO_ROOT / name, project / name)
+    shutil.copytree(REPO_ROOT / "docs", project / "docs")
+    page = project / "docs" / "tests.md"
+    page.write_text(page.read_text() + "\nSee [the missing page](no-such-page.md).\n")
+    proc = build_site(project, tmp_path / "site")
+    assert proc.returncode != 0
+    assert "no-such-page.md" in proc.stdout + proc.stderr
+
+
+def test_the_readme_is_short_and_its_links_resolve():
+    lines = README.read_text().splitlines()
+    assert len(lines) <= MAX_README_LINES, f"README.md has {len(lines)} lines"
+    targets = {m.group(1) for m in _LINK.finditer(README.read_text())}
+    assert targets, "the README links into the docs"
+    missing = sorted(
+        t for t in targets if not t.startswith("http") and not (REPO_ROOT / t).exists()
+    )
+    assert missing == []
+
+
+def where_to_change_rows() -> list[list[str]]:
+    text = README.read_text()
+    section = text[text.index("## Where to change what") :]
+    section = section[: section.index("\n## ", 4)]
+    return [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in section.splitlines()
+        if line.startswith("| ") and not line.startswith(("| to change", "| ---"))
+    ]
+
+
+def test_where_to_change_what_names_files_that_exist():
+    rows = where_to_change_rows()
+    assert len(rows) >= 15
+    for change, files, _ in rows:
+        paths = re.findall(r"`([^`]+)`", files)
+        assert paths, change
+        for path in paths:
+            if path.startswith("--"):
+                continue  # a runner flag
+            concrete = path.replace("<dataset>", "chicago_taxi")
+            assert (REPO_ROOT / concrete).exists(), (change, path)
