@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 import local_runner
+from pipeline import local_run
 from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir
 from schemas.draft import DRIFT_FLOORS, DraftError, draft, infer_task, main, read_profiles
 from tests.synthetic import TASK_LABELS, write_dataset
@@ -244,10 +245,10 @@ def test_own_data_without_its_schema_dir_is_refused_at_once(tmp_path, capsys):
 
 
 def test_an_output_dir_belongs_to_one_pipeline(tmp_path):
-    local_runner.claim_output_dir(tmp_path, "taxi-big-tipper")
-    local_runner.claim_output_dir(tmp_path, "taxi-big-tipper")
-    with pytest.raises(local_runner.OutputDirInUseError, match="holds pipeline 'taxi-big-tipper'"):
-        local_runner.claim_output_dir(tmp_path, "penguins")
+    local_run.claim_output_dir(tmp_path, "taxi-big-tipper")
+    local_run.claim_output_dir(tmp_path, "taxi-big-tipper")
+    with pytest.raises(local_run.OutputDirInUseError, match="holds pipeline 'taxi-big-tipper'"):
+        local_run.claim_output_dir(tmp_path, "penguins")
 
 
 # --- The drafter ---------------------------------------------------------------

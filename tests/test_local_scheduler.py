@@ -176,8 +176,9 @@ def test_a_node_error_in_the_process_comes_back_with_its_remote_traceback():
 @pytest.mark.parametrize("flags, cores", [(["--sequential"], 2), ([], 1)])
 def test_sequential_or_a_single_core_starts_no_second_process(monkeypatch, flags, cores):
     import local_runner
-    from pipeline import node_process
+    from pipeline import local_run, node_process
 
     monkeypatch.setattr(node_process, "usable_cores", lambda: cores)
-    with local_runner.start_node_process(local_runner.parse_args(flags)) as process:
+    args = local_runner.parse_args(flags)
+    with local_run.start_node_process(sequential=args.sequential, verbose=args.verbose) as process:
         assert process is None

@@ -1,0 +1,344 @@
+"""A local run, from typed options to a finished run: what `local_runner.py` calls.
+
+    from pipeline.local_run import LocalRunOptions, run_local
+
+    summary = run_local(LocalRunOptions(dataset=spec, schema_file=..., spec_file=...,
+                                        data_root="data/chicago_taxi", output_dir=Path("out"),
+                                        config=variant("local_cpu")))
+
+It checks the data root against the dataset spec's input, holds the output
+directory's run lock, claims the directory for the pipeline, starts the
+second process that runs the validation branch beside Transform
+(pipeline/node_process.py), builds the DAG with `create_pipeline(...)`, runs
+it (pipeline/local.py), prints the run's summary and writes its HTML report.
+The options arrive resolved: the runner loads the dataset directory and the
+configuration variant, so this module reads no flags and no dataset files.
+TensorFlow and TFX load only once the run has its lock.
+"""
+
+from __future__ import annotations
+
+import datetime
+import gc
+import logging
+import os
+import sys
+import warnings
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipeline.beam import BeamMode
+
+if TYPE_CHECKING:
+    from pipeline.config import PipelineConfig
+    from pipeline.inputs import CsvDataRoot
+    from pipeline.node_process import NodeProcess
+    from pipeline.run_summary import RunSummary
+    from trainer.dataset import DatasetSpec
+
+# The pipeline that owns an output directory; another one gets a clear refusal.
+PIPELINE_NAME_FILE = ".pipeline_name"
+BEAM_MODES = ("auto", "in_memory", "multi_processing")
+
+
+@dataclass(frozen=True)
+class LocalRunOptions:
+    """One local run, resolved: what to run, on what, where, and how.
+
+    `dataset`, `schema_file`, `spec_file`: a checked dataset directory
+    (`schemas.load_schema_dir`). `data_root`: a local directory (absolute) or
+    an s3:// or gs:// prefix. `config`: a variant of pipeline/config.py with
+    any overrides applied. `sequential`: one component at a time, in this
+    process. `fail_if_not_blessed`: raise NotBlessedError when the candidate
+    is not blessed. `verbose`: every TFX and TensorFlow log line.
+    """
+
+    dataset: DatasetSpec
+    schema_file: Path
+    spec_file: Path
+    data_root: str
+    output_dir: Path
+    config: PipelineConfig
+    beam_mode: BeamMode = "auto"
+    sequential: bool = False
+    fail_if_not_blessed: bool = False
+    write_report: bool = True
+    verbose: bool = False
+
+    def __post_init__(self) -> None:
+        # The config checks its own fields (pipeline/config.py).
+        if self.beam_mode not in BEAM_MODES:
+            raise ValueError(f"beam_mode: must be one of {BEAM_MODES}, got {self.beam_mode!r}")
+        if not isinstance(self.output_dir, Path):
+            raise ValueError(f"output_dir: must be a Path, got {self.output_dir!r}")
+
+
+def run_local(options: LocalRunOptions) -> RunSummary:
+    """Runs the DAG once; returns the run's summary. Raises on a failed run (the
+    error says why), and NotBlessedError with `fail_if_not_blessed`."""
+    # Only light modules before the lock: a second run is refused at once.
+    from pipeline.inputs import check_csv_data_root
+    from pipeline.run_lock import RunLock
+
+    data_input = options.dataset.input
+    checked = check_csv_data_root(options.data_root, data_input.pattern, data_input.spans)
+    check_label_columns(checked, options.dataset, options.spec_file)
+    output_dir = options.output_dir.resolve()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with RunLock(output_dir):
+        claim_output_dir(output_dir, options.dataset.name)
+        with start_node_process(
+            sequential=options.sequential, verbose=options.verbose
+        ) as node_process:
+            return _run_pipeline(options, checked, output_dir, node_process)
+
+
+def configure_logging(verbose: bool) -> None:
+    """Component progress only (or everything with `verbose`), in this process and in
+    the node process, which runs it as its initializer."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    if not verbose:
+        # TensorFlow's C++ start-up chatter (CUDA plugin registration) is all
+        # at ERROR level; Python exceptions still surface every real failure.
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        # TFMA divides by zero for slices without positives and reports NaN anyway.
+        warnings.filterwarnings(
+            "ignore", category=RuntimeWarning, module="tensorflow_model_analysis.*"
+        )
+        handler.addFilter(_ProgressOnly())
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    # TFX reports progress through absl at INFO. Libraries that silence absl for
+    # a while restore the verbosity absl had, so give it INFO explicitly.
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(absl_logging.INFO)
+
+
+_OWN_PACKAGES = ("trainer", "pipeline", "components")
+
+
+class _ProgressOnly(logging.Filter):
+    """Passes errors, our own packages' logs, and TFX's component progress lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR or record.name.split(".")[0] in _OWN_PACKAGES:
+            return True
+        message = record.getMessage()
+        return message.startswith("Component ") and (
+            "is running" in message or "is finished" in message
+        )
+
+
+def _configure_logging(verbose: bool) -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    if not verbose:
+        # TensorFlow's C++ start-up chatter (CUDA plugin registration) is all
+        # at ERROR level; Python exceptions still surface every real failure.
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        # TFMA divides by zero for slices without positives and reports NaN anyway.
+        warnings.filterwarnings(
+            "ignore", category=RuntimeWarning, module="tensorflow_model_analysis.*"
+        )
+        handler.addFilter(_ProgressOnly())
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    # TFX reports progress through absl at INFO. Libraries that silence absl for
+    # a while restore the verbosity absl had, so give it INFO explicitly.
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(absl_logging.INFO)
+
+
+class NotBlessedError(RuntimeError):
+    """`fail_if_not_blessed`, and the Evaluator did not bless the candidate."""
+
+
+def new_run_id() -> str:
+    """A run id in TFX's own format (LocalDagRunner uses the start time too)."""
+    return datetime.datetime.now().isoformat()
+
+
+def start_node_process(*, sequential: bool, verbose: bool) -> AbstractContextManager:
+    """The second process that runs a node while this one runs another (pipeline/local.py).
+
+    Started before this process imports TensorFlow: it imports on the other
+    core meanwhile. A context manager either way; None when `sequential` or
+    on a single core, where it would only compete.
+    """
+    from contextlib import nullcontext
+
+    from pipeline.node_process import NodeProcess, usable_cores
+
+    if sequential or usable_cores() < 2:
+        return nullcontext()
+    return NodeProcess(initializer=configure_logging, initargs=(verbose,))
+
+
+def check_label_columns(data: CsvDataRoot, dataset: DatasetSpec, spec_file: Path) -> None:
+    """Fails at once when the data lacks the label's columns: the wrong schema dir, typically.
+
+    `data` is the checked data root. Other schema mismatches are the
+    ExampleValidator's to report, feature by feature.
+    """
+    from pipeline.inputs import InputDataError
+
+    missing = [c for c in dataset.label.source_columns if c not in data.header]
+    if missing:
+        raise InputDataError(
+            f"{data.files[0]} has no column {', '.join(map(repr, missing))}, which the label of "
+            f"{spec_file} reads. For other data, draft a schema dir with "
+            "`python -m schemas.draft --data-root DIR --label COLUMN --output-dir SCHEMA_DIR` "
+            "and pass --schema-dir SCHEMA_DIR"
+        )
+
+
+class OutputDirInUseError(RuntimeError):
+    """The output directory belongs to another pipeline."""
+
+
+def claim_output_dir(output_dir: Path, pipeline_name: str) -> None:
+    """Records which pipeline owns `output_dir`; refuses a directory another one owns.
+
+    Two datasets in one output directory would share serving_model/: the
+    Evaluator would compare a candidate with the other task's served model.
+    """
+    marker = output_dir / PIPELINE_NAME_FILE
+    if marker.is_file():
+        owner = marker.read_text().strip()
+        if owner and owner != pipeline_name:
+            raise OutputDirInUseError(
+                f"output dir {output_dir} holds pipeline {owner!r}'s runs and served models; "
+                f"give pipeline {pipeline_name!r} its own --output-dir"
+            )
+        return
+    marker.write_text(pipeline_name + "\n")
+
+
+def _run_pipeline(
+    options: LocalRunOptions,
+    checked: CsvDataRoot,
+    output_dir: Path,
+    node_process: NodeProcess | None = None,
+) -> RunSummary:
+    from tfx.orchestration import metadata as tfx_metadata
+
+    from pipeline.beam import (
+        beam_pipeline_args,
+        choose_beam_mode,
+        data_size_bytes,
+        local_step_beam_args,
+    )
+    from pipeline.local import run_locally
+    from pipeline.pipeline import EXAMPLE_GEN, create_pipeline
+    from pipeline.run_summary import summarize_run
+    from pipeline.transform_output import materialize_transform
+
+    # TensorFlow, TFX and Beam leave millions of long-lived objects behind their
+    # imports; every full garbage collection walked them all again (seconds of a
+    # cold run: docs/where-the-time-goes.md). Frozen objects are never collected,
+    # which costs nothing for modules that live as long as the process.
+    gc.freeze()
+    metadata = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
+    data_bytes = data_size_bytes(checked.files)
+    beam_mode = choose_beam_mode(data_bytes, options.beam_mode)
+    materialized = materialize_transform(data_bytes)
+
+    spec, config, data_root = options.dataset, options.config, options.data_root
+    pipeline = create_pipeline(
+        dataset=spec,
+        pipeline_root=str(output_dir / "pipeline_root"),
+        data_root=str(data_root),
+        schema_path=str(options.schema_file),
+        serving_model_dir=str(output_dir / "serving_model"),
+        train_steps=config.train_steps,
+        eval_steps=config.eval_steps,
+        trainer_config=config.trainer,
+        enable_cache=config.enable_cache,
+        beam_pipeline_args=beam_pipeline_args(beam_mode),
+        beam_pipeline_args_by_component=local_step_beam_args(beam_mode, example_gen=EXAMPLE_GEN),
+        materialize_transform=materialized,
+        metadata_connection_config=metadata,
+    )
+    spans = (
+        f", span{'s' if len(checked.spans) > 1 else ''} "
+        + ", ".join(str(s.span) for s in checked.spans)
+        if checked.spans
+        else ""
+    )
+    print(
+        f"Running {spec.name} ({spec.task}, label {spec.label.column or spec.label.derive}) "
+        f"on {data_root}{spans} (Beam {beam_mode}, "
+        f"Transform {'materialized' if materialized else 'applied in the Trainer'}, "
+        f"{config.train_steps} train steps, "
+        f"cache {'on' if config.enable_cache else 'off'})",
+        flush=True,
+    )
+    run_id = new_run_id()
+    try:
+        run_locally(pipeline, run_id, node_process)
+    except Exception as err:
+        # A failed run still gets its report, up to the failing component.
+        if options.write_report:
+            write_run_report(metadata, spec.name, run_id, output_dir, error=error_text(err))
+        raise
+    summary = summarize_run(metadata, spec.name, run_id)
+    print(summary.format(), flush=True)
+    if options.write_report:
+        write_run_report(metadata, spec.name, run_id, output_dir, summary=summary)
+    if options.fail_if_not_blessed and summary.blessed is False:
+        raise NotBlessedError(
+            "the candidate was not blessed: " + "; ".join(summary.validation_failures)
+            if summary.validation_failures
+            else "the candidate was not blessed"
+        )
+    return summary
+
+
+def error_text(err: BaseException) -> str:
+    """An error as the last line of a run says it: its type and its message."""
+    return f"{type(err).__name__}: {err}"
+
+
+def write_run_report(
+    metadata, pipeline_name: str, run_id: str, output_dir: Path, *, summary=None, error=None
+) -> Path | None:
+    """Writes OUTPUT_DIR/reports/<run id>.html and latest.html, and prints where.
+
+    The report never changes a run's outcome: if writing it fails, that is
+    said on stderr and the run's own exit code stands.
+    """
+    import time
+
+    from components.report.contents import RunReport
+    from components.report.render import LATEST, write_report
+    from pipeline.pipeline import COMPONENT_IDS
+    from pipeline.run_summary import summarize_run
+
+    started = time.monotonic()
+    try:
+        if summary is None:
+            try:
+                summary = summarize_run(metadata, pipeline_name, run_id)
+            except LookupError:  # Failed before any component ran.
+                summary = None
+        report = (
+            summary.report(expected_nodes=COMPONENT_IDS, error=error)
+            if summary is not None
+            else RunReport(pipeline_name, run_id, components=(), error=error)
+        )
+        path = write_report(report, output_dir / "reports")
+    except Exception as err:  # Reported, never raised: see the docstring.
+        print(f"warning: run report not written: {error_text(err)}", file=sys.stderr, flush=True)
+        return None
+    print(
+        f"Report: {path} (and {LATEST}; written in {time.monotonic() - started:.1f} s)",
+        flush=True,
+    )
+    return path
