@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 DURATION = re.compile(r"^([0-9]+)(s|m|h|d)$")
@@ -95,7 +95,7 @@ class RetryPolicy:
         needed = duration_seconds(self.backoff) + step_deadline
         if window >= needed:
             return None
-        derived = RetryPolicy(self.max_retries, self.backoff, self.backoff_factor)
+        derived = replace(self, retry_window=None)
         return (
             f"{format_duration(window)} cannot hold even one retry: a retry starts at least "
             f"{self.backoff} after the first attempt ends and may run "

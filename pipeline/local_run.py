@@ -134,28 +134,6 @@ class _ProgressOnly(logging.Filter):
         )
 
 
-def _configure_logging(verbose: bool) -> None:
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    if not verbose:
-        # TensorFlow's C++ start-up chatter (CUDA plugin registration) is all
-        # at ERROR level; Python exceptions still surface every real failure.
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-        warnings.filterwarnings("ignore", category=FutureWarning)
-        warnings.filterwarnings("ignore", category=DeprecationWarning)
-        # TFMA divides by zero for slices without positives and reports NaN anyway.
-        warnings.filterwarnings(
-            "ignore", category=RuntimeWarning, module="tensorflow_model_analysis.*"
-        )
-        handler.addFilter(_ProgressOnly())
-    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
-    # TFX reports progress through absl at INFO. Libraries that silence absl for
-    # a while restore the verbosity absl had, so give it INFO explicitly.
-    from absl import logging as absl_logging
-
-    absl_logging.set_verbosity(absl_logging.INFO)
-
-
 class NotBlessedError(RuntimeError):
     """`fail_if_not_blessed`, and the Evaluator did not bless the candidate."""
 

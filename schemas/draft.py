@@ -120,11 +120,15 @@ class ColumnProfile:
             return 0
         return sum(n for v, n in self.counts.items() if math.isnan(v))
 
+    @property
+    def singletons(self) -> int:
+        """Values seen exactly once."""
+        return sum(1 for n in self.counts.values() if n == 1)
+
     def unseen_share(self) -> float:
         """The share of values a new sample may hold that this one has not shown: the
         Good-Turing estimate (values seen once, over all values), with a margin."""
-        singletons = sum(1 for n in self.counts.values() if n == 1)
-        estimate = UNSEEN_MULTIPLE * singletons / max(self.present, 1)
+        estimate = UNSEEN_MULTIPLE * self.singletons / max(self.present, 1)
         low, high = UNSEEN_SHARE_BOUNDS
         return min(high, max(low, math.ceil(estimate * 100) / 100))
 
@@ -435,7 +439,7 @@ SCHEMA_HEADER = """\
 def _open_domain_lines(schema, profiles: dict[str, ColumnProfile]) -> str:
     lines = [
         f"#       {f.name}: at least {f.distribution_constraints.min_domain_mass:g} in the "
-        f"domain ({sum(1 for n in profiles[f.name].counts.values() if n == 1)} of "
+        f"domain ({profiles[f.name].singletons} of "
         f"{profiles[f.name].present} values seen once)"
         for f in schema.feature
         if f.distribution_constraints.HasField("min_domain_mass")
@@ -603,12 +607,9 @@ def drift_thresholds(
             # A decile of rounded or integer values moves a whole step at a time: one
             # step is noise that 5 splits may not show, two are a shift.
             lowest = max(lowest, ONE_STEP_MARGIN * _step_share(frame[column]))
-        threshold = max(lowest, _round_up(NOISE_MULTIPLE * noise[column]))
-        thresholds[column] = (
-            measure,
-            min(DRIFT_MEASURE_MAXIMUM[measure], _round_up(threshold)),
-            noise[column],
-        )
+        threshold = _round_up(max(lowest, NOISE_MULTIPLE * noise[column]))
+        threshold = min(DRIFT_MEASURE_MAXIMUM[measure], threshold)
+        thresholds[column] = (measure, threshold, noise[column])
     return thresholds
 
 

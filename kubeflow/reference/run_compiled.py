@@ -254,7 +254,6 @@ class ClusterClock:
 class ArgoRetryStrategy:
     """A task's `retryPolicy` as the backend hands it to Argo (`retryStrategy.backoff`)."""
 
-    limit: int
     backoff_seconds: float
     factor: float
     window_seconds: float | None  # backoff.maxDuration; None: no window
@@ -265,7 +264,6 @@ class ArgoRetryStrategy:
             return None if value is None else float(value.removesuffix("s"))
 
         return cls(
-            limit=int(policy.get("maxRetryCount", 0)),
             backoff_seconds=seconds(policy.get("backoffDuration")) or 0.0,
             factor=float(policy.get("backoffFactor", 2.0)),
             window_seconds=seconds(policy.get("backoffMaxDuration")),
