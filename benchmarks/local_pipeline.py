@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_ROOT = REPO_ROOT / "data" / "chicago_taxi"
@@ -149,10 +150,10 @@ def run_ours(copy: Path, out: Path) -> tuple[dict, dict]:
     original = model_py.read_text()
     command = [sys.executable, "local_runner.py", "--output-dir", str(out)]
     try:
-        cold = {"wall": _timed(command, copy)}  # fresh output dir: nothing cached
+        cold: dict[str, Any] = {"wall": _timed(command, copy)}  # fresh output dir: nothing cached
         cold |= _summary(out / "metadata.sqlite", OUR_PIPELINE, copy)
         model_py.write_text(original + MODEL_EDIT)
-        rerun = {"wall": _timed(command, copy)}
+        rerun: dict[str, Any] = {"wall": _timed(command, copy)}
         rerun |= _summary(out / "metadata.sqlite", OUR_PIPELINE, copy)
     finally:
         model_py.write_text(original)

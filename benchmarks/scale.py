@@ -255,7 +255,7 @@ def _component(run: dict, node: str) -> float:
 
 
 def table(results: list[dict], anchor: dict | None) -> str:
-    rows = [
+    rows: list[tuple[str, ...]] = [
         ("rows", "CSV MB", "Beam", "wall s", "rows/s", *COMPONENTS, "peak GB (RSS sum)", "accuracy",
          "ExampleGen floor s", "Evaluator floor s", "ExampleGen / floor", "Evaluator / floor")
     ]  # fmt: skip

@@ -214,8 +214,8 @@ def _varints(values: np.ndarray) -> pa.BinaryArray:
 
 
 def _join(*parts: pa.Array | bytes) -> pa.BinaryArray:
-    parts = [pa.scalar(p, pa.binary()) if isinstance(p, bytes) else p for p in parts]
-    return pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.binary()))
+    arrays = [pa.scalar(p, pa.binary()) if isinstance(p, bytes) else p for p in parts]
+    return pc.binary_join_element_wise(*arrays, pa.scalar(b"", pa.binary()))
 
 
 def _length_prefixed(values: pa.BinaryArray) -> pa.BinaryArray:

@@ -21,7 +21,7 @@ encoded a block at a time) and split and written by
 about ten times its speed.
 
 `resolve_input` is that resolution as a function: the `InputSnapshot` step
-(components/input_snapshot.py) runs it before ExampleGen on Kubeflow, so the
+(kubeflow/steps/input_snapshot.py) runs it before ExampleGen on Kubeflow, so the
 data's fingerprint enters ExampleGen's cache key there too.
 """
 

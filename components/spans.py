@@ -112,7 +112,8 @@ class SpanPattern:
         """The pattern with the span (and version) filled in, zero-padded as TFX pads them."""
 
         def number(spec: re.Pattern[str], value: int, text: str) -> str:
-            width = spec.search(text).group(1)
+            match = spec.search(text)
+            width = match.group(1) if match else None
             return str(value).zfill(int(width)) if width else str(value)
 
         resolved = self.pattern

@@ -1,7 +1,7 @@
 """The open-source Kubeflow Pipelines backend a compiled package needs, stated once.
 
 TFX compiles every step into the `tfx-dag` sub-DAG of the exit handler
-(components/run_status.py). The backend honours a task's `retryPolicy` inside
+(kubeflow/steps/run_status.py). The backend honours a task's `retryPolicy` inside
 a sub-DAG from 2.14.0 on (kubeflow/pipelines#11908; 2.5 to 2.13 read it in
 the root DAG only, and ignore every retry here without a word), and passes an
 exit handler its `PipelineTaskFinalStatus` from the same release. The compile

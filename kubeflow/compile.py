@@ -15,11 +15,11 @@ adds what TFX leaves out, in the form today's KFP SDK writes it:
 * caching switched off for steps that read state outside the pipeline (the
   input snapshot, the drift gate, the served-model lookup);
 * retries (`retryPolicy`) per step, from the `retries:` settings
-  (kubeflow/retries.py);
-* with `training.engine: tfjob`, the Trainer as components/tfjob_trainer's
+  (kubeflow/settings/retries.py);
+* with `training.engine: tfjob`, the Trainer as kubeflow/tfjob/'s
   TFJobTrainer, its job's spec in the step's `custom_config`
-  (kubeflow/training_engine.py);
-* the exit handler (components/run_status.py), which TFX compiles around a
+  (kubeflow/settings/training.py);
+* the exit handler (kubeflow/steps/run_status.py), which TFX compiles around a
   `tfx-dag` sub-DAG, made valid for the open-source backend: the sub-DAG
   declares the runtime parameters its tasks read and the root task passes
   them in (`pass_parameters_into_sub_dags`), and the final status is a
@@ -53,19 +53,15 @@ from typing import Any
 
 import yaml
 
-from components.tfjob_trainer.spec import TFJobSpec
 from kubeflow import backend
-from kubeflow.retries import RetryRoles
-from kubeflow.settings import (
-    DEFAULT_SETTINGS_FILE,
-    KubeflowSettings,
-    ObjectStore,
-    Placement,
-    SettingsError,
-    load_settings,
-    quantity_value,
-)
+from kubeflow.settings import DEFAULT_SETTINGS_FILE, KubeflowSettings, load_settings
+from kubeflow.settings.fields import SettingsError
+from kubeflow.settings.object_store import ObjectStore
+from kubeflow.settings.placement import Placement, quantity_value
+from kubeflow.settings.retries import RetryRoles
+from kubeflow.settings.training import check_training
 from kubeflow.step_entrypoint import TFX_ENTRYPOINT_MODULE
+from kubeflow.tfjob.spec import TFJobSpec
 from kubeflow.tfx_spec import (
     all_tasks,
     dags,
@@ -75,7 +71,6 @@ from kubeflow.tfx_spec import (
     pass_parameters_into_sub_dags,
     type_final_status_parameters,
 )
-from kubeflow.training_engine import check_training
 
 # The project checkout this module compiles from: schema_dir is relative to it.
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -175,6 +170,7 @@ def build_tfx_pipeline(settings: KubeflowSettings):
     """The local DAG, with runtime parameters for what changes between scheduled runs."""
     from tfx.orchestration.data_types import RuntimeParameter
 
+    from kubeflow.pipeline_steps import KubeflowSteps
     from pipeline.config import variant
     from pipeline.pipeline import BEAM_COMPONENT_IDS, TRAINER, create_pipeline
     from schemas import load_schema_dir
@@ -212,11 +208,8 @@ def build_tfx_pipeline(settings: KubeflowSettings):
         beam_pipeline_args_by_component={
             cid: beam_args_for(settings, cid) for cid in BEAM_COMPONENT_IDS
         },
-        # Nothing runs after a Kubeflow DAG: its last step writes the run report.
-        enable_run_report_step=True,
-        # KFP's cache key holds no trace of the data; this step's output puts it there.
-        enable_input_snapshot_step=True,
-        tfjob=tfjob_spec(settings),
+        # An input snapshot first, the Trainer on a TFJob where set, the run report last.
+        runner_steps=KubeflowSteps(tfjob=tfjob_spec(settings)),
     )
 
 
@@ -281,8 +274,6 @@ def known_beam_options() -> set[str]:
 
 def check_beam_options(settings: KubeflowSettings) -> None:
     """Fails on a Beam option this Beam does not know, naming the setting that holds it."""
-    from kubeflow.settings import SettingsError
-
     known = known_beam_options()
     engines = [("beam.defaults", settings.default_beam)] + [
         (f"beam.components.{cid}", engine) for cid, engine in sorted(settings.beam.items())
@@ -388,11 +379,11 @@ def complete_spec(
 
 
 def compile_pipeline(settings: KubeflowSettings) -> tuple[dict[str, Any], dict[str, Any]]:
-    from pipeline.pipeline import UNCACHED_NODES, create_run_status_step
+    from kubeflow.pipeline_steps import UNCACHED_STEPS, create_run_status_step
 
     dag = build_tfx_pipeline(settings)
     tfx_spec = _tfx_pipeline_spec(dag, settings.image, create_run_status_step(dag))
-    return complete_spec(tfx_spec, settings, UNCACHED_NODES, step_deadlines(settings))
+    return complete_spec(tfx_spec, settings, UNCACHED_STEPS, step_deadlines(settings))
 
 
 def pipeline_beam_component_ids() -> set[str]:
@@ -402,17 +393,15 @@ def pipeline_beam_component_ids() -> set[str]:
 
 
 def pipeline_component_ids() -> set[str]:
-    from pipeline.pipeline import COMPONENT_IDS, OPTIONAL_COMPONENT_IDS
+    from kubeflow.pipeline_steps import STEP_IDS
 
-    return {*COMPONENT_IDS, *OPTIONAL_COMPONENT_IDS}
+    return set(STEP_IDS)
 
 
 def pipeline_retry_roles() -> RetryRoles:
-    from pipeline.pipeline import NEVER_RETRIED, RETRIED_BY_DEFAULT
+    from kubeflow.pipeline_steps import RETRY_ROLES
 
-    return RetryRoles(
-        retried_by_default=frozenset(RETRIED_BY_DEFAULT), never_retried=dict(NEVER_RETRIED)
-    )
+    return RETRY_ROLES
 
 
 def write_package(path: Path, spec: dict[str, Any], platform: dict[str, Any]) -> None:

@@ -1,6 +1,6 @@
 """One attempt of a Kubeflow step: a clean start, and a record of how it ended.
 
-KFP retries a step (`retryPolicy`, kubeflow/retries.py) by starting its pod
+KFP retries a step (`retryPolicy`, kubeflow/settings/retries.py) by starting its pod
 again with the same executor input, so an attempt finds whatever the one
 before it left at the same output URIs: Beam shards of another shard count,
 half a SavedModel. TFX's executors write into their output directories
@@ -9,7 +9,7 @@ attempt first removes what is at its output URIs (`clear_outputs`); they are
 this execution's own (KFP makes them unique per run and task), never a
 cached or served artifact.
 
-Each attempt is also recorded beside those outputs (components/report/
+Each attempt is also recorded beside those outputs (kubeflow/steps/
 step_records.py): started, then succeeded with the metadata of its outputs,
 or failed with its error. The run's exit handler reads the records to say
 which step failed and why, which open-source KFP does not tell it.
@@ -58,7 +58,7 @@ def clear_outputs(uris: list[str]) -> list[str]:
 
 def _outputs(executor_input: dict[str, Any]):
     """The output artifacts' URIs and metadata, from the executor output TFX wrote."""
-    from components.report.step_records import OutputArtifact
+    from kubeflow.steps.step_records import OutputArtifact
 
     path = executor_input.get("outputs", {}).get("outputFile", "")
     if not path or not os.path.isfile(path):
@@ -95,7 +95,7 @@ def recorded_attempt(executor_input: dict[str, Any]) -> Iterator[AttemptOutcome]
     """
     from absl import logging
 
-    from components.report import step_records
+    from kubeflow.steps import step_records
 
     uris = artifact_uris(executor_input)
     cleared = clear_outputs(uris)

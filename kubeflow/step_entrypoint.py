@@ -20,7 +20,7 @@ takes the same arguments and adds five things around TFX's own `main`:
    leaves no half-written artifact, and the run's exit handler can say which
    step failed and why;
 4. KFP's own artifact types (`system.HTML`, `system.Metrics`) map to TFX
-   classes (components/kfp_artifacts.py): TFX imports a type by its schema
+   classes (kubeflow/steps/kfp_artifacts.py): TFX imports a type by its schema
    title, and `system` is not a module;
 5. the process exits through `object_store.exit_process`, which sidesteps the
    abort at teardown after S3 use (tensorflow/io#2039), so KFP sees exit 0.
@@ -70,7 +70,7 @@ def register_kfp_artifact_types() -> None:
     """Lets TFX's entrypoint map KFP's system schema titles to our TFX classes."""
     from tfx.orchestration.kubeflow.v2 import compiler_utils
 
-    from components.kfp_artifacts import TITLE_TO_CLASS_PATH
+    from kubeflow.steps.kfp_artifacts import TITLE_TO_CLASS_PATH
 
     compiler_utils.TITLE_TO_CLASS_PATH.update(TITLE_TO_CLASS_PATH)
 

@@ -26,13 +26,9 @@ import yaml
 
 from kubeflow import backend
 from kubeflow.compile import DATA_ROOT_PARAMETER, TRAIN_ARGS_PARAMETER, train_args_value
-from kubeflow.settings import (
-    DEFAULT_SETTINGS_FILE,
-    ObjectStore,
-    SettingsError,
-    load_settings,
-    store_path,
-)
+from kubeflow.settings import DEFAULT_SETTINGS_FILE, load_settings
+from kubeflow.settings.fields import SettingsError
+from kubeflow.settings.object_store import ObjectStore, store_path
 from kubeflow.tfx_spec import all_tasks
 
 
@@ -120,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     experiment_name = args.experiment or (schedule.experiment if schedule else "Default")
     name = args.run_name or args.package.stem
-    if args.schedule:
+    if args.schedule and schedule is not None:
         experiment = client.create_experiment(experiment_name, namespace=args.namespace)
         recurring = client.create_recurring_run(
             experiment_id=experiment.experiment_id,

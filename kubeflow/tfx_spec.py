@@ -90,10 +90,10 @@ def kfp_artifact_types(spec: dict[str, Any]) -> None:
     """Writes our TFX classes for KFP's system types by schema title, as kfp does.
 
     TFX compiles a custom artifact type as an `instanceSchema` titled with its
-    TYPE_NAME (components/kfp_artifacts.py); kfp's `dsl.HTML` compiles as
+    TYPE_NAME (kubeflow/steps/kfp_artifacts.py); kfp's `dsl.HTML` compiles as
     `schemaTitle: system.HTML` with a schema version.
     """
-    from components.kfp_artifacts import SCHEMA_VERSION, SYSTEM_TYPE_NAMES
+    from kubeflow.steps.kfp_artifacts import SCHEMA_VERSION, SYSTEM_TYPE_NAMES
 
     for component in spec["components"].values():
         for side in ("inputDefinitions", "outputDefinitions"):

@@ -22,13 +22,9 @@ from typing import Any
 import yaml
 
 from kubeflow.compile import pipeline_beam_component_ids, pipeline_component_ids
-from kubeflow.settings import (
-    DEFAULT_SETTINGS_FILE,
-    WORKER_POOL_PORT,
-    KubeflowSettings,
-    SettingsError,
-    load_settings,
-)
+from kubeflow.settings import DEFAULT_SETTINGS_FILE, KubeflowSettings, load_settings
+from kubeflow.settings.beam import WORKER_POOL_PORT
+from kubeflow.settings.fields import SettingsError
 
 CONTAINER_NAME = "beam-worker-pool"
 

@@ -26,7 +26,7 @@ from tfx.proto.orchestration import pipeline_pb2
 from components.data_gate import DataValidationError
 from pipeline.node_launch import launch_node
 from pipeline.node_process import NodeProcess
-from pipeline.pipeline import OPTIONAL_COMPONENT_IDS, UNCACHED_NODES
+from pipeline.pipeline import UNCACHED_NODES
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +46,7 @@ def compile_with_uncached_nodes(
         if node_id in wanted:
             node.pipeline_node.execution_options.caching_options.enable_cache = False
             found.add(node_id)
-    # A node only some runners add (OPTIONAL_COMPONENT_IDS) may be absent; any other is a typo.
-    missing = wanted - found - set(OPTIONAL_COMPONENT_IDS)
+    missing = wanted - found
     if missing:
         raise ValueError(f"no such node(s) in the pipeline: {sorted(missing)}")
     return ir
@@ -119,7 +118,9 @@ def run_ir(ir: pipeline_pb2.Pipeline, node_process: NodeProcess | None = None) -
                 else:
                     schedule.finish(ready[0], None)
             elif node_process is not None and node_process.running is not None:
-                schedule.finish(*node_process.wait())
+                ended = node_process.wait()  # no timeout: it returns once the node has ended
+                if ended is not None:
+                    schedule.finish(*ended)
             else:
                 break
     except BaseException:

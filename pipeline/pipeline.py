@@ -14,36 +14,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from types import MappingProxyType
 
 import tensorflow_model_analysis as tfma
-from google.protobuf import json_format
 from ml_metadata.proto import metadata_store_pb2
 from tfx.components import (
     ExampleValidator,
     StatisticsGen,
-    Trainer,
     Transform,
 )
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
-from tfx.dsl.components.base.base_component import BaseComponent
 from tfx.orchestration.data_types import RuntimeParameter
-from tfx.orchestration.kubeflow.decorators import FinalStatusStr
 from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import pusher_pb2, trainer_pb2
 
 from components.data_gate import DataValidationGate
 from components.drift_gate import DataDriftGate
 from components.evaluator import Evaluator
-from components.example_gen import CsvExampleGen, input_config, input_window
-from components.input_snapshot import SNAPSHOT_KEY, InputSnapshot
+from components.example_gen import CsvExampleGen
 from components.pusher import Pusher
-from components.run_report import RunReport
-from components.run_status import RunStatus
 from components.served_model import LatestServedModel
-from components.tfjob_trainer.component import TFJobTrainer
-from components.tfjob_trainer.spec import TFJobSpec
 from pipeline import fingerprint
+from pipeline.runner_steps import DagNodes, RunnerSteps
 from trainer.config import TrainerConfig
 from trainer.dataset import LABEL_KEY, DatasetSpec
 from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
@@ -64,16 +55,6 @@ TRAINER = "Trainer"
 BASELINE = "LatestServedModel"
 EVALUATOR = "Evaluator"
 PUSHER = "Pusher"
-# Kubeflow only (enable_run_report_step): locally the runner writes the report
-# from ML Metadata after the run, which a step cannot do, failed runs included.
-RUN_REPORT = "RunReport"
-# Kubeflow only (enable_input_snapshot_step): locally TFX's ExampleGen driver
-# fingerprints the input; open-source KFP never runs it (components/input_snapshot.py).
-INPUT_SNAPSHOT = "InputSnapshot"
-# Kubeflow only (create_run_status_step): the exit handler, which runs after
-# the DAG however it ended and writes the status report (components/run_status.py).
-RUN_STATUS = "RunStatus"
-
 COMPONENT_IDS = (
     EXAMPLE_GEN,
     STATISTICS_GEN,
@@ -87,39 +68,12 @@ COMPONENT_IDS = (
     EVALUATOR,
     PUSHER,
 )
-# Nodes only some runners add (see above).
-OPTIONAL_COMPONENT_IDS = (INPUT_SNAPSHOT, RUN_REPORT, RUN_STATUS)
 # Nodes that run a Beam pipeline (TFX's BaseBeamComponent): each can get its
 # own Beam engine on Kubeflow (kubeflow/pipeline.yaml, `beam:`).
 BEAM_COMPONENT_IDS = (EXAMPLE_GEN, STATISTICS_GEN, TRANSFORM, EVALUATOR)
 # Nodes that read state outside the pipeline and so must run every time: the
-# input data, and the serving directory.
-UNCACHED_NODES = (INPUT_SNAPSHOT, DRIFT_GATE, BASELINE)
-# Kubeflow retries (kubeflow/retries.py). By default the steps whose failures
-# are mostly infrastructure (a preempted node, an evicted pod, an object store
-# that timed out) retry; the gates, which fail on data only, never may.
-RETRIED_BY_DEFAULT = (*BEAM_COMPONENT_IDS, TRAINER)
-NEVER_RETRIED = MappingProxyType(
-    {
-        DATA_GATE: "it fails on the data's anomalies, which a retry reads again unchanged",
-        DRIFT_GATE: "it fails on the data's drift, which a retry measures again unchanged",
-    }
-)
-# Which output of which node fills each part of a run report
-# (the fields of ArtifactUris and RunOutputs, components/report/), for the exit handler.
-REPORT_OUTPUTS = MappingProxyType(
-    {
-        "examples": (EXAMPLE_GEN, "examples"),
-        "statistics": (STATISTICS_GEN, "statistics"),
-        "anomalies": (EXAMPLE_VALIDATOR, "anomalies"),
-        "drift": (DRIFT_GATE, "drift"),
-        "model_run": (TRAINER, "model_run"),
-        "evaluation": (EVALUATOR, "evaluation"),
-        "blessing": (EVALUATOR, "blessing"),
-        "baseline": (BASELINE, "baseline_model"),
-        "pushed": (PUSHER, "pushed_model"),
-    }
-)
+# served model's training statistics, and the serving directory.
+UNCACHED_NODES = (DRIFT_GATE, BASELINE)
 
 
 def function_path(fn: Callable) -> str:
@@ -235,11 +189,9 @@ def create_pipeline(
     enable_cache: bool,
     beam_pipeline_args: Sequence[str] = (),
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
-    enable_run_report_step: bool = False,
-    enable_input_snapshot_step: bool = False,
     beam_pipeline_args_by_component: Mapping[str, Sequence[str]] | None = None,
-    tfjob: TFJobSpec | None = None,
     materialize_transform: bool = True,
+    runner_steps: RunnerSteps | None = None,
 ) -> Pipeline:
     """Builds the DAG. Pure: reads no data and no environment; it only hashes the
     project's own source for the cache key (see pipeline/fingerprint.py).
@@ -254,14 +206,6 @@ def create_pipeline(
     `train_steps` parameter must be a str parameter holding TrainArgs JSON,
     `{"num_steps": N}` (see kubeflow/compile.py).
 
-    `enable_run_report_step` adds a last step that writes the HTML run report
-    into an output artifact (for Kubeflow, where nothing runs after the DAG).
-
-    `enable_input_snapshot_step` adds an uncached first step that resolves the
-    input's spans and fingerprints their files, and hands the result to
-    ExampleGen as a parameter (for open-source Kubeflow, whose cache key has no
-    other trace of the data; components/input_snapshot.py).
-
     `beam_pipeline_args_by_component` adds Beam arguments to single Beam steps
     (ids in BEAM_COMPONENT_IDS), after the pipeline-wide `beam_pipeline_args`:
     one step on Dataflow, say, while the others run in their own pod.
@@ -270,10 +214,12 @@ def create_pipeline(
     transformed copy of the data, and the Trainer reads ExampleGen's examples
     through that graph (pipeline/transform_output.py says when that pays).
 
-    `tfjob` makes the Trainer step hand training to a Kubeflow TFJob of a
-    Chief and workers, each running `run_fn` on the step's inputs
-    (components/tfjob_trainer); its Model output is the stock Trainer's.
+    `runner_steps` is the runner's hook (pipeline/runner_steps.py): steps
+    before ExampleGen, the Trainer component, and steps after the DAG. None
+    adds nothing, as the local runner wants; the Kubeflow compile passes
+    `kubeflow.pipeline_steps.KubeflowSteps`.
     """
+    runner_steps = runner_steps or RunnerSteps()
     per_component_beam_args = dict(beam_pipeline_args_by_component or {})
     not_beam = sorted(set(per_component_beam_args) - set(BEAM_COMPONENT_IDS))
     if not_beam:
@@ -281,23 +227,13 @@ def create_pipeline(
             f"beam_pipeline_args_by_component: {not_beam} run no Beam; "
             f"the Beam steps are {list(BEAM_COMPONENT_IDS)}"
         )
-    components = []
-    input_snapshot = None
-    if enable_input_snapshot_step:
-        snapshot_step = InputSnapshot(
-            input_base=data_root,
-            input_config=json_format.MessageToJson(
-                input_config(dataset.input.pattern), sort_keys=True
-            ),
-            input_window=input_window(dataset.input.pattern, dataset.input.spans),
-        ).with_id(INPUT_SNAPSHOT)
-        components.append(snapshot_step)
-        input_snapshot = snapshot_step.outputs[SNAPSHOT_KEY].future()[0].value
+    first = runner_steps.before_example_gen(data_root=data_root, dataset=dataset)
+    components = list(first.steps)
     example_gen = CsvExampleGen(
         input_base=data_root,
         input_pattern=dataset.input.pattern,
         spans=dataset.input.spans,
-        input_snapshot=input_snapshot,
+        input_snapshot=first.input_snapshot,
     ).with_id(EXAMPLE_GEN)
 
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"]).with_id(STATISTICS_GEN)
@@ -341,7 +277,7 @@ def create_pipeline(
         force_tf_compat_v1=FORCE_TF_COMPAT_V1,
     ).with_id(TRANSFORM)
 
-    trainer = (TFJobTrainer if tfjob else Trainer)(
+    trainer = runner_steps.trainer(
         run_fn=function_path(run_fn),
         examples=(
             transform.outputs["transformed_examples"]
@@ -359,8 +295,7 @@ def create_pipeline(
         custom_config=trainer_config.to_custom_config()
         | dataset.to_custom_config()
         | code_fingerprint_config(run_fn)
-        | {TRAINER_EXAMPLES_KEY: "transformed" if materialize_transform else "raw"}
-        | (tfjob.to_custom_config() if tfjob else {}),
+        | {TRAINER_EXAMPLES_KEY: "transformed" if materialize_transform else "raw"},
     ).with_id(TRAINER)
     # The Trainer consumes nothing from the gate; this edge is what makes bad data
     # stop before training. Transform does not wait for it: its output is never
@@ -410,22 +345,23 @@ def create_pipeline(
     for component in components:
         if component.id in per_component_beam_args:
             component.with_beam_pipeline_args(list(per_component_beam_args[component.id]))
-    if enable_run_report_step:
-        components.append(
-            RunReport(
-                examples=example_gen.outputs["examples"],
-                statistics=statistics_gen.outputs["statistics"],
-                drift=drift_gate.outputs["drift"],
-                anomalies=example_validator.outputs["anomalies"],
-                model_run=trainer.outputs["model_run"],
-                evaluation=evaluator.outputs["evaluation"],
-                blessing=evaluator.outputs["blessing"],
-                baseline_model=baseline.outputs["baseline_model"],
-                pushed_model=pusher.outputs["pushed_model"],
-                pipeline_name=dataset.name,
-                component_ids=json.dumps([c.id for c in components]),
-            ).with_id(RUN_REPORT)
+    components += runner_steps.after(
+        DagNodes(
+            pipeline_name=dataset.name,
+            example_gen=example_gen,
+            statistics_gen=statistics_gen,
+            schema_importer=schema_importer,
+            example_validator=example_validator,
+            data_gate=data_gate,
+            drift_gate=drift_gate,
+            transform=transform,
+            trainer=trainer,
+            baseline=baseline,
+            evaluator=evaluator,
+            pusher=pusher,
+            components=tuple(components),
         )
+    )
     return Pipeline(
         pipeline_name=dataset.name,
         pipeline_root=pipeline_root,
@@ -434,24 +370,3 @@ def create_pipeline(
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=list(beam_pipeline_args),
     )
-
-
-def create_run_status_step(dag: Pipeline) -> BaseComponent:
-    """The exit handler for `dag` on Kubeflow: it writes the run's status report.
-
-    KFP runs it after the DAG has ended, however it ended; it takes no
-    artifacts, so it is handed the DAG's shape and finds what each step
-    recorded (components/run_status.py). Pass it to the Kubeflow V2 runner's
-    `set_exit_handler`; it is not one of the DAG's nodes.
-    """
-    steps = {
-        "order": [c.id for c in dag.components],
-        "upstream": {c.id: sorted(n.id for n in c.upstream_nodes) for c in dag.components},
-        "outputs": {role: list(source) for role, source in REPORT_OUTPUTS.items()},
-    }
-    return RunStatus(
-        final_status=FinalStatusStr(),
-        pipeline_name=dag.pipeline_info.pipeline_name,
-        steps=json.dumps(steps, sort_keys=True),
-        task_name=RUN_STATUS,
-    ).with_id(RUN_STATUS)

@@ -253,9 +253,12 @@ def summarize_run(
             outputs_by_execution.setdefault(ev.execution_id, []).append(artifacts[ev.artifact_id])
 
     for execution in executions:
+        node_id = node_of[execution.id]
+        if node_id is None:  # not one of the pipeline's nodes (filtered above)
+            continue
         summary.components.append(
             ComponentRun(
-                node_of[execution.id],
+                node_id,
                 _STATE_NAMES.get(execution.last_known_state, "unknown"),
                 started_ms=execution.create_time_since_epoch,
                 ended_ms=execution.last_update_time_since_epoch,

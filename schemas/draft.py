@@ -27,7 +27,8 @@ import re
 import statistics
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from trainer.dataset import (
     SCHEMA_FILE_NAME,
     SPEC_FILE_NAME,
     DatasetSpecError,
+    DriftMeasure,
     EvaluationSpec,
     InputSpec,
     Task,
@@ -157,8 +159,8 @@ def _typed(value: str, value_type: str):
 
 
 def read_profiles(csv_files: Sequence[str], types: dict[str, str]) -> dict[str, ColumnProfile]:
-    counts = {name: Counter() for name in types}
-    missing = Counter()
+    counts: dict[str, Counter[str]] = {name: Counter() for name in types}
+    missing: Counter[str] = Counter()
     rows = 0
     for path in csv_files:
         with object_store.open_text(path) as f:
@@ -179,7 +181,7 @@ def read_profiles(csv_files: Sequence[str], types: dict[str, str]) -> dict[str, 
     }
 
 
-def infer_task(label: ColumnProfile, requested: str | None) -> str:
+def infer_task(label: ColumnProfile, requested: Task | None) -> Task:
     """The task for `label`: 2 values binary; a few strings or ints multiclass; else regression."""
     if label.missing:
         raise DraftError(
@@ -315,7 +317,7 @@ def curate_schema(
     task: str,
     ignored: set[str],
     marked_numbers: set[str],
-    closed: set[str] = frozenset(),
+    closed: AbstractSet[str] = frozenset(),
 ):
     """TFDV's inferred schema, tightened and loosened where the data says so (a copy).
 
@@ -474,7 +476,7 @@ def render_spec(
     decisions: dict[str, tuple[dict | None, str]],
     slices: list[str],
     profiles: dict[str, ColumnProfile],
-    drift_thresholds: dict[str, tuple[str, float, float]],
+    drift_thresholds: Mapping[str, tuple[str, float, float]],
     data_input: InputSpec | None = None,
 ) -> str:
     """The dataset spec's text. `drift_thresholds`: feature -> (measure, threshold, the
@@ -577,8 +579,8 @@ def render_spec(
 
 
 def drift_thresholds(
-    csv_files: Sequence[str], types: dict[str, str], schema, measures: dict[str, str]
-) -> dict[str, tuple[str, float, float]]:
+    csv_files: Sequence[str], types: dict[str, str], schema, measures: dict[str, DriftMeasure]
+) -> dict[str, tuple[DriftMeasure, float, float]]:
     """Feature -> (measure, threshold, noise): the noise is the largest value the
     measure takes between two random halves of the rows (the drift gate's own code
     measures it), the threshold NOISE_MULTIPLE times that, above the measure's floor."""
@@ -659,7 +661,7 @@ def _sample_frame(csv_files: Sequence[str], types: dict[str, str], limit: int):
     return pd.DataFrame(columns)
 
 
-def drift_measure(value_type: str) -> str:
+def drift_measure(value_type: str) -> DriftMeasure:
     """The drift measure the draft writes for a column of `value_type`."""
     return "l_infinity" if value_type == "string" else "quantile_shift"
 
@@ -759,7 +761,7 @@ def draft(
     schema = curate_schema(
         inferred, profiles, label, task, ignored, marked_numbers, closed=set(closed)
     )
-    measures = {
+    measures: dict[str, DriftMeasure] = {
         c: drift_measure(profiles[c].value_type)
         for c, (settings, _) in decisions.items()
         if settings is not None
@@ -827,7 +829,7 @@ def draft(
 
 def _statistics_location(data_root: Path, data_input: InputSpec, data) -> str:
     """The glob TFDV infers types from: the data root's CSVs, or the latest span's files."""
-    if not data_input.has_spans:
+    if not data_input.has_spans or data_input.pattern is None:
         return str(data_root / "*.csv")
     latest = data.spans[-1]
     return str(data_root / SpanPattern(data_input.pattern).for_span(latest.span, latest.version))

@@ -18,6 +18,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TAXI_CSV = REPO_ROOT / "data" / "chicago_taxi" / "data.csv"
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
+# The template's Kubeflow settings, which the golden spec is compiled from. The
+# tests read this copy, not kubeflow/pipeline.yaml: that file is a project's
+# own, and a fork edits it (tests/test_template.py keeps the two equal here).
+TEMPLATE_SETTINGS_FILE = GOLDEN_DIR / "kubeflow_settings.yaml"
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,6 +1,6 @@
 """A Kubernetes API on loopback that plays the Training Operator, for the TFJob tests.
 
-It answers the five calls the Trainer step makes (components/tfjob_trainer/
+It answers the five calls the Trainer step makes (kubeflow/tfjob/
 cluster.py), through the official client, over HTTP:
 
     POST   /apis/kubeflow.org/v1/namespaces/NS/tfjobs         create a TFJob

@@ -3,7 +3,7 @@
 Kubeflow and the local runner on top, then dataset directories (`schemas`),
 the DAG (`pipeline`), `components`, and `trainer` at the bottom; nothing
 imports the local runner, and no package's modules import each other in a
-circle.
+circle. Every import is declared (deptry), and the annotations hold (mypy).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from pathlib import Path
 
 from tests.conftest import REPO_ROOT
 
-PACKAGES = ("kubeflow", "schemas", "pipeline", "components", "trainer")
+PACKAGES = ("kubeflow", "schemas", "pipeline", "components", "trainer", "benchmarks")
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 DEPTRY = Path(sys.executable).parent / "deptry"
+MYPY = Path(sys.executable).parent / "mypy"
 
 
 def copy_project(project: Path) -> Path:
@@ -58,6 +59,7 @@ def test_an_upward_import_a_runner_import_and_a_cycle_each_break_a_contract(tmp_
     project = copy_project(tmp_path / "project")
     (project / "trainer" / "upward.py").write_text("import pipeline.pipeline\n")
     (project / "pipeline" / "runner_import.py").write_text("import local_runner\n")
+    (project / "pipeline" / "kubeflow_import.py").write_text("import kubeflow.pipeline_steps\n")
     (project / "components" / "circle_a.py").write_text("from components import circle_b\n")
     (project / "components" / "circle_b.py").write_text("from components import circle_a\n")
     proc = lint_imports(project)
@@ -66,6 +68,7 @@ def test_an_upward_import_a_runner_import_and_a_cycle_each_break_a_contract(tmp_
     assert "0 kept, 3 broken" in report
     assert "trainer.upward -> pipeline.pipeline" in report
     assert "pipeline.runner_import -> local_runner" in report
+    assert "pipeline.kubeflow_import -> kubeflow.pipeline_steps" in report
     assert "circle_a" in report and "circle_b" in report
 
 
@@ -93,3 +96,31 @@ def test_an_undeclared_import_is_named(tmp_path):
     assert proc.returncode != 0
     output = proc.stdout + proc.stderr
     assert "pipeline/undeclared.py" in output and "'colorama'" in output
+
+
+def mypy(project: Path) -> subprocess.CompletedProcess:
+    """mypy as pyproject.toml configures it ([tool.mypy]: which files, what is ignored)."""
+    return subprocess.run(
+        [str(MYPY), "--no-incremental", "--no-color-output"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_the_annotations_hold():
+    proc = mypy(REPO_ROOT)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "Success: no issues found" in proc.stdout
+
+
+def test_a_call_against_the_annotations_is_named(tmp_path):
+    project = copy_project(tmp_path / "project")
+    (project / "kubeflow" / "settings" / "miscall.py").write_text(
+        "from kubeflow.settings.retries import duration_seconds\n\nduration_seconds(30)\n"
+    )
+    proc = mypy(project)
+    assert proc.returncode != 0
+    assert "kubeflow/settings/miscall.py:3: error" in proc.stdout
+    assert '"duration_seconds" has incompatible type "int"' in proc.stdout

@@ -12,25 +12,27 @@ import pytest
 import yaml
 
 from kubeflow import compile as kfp_compile
+from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow import tfx_spec
 from kubeflow.compile import pipeline_component_ids
-from kubeflow.settings import DEFAULT_SETTINGS_FILE, SettingsError, load_settings, parse_settings
+from kubeflow.settings import load_settings, parse_settings
+from kubeflow.settings.fields import SettingsError
 from pipeline import fingerprint
 from pipeline import pipeline as dag
-from tests.conftest import REPO_ROOT, golden_path, update_goldens
+from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, golden_path, update_goldens
 from tests.test_pipeline import EXPECTED_EDGES, RUN_REPORT_EDGES
 from trainer.preprocessing import preprocessing_fn
 from trainer.run import run_fn
 
 COMPONENT_IDS = pipeline_component_ids()
 BEAM_STEPS = kfp_compile.pipeline_beam_component_ids()
-RAW_SETTINGS = yaml.safe_load(DEFAULT_SETTINGS_FILE.read_text())
+RAW_SETTINGS = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
 
 
 @pytest.fixture(scope="module")
 def settings():
     return load_settings(
-        DEFAULT_SETTINGS_FILE, COMPONENT_IDS, BEAM_STEPS, kfp_compile.pipeline_retry_roles()
+        TEMPLATE_SETTINGS_FILE, COMPONENT_IDS, BEAM_STEPS, kfp_compile.pipeline_retry_roles()
     )
 
 
@@ -60,12 +62,14 @@ def test_same_components_and_edges_as_the_local_dag(compiled):
     spec, _ = compiled
     root = spec["root"]["dag"]["tasks"]
     # The DAG runs inside TFX's exit-handler sub-DAG; the exit handler waits for all of it.
-    assert set(root) == {dag.RUN_STATUS, "tfx-dag"}
-    assert root[dag.RUN_STATUS]["dependentTasks"] == ["tfx-dag"]
+    assert set(root) == {kubeflow_steps.RUN_STATUS, "tfx-dag"}
+    assert root[kubeflow_steps.RUN_STATUS]["dependentTasks"] == ["tfx-dag"]
     tasks = spec["components"]["tfx-dag"]["dag"]["tasks"]
-    assert set(tasks) == COMPONENT_IDS - {dag.RUN_STATUS}
+    assert set(tasks) == COMPONENT_IDS - {kubeflow_steps.RUN_STATUS}
     edges = {(up, task) for task, body in tasks.items() for up in body.get("dependentTasks", [])}
-    assert edges == EXPECTED_EDGES | RUN_REPORT_EDGES | {(dag.INPUT_SNAPSHOT, dag.EXAMPLE_GEN)}
+    assert edges == EXPECTED_EDGES | RUN_REPORT_EDGES | {
+        (kubeflow_steps.INPUT_SNAPSHOT, dag.EXAMPLE_GEN)
+    }
 
 
 def test_a_cached_step_that_reads_the_data_has_the_data_in_its_cache_key(compiled):
@@ -79,7 +83,7 @@ def test_a_cached_step_that_reads_the_data_has_the_data_in_its_cache_key(compile
     spec, _ = compiled
     tasks = _steps(spec)
     uncached = {t for t, body in tasks.items() if not body.get("cachingOptions", {})}
-    assert {dag.INPUT_SNAPSHOT, dag.DRIFT_GATE, dag.BASELINE} <= uncached
+    assert {kubeflow_steps.INPUT_SNAPSHOT, dag.DRIFT_GATE, dag.BASELINE} <= uncached
     readers = {
         t: body["inputs"]["parameters"]
         for t, body in tasks.items()
@@ -88,7 +92,7 @@ def test_a_cached_step_that_reads_the_data_has_the_data_in_its_cache_key(compile
             for p in body.get("inputs", {}).get("parameters", {}).values()
         )
     }
-    assert set(readers) == {dag.INPUT_SNAPSHOT, dag.EXAMPLE_GEN}
+    assert set(readers) == {kubeflow_steps.INPUT_SNAPSHOT, dag.EXAMPLE_GEN}
     for task, parameters in readers.items():
         if task in uncached:
             continue
@@ -110,7 +114,10 @@ def test_parameters_passed_between_steps_name_a_task_they_wait_for(compiled):
         if "taskOutputParameter" in p
     ]
     assert passed == [
-        (dag.EXAMPLE_GEN, {"producerTask": dag.INPUT_SNAPSHOT, "outputParameterKey": "snapshot"})
+        (
+            dag.EXAMPLE_GEN,
+            {"producerTask": kubeflow_steps.INPUT_SNAPSHOT, "outputParameterKey": "snapshot"},
+        )
     ]
     for task, output in passed:
         assert output["producerTask"] in tasks[task]["dependentTasks"]
@@ -227,6 +234,17 @@ def test_transform_and_trainer_tasks_carry_the_code_fingerprint(compiled):
         assert custom_config[fingerprint.CUSTOM_CONFIG_KEY] == fingerprint.code_fingerprint(fn)
 
 
+def test_the_projects_own_settings_compile():
+    """kubeflow/pipeline.yaml is the project's own (a fork's edits), not the tests' copy."""
+    from kubeflow.settings import DEFAULT_SETTINGS_FILE
+
+    own = load_settings(
+        DEFAULT_SETTINGS_FILE, COMPONENT_IDS, BEAM_STEPS, kfp_compile.pipeline_retry_roles()
+    )
+    spec, _ = kfp_compile.compile_pipeline(own)
+    assert spec["defaultPipelineRoot"] == own.pipeline_root
+
+
 def test_compiled_spec_matches_golden(compiled, tmp_path):
     spec, platform = compiled
     path = golden_path("kubeflow_pipeline.yaml")
@@ -242,7 +260,7 @@ def test_compiled_spec_matches_golden(compiled, tmp_path):
 
 
 def test_resource_quantities_convert_like_kfp():
-    from kubeflow.settings import Placement, Resources
+    from kubeflow.settings.placement import Placement, Resources
 
     spec = kfp_compile.resource_spec(
         Placement(resources=Resources(cpu_limit="500m", memory_limit="32Gi", memory_request="16G"))
@@ -706,6 +724,12 @@ def test_spark_through_an_external_worker_pool():
             "beam.defaults",
             {"options": {"save_main_session": False}},
             r"save_main_session: False sets nothing",
+        ),
+        (
+            # A list repeats the flag; a list inside it would be written as one value.
+            "beam.defaults",
+            {"options": {"experiments": ["a", ["b", "c"]]}},
+            r"beam.defaults.options.experiments\[1\]: must be a str or int or float",
         ),
         ("beam.engine", "dataflow", r"beam: unknown field\(s\) \['engine'\]"),
     ],

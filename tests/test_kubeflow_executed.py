@@ -40,11 +40,11 @@ import pytest
 import tensorflow as tf
 import yaml
 
-from components.report.step_records import RECORD_FILE, StepRecord
-from kubeflow.settings import DEFAULT_SETTINGS_FILE
+from kubeflow import pipeline_steps as kubeflow_steps
+from kubeflow.steps.step_records import RECORD_FILE, StepRecord
 from kubeflow.tfx_spec import all_tasks, executor_labels
 from pipeline import pipeline as dag
-from tests.conftest import REPO_ROOT, load_schema, read_taxi_rows
+from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, load_schema, read_taxi_rows
 from tests.span_data import SPAN_ROWS, span_rows, span_schema_dir, write_span
 from tests.test_bad_input import ANOMALOUS_FEATURE, CASES
 from tests.test_kubeflow_reference import run_in_reference_env
@@ -66,7 +66,7 @@ def local_settings(tmp: Path, data_root: Path | str, **overrides) -> Path:
 
     `overrides` replace top-level settings after that (object-store paths, say).
     """
-    settings = yaml.safe_load(DEFAULT_SETTINGS_FILE.read_text())
+    settings = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
     settings.update(
         pipeline_root=str(tmp / "pipeline_root"),
         serving_model_dir=str(tmp / "serving"),
@@ -200,7 +200,7 @@ def test_every_step_runs_in_dependency_order(executions):
                 if upstream in tasks:
                     assert order.index(upstream) < order.index(task), (upstream, task)
         # The exit handler waits for the whole DAG.
-        assert order[-1] == dag.RUN_STATUS
+        assert order[-1] == kubeflow_steps.RUN_STATUS
 
 
 def test_runtime_parameters_reach_example_gen_and_trainer(executions):
@@ -327,7 +327,7 @@ def status_report(execution: dict) -> tuple[str, dict[str, str]]:
     """The RunStatus exit handler's page, and the state it gives each step."""
     from tests.test_run_report import parse, with_attr
 
-    step = execution["steps"][dag.RUN_STATUS]
+    step = execution["steps"][kubeflow_steps.RUN_STATUS]
     assert step["status"] == "SUCCESS", step["log_tail"]
     (report,) = step["outputs"]["report"]
     html = Path(report).read_text()
@@ -360,11 +360,11 @@ def test_a_step_run_twice_on_its_outputs_pushes_once_and_reads_once(executions):
 
 def test_report_and_metrics_are_artifacts_the_kfp_ui_renders(executions):
     spec = executions["spec"]
-    outputs = spec["components"][dag.RUN_REPORT]["outputDefinitions"]["artifacts"]
+    outputs = spec["components"][kubeflow_steps.RUN_REPORT]["outputDefinitions"]["artifacts"]
     assert outputs["report"]["artifactType"]["schemaTitle"] == "system.HTML"
     assert outputs["metrics"]["artifactType"]["schemaTitle"] == "system.Metrics"
     for name in ("first", "second"):
-        step = executions[name]["steps"][dag.RUN_REPORT]
+        step = executions[name]["steps"][kubeflow_steps.RUN_REPORT]
         (report,) = step["outputs"]["report"]
         assert Path(report).is_file()  # the page itself at the URI, as the UI reads it
         metrics = output_metadata(step, "metrics")
@@ -374,10 +374,10 @@ def test_report_and_metrics_are_artifacts_the_kfp_ui_renders(executions):
         assert metrics.pop("display_name") == "metrics"
         assert all(isinstance(v, float) for v in metrics.values()), metrics
         assert output_metadata(step, "report")["display_name"] == "report"
-    second = output_metadata(executions["second"]["steps"][dag.RUN_REPORT], "metrics")
+    second = output_metadata(executions["second"]["steps"][kubeflow_steps.RUN_REPORT], "metrics")
     assert 0.5 <= second["baseline_binary_accuracy"] <= 1.0  # the first model, scored again
     assert "baseline_binary_accuracy" not in output_metadata(
-        executions["first"]["steps"][dag.RUN_REPORT], "metrics"
+        executions["first"]["steps"][kubeflow_steps.RUN_REPORT], "metrics"
     )
 
 
@@ -389,7 +389,9 @@ def test_a_failed_run_gets_a_report_naming_the_gate_and_the_feature(executions):
     html, states = status_report(bad_data)
     assert states[dag.DATA_GATE] == "failed"
     assert states[dag.STATISTICS_GEN] == states[dag.EXAMPLE_VALIDATOR] == "succeeded"
-    assert states[dag.TRAINER] == states[dag.PUSHER] == states[dag.RUN_REPORT] == "not run"
+    assert (
+        states[dag.TRAINER] == states[dag.PUSHER] == states[kubeflow_steps.RUN_REPORT] == "not run"
+    )
     feature = ANOMALOUS_FEATURE[BAD_DATA_CASE]
     assert "DataValidationGate failed: DataValidationError: data validation failed" in html
     assert f"feature &#39;{feature}&#39;" in html
@@ -404,7 +406,7 @@ def test_a_failed_run_gets_a_report_naming_the_gate_and_the_feature(executions):
 
 def test_a_run_that_fails_at_its_first_step_gets_a_report_too(executions):
     html, states = status_report(executions["no_match"])
-    assert states[dag.INPUT_SNAPSHOT] == "failed"
+    assert states[kubeflow_steps.INPUT_SNAPSHOT] == "failed"
     assert states[dag.EXAMPLE_GEN] == states[dag.TRAINER] == "not run"
     assert "InputSnapshot failed: InputPatternError" in html
     assert "match the input pattern span-{SPAN}/*.csv" in html
@@ -414,14 +416,14 @@ def test_steps_served_from_cache_are_listed_as_cached(executions):
     _, states = status_report(executions["unchanged"])
     for step in (dag.EXAMPLE_GEN, dag.STATISTICS_GEN, dag.TRANSFORM, dag.TRAINER):
         assert states[step] == "cached", step
-    for step in (dag.INPUT_SNAPSHOT, dag.DRIFT_GATE, dag.BASELINE, dag.EVALUATOR):
+    for step in (kubeflow_steps.INPUT_SNAPSHOT, dag.DRIFT_GATE, dag.BASELINE, dag.EVALUATOR):
         assert states[step] == "succeeded", step
 
 
 def test_the_report_and_metrics_are_where_kfps_own_artifact_classes_put_them(executions, tmp_path):
     """kfp's `dsl.Metrics.log_metric` gives the same metadata; `dsl.HTML` writes the page
     at the artifact's URI, where ours is (reference environment, current kfp)."""
-    step = executions["second"]["steps"][dag.RUN_REPORT]
+    step = executions["second"]["steps"][kubeflow_steps.RUN_REPORT]
     metrics = {k: v for k, v in output_metadata(step, "metrics").items() if k != "display_name"}
     (report,) = step["outputs"]["report"]
     given = tmp_path / "artifacts.json"

@@ -20,10 +20,11 @@ import pytest
 import yaml
 
 from kubeflow import compile as kfp_compile
+from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow import tfx_spec
-from kubeflow.settings import DEFAULT_SETTINGS_FILE, parse_settings
+from kubeflow.settings import parse_settings
 from pipeline import pipeline as dag
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +69,7 @@ MINIO = {
 
 @pytest.mark.parametrize("store", ["gcs", "minio"])
 def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
-    raw = yaml.safe_load(DEFAULT_SETTINGS_FILE.read_text())
+    raw = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
     if store == "minio":
         raw.update(MINIO)
     settings = parse_settings(
@@ -124,10 +125,10 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
     # The exit handler and KFP's own artifact types, as kfp compiles a dsl.ExitHandler.
     exit_reference = reference["exit_handler"]
     components = spec["components"]
-    report_outputs = components[dag.RUN_REPORT]["outputDefinitions"]["artifacts"]
+    report_outputs = components[kubeflow_steps.RUN_REPORT]["outputDefinitions"]["artifacts"]
     assert report_outputs["report"]["artifactType"] == exit_reference["html_type"]
     assert report_outputs["metrics"]["artifactType"] == exit_reference["metrics_type"]
-    status_component = components[dag.RUN_STATUS]
+    status_component = components[kubeflow_steps.RUN_STATUS]
     assert (
         status_component["outputDefinitions"]["artifacts"]["report"]["artifactType"]
         == (exit_reference["html_type"])
@@ -136,7 +137,7 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
         status_component["inputDefinitions"]["parameters"]["final_status"]
         == (exit_reference["final_status_input"])
     )
-    exit_task = spec["root"]["dag"]["tasks"][dag.RUN_STATUS]
+    exit_task = spec["root"]["dag"]["tasks"][kubeflow_steps.RUN_STATUS]
     assert exit_task["triggerPolicy"] == exit_reference["exit_task_trigger"]
     body_task = exit_task["inputs"]["parameters"]["final_status"]["taskFinalStatus"]["producerTask"]
     assert exit_task["dependentTasks"] == [body_task]

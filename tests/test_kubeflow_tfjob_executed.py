@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.tfjob_trainer.manifest import CONTAINER_NAME, RUN_ID_LABEL
-from kubeflow.settings import DEFAULT_SETTINGS_FILE
+from kubeflow import pipeline_steps as kubeflow_steps
+from kubeflow.tfjob.manifest import CONTAINER_NAME, RUN_ID_LABEL
 from pipeline import pipeline as dag
-from tests.conftest import REPO_ROOT, read_taxi_rows
+from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, read_taxi_rows
 from tests.kubernetes_standin import KubernetesStandin, webhook_errors
 from tests.span_data import span_rows, write_span
 from tests.test_kubeflow_executed import (
@@ -45,13 +45,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 NAMESPACE = "kubeflow-user-example-com"
 STEP_SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:default-editor"
 TOKEN = "step-token"
-# The line a replica logs before it calls run_fn (kubeflow/tfjob_replica.py).
+# The line a replica logs before it calls run_fn (kubeflow/tfjob/replica.py).
 TRAINING_STARTS = "Training model on this replica"
 
 
 def tfjob_settings(tmp: Path, data_root: Path, schema_dir: str) -> Path:
     """The executed test's settings, training on a TFJob of a Chief and one worker."""
-    components = yaml.safe_load(DEFAULT_SETTINGS_FILE.read_text())["components"]
+    components = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())["components"]
     # The step only creates the job and waits: no GPU in its own pod.
     components[dag.TRAINER] = {"resources": {"cpu_request": "500m", "memory_request": "1Gi"}}
     return local_settings(
@@ -128,7 +128,7 @@ def test_the_trainer_step_creates_a_tfjob_the_operator_accepts(tfjob_run):
     pod = replicas["Worker"]["template"]
     (container,) = pod["spec"]["containers"]
     assert container["name"] == CONTAINER_NAME
-    assert container["command"] == ["python", "-m", "kubeflow.tfjob_replica"]
+    assert container["command"] == ["python", "-m", "kubeflow.tfjob.replica"]
     assert container["workingDir"] == str(REPO_ROOT)  # the settings' project_root_in_image
     assert pod["spec"]["serviceAccountName"] == "default-editor"
     assert pod["metadata"]["annotations"]["sidecar.istio.io/inject"] == "false"
@@ -185,12 +185,12 @@ def test_the_run_ends_blessed_and_pushes_a_model_that_scores_raw_rows(tfjob_run,
     (version,) = sorted((tfjob_run["tmp"] / "serving").iterdir())
     _, rows = read_taxi_rows(limit=20)
     assert_scores_raw_rows(version, rows, taxi_spec)
-    (report,) = steps[dag.RUN_REPORT]["outputs"]["report"]
+    (report,) = steps[kubeflow_steps.RUN_REPORT]["outputs"]["report"]
     assert "BLESSED" in Path(report).read_text()
 
 
 def test_the_compiled_trainer_is_the_tfjob_trainer(tfjob_run):
     spec = tfjob_run["spec"]
     executor = spec["deploymentSpec"]["executors"]["Trainer_executor"]["container"]
-    assert "components.tfjob_trainer.executor.Executor" in executor["args"]
+    assert "kubeflow.tfjob.executor.Executor" in executor["args"]
     assert os.path.basename(executor["command"][-1]) == "kubeflow.step_entrypoint"

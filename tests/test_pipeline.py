@@ -9,6 +9,7 @@ import json
 import pytest
 import tensorflow_model_analysis as tfma
 
+from kubeflow import pipeline_steps as kubeflow_steps
 from pipeline import pipeline as dag
 from pipeline.config import PipelineConfig
 from trainer.config import TrainerConfig
@@ -39,14 +40,14 @@ EXPECTED_EDGES = {
 }
 # The Kubeflow DAG's last step reads the artifacts the report shows.
 RUN_REPORT_EDGES = {
-    (dag.EXAMPLE_GEN, dag.RUN_REPORT),
-    (dag.DRIFT_GATE, dag.RUN_REPORT),
-    (dag.STATISTICS_GEN, dag.RUN_REPORT),
-    (dag.EXAMPLE_VALIDATOR, dag.RUN_REPORT),
-    (dag.TRAINER, dag.RUN_REPORT),
-    (dag.EVALUATOR, dag.RUN_REPORT),
-    (dag.BASELINE, dag.RUN_REPORT),
-    (dag.PUSHER, dag.RUN_REPORT),
+    (dag.EXAMPLE_GEN, kubeflow_steps.RUN_REPORT),
+    (dag.DRIFT_GATE, kubeflow_steps.RUN_REPORT),
+    (dag.STATISTICS_GEN, kubeflow_steps.RUN_REPORT),
+    (dag.EXAMPLE_VALIDATOR, kubeflow_steps.RUN_REPORT),
+    (dag.TRAINER, kubeflow_steps.RUN_REPORT),
+    (dag.EVALUATOR, kubeflow_steps.RUN_REPORT),
+    (dag.BASELINE, kubeflow_steps.RUN_REPORT),
+    (dag.PUSHER, kubeflow_steps.RUN_REPORT),
 }
 
 
@@ -108,9 +109,9 @@ def test_without_materialization_the_trainer_reads_examplegen_s_examples(tmp_pat
 
 
 def test_kubeflow_steps_add_the_input_snapshot_and_the_run_report(tmp_path):
-    pipeline = build(tmp_path, enable_run_report_step=True, enable_input_snapshot_step=True)
+    pipeline = build(tmp_path, runner_steps=kubeflow_steps.KubeflowSteps())
     assert edges(pipeline) == EXPECTED_EDGES | RUN_REPORT_EDGES | {
-        (dag.INPUT_SNAPSHOT, dag.EXAMPLE_GEN)
+        (kubeflow_steps.INPUT_SNAPSHOT, dag.EXAMPLE_GEN)
     }
     by_id = {c.id: c for c in pipeline.components}
     # The snapshot's value, not its artifact, reaches ExampleGen: a parameter in its cache key.
@@ -118,8 +119,41 @@ def test_kubeflow_steps_add_the_input_snapshot_and_the_run_report(tmp_path):
     from tfx.types import channel_utils
 
     channel = channel_utils.unwrap_simple_channel_placeholder(snapshot)
-    assert channel.producer_component_id == dag.INPUT_SNAPSHOT
+    assert channel.producer_component_id == kubeflow_steps.INPUT_SNAPSHOT
     assert not by_id[dag.EXAMPLE_GEN].inputs
+    # The report lists every node before it, the snapshot first.
+    listed = json.loads(by_id[kubeflow_steps.RUN_REPORT].exec_properties["component_ids"])
+    assert set(listed) == {c.id for c in pipeline.components} - {kubeflow_steps.RUN_REPORT}
+    assert listed[0] == kubeflow_steps.INPUT_SNAPSHOT
+
+
+def test_kubeflow_steps_train_on_a_tfjob_with_the_stock_trainers_arguments(tmp_path):
+    from kubeflow.tfjob.component import TFJobTrainer
+    from kubeflow.tfjob.spec import TFJobSpec
+
+    tfjob = TFJobSpec(
+        image="registry.example/pipeline:1", command=("python",), workers=2, working_dir="/p"
+    )
+    on_tfjob = {
+        c.id: c
+        for c in build(tmp_path, runner_steps=kubeflow_steps.KubeflowSteps(tfjob)).components
+    }
+    in_pod = {c.id: c for c in build(tmp_path).components}
+    trainer = on_tfjob[dag.TRAINER]
+    assert isinstance(trainer, TFJobTrainer)
+    assert not isinstance(in_pod[dag.TRAINER], TFJobTrainer)
+    config = json.loads(trainer.exec_properties["custom_config"])
+    stock = json.loads(in_pod[dag.TRAINER].exec_properties["custom_config"])
+    # The job's spec is added; everything the stock Trainer gets is kept.
+    assert config.items() >= stock.items()
+    assert set(config) - set(stock) == set(tfjob.to_custom_config())
+    assert set(trainer.inputs) == set(in_pod[dag.TRAINER].inputs)
+
+
+def test_the_local_dag_has_no_kubeflow_step(tmp_path):
+    ids = {c.id for c in build(tmp_path).components}
+    assert ids == set(dag.COMPONENT_IDS)
+    assert not ids & set(kubeflow_steps.KUBEFLOW_STEP_IDS)
 
 
 def test_the_dataset_specs_input_and_drift_reach_their_steps(tmp_path, taxi_spec):

@@ -11,15 +11,18 @@ import pytest
 import yaml
 
 from kubeflow import compile as kfp_compile
+from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow import tfx_spec
-from kubeflow.retries import DEFAULT_RETRY, RetryPolicy
-from kubeflow.settings import DEFAULT_SETTINGS_FILE, SettingsError, parse_settings
+from kubeflow.settings import parse_settings
+from kubeflow.settings.fields import SettingsError
+from kubeflow.settings.retries import DEFAULT_RETRY, RetryPolicy
 from pipeline import pipeline as dag
+from tests.conftest import TEMPLATE_SETTINGS_FILE
 from tests.test_kubeflow_reference import run_in_reference_env
 
 COMPONENT_IDS = kfp_compile.pipeline_component_ids()
 ROLES = kfp_compile.pipeline_retry_roles()
-RAW_SETTINGS = yaml.safe_load(DEFAULT_SETTINGS_FILE.read_text())
+RAW_SETTINGS = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
 
 
 def settings_with_retries(retries):
@@ -76,8 +79,8 @@ def test_compiled_tasks_carry_their_policy_and_gates_none():
     tasks = tfx_spec.all_tasks(spec)
     assert tasks[dag.TRAINER]["retryPolicy"]["maxRetryCount"] == 3
     assert tasks[dag.PUSHER]["retryPolicy"]["maxRetryCount"] == 1
-    assert tasks[dag.RUN_STATUS]["retryPolicy"]["maxRetryCount"] == 1
-    for gate in dag.NEVER_RETRIED:
+    assert tasks[kubeflow_steps.RUN_STATUS]["retryPolicy"]["maxRetryCount"] == 1
+    for gate in kubeflow_steps.NEVER_RETRIED:
         assert "retryPolicy" not in tasks[gate], gate
     assert "retryPolicy" not in tasks["tfx-dag"]  # a DAG, not a step
 
@@ -107,6 +110,11 @@ def test_compiled_tasks_carry_their_policy_and_gates_none():
         (
             {"components": {dag.TRAINER: {"backoff": "1.5m"}}},
             r"^retries.components.Trainer.backoff: '1.5m' is not a duration",
+        ),
+        (
+            # Only the window may be left unset; a backoff of null crashed the compile.
+            {"defaults": {"backoff": None}},
+            r"^retries.defaults.backoff: None is not a duration",
         ),
         (
             {"defaults": {"backoff": "10m", "retry_window": "5m"}},

@@ -360,8 +360,8 @@ def test_kubeflow_run_report_step_writes_the_report_from_its_input_artifacts(
     from tfx.orchestration import metadata as tfx_metadata
     from tfx.types import artifact_utils
 
-    from components.kfp_artifacts import HTML, Metrics
-    from components.run_report import BASELINE_PREFIX, BLESSED_METRIC, RunReport
+    from kubeflow.steps.kfp_artifacts import HTML, Metrics
+    from kubeflow.steps.run_report import BASELINE_PREFIX, BLESSED_METRIC, RunReport
     from pipeline import pipeline as dag
 
     store = metadata_store.MetadataStore(

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from google.protobuf import struct_pb2
 
-from components.report import step_records
 from components.report.outputs import RunOutputs, report_fields
-from components.run_status import (
+from kubeflow import step_attempt
+from kubeflow.steps import step_records
+from kubeflow.steps.run_status import (
     CACHED,
     INTERRUPTED,
     NOT_RUN,
@@ -24,7 +25,6 @@ from components.run_status import (
     run_outputs,
     step_states,
 )
-from kubeflow import step_attempt
 
 # A -> B -> C, and A -> D (D beside B).
 ORDER = ["A", "B", "C", "D"]

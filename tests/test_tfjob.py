@@ -1,6 +1,6 @@
 """Training on a TFJob: the settings, the job the step renders, and the step against the API.
 
-The step's side (components/tfjob_trainer/job.py) runs against
+The step's side (kubeflow/tfjob/job.py) runs against
 tests/kubernetes_standin.py through the real kubernetes client, with replicas
 whose command is a few lines of Python: what the step does when a job
 succeeds, fails, runs past its deadline, is refused, or is cancelled. The
@@ -23,27 +23,28 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.tfjob_trainer.cluster import Cluster, ClusterError
-from components.tfjob_trainer.job import TFJobFailed, Timing, run_tfjob
-from components.tfjob_trainer.manifest import (
+from kubeflow import compile as kfp_compile
+from kubeflow.settings import parse_settings
+from kubeflow.settings.fields import SettingsError
+from kubeflow.settings.training import REPLICA_COMMAND, TrainingSettingsError, check_training
+from kubeflow.tfjob.cluster import Cluster, ClusterError
+from kubeflow.tfjob.job import TFJobFailed, Timing, run_tfjob
+from kubeflow.tfjob.manifest import (
     MAX_JOB_NAME,
     is_dns_1035_label,
     job_name,
     replica_pod_names,
     tfjob_manifest,
 )
-from components.tfjob_trainer.spec import TFJobSpec, TFJobSpecError
-from kubeflow import compile as kfp_compile
-from kubeflow.settings import DEFAULT_SETTINGS_FILE, SettingsError, parse_settings
-from kubeflow.training_engine import REPLICA_COMMAND, TrainingSettingsError, check_training
+from kubeflow.tfjob.spec import TFJobSpec, TFJobSpecError
 from pipeline import pipeline as dag
 from pipeline.config import variant
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE
 from tests.kubernetes_standin import KubernetesStandin, webhook_errors
 from tests.test_kubeflow_reference import MINIO, run_in_reference_env
 
 COMPONENT_IDS = kfp_compile.pipeline_component_ids()
-RAW_SETTINGS = yaml.safe_load(DEFAULT_SETTINGS_FILE.read_text())
+RAW_SETTINGS = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
 NAMESPACE = "team-a"
 TOKEN = "token"
 STEP_USER = f"system:serviceaccount:{NAMESPACE}:pipeline-runner"
@@ -466,8 +467,8 @@ def test_a_cancelled_step_deletes_its_job(standin, tmp_path):
         [sys.executable, "-c", textwrap.dedent(
             """
             import json, sys
-            from components.tfjob_trainer.cluster import Cluster
-            from components.tfjob_trainer.job import Timing, run_tfjob
+            from kubeflow.tfjob.cluster import Cluster
+            from kubeflow.tfjob.job import Timing, run_tfjob
             manifest = json.load(open(sys.argv[1]))
             run_tfjob(Cluster.from_environment(), manifest, timing=Timing(0.2, 60))
             """

@@ -77,7 +77,7 @@ def make_dataset(
         num_parallel_calls=AUTOTUNE,
         deterministic=deterministic or not training,
     )
-    if shard_records:
+    if shard_records and input_context is not None:
         dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     if cache:
         dataset = dataset.cache()

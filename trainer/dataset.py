@@ -131,12 +131,19 @@ class FeatureSpec:
         if self.kind == "numeric":
             return None
         if self.kind == "bucketized":
-            return self.buckets + 1  # + the bucket for missing values
+            return self.setting("buckets") + 1  # + the bucket for missing values
         if self.kind == "categorical":
-            return self.max_values + self.oov_buckets
+            return self.setting("max_values") + self.setting("oov_buckets")
         if self.kind == "hashed":
-            return self.buckets
-        return self.num_values
+            return self.setting("buckets")
+        return self.setting("num_values")
+
+    def setting(self, name: str) -> int:
+        """A count this kind requires (`buckets`, `max_values`, ...); loading checked it is set."""
+        value = getattr(self, name)
+        if value is None:
+            raise DatasetSpecError(f"a {self.kind} feature needs {name}, and this one has none")
+        return value
 
     def to_dict(self) -> dict[str, Any]:
         values = {k: v for k, v in asdict(self).items() if v is not None}
@@ -461,11 +468,12 @@ def _float(value: object, path: str) -> float:
     return float(value)
 
 
-def _choice(value: object, literal: object, path: str) -> str:
+def _choice(value: object, literal: Any, path: str) -> Any:
+    """`value`, checked to be one of the `Literal` type's values (so typed as that Literal)."""
     choices = get_args(literal)
     if value not in choices:
         raise DatasetSpecError(f"{path}: {value!r} is not one of {', '.join(choices)}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def _parse_feature(name: str, values: object) -> FeatureSpec:

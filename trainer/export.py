@@ -80,7 +80,7 @@ def export_serving_model(
     }
     tf.saved_model.save(module, export_dir, signatures=signatures)
     # assets.extra travels with the model and is ignored by TF Serving.
-    assets = {SPEC_ASSET: spec.to_dict()}
+    assets: dict[str, Any] = {SPEC_ASSET: spec.to_dict()}
     if config is not None:
         assets[CONFIG_ASSET] = config
     for relative, values in assets.items():

@@ -161,7 +161,8 @@ def random_model_inputs(
         else:
             inputs[name] = rng.integers(0, size, size=num_examples).astype("int64")
     if label.task == "regression":
-        labels = rng.normal(label.mean, label.std, size=num_examples).astype("float32")
+        mean, std = label.mean or 0.0, label.std or 1.0
+        labels = rng.normal(mean, std, size=num_examples).astype("float32")
     else:
         labels = rng.integers(0, label.num_classes, size=num_examples).astype("int64")
     return inputs, labels

@@ -116,15 +116,15 @@ def class_index(values: tf.Tensor, classes: tuple[str, ...]) -> tf.Tensor:
 def label_tensor(label: LabelSpec, inputs: Mapping[str, tf.Tensor | tf.SparseTensor]) -> tf.Tensor:
     """The label as the model trains on it: class index (int64) or value (float32)."""
     if label.derive:
-        derive = getattr(custom, label.derive, None)
-        if not callable(derive):
+        derive_label = getattr(custom, label.derive, None)
+        if not callable(derive_label):
             raise DatasetSpecError(
                 f"label.derive: trainer/custom.py has no function {label.derive!r}"
             )
         # A derived classification label is already a class index.
-        value = derive({c: fill_in_missing(inputs[c]) for c in label.columns})
+        value = derive_label({c: fill_in_missing(inputs[c]) for c in label.columns})
     else:
-        value = fill_in_missing(inputs[label.column])
+        value = fill_in_missing(inputs[label.source_columns[0]])
     if label.task == "regression":
         return tf.cast(value, tf.float32)
     return tf.cast(value, tf.int64) if label.derive else class_index(value, label.classes)
@@ -154,7 +154,7 @@ def transform_features(
             outputs[key] = scale_with_mean_for_missing(_numbers(raw, feature.missing_markers))
         elif feature.kind == "bucketized":
             outputs[key] = bucketize_with_missing_bucket(
-                _numbers(raw, feature.missing_markers), feature.buckets
+                _numbers(raw, feature.missing_markers), feature.setting("buckets")
             )
         elif feature.kind == "categorical":
             # The approximate vocabulary is a combiner, so tf.Transform packs
@@ -165,17 +165,19 @@ def transform_features(
             # than its capacity.
             outputs[key] = tft.experimental.compute_and_apply_approximate_vocabulary(
                 as_strings(raw),
-                top_k=feature.max_values,
-                num_oov_buckets=feature.oov_buckets,
+                top_k=feature.setting("max_values"),
+                num_oov_buckets=feature.setting("oov_buckets"),
                 vocab_filename=key.removesuffix("_xf"),
             )
         elif feature.kind == "hashed":
             # Ids are categories, not magnitudes; hashing needs no analysis pass.
-            outputs[key] = tf.strings.to_hash_bucket_fast(as_strings(raw), feature.buckets)
+            outputs[key] = tf.strings.to_hash_bucket_fast(
+                as_strings(raw), feature.setting("buckets")
+            )
         else:  # id
             value = tf.cast(fill_in_missing(raw), tf.int64)
             # Out-of-range ids are clipped instead of crashing the embedding lookup.
-            outputs[key] = tf.clip_by_value(value, 0, feature.num_values - 1)
+            outputs[key] = tf.clip_by_value(value, 0, feature.setting("num_values") - 1)
 
     for name, value in custom.extra_features(inputs).items():
         if name.endswith("_xf") or name in outputs:

@@ -29,14 +29,14 @@ def serialize_rows(
                 continue
             kind = types[name]
             if kind == schema_pb2.FLOAT:
-                values = [float(value)] if value != "" else []
-                feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
+                floats = [float(value)] if value != "" else []
+                feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=floats))
             elif kind == schema_pb2.INT:
-                values = [int(float(value))] if value != "" else []
-                feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+                ints = [int(float(value))] if value != "" else []
+                feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=ints))
             else:
-                values = [value.encode()] if value != "" else []
-                feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=values))
+                strings = [value.encode()] if value != "" else []
+                feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=strings))
         example = tf.train.Example(features=tf.train.Features(feature=feature))
         serialized.append(example.SerializeToString())
     return serialized

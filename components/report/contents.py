@@ -12,6 +12,7 @@ import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from tfx.dsl.io import fileio
 
@@ -546,9 +547,9 @@ class ArtifactUris:
     evaluation: str | None = None
 
 
-def read_artifacts(uris: ArtifactUris) -> dict[str, object]:
+def read_artifacts(uris: ArtifactUris) -> dict[str, Any]:
     """Report fields read from `uris`, for `RunReport(**...)`."""
-    fields: dict[str, object] = {}
+    fields: dict[str, Any] = {}
     if uris.statistics:
         fields["statistics"] = read_statistics(uris.statistics)
     if uris.anomalies:

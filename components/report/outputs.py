@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from components.example_gen import (
     FINGERPRINT_PROPERTY,
@@ -62,7 +63,7 @@ def _str(properties: Properties | None, name: str) -> str | None:
     return None if value is None else str(value)
 
 
-def report_fields(outputs: RunOutputs) -> dict[str, object]:
+def report_fields(outputs: RunOutputs) -> dict[str, Any]:
     """`RunReport(**...)` fields: input, outcome, baseline, push, and the artifacts' sections."""
     fields = read_artifacts(outputs.uris)
     if outputs.examples is not None:

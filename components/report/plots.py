@@ -9,6 +9,7 @@ browser draws it with a local font and fetches nothing.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Sequence
 from xml.sax.saxutils import escape
 
@@ -65,7 +66,7 @@ def timeline(components: Sequence[ComponentRun]) -> str:
     with plt.rc_context(_STYLE):
         fig = _figure(7.0, 0.25 * max(len(components), 1) + 0.6)
         ax = fig.add_subplot()
-        start = min((c.started_ms for c in timed), default=0)
+        start = min((c.started_ms for c in timed if c.started_ms is not None), default=0)
         for row, c in enumerate(components):
             if c.started_ms is None or c.ended_ms is None:
                 continue
@@ -183,9 +184,9 @@ def feature_distribution(per_split: Sequence[tuple[str, FeatureStatistics]]) -> 
     else:
         labels: list[str] = []
         for _split, stats in per_split:
-            for value, _count in stats.top_values[:8]:
-                if value not in labels and len(labels) < 8:
-                    labels.append(value)
+            for top_value, _count in stats.top_values[:8]:
+                if top_value not in labels and len(labels) < 8:
+                    labels.append(top_value)
         left = 120
         body = [f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#333"/>']
         shares = [
@@ -229,7 +230,8 @@ def training_curve(curves: TrainingCurves, metric: str) -> str:
                 ax.plot(epochs, values, marker="o", markersize=3, color=color, label=label)
         ax.set_title(metric)
         ax.set_xlabel("epoch")
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        # MaxNLocator's parameter; matplotlib's stubs type the base Locator.
+        ax.xaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]
         ax.legend(fontsize=7, frameon=False)
         return _to_svg(fig)
 
@@ -244,7 +246,7 @@ def slice_comparison(slices: Sequence[SliceMetrics], metric: str) -> str:
         height = 0.4 if has_baseline else 0.7
         ax.barh(
             range(len(rows)),
-            [s.metrics[metric].candidate for s in rows],
+            [_bar_length(s.metrics[metric].candidate) for s in rows],
             height=height,
             color=CANDIDATE_COLOR,
             label="candidate",
@@ -265,3 +267,8 @@ def slice_comparison(slices: Sequence[SliceMetrics], metric: str) -> str:
         ax.set_title(metric)
         ax.legend(fontsize=7, frameon=False, loc="lower right")
         return _to_svg(fig)
+
+
+def _bar_length(value: float | None) -> float:
+    """A bar for `value`; none (NaN draws nothing) for a metric the run did not compute."""
+    return math.nan if value is None else value

@@ -1,8 +1,8 @@
 """What each replica of the Trainer's TFJob runs (training.engine tfjob).
 
-    python -m kubeflow.tfjob_replica --inputs JSON --outputs JSON --exec-properties JSON
+    python -m kubeflow.tfjob.replica --inputs JSON --outputs JSON --exec-properties JSON
 
-The Trainer step (components/tfjob_trainer/executor.py) hands every replica
+The Trainer step (kubeflow/tfjob/executor.py) hands every replica
 its own inputs, outputs and execution properties. Each replica rebuilds the
 same `fn_args` as the stock TFX Trainer executor would (the examples, the
 Transform graph, the schema, the train and eval steps, the custom config)
@@ -19,7 +19,7 @@ import logging as std_logging
 import sys
 import traceback
 
-from components.tfjob_trainer.executor import EXEC_PROPERTIES_FLAG, INPUTS_FLAG, OUTPUTS_FLAG
+from kubeflow.tfjob.executor import EXEC_PROPERTIES_FLAG, INPUTS_FLAG, OUTPUTS_FLAG
 from pipeline import object_store
 
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components.tfjob_trainer.spec import TFJobSpec
+from kubeflow.tfjob.spec import TFJobSpec
 
 GROUP = "kubeflow.org"
 VERSION = "v1"

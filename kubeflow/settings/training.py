@@ -4,7 +4,7 @@
 placement: one node, its GPUs under `mirrored`). `engine: tfjob` hands
 training to a TFJob of Kubeflow's Training Operator: a Chief and `workers`
 Workers, each on a node of its own (`training.tfjob` placement), training one
-model under `multi_worker_mirrored` (components/tfjob_trainer).
+model under `multi_worker_mirrored` (kubeflow/tfjob/).
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from components.tfjob_trainer.spec import TFJobSpec
-from kubeflow.placement import Placement
-from kubeflow.retries import duration_seconds
+from kubeflow.settings.fields import NAMESPACE, SECRET_NAME, SettingsError, expect, no_unknown
+from kubeflow.settings.placement import Placement, parse_placement
+from kubeflow.settings.retries import DURATION, duration_seconds
+from kubeflow.tfjob.spec import CLEAN_POD_POLICIES, TFJobSpec
 
 if TYPE_CHECKING:
     from trainer.config import RuntimeConfig
@@ -24,8 +25,8 @@ ENGINES = ("pod", "tfjob")
 # Strategies that train across the job's replicas (`auto` picks
 # multi_worker_mirrored when TF_CONFIG names several workers).
 MULTI_WORKER_STRATEGIES = ("auto", "multi_worker_mirrored")
-# What each replica's container runs (kubeflow/tfjob_replica.py).
-REPLICA_COMMAND = ("python", "-m", "kubeflow.tfjob_replica")
+# What each replica's container runs (kubeflow/tfjob/replica.py).
+REPLICA_COMMAND = ("python", "-m", "kubeflow.tfjob.replica")
 
 
 @dataclass(frozen=True)
@@ -119,3 +120,77 @@ def check_training(
             f"training.tfjob.resources.gpu: {variant} trains on GPUs (runtime.accelerator "
             "'gpu'), but the replicas request none"
         )
+
+
+def parse_training(values: Any) -> Training:
+    """The `training:` section; `training.tfjob` is checked whichever engine is chosen."""
+    where = "training"
+    values = expect(values or {}, dict, where)
+    no_unknown(values, {"engine", "tfjob"}, where)
+    engine = values.get("engine", "pod")
+    if engine not in ENGINES:
+        raise SettingsError(f"{where}.engine: must be one of {ENGINES}, got {engine!r}")
+    where = "training.tfjob"
+    raw = expect(values.get("tfjob") or {}, dict, where)
+    known = {
+        "workers",
+        "resources",
+        "node_selector",
+        "tolerations",
+        "namespace",
+        "service_account",
+        "deadline",
+        "backoff_limit",
+        "clean_pod_policy",
+        "ttl_after_finished",
+    }
+    no_unknown(raw, known, where)
+    workers = raw.get("workers", 1)
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise SettingsError(
+            f"{where}.workers: must be an integer >= 1 (Workers beside the Chief), got "
+            f"{workers!r}; one replica is no multi-node job: use training.engine pod"
+        )
+    backoff_limit = raw.get("backoff_limit", 0)
+    if not isinstance(backoff_limit, int) or isinstance(backoff_limit, bool) or backoff_limit < 0:
+        raise SettingsError(
+            f"{where}.backoff_limit: must be an integer >= 0, got {backoff_limit!r}"
+        )
+    policy = raw.get("clean_pod_policy", "Running")
+    if policy not in CLEAN_POD_POLICIES:
+        raise SettingsError(
+            f"{where}.clean_pod_policy: must be None, Running or All (quote None), got {policy!r}"
+        )
+    durations = {}
+    for name, default in (("deadline", "24h"), ("ttl_after_finished", "24h")):
+        value = raw.get(name, default)
+        if not isinstance(value, str) or not DURATION.match(value) or not duration_seconds(value):
+            raise SettingsError(
+                f"{where}.{name}: {value!r} is not a duration above zero (30m, 6h, 1d)"
+            )
+        durations[name] = value
+    names = {}
+    for name, pattern, what in (
+        ("namespace", NAMESPACE, "a namespace"),
+        ("service_account", SECRET_NAME, "a service account name"),
+    ):
+        value = raw.get(name)
+        if value is not None and (not isinstance(value, str) or not pattern.match(value)):
+            raise SettingsError(f"{where}.{name}: {value!r} is not {what}")
+        names[name] = value
+    placement = parse_placement(
+        {k: raw[k] for k in ("resources", "node_selector", "tolerations") if k in raw}, where
+    )
+    return Training(
+        engine=engine,
+        tfjob=TFJobSettings(
+            workers=workers,
+            placement=placement,
+            namespace=names["namespace"],
+            service_account=names["service_account"],
+            deadline=durations["deadline"],
+            backoff_limit=backoff_limit,
+            clean_pod_policy=policy,
+            ttl_after_finished=durations["ttl_after_finished"],
+        ),
+    )

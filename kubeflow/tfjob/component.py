@@ -5,7 +5,7 @@ from __future__ import annotations
 from tfx.components import Trainer
 from tfx.dsl.components.base import executor_spec
 
-from components.tfjob_trainer.executor import Executor
+from kubeflow.tfjob.executor import Executor
 
 
 class TFJobTrainer(Trainer):

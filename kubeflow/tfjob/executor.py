@@ -19,15 +19,15 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import json_utils
 
-from components.tfjob_trainer.cluster import Cluster
-from components.tfjob_trainer.job import DEADLINE_GRACE_SECONDS, Timing, run_tfjob
-from components.tfjob_trainer.manifest import (
+from kubeflow.tfjob.cluster import Cluster
+from kubeflow.tfjob.job import DEADLINE_GRACE_SECONDS, Timing, run_tfjob
+from kubeflow.tfjob.manifest import (
     MODEL_URI_ANNOTATION,
     job_name,
     run_labels,
     tfjob_manifest,
 )
-from components.tfjob_trainer.spec import TFJobSpec
+from kubeflow.tfjob.spec import TFJobSpec
 
 INPUTS_FLAG, OUTPUTS_FLAG, EXEC_PROPERTIES_FLAG = "--inputs", "--outputs", "--exec-properties"
 
@@ -47,7 +47,7 @@ def replica_args(
 
 def run_id(model_uri: str) -> str | None:
     """The pipeline run's id: the name of the run's directory above the Trainer's outputs."""
-    from components.report.step_records import run_directory
+    from kubeflow.steps.step_records import run_directory
 
     # The Trainer's node id (pipeline.TRAINER; pipeline/ is the layer above this one).
     directory = run_directory(model_uri, "Trainer")

@@ -56,4 +56,4 @@ def InputSnapshot(
         [(s.span, s.version) for s in resolved.spans],
         resolved.fingerprint.replace("\n", " | "),
     )
-    return {SNAPSHOT_KEY: resolved.to_json()}
+    return Snapshot(snapshot=resolved.to_json())

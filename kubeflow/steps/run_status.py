@@ -8,7 +8,7 @@ ended (open-source backend 2.14 and later: an Argo exit hook, with the DAG's
 What open-source KFP hands it is thin: the DAG's state, no failed task and no
 error message (the backend leaves `error` empty), and an exit handler may
 take no artifacts. The steps fill the gap themselves: each attempt of each
-step records how it ended beside its outputs (components/report/
+step records how it ended beside its outputs (kubeflow/steps/
 step_records.py, written by kubeflow/step_entrypoint.py). From those records
 this step writes the run report, as a local run's report does after a
 failure: which step failed and its error, every step's state (succeeded,
@@ -25,14 +25,15 @@ Visualization tab.
 import datetime
 import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from absl import logging
 from tfx.dsl.component.experimental.annotations import OutputArtifact, Parameter
 from tfx.orchestration.kubeflow.decorators import exit_handler
 from tfx.utils import io_utils
 
-from components.kfp_artifacts import HTML, shown_as
-from components.report import step_records
+from kubeflow.steps import step_records
+from kubeflow.steps.kfp_artifacts import HTML, shown_as
 
 # Step states beyond a record's outcome.
 CACHED, NOT_RUN, INTERRUPTED = "cached", "not run", "interrupted"
@@ -52,7 +53,7 @@ _ATTEMPT_ENDINGS = {
 }
 
 
-def final_status_dict(final_status: object) -> "dict[str, object]":
+def final_status_dict(final_status: object) -> "dict[str, Any]":
     """PipelineTaskFinalStatus as a dict, from a JSON string (Vertex) or a Struct (KFP)."""
     from google.protobuf import json_format, message
 

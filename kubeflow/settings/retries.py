@@ -29,9 +29,12 @@ infrastructure: the Beam steps and the Trainer.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from kubeflow.settings.fields import SettingsError, component_entries, expect, no_unknown
 
 DURATION = re.compile(r"^([0-9]+)(s|m|h|d)$")
 _SECONDS_PER_UNIT = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
@@ -147,3 +150,81 @@ def format_duration(seconds: float) -> str:
         if seconds and seconds % _SECONDS_PER_UNIT[unit] == 0:
             return f"{seconds // _SECONDS_PER_UNIT[unit]}{unit}"
     return f"{seconds}s"
+
+
+def _retry_policy(values: Any, where: str, fallback: RetryPolicy) -> RetryPolicy:
+    values = expect(values or {}, dict, where)
+    values = _renamed_retry_fields(values, where)
+    no_unknown(values, set(FIELDS), where)
+    count = values.get("max_retries", fallback.max_retries)
+    if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= 10:
+        raise SettingsError(f"{where}.max_retries: must be an integer 0..10, got {count!r}")
+    factor = values.get("backoff_factor", fallback.backoff_factor)
+    if not isinstance(factor, (int, float)) or isinstance(factor, bool) or factor < 1:
+        raise SettingsError(f"{where}.backoff_factor: must be a number >= 1, got {factor!r}")
+    backoff = values.get("backoff", fallback.backoff)
+    window = values.get("retry_window", fallback.retry_window)
+    # The window may be left unset (derived from the step's deadline); the backoff may not.
+    for name, value in (("backoff", backoff), ("retry_window", window)):
+        if value is None and name == "retry_window":
+            continue
+        if not isinstance(value, str) or not DURATION.match(value):
+            raise SettingsError(
+                f"{where}.{name}: {value!r} is not a duration (whole seconds, minutes, hours "
+                "or days: 30s, 5m, 1h)"
+            )
+    if window is not None and duration_seconds(window) < duration_seconds(backoff):
+        raise SettingsError(
+            f"{where}.retry_window: {window} is shorter than backoff {backoff}: "
+            "no retry could start inside it"
+        )
+    return RetryPolicy(count, backoff, float(factor), window)
+
+
+def _renamed_retry_fields(values: dict[str, Any], where: str) -> dict[str, Any]:
+    """`values` with deprecated field names read as their new ones, each with a warning."""
+    values = dict(values)
+    for old, new in DEPRECATED_FIELDS.items():
+        if old not in values:
+            continue
+        if new in values:
+            raise SettingsError(
+                f"{where}.{old}: deprecated, and {new} is set as well; keep {new} alone"
+            )
+        warnings.warn(
+            f"{where}.{old} is deprecated: rename it {new}. KFP never read it as a cap on the "
+            "wait between attempts: it compiles to backoffMaxDuration, the longest time from "
+            "the first attempt's start during which the step may still be retried, and is "
+            f"kept as that ({values[old]!r})",
+            FutureWarning,
+            stacklevel=2,
+        )
+        values[new] = values.pop(old)
+    return values
+
+
+def parse_retries(values: Any, component_ids: set[str], roles: RetryRoles | None) -> Retries:
+    """The `retries:` section; absent, the steps retried by default get DEFAULT_RETRY.
+
+    `defaults` is the policy of every step without its own entry except the
+    gates; `components.<id>` replaces it field by field for one step.
+    """
+    roles = roles or RetryRoles()
+    if values is None:
+        return Retries(components={cid: DEFAULT_RETRY for cid in roles.retried_by_default})
+    values = expect(values, dict, "retries")
+    no_unknown(values, {"defaults", "components"}, "retries")
+    default = _retry_policy(values.get("defaults"), "retries.defaults", RetryPolicy())
+    entries = component_entries(values.get("components"), "retries.components", component_ids)
+    policies = {
+        cid: _retry_policy(spec, f"retries.components.{cid}", default)
+        for cid, spec in entries.items()
+    }
+    for cid, why in roles.never_retried.items():
+        if policies.get(cid, RetryPolicy()).max_retries:
+            raise SettingsError(
+                f"retries.components.{cid}.max_retries: {cid} must not retry: {why}"
+            )
+        # The defaults never reach a gate.
+        policies.setdefault(cid, RetryPolicy())
+    return Retries(default=default, components=policies)

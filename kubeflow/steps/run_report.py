@@ -7,9 +7,9 @@ is handed: the examples' spans, statistics, anomalies, the drift check, the
 Trainer's logs, the evaluation, the blessing and the push. It runs after
 every other step has succeeded, so each of them is listed as complete;
 per-step times are on the KFP run page. (A failed run gets its report from
-the RunStatus exit handler, components/run_status.py.)
+the RunStatus exit handler, kubeflow/steps/run_status.py.)
 
-Its two outputs are KFP's own types (components/kfp_artifacts.py), so the
+Its two outputs are KFP's own types (kubeflow/steps/kfp_artifacts.py), so the
 KFP UI shows them without a download: `report`, a `system.HTML` page in the
 step's Visualization tab, and `metrics`, a `system.Metrics` of the
 Evaluator's overall metrics, the served baseline's values and the blessing,
@@ -34,8 +34,8 @@ from tfx.types import standard_artifacts
 from tfx.utils import io_utils
 
 from components.drift_gate import DataDrift
-from components.kfp_artifacts import HTML, Metrics, shown_as
 from components.served_model import is_served_baseline
+from kubeflow.steps.kfp_artifacts import HTML, Metrics, shown_as
 
 # The prefix of the served baseline's value of a metric in `metrics`.
 BASELINE_PREFIX = "baseline_"
@@ -48,7 +48,7 @@ def artifact_properties(artifact: types.Artifact) -> "dict[str, object]":
     TFX's Kubeflow entrypoint hands an input artifact's custom properties over
     as JSON values; `get_custom_property` decodes them.
     """
-    values = {}
+    values: dict[str, object] = {}
     for name in artifact.mlmd_artifact.custom_properties:
         value = artifact.get_custom_property(name)
         if isinstance(value, (int, float, str)):

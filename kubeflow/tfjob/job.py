@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from components.tfjob_trainer.cluster import Cluster, ClusterError
-from components.tfjob_trainer.manifest import CHIEF, pod_name, replica_pod_names
+from kubeflow.tfjob.cluster import Cluster, ClusterError
+from kubeflow.tfjob.manifest import CHIEF, pod_name, replica_pod_names
 
 # How long the step waits past the job's own deadline before it gives up on
 # the operator enforcing it.
@@ -164,7 +164,7 @@ def failure_text(
     failed = sorted(
         (pod for pod in replica_pod_names(job)
          if pod in pods and (_terminated(pods[pod]) or {}).get("exitCode", 0) != 0),
-        key=lambda pod: _terminated(pods[pod]).get("finishedAt") or "",
+        key=lambda pod: (_terminated(pods[pod]) or {}).get("finishedAt") or "",
     )  # fmt: skip
     shown = failed[0] if failed else pod_name(name, CHIEF, 0)
     try:

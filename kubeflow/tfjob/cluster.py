@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from components.tfjob_trainer.manifest import CONTAINER_NAME, GROUP, JOB_NAME_LABEL, PLURAL, VERSION
+from kubeflow.tfjob.manifest import CONTAINER_NAME, GROUP, JOB_NAME_LABEL, PLURAL, VERSION
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # What the step's service account must be allowed, for the error that says so.

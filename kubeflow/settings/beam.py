@@ -1,0 +1,157 @@
+"""Where each Beam step runs its Beam pipeline: the `beam:` section of kubeflow/pipeline.yaml."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubeflow.settings.fields import SettingsError, expect, no_unknown
+
+_BEAM_OPTION = re.compile(r"^[a-z][a-z0-9_]*$")
+_HOST_PORT = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?:[0-9]{1,5}$")
+
+# Where a Beam step (ExampleGen, StatisticsGen, Transform, Evaluator) runs its
+# Beam pipeline: in its own pod, or on a distributed engine. Flink and Spark
+# are reached through a job server and Beam's portable runner.
+BEAM_ENGINES = ("direct", "dataflow", "flink", "spark")
+# Options each engine cannot run without.
+BEAM_REQUIRED_OPTIONS = {
+    "direct": (),
+    "dataflow": ("project", "region", "temp_location"),
+    "flink": ("job_endpoint",),
+    "spark": ("job_endpoint",),
+}
+BeamOptionValue = str | int | float | bool | tuple[str | int | float, ...]
+# Where a Flink or Spark worker reaches the Beam worker-pool sidecar in its own pod
+# (the pipeline image started with --worker_pool listens on 50000).
+WORKER_POOL_PORT = 50000
+WORKER_POOL_ADDRESS = f"localhost:{WORKER_POOL_PORT}"
+
+
+@dataclass(frozen=True)
+class BeamEngine:
+    """Where one Beam step runs its Beam pipeline, and the Beam options it gets.
+
+    `options` are Beam pipeline options by name (`max_num_workers: 20` becomes
+    `--max_num_workers=20`); a list repeats the flag, `true` is a bare flag.
+    """
+
+    engine: str = "direct"
+    options: Mapping[str, BeamOptionValue] = field(default_factory=dict)
+
+    def pipeline_args(self, image: str) -> list[str]:
+        """Beam pipeline arguments; `image` is the pipeline image, which has the SDK."""
+        options = dict(self.options)
+        if self.engine == "direct":
+            from pipeline.beam import beam_pipeline_args
+
+            # In the step's own pod, one worker process per core Beam counts there.
+            args = beam_pipeline_args("multi_processing", num_workers=0)
+        elif self.engine == "dataflow":
+            # Workers run the pipeline image: it holds TFT, TFMA and our code.
+            options.setdefault("sdk_container_image", image)
+            args = ["--runner=DataflowRunner"]
+        else:
+            # The job server hands work to SDK workers in a worker pool beside
+            # each task manager or executor (EXTERNAL, the pool's host:port:
+            # a sidecar of the same pod by default), or starts them from the
+            # pipeline image itself (DOCKER, which needs Docker on the nodes).
+            options.setdefault("environment_type", "EXTERNAL")
+            if options["environment_type"] == "EXTERNAL":
+                options.setdefault("environment_config", WORKER_POOL_ADDRESS)
+            elif options["environment_type"] == "DOCKER":
+                options.setdefault("environment_config", image)
+            args = ["--runner=PortableRunner"]
+        for name, value in sorted(options.items()):
+            if value is True:
+                args.append(f"--{name}")
+            elif isinstance(value, tuple):
+                args += [f"--{name}={item}" for item in value]
+            else:
+                args.append(f"--{name}={value}")
+        return args
+
+
+def _beam_option_value(value: Any, where: str) -> BeamOptionValue:
+    if isinstance(value, list):
+        if not value:
+            raise SettingsError(f"{where}: an empty list sets nothing; remove it")
+        # A list repeats the flag: each item is one plain value.
+        return tuple(
+            expect(item, (str, int, float), f"{where}[{i}]") for i, item in enumerate(value)
+        )
+    if value is False or value is None:
+        raise SettingsError(f"{where}: {value!r} sets nothing; remove the option instead")
+    return expect(value, (str, int, float, bool), where)
+
+
+def _beam_engine(values: Any, where: str) -> BeamEngine:
+    values = expect(values or {}, dict, where)
+    no_unknown(values, {"engine", "options"}, where)
+    engine = values.get("engine", "direct")
+    if engine not in BEAM_ENGINES:
+        raise SettingsError(f"{where}.engine: must be one of {BEAM_ENGINES}, got {engine!r}")
+    raw = expect(values.get("options") or {}, dict, f"{where}.options")
+    options: dict[str, BeamOptionValue] = {}
+    for name, value in raw.items():
+        option = f"{where}.options.{name}"
+        if not isinstance(name, str) or not _BEAM_OPTION.match(name):
+            raise SettingsError(f"{option}: not a Beam option name (snake_case, no leading --)")
+        if name == "runner":
+            raise SettingsError(f"{option}: set `engine` instead; it picks the runner")
+        options[name] = _beam_option_value(value, option)
+    for name in BEAM_REQUIRED_OPTIONS[engine]:
+        if name not in options:
+            raise SettingsError(f"{where}.options.{name}: required for engine {engine}")
+    if engine == "dataflow" and not str(options["temp_location"]).startswith("gs://"):
+        raise SettingsError(
+            f"{where}.options.temp_location: Dataflow needs a gs:// path, "
+            f"got {options['temp_location']!r}"
+        )
+    if engine in ("flink", "spark"):
+        endpoint = str(options["job_endpoint"])
+        if not _HOST_PORT.match(endpoint):
+            raise SettingsError(
+                f"{where}.options.job_endpoint: {endpoint!r} is not host:port "
+                "(the Beam job server, e.g. flink-jobserver.flink:8099)"
+            )
+        environment = options.get("environment_type", "EXTERNAL")
+        if environment not in ("DOCKER", "EXTERNAL", "PROCESS"):
+            raise SettingsError(
+                f"{where}.options.environment_type: must be DOCKER, EXTERNAL or PROCESS, "
+                f"got {environment!r}"
+            )
+        if environment == "PROCESS" and "environment_config" not in options:
+            raise SettingsError(
+                f"{where}.options.environment_config: required with environment_type PROCESS "
+                '(a JSON object, e.g. {"command": "/opt/apache/beam/boot"})'
+            )
+        if environment == "EXTERNAL" and not _HOST_PORT.match(
+            str(options.get("environment_config", WORKER_POOL_ADDRESS))
+        ):
+            raise SettingsError(
+                f"{where}.options.environment_config: {options['environment_config']!r} is not "
+                f"host:port (the worker pool; {WORKER_POOL_ADDRESS} for a sidecar in each pod)"
+            )
+    return BeamEngine(engine=engine, options=options)
+
+
+def parse_beam(
+    values: Any, beam_component_ids: set[str] | None
+) -> tuple[BeamEngine, dict[str, BeamEngine]]:
+    values = expect(values or {}, dict, "beam")
+    no_unknown(values, {"defaults", "components"}, "beam")
+    default = _beam_engine(values.get("defaults"), "beam.defaults")
+    components = expect(values.get("components") or {}, dict, "beam.components")
+    if beam_component_ids is not None:
+        others = sorted(set(components) - beam_component_ids)
+        if others:
+            raise SettingsError(
+                f"beam.components: {others} run no Beam; the Beam steps are "
+                f"{sorted(beam_component_ids)}"
+            )
+    return default, {
+        cid: _beam_engine(spec, f"beam.components.{cid}") for cid, spec in components.items()
+    }
