@@ -11,6 +11,13 @@ pod that never schedules. One module per section of the file:
 * retries.py       `retries:`: which steps retry, how often, within what window
 * training.py      `training:`: the Trainer in its pod, or on a TFJob
 * schedule.py      `schedule:`: recurring runs
+
+The checks are plain functions rather than pydantic models: most of them are
+Kubernetes' and KFP's rules (quantities parsed as the Kubernetes client
+parses them, a request within its limit, a retry window that holds the
+Trainer's deadline, Beam options that this Beam defines), and each message
+says what to write instead, which pydantic's errors would have to be
+rewritten into anyway.
 """
 
 from __future__ import annotations
