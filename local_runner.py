@@ -10,7 +10,7 @@ Outputs land under --output-dir: pipeline_root/ (artifacts), metadata.sqlite,
 and serving_model/<version>/ for every blessed, pushed model.
 
 This file is the command line: it turns flags into `LocalRunOptions` and exit
-codes. The run itself is `pipeline.local_run.run_local`, importable on its own.
+codes. The run itself is `pipeline.local.run.run_local`, importable on its own.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pipeline.local_run import LocalRunOptions
+    from pipeline.local.run import LocalRunOptions
 
 REPO_ROOT = Path(__file__).resolve().parent
 DEFAULT_DATA_ROOT = REPO_ROOT / "data" / "chicago_taxi"
@@ -101,7 +101,7 @@ def options_from_args(args: argparse.Namespace) -> LocalRunOptions:
     """The run the flags ask for: the dataset directory loaded and checked, the
     configuration variant with the flags' overrides, the data root resolved."""
     from pipeline.config import variant
-    from pipeline.local_run import LocalRunOptions
+    from pipeline.local.run import LocalRunOptions
     from pipeline.object_store import uri_scheme
     from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir
 
@@ -130,7 +130,7 @@ def options_from_args(args: argparse.Namespace) -> LocalRunOptions:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pipeline.local_run import NotBlessedError, configure_logging, error_text, run_local
+    from pipeline.local.run import NotBlessedError, configure_logging, error_text, run_local
 
     args = parse_args(argv)
     configure_logging(args.verbose)

@@ -62,7 +62,7 @@ def _summary(metadata_path: Path, pipeline_name: str, run_dir: Path) -> dict:
     code = (
         "import json, os, sys\n"
         "from tfx.orchestration import metadata\n"
-        "from pipeline.run_summary import summarize_latest_run\n"
+        "from pipeline.local.run_summary import summarize_latest_run\n"
         "os.chdir(sys.argv[3])\n"
         "s = summarize_latest_run(metadata.sqlite_metadata_connection_config(sys.argv[1]),"
         " sys.argv[2])\n"

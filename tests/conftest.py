@@ -242,7 +242,7 @@ def two_local_runs(tmp_path_factory, taxi_slice) -> TwoLocalRuns:
     from tfx.orchestration import metadata as tfx_metadata
 
     import local_runner
-    from pipeline.run_summary import summarize_latest_run
+    from pipeline.local.run_summary import summarize_latest_run
 
     output_dir = tmp_path_factory.mktemp("two_runs") / "out"
     args = ["--data-root", str(taxi_slice), "--output-dir", str(output_dir)]

@@ -8,7 +8,7 @@ from tfx.orchestration import metadata as tfx_metadata
 import local_runner
 from components.report import render
 from pipeline import pipeline as dag
-from pipeline.run_summary import summarize_latest_run
+from pipeline.local.run_summary import summarize_latest_run
 from tests.conftest import read_taxi_rows, write_csv
 from tests.test_run_report import parse, with_attr
 

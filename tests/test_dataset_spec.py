@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import local_runner
-from pipeline import local_run
+from pipeline.local import run as local_run
 from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir
 from schemas.draft import DRIFT_FLOORS, DraftError, draft, infer_task, main, read_profiles
 from tests.synthetic import TASK_LABELS, write_dataset

@@ -21,8 +21,8 @@ from tfx.orchestration import metadata as tfx_metadata
 import local_runner
 from benchmarks.local_pipeline import copy_tracked_files
 from pipeline import config as pipeline_config
-from pipeline.run_lock import LOCK_FILE_NAME, RunLock, RunLockedError
-from pipeline.run_summary import summarize_latest_run
+from pipeline.local.run_lock import LOCK_FILE_NAME, RunLock, RunLockedError
+from pipeline.local.run_summary import summarize_latest_run
 from tests.conftest import REPO_ROOT
 
 PIPELINE_NAME = "taxi-big-tipper"
@@ -155,7 +155,7 @@ def test_lock_refuses_a_live_holder_and_names_it(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, time; from pipeline.run_lock import RunLock\n"
+            "import sys, time; from pipeline.local.run_lock import RunLock\n"
             "with RunLock(sys.argv[1]):\n    print('locked', flush=True); time.sleep(60)\n",
             str(tmp_path),
         ],
@@ -179,7 +179,7 @@ def test_stale_lock_of_a_killed_process_is_taken_over_with_a_warning(tmp_path, c
         [
             sys.executable,
             "-c",
-            "import os, signal, sys; from pipeline.run_lock import RunLock\n"
+            "import os, signal, sys; from pipeline.local.run_lock import RunLock\n"
             "lock = RunLock(sys.argv[1]).__enter__()\n"
             "os.kill(os.getpid(), signal.SIGKILL)\n",
             str(tmp_path),
@@ -188,7 +188,7 @@ def test_stale_lock_of_a_killed_process_is_taken_over_with_a_warning(tmp_path, c
     )
     assert killed.returncode == -signal.SIGKILL
     stale = json.loads((tmp_path / LOCK_FILE_NAME).read_text())
-    with caplog.at_level("WARNING", logger="pipeline.run_lock"), RunLock(tmp_path):
+    with caplog.at_level("WARNING", logger="pipeline.local.run_lock"), RunLock(tmp_path):
         current = json.loads((tmp_path / LOCK_FILE_NAME).read_text())
     assert current["pid"] == os.getpid()
     assert f"left by process {stale['pid']}" in caplog.text

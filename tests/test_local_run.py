@@ -9,7 +9,7 @@ import pytest
 
 import local_runner
 from pipeline.config import variant
-from pipeline.local_run import LocalRunOptions
+from pipeline.local.run import LocalRunOptions
 from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir
 
 

@@ -16,8 +16,13 @@ import pytest
 from tfx.proto.orchestration import pipeline_pb2
 
 from components.data_gate import DataValidationError
-from pipeline import local
-from pipeline.node_process import NodeProcess, NodeProcessDiedError, RemoteTraceback, _transferable
+from pipeline.local import scheduler as local
+from pipeline.local.node_process import (
+    NodeProcess,
+    NodeProcessDiedError,
+    RemoteTraceback,
+    _transferable,
+)
 
 UPSTREAM = {"A": [], "B": ["A"], "C": ["A"], "D": ["B", "C"], "E": ["D"]}
 
@@ -176,7 +181,8 @@ def test_a_node_error_in_the_process_comes_back_with_its_remote_traceback():
 @pytest.mark.parametrize("flags, cores", [(["--sequential"], 2), ([], 1)])
 def test_sequential_or_a_single_core_starts_no_second_process(monkeypatch, flags, cores):
     import local_runner
-    from pipeline import local_run, node_process
+    from pipeline.local import node_process
+    from pipeline.local import run as local_run
 
     monkeypatch.setattr(node_process, "usable_cores", lambda: cores)
     args = local_runner.parse_args(flags)

@@ -39,7 +39,7 @@ class Run:
     exit_code: int
     stdout: str
     stderr: str
-    summary: object  # pipeline.run_summary.RunSummary
+    summary: object  # pipeline.local.run_summary.RunSummary
     served: list[Path]  # serving_model/ versions after the run
     served_files: dict  # every served file -> its digest, after the run
 
@@ -49,7 +49,7 @@ def span_runs(tmp_path_factory):
     from tfx.orchestration import metadata as tfx_metadata
 
     import local_runner
-    from pipeline.run_summary import summarize_latest_run
+    from pipeline.local.run_summary import summarize_latest_run
 
     tmp = tmp_path_factory.mktemp("spans")
     data_root, output_dir = tmp / "data", tmp / "out"

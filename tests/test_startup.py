@@ -21,7 +21,8 @@ def last_line_printed_by(code: str) -> str:
 
 def test_pipeline_modules_do_not_import_google_cloud_aiplatform():
     code = (
-        "import sys, local_runner, pipeline.pipeline, pipeline.local, pipeline.run_summary, "
+        "import sys, local_runner, pipeline.pipeline, pipeline.local.scheduler, "
+        "pipeline.local.run_summary, "
         "components.data_gate, components.served_model, components.evaluator, trainer.run; "
         "heavy = ('google.cloud.aiplatform', 'tfx.v1'); "
         "print(sorted(m for m in sys.modules if m.startswith(heavy)))"
@@ -32,7 +33,7 @@ def test_pipeline_modules_do_not_import_google_cloud_aiplatform():
 def test_the_node_process_module_imports_nothing_heavy():
     # The runner starts its second process before its own heavy imports.
     code = (
-        "import sys, pipeline.node_process; "
+        "import sys, pipeline.local.node_process; "
         "print(sorted(m for m in ('tensorflow', 'tfx', 'apache_beam') if m in sys.modules))"
     )
     assert last_line_printed_by(code) == "[]"

@@ -229,7 +229,7 @@ def fork_edits(project: Path) -> dict[str, str]:
 def upstream_change(template: Path) -> dict[str, str]:
     """A template change to its machinery (pipeline/, kubeflow/) and to a fork's own file."""
     fix = "\n\n# An upstream fix (tests/test_template.py).\nUPSTREAM_FIX = 1\n"
-    machinery = {"pipeline/run_lock.py": fix, "kubeflow/tfx_spec.py": fix}
+    machinery = {"pipeline/local/run_lock.py": fix, "kubeflow/tfx_spec.py": fix}
     for relative, addition in machinery.items():
         path = template / relative
         path.write_text(path.read_text() + addition)

@@ -28,7 +28,7 @@ def test_a_run_above_the_threshold_trains_through_the_graph_and_serves(
     from tfx.orchestration import metadata as tfx_metadata
 
     import local_runner
-    from pipeline.run_summary import summarize_latest_run
+    from pipeline.local.run_summary import summarize_latest_run
 
     monkeypatch.setattr(transform_output, "MATERIALIZE_MAX_BYTES", 0)
     output_dir = tmp_path / "out"

@@ -3,7 +3,7 @@
 TFX 1.16's LocalDagRunner runs every node in turn, in one process ("TODO:
 run independent components in parallel", local_dag_runner.py). Here the
 main process runs nodes in the same order, and when two nodes are ready at
-once, a second process (pipeline/node_process.py) takes one of them: the
+once, a second process (pipeline/local/node_process.py) takes one of them: the
 data validation branch (StatisticsGen, ExampleValidator, the gate) runs beside
 Transform, as Kubeflow runs them. Each node is still launched by TFX's own
 Launcher, so caching, ML Metadata and outputs are exactly LocalDagRunner's.
@@ -24,8 +24,8 @@ from tfx.orchestration.portable import runtime_parameter_utils
 from tfx.proto.orchestration import pipeline_pb2
 
 from components.data_gate import DataValidationError
-from pipeline.node_launch import launch_node
-from pipeline.node_process import NodeProcess
+from pipeline.local.node_launch import launch_node
+from pipeline.local.node_process import NodeProcess
 from pipeline.pipeline import UNCACHED_NODES
 
 logger = logging.getLogger(__name__)

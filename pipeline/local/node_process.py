@@ -129,7 +129,7 @@ def _serve(conn, initializer, initargs) -> None:
     from tfx.proto.orchestration import pipeline_pb2
 
     import pipeline.pipeline  # noqa: F401
-    from pipeline.node_launch import launch_node
+    from pipeline.local.node_launch import launch_node
 
     gc.freeze()  # As the runner does: the import heap is never garbage.
     ir = None

@@ -1,6 +1,6 @@
 """A local run, from typed options to a finished run: what `local_runner.py` calls.
 
-    from pipeline.local_run import LocalRunOptions, run_local
+    from pipeline.local.run import LocalRunOptions, run_local
 
     summary = run_local(LocalRunOptions(dataset=spec, schema_file=..., spec_file=...,
                                         data_root="data/chicago_taxi", output_dir=Path("out"),
@@ -9,8 +9,8 @@
 It checks the data root against the dataset spec's input, holds the output
 directory's run lock, claims the directory for the pipeline, starts the
 second process that runs the validation branch beside Transform
-(pipeline/node_process.py), builds the DAG with `create_pipeline(...)`, runs
-it (pipeline/local.py), prints the run's summary and writes its HTML report.
+(pipeline/local/node_process.py), builds the DAG with `create_pipeline(...)`, runs
+it (pipeline/local/scheduler.py), prints the run's summary and writes its HTML report.
 The options arrive resolved: the runner loads the dataset directory and the
 configuration variant, so this module reads no flags and no dataset files.
 TensorFlow and TFX load only once the run has its lock.
@@ -34,8 +34,8 @@ from pipeline.beam import BeamMode
 if TYPE_CHECKING:
     from pipeline.config import PipelineConfig
     from pipeline.inputs import CsvDataRoot
-    from pipeline.node_process import NodeProcess
-    from pipeline.run_summary import RunSummary
+    from pipeline.local.node_process import NodeProcess
+    from pipeline.local.run_summary import RunSummary
     from trainer.dataset import DatasetSpec
 
 # The pipeline that owns an output directory; another one gets a clear refusal.
@@ -80,7 +80,7 @@ def run_local(options: LocalRunOptions) -> RunSummary:
     error says why), and NotBlessedError with `fail_if_not_blessed`."""
     # Only light modules before the lock: a second run is refused at once.
     from pipeline.inputs import check_csv_data_root
-    from pipeline.run_lock import RunLock
+    from pipeline.local.run_lock import RunLock
 
     data_input = options.dataset.input
     checked = check_csv_data_root(options.data_root, data_input.pattern, data_input.spans)
@@ -144,7 +144,7 @@ def new_run_id() -> str:
 
 
 def start_node_process(*, sequential: bool, verbose: bool) -> AbstractContextManager:
-    """The second process that runs a node while this one runs another (pipeline/local.py).
+    """The second process, running a node while this one runs another (local/scheduler.py).
 
     Started before this process imports TensorFlow: it imports on the other
     core meanwhile. A context manager either way; None when `sequential` or
@@ -152,7 +152,7 @@ def start_node_process(*, sequential: bool, verbose: bool) -> AbstractContextMan
     """
     from contextlib import nullcontext
 
-    from pipeline.node_process import NodeProcess, usable_cores
+    from pipeline.local.node_process import NodeProcess, usable_cores
 
     if sequential or usable_cores() < 2:
         return nullcontext()
@@ -213,9 +213,9 @@ def _run_pipeline(
         data_size_bytes,
         local_step_beam_args,
     )
-    from pipeline.local import run_locally
+    from pipeline.local.run_summary import summarize_run
+    from pipeline.local.scheduler import run_locally
     from pipeline.pipeline import EXAMPLE_GEN, create_pipeline
-    from pipeline.run_summary import summarize_run
     from pipeline.transform_output import materialize_transform
 
     # TensorFlow, TFX and Beam leave millions of long-lived objects behind their
@@ -296,8 +296,8 @@ def write_run_report(
 
     from components.report.contents import RunReport
     from components.report.render import LATEST, write_report
+    from pipeline.local.run_summary import summarize_run
     from pipeline.pipeline import COMPONENT_IDS
-    from pipeline.run_summary import summarize_run
 
     started = time.monotonic()
     try:

@@ -1,7 +1,7 @@
 """How one node of the local DAG runs: TFX's own Launcher, as LocalDagRunner runs it.
 
 Both processes of a local run launch nodes through here: the runner's main
-process (pipeline/local.py) and the second one (pipeline/node_process.py).
+process (pipeline/local/scheduler.py) and the second one (pipeline/local/node_process.py).
 """
 
 from __future__ import annotations
