@@ -38,15 +38,18 @@ def copy_project(project: Path) -> Path:
     return project
 
 
-def lint_imports(project: Path) -> subprocess.CompletedProcess:
+def run_checker(
+    project: Path, *command: str, env: dict[str, str] | None = None, timeout: int = 300
+) -> subprocess.CompletedProcess:
+    """One of the project's checkers, run in `project` as a user runs it."""
     return subprocess.run(
-        [str(LINT_IMPORTS), "--no-cache"],
-        cwd=project,
-        env={**os.environ, "PYTHONPATH": str(project)},
-        capture_output=True,
-        text=True,
-        timeout=300,
+        list(command), cwd=project, env=env, capture_output=True, text=True, timeout=timeout
     )
+
+
+def lint_imports(project: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(project)}
+    return run_checker(project, str(LINT_IMPORTS), "--no-cache", env=env)
 
 
 def test_the_project_keeps_its_import_contracts():
@@ -73,14 +76,7 @@ def test_an_upward_import_a_runner_import_and_a_cycle_each_break_a_contract(tmp_
 
 
 def deptry(project: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(DEPTRY), "."],
-        cwd=project,
-        env={**os.environ, "NO_COLOR": "1"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_checker(project, str(DEPTRY), ".", env={**os.environ, "NO_COLOR": "1"})
 
 
 def test_every_package_the_code_imports_is_declared():
@@ -100,13 +96,7 @@ def test_an_undeclared_import_is_named(tmp_path):
 
 def mypy(project: Path) -> subprocess.CompletedProcess:
     """mypy as pyproject.toml configures it ([tool.mypy]: which files, what is ignored)."""
-    return subprocess.run(
-        [str(MYPY), "--no-incremental", "--no-color-output"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_checker(project, str(MYPY), "--no-incremental", "--no-color-output", timeout=600)
 
 
 def test_the_annotations_hold():
