@@ -128,3 +128,26 @@ def LatestServedModel(
     baseline_model.set_string_custom_property(SERVED_VERSION_PROPERTY, version)
     baseline_model.set_string_custom_property(SERVED_PATH_PROPERTY, served_path)
     logging.info("Baseline: served version %s (%s).", version, served_path)
+
+
+def serving_signatures(model_dir: str) -> "tuple[tuple[str, tuple[str, ...]], ...]":
+    """The SavedModel's signatures and their input names, read from `saved_model.pb`."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    with fileio.open(os.path.join(model_dir, "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
+    signatures = {}
+    for meta_graph in saved_model.meta_graphs:
+        for name, signature in meta_graph.signature_def.items():
+            if not name.startswith("__"):  # __saved_model_init_op and the like
+                signatures[name] = tuple(sorted(signature.inputs))
+    return tuple(sorted(signatures.items()))
+
+
+def describe_signatures(signatures: "tuple[tuple[str, tuple[str, ...]], ...]") -> str:
+    """`serving_default(examples), serving_json(15 named inputs)`: for a summary line."""
+    return ", ".join(
+        f"{name}({inputs[0] if len(inputs) == 1 else f'{len(inputs)} named inputs'})"
+        for name, inputs in signatures
+    )

@@ -23,6 +23,12 @@ def test_first_run_pushes_a_model_that_scores_raw_rows(two_local_runs, taxi_spec
     assert first.pushed_destination == str(runs.first_version)
     assert "Blessing: BLESSED" in runs.first_stdout
     assert f"Pushed model: {runs.first_version}" in runs.first_stdout
+    # Which signatures it has, and how many named inputs the JSON one takes.
+    features = len(taxi_spec.features)
+    assert (
+        f"  signatures: serving_default(examples), serving_json({features} named inputs), "
+        "transform_features(examples)" in runs.first_stdout
+    )
 
     # The pushed model scores raw CSV rows (no label column) through its signature.
     schema = load_schema()

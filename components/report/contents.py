@@ -524,6 +524,10 @@ class RunReport:
     baseline_path: str | None = None
     pushed_destination: str | None = None
     already_served_path: str | None = None
+    # The pushed model's signatures and their inputs (components.served_model).
+    signatures: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # What Kubeflow's deploy step did with the pushed version (kubeflow/steps/deploy.py).
+    deployment: dict[str, Any] | None = None
     error: str | None = None
     notes: tuple[str, ...] = ()
 

@@ -25,7 +25,11 @@ from components.pusher import (
     PUSHED_PROPERTY,
 )
 from components.report.contents import ArtifactUris, InputData, read_artifacts
-from components.served_model import HAS_MODEL_PROPERTY, SERVED_PATH_PROPERTY
+from components.served_model import (
+    HAS_MODEL_PROPERTY,
+    SERVED_PATH_PROPERTY,
+    serving_signatures,
+)
 
 Properties = Mapping[str, object]
 # TFX's V2 entrypoint writes a custom property that shares a type property's
@@ -78,5 +82,7 @@ def report_fields(outputs: RunOutputs) -> dict[str, Any]:
         fields["baseline_path"] = _str(outputs.baseline, SERVED_PATH_PROPERTY)
     if _int(outputs.pushed, PUSHED_PROPERTY) == 1:
         fields["pushed_destination"] = _str(outputs.pushed, PUSHED_DESTINATION_PROPERTY)
+        if fields["pushed_destination"]:
+            fields["signatures"] = serving_signatures(fields["pushed_destination"])
     fields["already_served_path"] = _str(outputs.pushed, ALREADY_SERVED_PROPERTY)
     return fields

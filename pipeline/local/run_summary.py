@@ -26,7 +26,12 @@ from components.report.contents import (
     RunReport,
     read_artifacts,
 )
-from components.served_model import HAS_MODEL_PROPERTY, SERVED_PATH_PROPERTY
+from components.served_model import (
+    HAS_MODEL_PROPERTY,
+    SERVED_PATH_PROPERTY,
+    describe_signatures,
+    serving_signatures,
+)
 
 _STATE_NAMES = {
     metadata_store_pb2.Execution.COMPLETE: "complete",
@@ -56,6 +61,7 @@ class RunSummary:
     blessed: bool | None = None
     pushed_destination: str | None = None
     already_served_path: str | None = None
+    signatures: tuple[tuple[str, tuple[str, ...]], ...] = ()
     pipeline_name: str = ""
     artifact_uris: ArtifactUris = field(default_factory=ArtifactUris)
     input: InputData | None = None
@@ -96,6 +102,8 @@ class RunSummary:
         lines += [f"  failed: {f}" for f in self.validation_failures]
         if self.pushed_destination:
             lines.append(f"Pushed model: {self.pushed_destination}")
+            if self.signatures:
+                lines.append(f"  signatures: {describe_signatures(self.signatures)}")
         elif self.already_served_path:
             lines.append(
                 "Pushed model: none (the candidate is the model already served at "
@@ -127,6 +135,7 @@ class RunSummary:
             baseline_path=self.baseline_path if self.has_baseline else None,
             pushed_destination=self.pushed_destination,
             already_served_path=self.already_served_path,
+            signatures=self.signatures,
             error=error,
             **read_artifacts(self.artifact_uris),
         )
@@ -284,6 +293,7 @@ def summarize_run(
                 props = artifact.custom_properties
                 if props.get(PUSHED_PROPERTY) and props[PUSHED_PROPERTY].int_value:
                     summary.pushed_destination = props[PUSHED_DESTINATION_PROPERTY].string_value
+                    summary.signatures = serving_signatures(summary.pushed_destination)
                 elif ALREADY_SERVED_PROPERTY in props:
                     summary.already_served_path = props[ALREADY_SERVED_PROPERTY].string_value
     summary.artifact_uris = ArtifactUris(**uris)
