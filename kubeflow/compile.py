@@ -209,7 +209,7 @@ def build_tfx_pipeline(settings: KubeflowSettings):
             cid: beam_args_for(settings, cid) for cid in BEAM_COMPONENT_IDS
         },
         # An input snapshot first, the Trainer on a TFJob where set, the run report last.
-        runner_steps=KubeflowSteps(tfjob=tfjob_spec(settings)),
+        runner_steps=KubeflowSteps(tfjob=tfjob_spec(settings), serving=settings.serving),
     )
 
 
@@ -368,7 +368,8 @@ def complete_spec(
         if kubernetes:
             platform_executors[label] = kubernetes
     for task_id in uncached:
-        tasks[task_id]["cachingOptions"] = {}
+        if task_id in tasks:  # Deploy is there only with `serving:`
+            tasks[task_id]["cachingOptions"] = {}
     for dag in dags(spec).values():
         fix_output_parameter_producers(dag["dag"]["tasks"])
     pass_parameters_into_sub_dags(spec)

@@ -9,6 +9,8 @@ Kubeflow, `KubeflowSteps`:
   no trace of the data and a scheduled run reuses an earlier day's examples;
 * with `training.engine: tfjob`, builds the Trainer as TFJobTrainer
   (kubeflow/tfjob/): the step hands training to a TFJob and waits;
+* with `serving:`, puts Deploy after the Pusher (kubeflow/steps/deploy.py):
+  a pushed version goes to a KServe InferenceService through a canary;
 * puts RunReport last (kubeflow/steps/run_report.py): nothing runs after a
   Kubeflow DAG, so a step writes the report the local runner writes itself.
 
@@ -34,6 +36,8 @@ from tfx.orchestration.pipeline import Pipeline
 
 from components.example_gen import input_config, input_window
 from kubeflow.settings.retries import RetryRoles
+from kubeflow.settings.serving import Serving
+from kubeflow.steps.deploy import Deploy
 from kubeflow.steps.input_snapshot import SNAPSHOT_KEY, InputSnapshot
 from kubeflow.steps.run_report import RunReport
 from kubeflow.steps.run_status import RunStatus
@@ -46,15 +50,17 @@ from trainer.dataset import DatasetSpec
 # Stable ids of the steps only Kubeflow has.
 INPUT_SNAPSHOT = "InputSnapshot"
 RUN_REPORT = "RunReport"
+DEPLOY = "Deploy"
 # The exit handler: not one of the DAG's nodes, but a task of the spec's root.
 RUN_STATUS = "RunStatus"
-KUBEFLOW_STEP_IDS = (INPUT_SNAPSHOT, RUN_REPORT, RUN_STATUS)
+KUBEFLOW_STEP_IDS = (INPUT_SNAPSHOT, DEPLOY, RUN_REPORT, RUN_STATUS)
 # Every step the settings may name (`components:`, `retries.components:`).
 STEP_IDS = (*dag.COMPONENT_IDS, *KUBEFLOW_STEP_IDS)
 
 # Steps that read state outside the pipeline and so must run every time: the
-# input data, and what the shared DAG already marks (the serving directory).
-UNCACHED_STEPS = (INPUT_SNAPSHOT, *dag.UNCACHED_NODES)
+# input data, the InferenceService, and what the shared DAG already marks (the
+# serving directory).
+UNCACHED_STEPS = (INPUT_SNAPSHOT, DEPLOY, *dag.UNCACHED_NODES)
 
 # Retries (kubeflow/settings/retries.py). By default the steps whose failures
 # are mostly infrastructure (a preempted node, an evicted pod, an object store
@@ -64,6 +70,7 @@ NEVER_RETRIED = MappingProxyType(
     {
         dag.DATA_GATE: "it fails on the data's anomalies, which a retry reads again unchanged",
         dag.DRIFT_GATE: "it fails on the data's drift, which a retry measures again unchanged",
+        DEPLOY: "it rolls a failed version back, and a retry would roll the same version out again",
     }
 )
 RETRY_ROLES = RetryRoles(
@@ -92,10 +99,12 @@ class KubeflowSteps(RunnerSteps):
     """The Kubeflow compile's additions to the DAG (see the module's docstring).
 
     `tfjob`: the Trainer's TFJob (training.engine tfjob), or None to train in
-    the Trainer step's own pod.
+    the Trainer step's own pod. `serving`: the `serving:` settings, or None
+    for no Deploy step.
     """
 
     tfjob: TFJobSpec | None = None
+    serving: Serving | None = None
 
     def before_example_gen(
         self, *, data_root: str | RuntimeParameter, dataset: DatasetSpec
@@ -120,6 +129,16 @@ class KubeflowSteps(RunnerSteps):
         )
 
     def after(self, nodes: DagNodes) -> Sequence[BaseComponent]:
+        steps: list[BaseComponent] = []
+        deployment = None
+        if self.serving is not None:
+            deploy = Deploy(
+                pushed_model=nodes.pusher.outputs["pushed_model"],
+                examples=nodes.example_gen.outputs["examples"],
+                serving=json.dumps(self.serving.to_json(), sort_keys=True),
+            ).with_id(DEPLOY)
+            steps.append(deploy)
+            deployment = deploy.outputs["deployment"]
         report = RunReport(
             examples=nodes.example_gen.outputs["examples"],
             statistics=nodes.statistics_gen.outputs["statistics"],
@@ -131,9 +150,10 @@ class KubeflowSteps(RunnerSteps):
             baseline_model=nodes.baseline.outputs["baseline_model"],
             pushed_model=nodes.pusher.outputs["pushed_model"],
             pipeline_name=nodes.pipeline_name,
-            component_ids=json.dumps([c.id for c in nodes.components]),
+            component_ids=json.dumps([c.id for c in nodes.components] + [s.id for s in steps]),
+            deployment=deployment,
         ).with_id(RUN_REPORT)
-        return (report,)
+        return (*steps, report)
 
 
 def create_run_status_step(pipeline: Pipeline) -> BaseComponent:

@@ -67,12 +67,13 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 def register_kfp_artifact_types() -> None:
-    """Lets TFX's entrypoint map KFP's system schema titles to our TFX classes."""
+    """Lets TFX's entrypoint map KFP's system schema titles, and our Deployment's, to classes."""
     from tfx.orchestration.kubeflow.v2 import compiler_utils
 
-    from kubeflow.steps.kfp_artifacts import TITLE_TO_CLASS_PATH
+    from kubeflow.steps import deploy, kfp_artifacts
 
-    compiler_utils.TITLE_TO_CLASS_PATH.update(TITLE_TO_CLASS_PATH)
+    compiler_utils.TITLE_TO_CLASS_PATH.update(kfp_artifacts.TITLE_TO_CLASS_PATH)
+    compiler_utils.TITLE_TO_CLASS_PATH.update(deploy.TITLE_TO_CLASS_PATH)
 
 
 def run(argv: list[str]) -> int:

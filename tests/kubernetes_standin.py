@@ -1,4 +1,5 @@
-"""A Kubernetes API on loopback that plays the Training Operator, for the TFJob tests.
+"""A Kubernetes API on loopback that plays the Training Operator, for the TFJob tests
+(and KServe, for the Deploy step's: tests/kserve_standin.py).
 
 It answers the five calls the Trainer step makes (kubeflow/tfjob/
 cluster.py), through the official client, over HTTP:
@@ -53,6 +54,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import yaml
+
+from tests.kserve_standin import KServeController
 
 _TFJOBS = re.compile(r"^/apis/kubeflow\.org/v1/namespaces/([^/]+)/tfjobs(?:/([^/]+))?$")
 _PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods$")
@@ -240,6 +243,8 @@ class KubernetesStandin:
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._stopping = threading.Event()
+        # KServe's controller and predictors (tests/kserve_standin.py).
+        self.kserve = KServeController(self.url)
 
     # --- the test's side -------------------------------------------------
     def __enter__(self) -> KubernetesStandin:
@@ -515,7 +520,27 @@ class KubernetesStandin:
                 )
                 return False
 
+            def _kserve(self, method: str) -> bool:
+                """Answers a call KServe's stand-in plays; False for any other."""
+                path = urlparse(self.path).path
+                if not standin.kserve.answers(path):
+                    return False
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                answer = standin.kserve.handle(method, path, raw)
+                if answer is None:
+                    self._status(405, "MethodNotAllowed", f"{method} is not supported here")
+                else:
+                    self._send(*answer)
+                return True
+
+            def do_PATCH(self) -> None:
+                if not self._kserve("PATCH"):
+                    self._status(404, "NotFound", "the server could not find the requested resource")
+
             def do_POST(self) -> None:
+                if self._kserve("POST"):
+                    return None
                 match = standin._tfjobs_route(urlparse(self.path).path)
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 if not match or match.group(2):
@@ -548,6 +573,8 @@ class KubernetesStandin:
                     return self._send(201, job.body())
 
             def do_GET(self) -> None:
+                if self._kserve("GET"):
+                    return None
                 url = urlparse(self.path)
                 query = {k: v[-1] for k, v in parse_qs(url.query).items()}
                 if match := standin._tfjobs_route(url.path):
@@ -626,6 +653,8 @@ class KubernetesStandin:
                 return None
 
             def do_DELETE(self) -> None:
+                if self._kserve("DELETE"):
+                    return None
                 match = standin._tfjobs_route(urlparse(self.path).path)
                 if not match or not match.group(2):
                     return self._status(

@@ -11,6 +11,7 @@ pod that never schedules. One module per section of the file:
 * retries.py       `retries:`: which steps retry, how often, within what window
 * training.py      `training:`: the Trainer in its pod, or on a TFJob
 * schedule.py      `schedule:`: recurring runs
+* serving.py       `serving:`: the KServe InferenceService a pushed version goes to
 
 The checks are plain functions rather than pydantic models: most of them are
 Kubernetes' and KFP's rules (quantities parsed as the Kubernetes client
@@ -42,6 +43,7 @@ from kubeflow.settings.object_store import ObjectStore, parse_object_store, stor
 from kubeflow.settings.placement import Placement, parse_placement
 from kubeflow.settings.retries import Retries, RetryRoles, parse_retries
 from kubeflow.settings.schedule import Schedule, parse_schedule
+from kubeflow.settings.serving import Serving, parse_serving
 from kubeflow.settings.training import Training, parse_training
 
 DEFAULT_SETTINGS_FILE = Path(__file__).resolve().parents[1] / "pipeline.yaml"
@@ -69,6 +71,7 @@ class KubeflowSettings:
     object_store: ObjectStore | None = None
     retries: Retries = field(default_factory=Retries)
     training: Training = field(default_factory=Training)
+    serving: Serving | None = None
 
     def placement_for(self, component_id: str) -> Placement:
         """The component's own placement, or the defaults."""
@@ -107,6 +110,7 @@ def parse_settings(
         "schedule",
         "retries",
         "training",
+        "serving",
     }
     no_unknown(values, known, "settings")
     image = required_str(values, "image")
@@ -154,6 +158,7 @@ def parse_settings(
         object_store=object_store,
         retries=retries,
         training=parse_training(values.get("training")),
+        serving=parse_serving(values.get("serving"), paths["serving_model_dir"]),
     )
 
 

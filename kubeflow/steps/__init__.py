@@ -5,4 +5,5 @@
 * run_status.py      RunStatus: the exit handler; a report for every run, failed ones included
 * step_records.py    what each attempt of each step records beside its outputs, for RunStatus
 * kfp_artifacts.py   KFP's own artifact types (system.HTML, system.Metrics) as TFX types
+* deploy.py          Deploy: the pushed version to a KServe InferenceService (with `serving:`)
 """

@@ -35,6 +35,7 @@ from tfx.utils import io_utils
 
 from components.drift_gate import DataDrift
 from components.served_model import is_served_baseline
+from kubeflow.steps.deploy import Deployment, read_outcome
 from kubeflow.steps.kfp_artifacts import HTML, Metrics, shown_as
 
 # The prefix of the served baseline's value of a metric in `metrics`.
@@ -77,6 +78,20 @@ def kfp_metrics(evaluation, blessed: "bool | None") -> "dict[str, float]":
     return values
 
 
+def deployment_metrics(outcome: "dict | None") -> "dict[str, float]":
+    """The Deploy step's outcome as numbers (the KFP UI charts numbers only)."""
+    if outcome is None:
+        return {}
+    values = {"deployed": 1.0 if outcome["outcome"] in ("created", "promoted", "canary") else 0.0}
+    if outcome.get("version") and str(outcome["version"]).isdigit():
+        values["serving_version"] = float(outcome["version"])
+    traffic = outcome.get("traffic") or []
+    latest = [t["percent"] for t in traffic if t.get("tag") == "latest"]
+    if latest:
+        values["new_version_traffic_percent"] = float(latest[0])
+    return values
+
+
 @component
 def RunReport(
     examples: InputArtifact[standard_artifacts.Examples],
@@ -92,8 +107,13 @@ def RunReport(
     metrics: OutputArtifact[Metrics],
     pipeline_name: Parameter[str],
     component_ids: Parameter[str],
+    deployment: InputArtifact[Deployment] = None,
 ):
-    """Writes the report page at `report` and the run's metrics on `metrics`."""
+    """Writes the report page at `report` and the run's metrics on `metrics`.
+
+    With the Deploy step (`serving:`), `deployment` is its outcome: shown on the
+    page, and as `deployed`, `serving_version` and `canary_percent` metrics.
+    """
     # Here, not at the top: the report's plotting imports are for this step only.
     from components.report import contents as report_contents
     from components.report.outputs import RunOutputs, report_fields
@@ -127,6 +147,7 @@ def RunReport(
             "Written by the RunReport step after every other step succeeded; "
             "step times are on the Kubeflow run page.",
         ),
+        deployment=read_outcome(deployment.uri) if deployment is not None else None,
         **fields,
     )
     html = render_html(contents)
@@ -135,6 +156,7 @@ def RunReport(
     shown_as(metrics, "metrics")
     logging.info("Run report: %s (%d bytes)", report.uri, len(html))
     values = kfp_metrics(contents.evaluation, contents.blessed)
+    values.update(deployment_metrics(contents.deployment))
     for name, value in sorted(values.items()):
         metrics.set_float_custom_property(name, value)
     logging.info("Metrics for the KFP UI: %s", json.dumps(values, sort_keys=True))
