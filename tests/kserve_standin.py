@@ -145,8 +145,10 @@ class KServeController:
             try:
                 revision.server = ModelServer(uri)
             except (FileNotFoundError, OSError) as err:
-                revision.failure = ("RevisionFailed", f"Revision \"{name}\" failed with message: "
-                                    f"container kserve-container: {err}")  # fmt: skip
+                revision.failure = (
+                    "RevisionFailed",
+                    f'Revision "{name}" failed with message: container kserve-container: {err}',
+                )
         service.revisions.append(revision)
 
     def _traffic(self, service: Service) -> list[tuple[str, int, str | None]]:
@@ -171,11 +173,18 @@ class KServeController:
         conditions = []
         if latest is not None and latest.failure is not None:
             reason, message = latest.failure
-            conditions.append({"type": "LatestDeploymentReady", "status": "False",
-                               "reason": reason, "message": message})  # fmt: skip
+            conditions.append(
+                {
+                    "type": "LatestDeploymentReady",
+                    "status": "False",
+                    "reason": reason,
+                    "message": message,
+                }
+            )
         elif latest is not None:
-            conditions.append({"type": "LatestDeploymentReady",
-                               "status": "True" if latest.ready() else "Unknown"})  # fmt: skip
+            conditions.append(
+                {"type": "LatestDeploymentReady", "status": "True" if latest.ready() else "Unknown"}
+            )
         conditions.append({"type": "Ready", "status": "True" if traffic else "False"})
         body["status"] = {
             "observedGeneration": body["metadata"]["generation"],
@@ -187,11 +196,15 @@ class KServeController:
                     "latestReadyRevision": ready[-1] if ready else None,
                     "latestRolledoutRevision": service.rolled_out,
                     "traffic": [
-                        {"revisionName": r, "percent": p, "tag": tag,
-                         "latestRevision": tag == "latest",
-                         "url": f"{self.base_url}/serving/{namespace}/{r}"}
+                        {
+                            "revisionName": r,
+                            "percent": p,
+                            "tag": tag,
+                            "latestRevision": tag == "latest",
+                            "url": f"{self.base_url}/serving/{namespace}/{r}",
+                        }
                         for r, p, tag in traffic
-                    ],  # fmt: skip
+                    ],
                 }
             },
         }
@@ -222,8 +235,11 @@ class KServeController:
             if method == "POST" and not name:
                 name = body["metadata"]["name"]
                 if (namespace, name) in self.services:
-                    return 409, _status(409, "AlreadyExists",
-                                        f'inferenceservices.serving.kserve.io "{name}" already exists')  # fmt: skip
+                    return 409, _status(
+                        409,
+                        "AlreadyExists",
+                        f'inferenceservices.serving.kserve.io "{name}" already exists',
+                    )
                 self.applied.append(("create", copy.deepcopy(body)))
                 body["metadata"].update(namespace=namespace, generation=1, uid=f"isvc-{name}")
                 service = Service(body)
@@ -232,8 +248,9 @@ class KServeController:
                 return 201, self._with_status(service)
             service = self.services.get((namespace, name or ""))
             if service is None:
-                return 404, _status(404, "NotFound",
-                                    f'inferenceservices.serving.kserve.io "{name}" not found')  # fmt: skip
+                return 404, _status(
+                    404, "NotFound", f'inferenceservices.serving.kserve.io "{name}" not found'
+                )
             if method == "GET":
                 return 200, self._with_status(service)
             if method == "PATCH":
@@ -254,10 +271,15 @@ class KServeController:
     def _predict(self, namespace: str, target: str, model: str, body: bytes) -> tuple[int, Any]:
         with self._lock:
             revision = next(
-                (r for (ns, _), s in self.services.items() if ns == namespace
-                 for r in s.revisions if r.name == target),
+                (
+                    r
+                    for (ns, _), s in self.services.items()
+                    if ns == namespace
+                    for r in s.revisions
+                    if r.name == target
+                ),
                 None,
-            )  # fmt: skip
+            )
         if revision is None or not revision.ready() or revision.server is None:
             return 503, {"error": f"revision {target} is not serving"}
         service_name = target.rsplit("-predictor-", 1)[0]
@@ -271,5 +293,12 @@ class KServeController:
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "reason": reason, "code": code}  # fmt: skip
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }

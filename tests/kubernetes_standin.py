@@ -536,7 +536,9 @@ class KubernetesStandin:
 
             def do_PATCH(self) -> None:
                 if not self._kserve("PATCH"):
-                    self._status(404, "NotFound", "the server could not find the requested resource")
+                    self._status(
+                        404, "NotFound", "the server could not find the requested resource"
+                    )
 
             def do_POST(self) -> None:
                 if self._kserve("POST"):

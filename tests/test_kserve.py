@@ -33,8 +33,7 @@ from trainer.json_signature import JSON_SIGNATURE
 
 NAMESPACE = "models"
 TOKEN = "deploy-token"
-SERVING = {"inference_service": "taxi", "service_account": "kserve-models",
-           "ready_timeout": "30s"}  # fmt: skip
+SERVING = {"inference_service": "taxi", "service_account": "kserve-models", "ready_timeout": "30s"}
 
 
 def serving_config(**changes) -> dict:
@@ -60,26 +59,51 @@ def test_defaults_give_a_canary_and_promotion_after_the_smoke_request():
 @pytest.mark.parametrize(
     ("changes", "model_dir", "message"),
     [
-        ({"service_account": None}, "s3://models/serving/taxi",
-         "serving.service_account: required when the model is on s3://"),
-        ({"canary_traffic_percent": 100}, "gs://b/serving",
-         "serving.canary_traffic_percent: must be between 0 and 99, got 100"),
-        ({"inference_service": "Taxi_Model"}, "gs://b/serving",
-         "serving.inference_service: 'Taxi_Model' must be lowercase"),
+        (
+            {"service_account": None},
+            "s3://models/serving/taxi",
+            "serving.service_account: required when the model is on s3://",
+        ),
+        (
+            {"canary_traffic_percent": 100},
+            "gs://b/serving",
+            "serving.canary_traffic_percent: must be between 0 and 99, got 100",
+        ),
+        (
+            {"inference_service": "Taxi_Model"},
+            "gs://b/serving",
+            "serving.inference_service: 'Taxi_Model' must be lowercase",
+        ),
         ({"ready_timeout": "soon"}, "gs://b/serving", "serving.ready_timeout: 'soon' is not"),
         ({"promotion": "always"}, "gs://b/serving", "serving.promotion: must be one of"),
-        ({"storage_root": "s3://elsewhere/models"}, "gs://b/serving",
-         "serving.storage_root: 's3://elsewhere/models' must be in the same store"),
+        (
+            {"storage_root": "s3://elsewhere/models"},
+            "gs://b/serving",
+            "serving.storage_root: 's3://elsewhere/models' must be in the same store",
+        ),
         ({"smoke": {"rows": 0}}, "gs://b/serving", "serving.smoke.rows: must be between 1"),
-        ({"predictor": {"resources": {"gpu": -1}}}, "gs://b/serving",
-         "serving.predictor.resources.gpu: must be >= 0"),
+        (
+            {"predictor": {"resources": {"gpu": -1}}},
+            "gs://b/serving",
+            "serving.predictor.resources.gpu: must be >= 0",
+        ),
         ({"replicas": 2}, "gs://b/serving", "serving: unknown field(s) ['replicas']"),
     ],
-    ids=["s3_without_service_account", "canary_100", "bad_name", "bad_timeout", "bad_promotion",
-         "other_store", "no_rows", "negative_gpu", "unknown_field"],
-)  # fmt: skip
-def test_a_serving_section_that_cannot_work_is_refused_naming_the_field(changes, model_dir,
-                                                                       message):  # fmt: skip
+    ids=[
+        "s3_without_service_account",
+        "canary_100",
+        "bad_name",
+        "bad_timeout",
+        "bad_promotion",
+        "other_store",
+        "no_rows",
+        "negative_gpu",
+        "unknown_field",
+    ],
+)
+def test_a_serving_section_that_cannot_work_is_refused_naming_the_field(
+    changes, model_dir, message
+):
     values = {**SERVING, **changes}
     values = {k: v for k, v in values.items() if v is not None}
     with pytest.raises(SettingsError, match=None) as raised:
@@ -104,10 +128,11 @@ def rendered_services() -> list[dict]:
         predictor={
             "resources": {"cpu_request": "1", "memory_request": "2Gi", "gpu": 1},
             "node_selector": {"cloud.google.com/gke-accelerator": "nvidia-l4"},
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
-                             "effect": "NoSchedule"}],
+            "tolerations": [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+            ],
         }
-    )  # fmt: skip
+    )
     created = manifest.inference_service(config, NAMESPACE, "gs://b/serving-kserve/17", "17")
     patched = json.loads(json.dumps(created))
     patched.update(manifest.rollout_patch(config, "gs://b/serving-kserve/18", "18", "gs://x/17"))
@@ -146,9 +171,8 @@ def test_the_predictor_is_tensorflow_on_the_versions_own_base_path():
         "name": "kserve-container",
         "modelFormat": {"name": "tensorflow"},
         "storageUri": "gs://b/serving-kserve/17",
-        "resources": {"limits": {"nvidia.com/gpu": "1"},
-                      "requests": {"cpu": "1", "memory": "2Gi"}},
-    }  # fmt: skip
+        "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "1", "memory": "2Gi"}},
+    }
     assert predictor["serviceAccountName"] == "kserve-models"
     assert "canaryTrafficPercent" not in predictor  # nothing to split with yet
     assert patched["spec"]["predictor"]["canaryTrafficPercent"] == 10
@@ -163,8 +187,11 @@ def test_the_predictor_is_tensorflow_on_the_versions_own_base_path():
 def cluster(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("kserve")
     standin = KubernetesStandin(sys.executable, users={TOKEN: "system:serviceaccount:x:deployer"})
-    standin.kserve.add_object(NAMESPACE, "serviceaccounts", {
-        "metadata": {"name": "kserve-models"}, "secrets": [{"name": "s3-creds"}]})  # fmt: skip
+    standin.kserve.add_object(
+        NAMESPACE,
+        "serviceaccounts",
+        {"metadata": {"name": "kserve-models"}, "secrets": [{"name": "s3-creds"}]},
+    )
     with standin:
         standin.kubeconfig(tmp / "kubeconfig", namespace=NAMESPACE, token=TOKEN)
         from kubernetes import config as kube_config
@@ -195,10 +222,16 @@ def rollout(cluster, served, smoke_rows, root: Path, version: str, **changes) ->
     pushed = pushed_version(served, root, version)
     instances_, expected = smoke_rows
     return Rollout(
-        cluster=api, config=config, namespace=NAMESPACE, version=version,
+        cluster=api,
+        config=config,
+        namespace=NAMESPACE,
+        version=version,
         storage_uri=layout.publish_version(pushed, config["storage_root"], version),
-        instances=instances_, expected=expected, log=lambda _: None, poll_seconds=0.1,
-    )  # fmt: skip
+        instances=instances_,
+        expected=expected,
+        log=lambda _: None,
+        poll_seconds=0.1,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -212,8 +245,10 @@ def rollouts(cluster, served, smoke_rows, tmp_path_factory):  # noqa: F811
     results["created"] = rollout(cluster, served, smoke_rows, root, "100").run()
     results["promoted"] = rollout(cluster, served, smoke_rows, root, "200").run()
     results["after_promotion"] = kserve.service(NAMESPACE, "taxi")
-    kserve.fail_next_revision("RevisionFailed", 'Revision "taxi-predictor-00003" failed with '
-                              "message: Back-off pulling image")  # fmt: skip
+    kserve.fail_next_revision(
+        "RevisionFailed",
+        'Revision "taxi-predictor-00003" failed with message: Back-off pulling image',
+    )
     with pytest.raises(DeployError) as failed:
         rollout(cluster, served, smoke_rows, root, "300").run()
     results["failed"] = str(failed.value)
@@ -258,8 +293,10 @@ def test_a_later_version_goes_through_a_canary_to_all_traffic(rollouts):
     assert patch["metadata"]["annotations"][manifest.ROLLBACK_ANNOTATION].endswith("/kserve/100")
     # The smoke request went to the canary's own revision, before promotion.
     assert rollouts["requests"][1]["revision"] == "taxi-predictor-00002"
-    assert rollouts["applied"][2] == ("patch", {"spec": {"predictor":
-                                                          {"canaryTrafficPercent": None}}})  # fmt: skip
+    assert rollouts["applied"][2] == (
+        "patch",
+        {"spec": {"predictor": {"canaryTrafficPercent": None}}},
+    )
     status = manifest.PredictorStatus.of(rollouts["after_promotion"])
     assert status.percent_of("taxi-predictor-00002") == 100
 
@@ -267,7 +304,7 @@ def test_a_later_version_goes_through_a_canary_to_all_traffic(rollouts):
 def test_a_failing_revision_is_rolled_back_naming_its_condition(rollouts):
     message = rollouts["failed"]
     assert "revision taxi-predictor-00003 failed: LatestDeploymentReady is False " in message
-    assert "(RevisionFailed): Revision \"taxi-predictor-00003\" failed with message: Back-off" in (
+    assert '(RevisionFailed): Revision "taxi-predictor-00003" failed with message: Back-off' in (
         message
     )
     assert message.startswith("version 300 rolled back")
@@ -282,8 +319,11 @@ def test_a_revision_that_answers_wrongly_is_rolled_back_and_never_took_all_traff
     assert status.percent_of(status.latest_ready) == 100
     assert "canaryTrafficPercent" not in rollouts["after_wrong"]["spec"]["predictor"]
     # The rollback patch pinned traffic first: canary 0 with the previous storageUri.
-    rollback = [b for v, b in rollouts["applied"] if v == "patch"
-                and b.get("spec", {}).get("predictor", {}).get("canaryTrafficPercent") == 0]  # fmt: skip
+    rollback = [
+        b
+        for v, b in rollouts["applied"]
+        if v == "patch" and b.get("spec", {}).get("predictor", {}).get("canaryTrafficPercent") == 0
+    ]
     assert rollback and all(
         b["spec"]["predictor"]["model"]["storageUri"].endswith("/kserve/200") for b in rollback
     )
@@ -295,11 +335,13 @@ def test_the_same_version_again_changes_nothing(cluster, served, smoke_rows, rol
 
 
 def test_serving_the_pushers_version_directory_itself_fails_as_tf_serving_does(
-    cluster, served, smoke_rows, tmp_path  # noqa: F811
+    cluster,
+    served,  # noqa: F811
+    smoke_rows,
+    tmp_path,
 ):
-    standin, api = cluster
-    broken = rollout(cluster, served, smoke_rows, tmp_path, "500",
-                     inference_service="direct")  # fmt: skip
+    standin, _ = cluster
+    broken = rollout(cluster, served, smoke_rows, tmp_path, "500", inference_service="direct")
     broken.storage_uri = pushed_version(served, tmp_path, "500")  # no numbered directory in it
     with pytest.raises(DeployError, match="No versions of servable found under base path"):
         broken.run()
@@ -307,12 +349,16 @@ def test_serving_the_pushers_version_directory_itself_fails_as_tf_serving_does(
     assert standin.kserve.service(NAMESPACE, "direct") is None
 
 
-def test_a_first_version_that_answers_wrongly_leaves_no_service(cluster, served, smoke_rows,
-                                                                tmp_path):  # noqa: F811
+def test_a_first_version_that_answers_wrongly_leaves_no_service(
+    cluster,
+    served,  # noqa: F811
+    smoke_rows,
+    tmp_path,
+):
     standin, _ = cluster
     standin.kserve.answer_wrongly()
     try:
-        with pytest.raises(DeployError, match="differently from the pushed model.*deleted"):
+        with pytest.raises(DeployError, match=r"differently from the pushed model.*deleted"):
             rollout(cluster, served, smoke_rows, tmp_path, "600", inference_service="fresh").run()
     finally:
         standin.kserve.answer_wrongly(False)
@@ -322,27 +368,49 @@ def test_a_first_version_that_answers_wrongly_leaves_no_service(cluster, served,
 @pytest.mark.parametrize(
     ("secret", "message"),
     [
-        ({"metadata": {"name": "s3-creds",
-                       "annotations": {"serving.kserve.io/s3-endpoint": "http://minio:9000"}},
-          "data": {"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"}},
-         "annotation serving.kserve.io/s3-endpoint is 'http://minio:9000'; KServe wants HOST:PORT"),
-        ({"metadata": {"name": "s3-creds",
-                       "annotations": {"serving.kserve.io/s3-endpoint": "minio:9000"}},
-          "data": {"accesskey": "a", "secretkey": "b"}},
-         "has no AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY"),
-        ({"metadata": {"name": "s3-creds"}, "data": {"AWS_ACCESS_KEY_ID": "a"}},
-         "none of its secrets has the annotation serving.kserve.io/s3-endpoint"),
+        (
+            {
+                "metadata": {
+                    "name": "s3-creds",
+                    "annotations": {"serving.kserve.io/s3-endpoint": "http://minio:9000"},
+                },
+                "data": {"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"},
+            },
+            "annotation serving.kserve.io/s3-endpoint is 'http://minio:9000'; KServe wants "
+            "HOST:PORT",
+        ),
+        (
+            {
+                "metadata": {
+                    "name": "s3-creds",
+                    "annotations": {"serving.kserve.io/s3-endpoint": "minio:9000"},
+                },
+                "data": {"accesskey": "a", "secretkey": "b"},
+            },
+            "has no AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY",
+        ),
+        (
+            {"metadata": {"name": "s3-creds"}, "data": {"AWS_ACCESS_KEY_ID": "a"}},
+            "none of its secrets has the annotation serving.kserve.io/s3-endpoint",
+        ),
     ],
     ids=["endpoint_with_scheme", "wrong_keys", "no_annotation"],
-)  # fmt: skip
+)
 def test_s3_credentials_kserve_cannot_use_are_refused_before_anything_is_applied(
     cluster, secret, message
 ):
     standin, api = cluster
     standin.kserve.add_object(NAMESPACE, "secrets", secret)
     applied = len(standin.kserve.applied)
-    check = Rollout(cluster=api, config=serving_config(), namespace=NAMESPACE, version="1",
-                    storage_uri="s3://models/kserve/1", instances=[], expected=np.zeros(0))  # fmt: skip
+    check = Rollout(
+        cluster=api,
+        config=serving_config(),
+        namespace=NAMESPACE,
+        version="1",
+        storage_uri="s3://models/kserve/1",
+        instances=[],
+        expected=np.zeros(0),
+    )
     with pytest.raises(DeployError) as raised:
         check.check_credentials()
     assert f"serving.service_account {NAMESPACE}/kserve-models cannot read" in str(raised.value)
@@ -352,9 +420,15 @@ def test_s3_credentials_kserve_cannot_use_are_refused_before_anything_is_applied
 
 def test_a_missing_service_account_is_named(cluster):
     _, api = cluster
-    check = Rollout(cluster=api, config=serving_config(service_account="nobody"),
-                    namespace=NAMESPACE, version="1", storage_uri="s3://m/1", instances=[],
-                    expected=np.zeros(0))  # fmt: skip
+    check = Rollout(
+        cluster=api,
+        config=serving_config(service_account="nobody"),
+        namespace=NAMESPACE,
+        version="1",
+        storage_uri="s3://m/1",
+        instances=[],
+        expected=np.zeros(0),
+    )
     with pytest.raises(DeployError, match=f"service account {NAMESPACE}/nobody does not exist"):
         check.check_credentials()
 

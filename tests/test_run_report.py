@@ -293,8 +293,8 @@ def test_first_report_has_no_baseline_and_names_the_pushed_model(two_local_runs)
     assert {t["data-kind"] for t in with_attr(elements, "data-kind")} == {"value"}
     (pushed,) = with_attr(elements, "data-path")
     assert pushed["data-path"] == str(two_local_runs.first_version)
-    signatures = {e["data-signature"]: e["data-inputs"] for e in with_attr(elements,
-                                                                         "data-signature")}  # fmt: skip
+    found = with_attr(elements, "data-signature")
+    signatures = {e["data-signature"]: e["data-inputs"] for e in found}
     assert signatures["serving_default"] == "examples"
     assert "trip_miles" in signatures["serving_json"].split(",")
 

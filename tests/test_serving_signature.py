@@ -30,8 +30,8 @@ from trainer.json_signature import (
     CONTRACT_ASSET,
     JSON_SIGNATURE,
     contract_from_dicts,
-    instance_from_example,
     input_name,
+    instance_from_example,
     json_inputs,
 )
 from trainer.model import PROBABILITIES_OUTPUT
@@ -43,9 +43,14 @@ pytestmark = pytest.mark.slow
 ROWS = 40
 CONFIG = TrainerConfig(
     model=ModelConfig(hidden_units=(16,), dropout=0.0),
-    runtime=RuntimeConfig(strategy="one_device", accelerator="cpu", precision="float32",
-                          per_replica_batch_size=64, shuffle_buffer_size=100),
-)  # fmt: skip
+    runtime=RuntimeConfig(
+        strategy="one_device",
+        accelerator="cpu",
+        precision="float32",
+        per_replica_batch_size=64,
+        shuffle_buffer_size=100,
+    ),
+)
 
 
 @pytest.fixture(scope="module")
@@ -127,21 +132,24 @@ def test_both_signatures_score_the_same_rows_alike(served, taxi_trainer_inputs, 
     np.testing.assert_allclose(np.array(answer["outputs"]), expected, rtol=1e-6, atol=1e-6)
 
 
-def test_zero_stands_for_a_missing_id_and_nan_for_a_missing_float(served, taxi_trainer_inputs,
-                                                                  taxi_spec):  # fmt: skip
+def test_zero_stands_for_a_missing_id_and_nan_for_a_missing_float(
+    served, taxi_trainer_inputs, taxi_spec
+):
     row = dict(taxi_trainer_inputs["raw_rows"][0], trip_seconds="600")
     missing = dict(row, trip_start_hour="", fare="")
     expected = default_scores(served["server"], examples([missing], taxi_spec))
     (instance,) = instances(served, examples([missing], taxi_spec))
     assert instance["trip_start_hour"] == 0 and math.isnan(instance["fare"])
-    status, answer = post(served["server"], {"signature_name": JSON_SIGNATURE,
-                                             "instances": [instance]})  # fmt: skip
+    status, answer = post(
+        served["server"], {"signature_name": JSON_SIGNATURE, "instances": [instance]}
+    )
     assert status == 200
     np.testing.assert_allclose(answer["predictions"], expected, rtol=1e-6, atol=1e-6)
 
 
-def test_a_row_missing_an_int_with_no_marker_has_no_json_instance(served, taxi_trainer_inputs,
-                                                                  taxi_spec):  # fmt: skip
+def test_a_row_missing_an_int_with_no_marker_has_no_json_instance(
+    served, taxi_trainer_inputs, taxi_spec
+):
     row = dict(taxi_trainer_inputs["raw_rows"][0], trip_seconds="")
     (serialized,) = examples([row], taxi_spec)
     assert instance_from_example(tf.train.Example.FromString(serialized), contract(served)) is None
@@ -164,8 +172,13 @@ def test_the_contract_names_each_feature_in_the_schemas_dtype(served, taxi_spec)
 def saved_model_cli_signatures(version: Path) -> dict[str, dict]:
     """`saved_model_cli show --all`, parsed: signature -> inputs, outputs, method."""
     cli = Path(sys.executable).parent / "saved_model_cli"
-    proc = subprocess.run([str(cli), "show", "--dir", str(version), "--all"],
-                          capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    proc = subprocess.run(
+        [str(cli), "show", "--dir", str(version), "--all"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     signatures: dict[str, dict] = {}
     current: dict | None = None
     side = ""
@@ -212,7 +225,9 @@ def a_good_instance(served, taxi_trainer_inputs, taxi_spec) -> dict:
 
 def test_a_string_may_come_as_b64(served, taxi_trainer_inputs, taxi_spec):
     instance = a_good_instance(served, taxi_trainer_inputs, taxi_spec)
-    as_b64 = dict(instance, company={"b64": base64.b64encode(instance["company"].encode()).decode()})
+    as_b64 = dict(
+        instance, company={"b64": base64.b64encode(instance["company"].encode()).decode()}
+    )
     answers = [
         post(served["server"], {"signature_name": JSON_SIGNATURE, "instances": [i]})
         for i in (instance, as_b64)
@@ -223,33 +238,45 @@ def test_a_string_may_come_as_b64(served, taxi_trainer_inputs, taxi_spec):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda i: i.update(fare="12.5"),
-         "key: fare of 'instances' list. Error: INVALID_ARGUMENT: JSON Value: \"12.5\" "
-         "Type: String is not of expected type: float"),
-        (lambda i: i.update(trip_start_hour=7.5),
-         "key: trip_start_hour of 'instances' list. Error: INVALID_ARGUMENT: JSON Value: 7.5 "
-         "Type: Number is not of expected type: int64"),
+        (
+            lambda i: i.update(fare="12.5"),
+            "key: fare of 'instances' list. Error: INVALID_ARGUMENT: JSON Value: \"12.5\" "
+            "Type: String is not of expected type: float",
+        ),
+        (
+            lambda i: i.update(trip_start_hour=7.5),
+            "key: trip_start_hour of 'instances' list. Error: INVALID_ARGUMENT: JSON Value: 7.5 "
+            "Type: Number is not of expected type: int64",
+        ),
         (lambda i: i.update(company=3), "key: company of 'instances' list"),
         (lambda i: i.update(fare={"b64": "MTI="}), "key: fare of 'instances' list"),
         (lambda i: i.update(tips=1.0), "does not have named input: tips"),
         (lambda i: i.pop("company"), "keys must be equal to: company,"),
     ],
-    ids=["string_for_float", "fraction_for_int", "number_for_string", "b64_for_float",
-         "unknown_feature", "missing_feature"],
-)  # fmt: skip
+    ids=[
+        "string_for_float",
+        "fraction_for_int",
+        "number_for_string",
+        "b64_for_float",
+        "unknown_feature",
+        "missing_feature",
+    ],
+)
 def test_a_bad_instance_is_refused_naming_the_feature(
     served, taxi_trainer_inputs, taxi_spec, change, message
 ):
     instance = a_good_instance(served, taxi_trainer_inputs, taxi_spec)
     change(instance)
-    status, answer = post(served["server"], {"signature_name": JSON_SIGNATURE,
-                                             "instances": [instance]})  # fmt: skip
+    status, answer = post(
+        served["server"], {"signature_name": JSON_SIGNATURE, "instances": [instance]}
+    )
     assert status == 400
     assert message in answer["error"]
 
 
-def test_columnar_inputs_missing_a_feature_are_refused_naming_it(served, taxi_trainer_inputs,
-                                                                 taxi_spec):  # fmt: skip
+def test_columnar_inputs_missing_a_feature_are_refused_naming_it(
+    served, taxi_trainer_inputs, taxi_spec
+):
     instance = a_good_instance(served, taxi_trainer_inputs, taxi_spec)
     columns = {k: [v] for k, v in instance.items() if k != "fare"}
     status, answer = post(served["server"], {"signature_name": JSON_SIGNATURE, "inputs": columns})
@@ -272,6 +299,9 @@ def test_column_names_that_tensors_cannot_hold_become_input_names(taxi_spec):
         taxi_spec,
         features={"a b": FeatureSpec(kind="numeric"), "a_b": FeatureSpec(kind="numeric")},
     )
-    with pytest.raises(DatasetSpecError, match=r"features.a_b: its JSON input name 'a_b' is "
-                                               r"also 'a b'"):  # fmt: skip
+    with pytest.raises(
+        DatasetSpecError,
+        match=r"features.a_b: its JSON input name 'a_b' is "
+        r"also 'a b'",
+    ):
         json_inputs(clash, {"a b": "float", "a_b": "float"})

@@ -46,11 +46,15 @@ class RestError(ValueError):
 def served_version(base_path: str | Path) -> Path:
     """The version directory TF Serving loads from a model base path."""
     base = Path(base_path)
-    versions = sorted(
-        (int(p.name), p)
-        for p in base.iterdir()
-        if p.is_dir() and p.name.isdigit() and (p / "saved_model.pb").exists()
-    ) if base.is_dir() else []  # fmt: skip
+    versions = (
+        sorted(
+            (int(p.name), p)
+            for p in base.iterdir()
+            if p.is_dir() and p.name.isdigit() and (p / "saved_model.pb").exists()
+        )
+        if base.is_dir()
+        else []
+    )
     if not versions:
         raise FileNotFoundError(
             f"No versions of servable found under base path {base}. Did you forget to "
@@ -93,7 +97,9 @@ def _scalar(value: Any, dtype: tf.DType) -> Any:
         if dtype != tf.string:
             raise type_error
         if not _is_b64(value):
-            raise RestError(f"JSON Value: {_json_text(value)} not formatted correctly for base64 data")
+            raise RestError(
+                f"JSON Value: {_json_text(value)} not formatted correctly for base64 data"
+            )
         try:
             return base64.b64decode(value["b64"], validate=True)
         except binascii.Error as err:
@@ -136,7 +142,9 @@ def _tensor(value: Any, dtype: tf.DType) -> np.ndarray:
             flat.append(_scalar(v, dtype))
             return
         if level >= len(shape):
-            raise RestError(f"Encountered list at unexpected level: {level} expected < {len(shape)}")
+            raise RestError(
+                f"Encountered list at unexpected level: {level} expected < {len(shape)}"
+            )
         if len(v) != shape[level]:
             raise RestError(
                 f"Encountered list at unexpected size: {len(v)} at level: {level} expected "
@@ -232,7 +240,9 @@ def response_body(outputs: dict[str, np.ndarray], request_format: str) -> dict[s
     if len(outputs) == 1:
         (values,) = outputs.values()
         return {"predictions": [_json_value(values[i]) for i in range(rows)]}
-    return {"predictions": [{k: _json_value(v[i]) for k, v in outputs.items()} for i in range(rows)]}
+    return {
+        "predictions": [{k: _json_value(v[i]) for k, v in outputs.items()} for i in range(rows)]
+    }
 
 
 class ModelServer:

@@ -84,7 +84,7 @@ def json_inputs(spec: DatasetSpec, column_dtypes: Mapping[str, str]) -> tuple[Js
     inputs = []
     seen: dict[str, str] = {}
     for column, feature in spec.features.items():
-        dtype = column_dtypes.get(column)
+        dtype: Any = column_dtypes.get(column)
         if dtype not in ("float", "int", "string"):
             raise DatasetSpecError(
                 f"features.{column}: the raw data has no float, int or string column of that name"

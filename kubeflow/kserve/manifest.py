@@ -98,8 +98,12 @@ class TrafficTarget:
     url: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"revision": self.revision, "percent": self.percent, "tag": self.tag,
-                "url": self.url}  # fmt: skip
+        return {
+            "revision": self.revision,
+            "percent": self.percent,
+            "tag": self.tag,
+            "url": self.url,
+        }
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,9 @@ class PredictorStatus:
         for condition in status.get("conditions") or []:
             if condition.get("type") in FAILURE_CONDITIONS and condition.get("status") == "False":
                 failure = (
-                    condition["type"], condition.get("reason", ""), condition.get("message", "")
+                    condition["type"],
+                    condition.get("reason", ""),
+                    condition.get("message", ""),
                 )
                 break
         return cls(

@@ -50,9 +50,13 @@ class Outcome:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "outcome": self.outcome, "summary": self.summary, "version": self.version,
-            "storage_uri": self.storage_uri, "url": self.url, "traffic": self.traffic,
-        }  # fmt: skip
+            "outcome": self.outcome,
+            "summary": self.summary,
+            "version": self.version,
+            "storage_uri": self.storage_uri,
+            "url": self.url,
+            "traffic": self.traffic,
+        }
 
 
 @dataclass
@@ -157,9 +161,10 @@ class Rollout:
         current = manifest.storage_uri(existing)
         annotations = existing.get("metadata", {}).get("annotations") or {}
         if current == self.storage_uri:
-            if status.latest_ready == status.latest_created and status.percent_of(
-                status.latest_ready
-            ) == 100:  # fmt: skip
+            if (
+                status.latest_ready == status.latest_created
+                and status.percent_of(status.latest_ready) == 100
+            ):
                 return self._outcome(
                     "already_serving", f"version {self.version} already serves all traffic", status
                 )
@@ -208,9 +213,12 @@ class Rollout:
         self.cluster.patch_service(
             self.namespace,
             self.name,
-            {"spec": {"predictor": {"canaryTrafficPercent": 0,
-                                    "model": {"storageUri": rollback_uri}}}},
-        )  # fmt: skip
+            {
+                "spec": {
+                    "predictor": {"canaryTrafficPercent": 0, "model": {"storageUri": rollback_uri}}
+                }
+            },
+        )
         restored = "restored"
         try:
             self._wait_for_new_revision(before=before)

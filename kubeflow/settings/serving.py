@@ -97,7 +97,9 @@ def _smoke(values: Any) -> Smoke:
     rows = expect(values.get("rows", DEFAULT_SMOKE_ROWS), int, f"{where}.rows")
     if not 1 <= rows <= 100:
         raise SettingsError(f"{where}.rows: must be between 1 and 100, got {rows}")
-    tolerance = expect(values.get("tolerance", DEFAULT_TOLERANCE), (int, float), f"{where}.tolerance")
+    tolerance = expect(
+        values.get("tolerance", DEFAULT_TOLERANCE), (int, float), f"{where}.tolerance"
+    )
     if not 0 <= tolerance < 1:
         raise SettingsError(f"{where}.tolerance: must be in [0, 1), got {tolerance}")
     return Smoke(rows=rows, tolerance=float(tolerance))
@@ -110,12 +112,20 @@ def parse_serving(values: Any, serving_model_dir: str) -> Serving | None:
     where = "serving"
     raw = expect(values, dict, where)
     known = {
-        "inference_service", "namespace", "service_account", "storage_root", "predictor",
-        "canary_traffic_percent", "ready_timeout", "promotion", "smoke",
-    }  # fmt: skip
+        "inference_service",
+        "namespace",
+        "service_account",
+        "storage_root",
+        "predictor",
+        "canary_traffic_percent",
+        "ready_timeout",
+        "promotion",
+        "smoke",
+    }
     no_unknown(raw, known, where)
-    name = required_str({f"{where}.inference_service": raw.get("inference_service")},
-                        f"{where}.inference_service")  # fmt: skip
+    name = required_str(
+        {f"{where}.inference_service": raw.get("inference_service")}, f"{where}.inference_service"
+    )
     if len(name) > MAX_NAME_LENGTH or not _ISVC_NAME.match(name):
         raise SettingsError(
             f"{where}.inference_service: {name!r} must be lowercase letters, digits and '-', "
@@ -153,17 +163,19 @@ def parse_serving(values: Any, serving_model_dir: str) -> Serving | None:
             "of the predictor's service account (docs/serving.md shows both objects)"
         )
     canary = expect(
-        raw.get("canary_traffic_percent", DEFAULT_CANARY_PERCENT), int,
+        raw.get("canary_traffic_percent", DEFAULT_CANARY_PERCENT),
+        int,
         f"{where}.canary_traffic_percent",
-    )  # fmt: skip
+    )
     if not 0 <= canary <= 99:
         raise SettingsError(
             f"{where}.canary_traffic_percent: must be between 0 and 99, got {canary}: a new "
             "version takes its share only after it is Ready, and all of the traffic only "
             "after its smoke request agrees (0: no traffic until then)"
         )
-    ready_timeout = expect(raw.get("ready_timeout", DEFAULT_READY_TIMEOUT), str,
-                           f"{where}.ready_timeout")  # fmt: skip
+    ready_timeout = expect(
+        raw.get("ready_timeout", DEFAULT_READY_TIMEOUT), str, f"{where}.ready_timeout"
+    )
     try:
         seconds = duration_seconds(ready_timeout)
     except ValueError as err:

@@ -91,7 +91,9 @@ def Deploy(
 
     config = json.loads(serving)
     properties = pushed_model.mlmd_artifact.custom_properties
-    pushed = pushed_model.get_custom_property(PUSHED_PROPERTY) if PUSHED_PROPERTY in properties else 0
+    pushed = (
+        pushed_model.get_custom_property(PUSHED_PROPERTY) if PUSHED_PROPERTY in properties else 0
+    )
     if not pushed:
         outcome = Outcome(
             outcome="skipped", summary="nothing new was pushed: the InferenceService is untouched"
