@@ -212,6 +212,39 @@ def taxi_trainer_inputs(tmp_path_factory):
     }
 
 
+@pytest.fixture(scope="session")
+def small_model_base(tmp_path_factory, taxi_trainer_inputs, taxi_spec) -> Path:
+    """A TF Serving model base path holding version 1 of a model trained for 5 steps:
+    for the serving tests, which need a real SavedModel, not a good one."""
+    from trainer.config import ModelConfig, RuntimeConfig, TrainerConfig
+    from trainer.run import train_and_export
+
+    base = tmp_path_factory.mktemp("small_model") / "base"
+    data = taxi_trainer_inputs
+    config = TrainerConfig(
+        model=ModelConfig(hidden_units=(16,), dropout=0.0),
+        runtime=RuntimeConfig(
+            strategy="one_device",
+            accelerator="cpu",
+            precision="float32",
+            per_replica_batch_size=64,
+            shuffle_buffer_size=100,
+        ),
+    )
+    train_and_export(
+        config=config,
+        spec=taxi_spec,
+        train_files=[data["train_files"]],
+        eval_files=[data["eval_files"]],
+        transform_output=data["transform_output"],
+        serving_model_dir=str(base / "1"),
+        model_run_dir=str(base.parent / "run"),
+        train_steps=5,
+        eval_steps=1,
+    )
+    return base
+
+
 def snapshot_files(directory: Path) -> dict[Path, tuple[int, int]]:
     """Relative path -> (size, mtime) of every file under `directory`."""
     return {

@@ -112,6 +112,25 @@ class KServeController:
         """A ServiceAccount (`serviceaccounts`) or Secret (`secrets`) in `namespace`."""
         self.objects[(namespace, kind, body["metadata"]["name"])] = body
 
+    def seed(self, namespace: str, name: str, storage_uri: str) -> None:
+        """An InferenceService already serving `storage_uri` with all its traffic."""
+        with self._lock:
+            body = {
+                "apiVersion": "serving.kserve.io/v1beta1",
+                "kind": "InferenceService",
+                "metadata": {"name": name, "namespace": namespace, "generation": 1},
+                "spec": {
+                    "predictor": {
+                        "model": {"modelFormat": {"name": "tensorflow"}, "storageUri": storage_uri}
+                    }
+                },
+            }
+            service = Service(body)
+            self.services[(namespace, name)] = service
+            self._new_revision(service)
+            service.revisions[-1].created -= READY_AFTER_S
+            self._traffic(service)
+
     def fail_next_revision(self, reason: str, message: str) -> None:
         self._fail_next = (reason, message)
 

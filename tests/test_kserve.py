@@ -4,7 +4,7 @@ The rollouts run kubeflow/kserve/rollout.py against tests/kubernetes_standin.py,
 which plays KServe's controller (tests/kserve_standin.py): revisions, readiness,
 traffic, and each revision's predictor answering REST requests from the
 SavedModel under its storageUri, read as TF Serving reads a base path. The
-model is the small one tests/test_serving_signature.py trains.
+model is conftest's small one (`small_model_base`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from kubeflow.settings.serving import parse_serving
 from tests.conftest import TEMPLATE_SETTINGS_FILE
 from tests.kubernetes_standin import KubernetesStandin
 from tests.test_kubeflow_reference import run_in_reference_env
-from tests.test_serving_signature import examples, instances, rows_with_gaps, served  # noqa: F401
+from tests.test_serving_signature import examples, instances, rows_with_gaps
 from trainer.json_signature import JSON_SIGNATURE
 
 NAMESPACE = "models"
@@ -201,14 +201,19 @@ def cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def smoke_rows(served, taxi_trainer_inputs, taxi_spec):  # noqa: F811
+def served(small_model_base):
+    return {"base": small_model_base}
+
+
+@pytest.fixture(scope="module")
+def smoke_rows(served, taxi_trainer_inputs, taxi_spec):
     rows = rows_with_gaps(taxi_trainer_inputs, taxi_spec)[:8]
     serialized = examples(rows, taxi_spec)
     model_dir = str(served["base"] / "1")
     return instances(served, serialized), smoke.expected_scores(model_dir, serialized)
 
 
-def pushed_version(served, root: Path, version: str) -> str:  # noqa: F811
+def pushed_version(served, root: Path, version: str) -> str:
     """A version as the Pusher writes it: serving_model_dir/<version>/."""
     target = root / "serving" / version
     if not target.exists():
@@ -216,7 +221,7 @@ def pushed_version(served, root: Path, version: str) -> str:  # noqa: F811
     return str(target)
 
 
-def rollout(cluster, served, smoke_rows, root: Path, version: str, **changes) -> Rollout:  # noqa: F811
+def rollout(cluster, served, smoke_rows, root: Path, version: str, **changes) -> Rollout:
     _, api = cluster
     config = serving_config(storage_root=str(root / "kserve"), **changes)
     pushed = pushed_version(served, root, version)
@@ -235,7 +240,7 @@ def rollout(cluster, served, smoke_rows, root: Path, version: str, **changes) ->
 
 
 @pytest.fixture(scope="module")
-def rollouts(cluster, served, smoke_rows, tmp_path_factory):  # noqa: F811
+def rollouts(cluster, served, smoke_rows, tmp_path_factory):
     """Version 100 is created; 200 is promoted through a canary; 300's revision fails;
     400 answers wrongly; each failure rolls back to 200."""
     standin, _ = cluster
@@ -329,14 +334,14 @@ def test_a_revision_that_answers_wrongly_is_rolled_back_and_never_took_all_traff
     )
 
 
-def test_the_same_version_again_changes_nothing(cluster, served, smoke_rows, rollouts):  # noqa: F811
+def test_the_same_version_again_changes_nothing(cluster, served, smoke_rows, rollouts):
     again = rollout(cluster, served, smoke_rows, rollouts["root"], "200").run()
     assert again.outcome == "already_serving"
 
 
 def test_serving_the_pushers_version_directory_itself_fails_as_tf_serving_does(
     cluster,
-    served,  # noqa: F811
+    served,
     smoke_rows,
     tmp_path,
 ):
@@ -351,7 +356,7 @@ def test_serving_the_pushers_version_directory_itself_fails_as_tf_serving_does(
 
 def test_a_first_version_that_answers_wrongly_leaves_no_service(
     cluster,
-    served,  # noqa: F811
+    served,
     smoke_rows,
     tmp_path,
 ):

@@ -19,12 +19,17 @@ run sees it. Executions of one package:
    execution served, and the Evaluator must find the first model as its
    baseline;
 3. nothing has changed, and ExampleGen, Transform and the Trainer come from
-   cache;
+   cache; the Pusher pushes nothing, so the Deploy step leaves serving alone;
 4. a data root without spans fails at the first step;
 5. span 3 breaks the schema, so the data gate fails the run.
 
 Every execution ends with the RunStatus exit handler's report, the failed
 ones included.
+
+The settings have a `serving:` section, and a Kubernetes stand-in plays KServe
+(tests/kserve_standin.py): the first execution's Deploy step creates the
+InferenceService, the second's rolls its version out through a canary to all
+traffic. (Rollbacks, executed: tests/test_kubeflow_tfjob_executed.py.)
 """
 
 from __future__ import annotations
@@ -57,6 +62,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 TRAIN_STEPS = 20
 EXECUTION_TIMEOUT_S = 900
 RETRIED = (*dag.BEAM_COMPONENT_IDS, dag.TRAINER)
+# Where the Deploy step finds the Kubernetes API (a kubeconfig; a pod's service account).
+NAMESPACE = "kubeflow-user-example-com"
+TOKEN = "step-token"
+INFERENCE_SERVICE = "taxi-big-tipper"
+SERVING = {
+    "inference_service": INFERENCE_SERVICE,
+    "service_account": "kserve-models",
+    "ready_timeout": "2m",
+    "smoke": {"rows": 8},
+}
 # Span 3's rows: labels below the schema's range (tests/test_bad_input.py).
 BAD_DATA_CASE = "label_outside_schema"
 
@@ -132,22 +147,40 @@ def schema_dir_in_project(tmp: Path, **options) -> str:
     return str(relative)
 
 
+def kserve_cluster(tmp: Path):
+    """The Kubernetes stand-in with KServe, the predictor's service account, and a kubeconfig."""
+    from tests.kubernetes_standin import KubernetesStandin
+
+    standin = KubernetesStandin(
+        sys.executable, users={TOKEN: f"system:serviceaccount:{NAMESPACE}:default-editor"}
+    )
+    standin.kserve.add_object(NAMESPACE, "serviceaccounts", {"metadata": {"name": "kserve-models"}})
+    return standin, standin.kubeconfig(tmp / "kubeconfig", namespace=NAMESPACE, token=TOKEN)
+
+
 @pytest.fixture(scope="module")
 def executions(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("kubeflow_executed")
     data_root = tmp / "data"
     write_span(data_root, 1, span_rows(1))
     schema_dir = schema_dir_in_project(tmp)
+    standin, kubeconfig = kserve_cluster(tmp)
     try:
-        settings = local_settings(tmp, data_root, schema_dir=schema_dir)
+        settings = local_settings(tmp, data_root, schema_dir=schema_dir, serving=SERVING)
         package = compile_package(settings, tmp / "pipeline.yaml")
         cache = ("--cache-root", str(tmp / "kfp-cache"))
         faults = ("--preempt", dag.TRAINER, "--repeat", dag.PUSHER, "--repeat", dag.EXAMPLE_GEN)
-        first = execute(package, tmp, "first", *cache, *faults)
-        served_after_first = sorted((tmp / "serving").iterdir())
-        write_span(data_root, 2, span_rows(2))
-        second = execute(package, tmp, "second", *cache)
-        unchanged = execute(package, tmp, "unchanged", *cache)
+        with standin, pytest.MonkeyPatch.context() as env:
+            env.setenv("KUBECONFIG", str(kubeconfig))
+            first = execute(package, tmp, "first", *cache, *faults)
+            served_after_first = sorted((tmp / "serving").iterdir())
+            service_after_first = standin.kserve.service(NAMESPACE, INFERENCE_SERVICE)
+            write_span(data_root, 2, span_rows(2))
+            second = execute(package, tmp, "second", *cache)
+            service_after_second = standin.kserve.service(NAMESPACE, INFERENCE_SERVICE)
+            unchanged = execute(package, tmp, "unchanged", *cache)
+            applied = list(standin.kserve.applied)
+            predict_requests = list(standin.kserve.predict_requests)
         no_match = execute(
             package, tmp, "no_match", *cache, "--parameter", f"data_root={tmp / 'empty'}",
             expect_success=False,
@@ -169,6 +202,10 @@ def executions(tmp_path_factory):
         "no_match": no_match,
         "bad_data": bad_data,
         "served_after_first": served_after_first,
+        "service_after_first": service_after_first,
+        "service_after_second": service_after_second,
+        "applied": applied,
+        "predict_requests": predict_requests,
     }
 
 
@@ -433,3 +470,65 @@ def test_the_report_and_metrics_are_where_kfps_own_artifact_classes_put_them(exe
     reference = json.loads(proc.stdout.strip().splitlines()[-1])
     assert reference["metrics_metadata"] == metrics
     assert reference["html_path"] == report and Path(report).is_file()
+
+
+def deploy_outcome(execution: dict) -> dict:
+    from kubeflow.steps.deploy import read_outcome
+
+    (uri,) = execution["steps"][kubeflow_steps.DEPLOY]["outputs"]["deployment"]
+    return read_outcome(uri)
+
+
+def run_report_metrics(execution: dict) -> dict:
+    return output_metadata(execution["steps"][kubeflow_steps.RUN_REPORT], "metrics")
+
+
+def test_first_execution_creates_the_inference_service_on_the_versions_base_path(executions):
+    from kubeflow.kserve.manifest import PredictorStatus, storage_uri
+
+    (version,) = executions["served_after_first"]
+    service = executions["service_after_first"]
+    uri = storage_uri(service)
+    assert uri == f"{executions['tmp']}/serving-kserve/{version.name}"
+    assert (Path(uri) / version.name / "saved_model.pb").exists()  # TF Serving's layout
+    predictor = service["spec"]["predictor"]
+    assert predictor["model"]["modelFormat"] == {"name": "tensorflow"}
+    assert predictor["serviceAccountName"] == "kserve-models"
+    status = PredictorStatus.of(service)
+    assert status.percent_of(status.latest_ready) == 100
+    outcome = deploy_outcome(executions["first"])
+    assert (outcome["outcome"], outcome["version"]) == ("created", version.name)
+    metrics = run_report_metrics(executions["first"])
+    assert metrics["deployed"] == 1.0 and metrics["serving_version"] == float(version.name)
+    (report,) = executions["first"]["steps"][kubeflow_steps.RUN_REPORT]["outputs"]["report"]
+    assert 'data-outcome="created"' in Path(report).read_text()
+
+
+def test_second_execution_rolls_its_version_out_through_a_canary(executions):
+    from kubeflow.kserve.manifest import PredictorStatus, storage_uri
+
+    verbs = [verb for verb, _ in executions["applied"]]
+    assert verbs == ["create", "patch", "patch"]
+    canary, promotion = (body for _, body in executions["applied"][1:])
+    assert canary["spec"]["predictor"]["canaryTrafficPercent"] == 10
+    assert promotion == {"spec": {"predictor": {"canaryTrafficPercent": None}}}
+    service = executions["service_after_second"]
+    pushed = output_metadata(executions["second"]["steps"][dag.PUSHER], "pushed_model")
+    version = Path(pushed["pushed_destination"]).name
+    assert storage_uri(service).endswith(f"/serving-kserve/{version}")
+    status = PredictorStatus.of(service)
+    assert status.latest_ready.endswith("-00002") and status.percent_of(status.latest_ready) == 100
+    # Each new revision answered eval rows through the JSON signature before it had traffic.
+    requests = executions["predict_requests"]
+    assert [r["revision"][-5:] for r in requests] == ["00001", "00002"]
+    assert all(r["body"]["signature_name"] == "serving_json" for r in requests)
+    assert deploy_outcome(executions["second"])["outcome"] == "promoted"
+    assert run_report_metrics(executions["second"])["new_version_traffic_percent"] == 100.0
+
+
+def test_nothing_pushed_leaves_the_inference_service_alone(executions):
+    steps = executions["unchanged"]["steps"]
+    assert output_metadata(steps[dag.PUSHER], "pushed_model")["pushed"] == 0
+    assert steps[kubeflow_steps.DEPLOY]["status"] == "SUCCESS"  # never from cache
+    assert deploy_outcome(executions["unchanged"])["outcome"] == "skipped"
+    assert run_report_metrics(executions["unchanged"])["deployed"] == 0.0

@@ -12,6 +12,13 @@ One execution, with a fault a cluster brings: the worker of the first job is
 OOM-killed as it starts training. The job fails, the step deletes it and fails
 with the worker's last log lines; KFP retries the step, which creates the job
 again; the two replicas train one model, and the run ends blessed and pushed.
+
+The same stand-in plays KServe, with an InferenceService already serving an
+earlier model (conftest's small one). The pushed version's canary revision
+fails, so the Deploy step rolls back and fails the run. A second execution
+(from cache up to the Evaluator) pushes the model again as a new version,
+whose revision answers wrongly: rolled back too. The earlier model serves
+throughout.
 """
 
 from __future__ import annotations
@@ -31,10 +38,13 @@ from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, read_taxi_rows
 from tests.kubernetes_standin import KubernetesStandin, webhook_errors
 from tests.span_data import span_rows, write_span
 from tests.test_kubeflow_executed import (
+    INFERENCE_SERVICE,
+    SERVING,
     assert_scores_raw_rows,
     compile_package,
     execute,
     local_settings,
+    output_metadata,
     schema_dir_in_project,
     status_report,
     step_record,
@@ -59,6 +69,7 @@ def tfjob_settings(tmp: Path, data_root: Path, schema_dir: str) -> Path:
         data_root,
         schema_dir=schema_dir,
         components=components,
+        serving=SERVING,
         training={
             "engine": "tfjob",
             "tfjob": {
@@ -81,7 +92,7 @@ def image_environment() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def tfjob_run(tmp_path_factory):
+def tfjob_run(tmp_path_factory, small_model_base):
     tmp = tmp_path_factory.mktemp("kubeflow_tfjob")
     data_root = tmp / "data"
     write_span(data_root, 1, span_rows(1))
@@ -89,13 +100,26 @@ def tfjob_run(tmp_path_factory):
     standin = KubernetesStandin(
         sys.executable, users={TOKEN: STEP_SERVICE_ACCOUNT}, base_env=image_environment()
     )
+    standin.kserve.add_object(NAMESPACE, "serviceaccounts", {"metadata": {"name": "kserve-models"}})
+    standin.kserve.seed(NAMESPACE, INFERENCE_SERVICE, str(small_model_base))
+    cache = ("--cache-root", str(tmp / "kfp-cache"))
     try:
         package = compile_package(tfjob_settings(tmp, data_root, schema_dir), tmp / "pipeline.yaml")
         with standin, pytest.MonkeyPatch.context() as env:
             kubeconfig = standin.kubeconfig(tmp / "kubeconfig", namespace=NAMESPACE, token=TOKEN)
             env.setenv("KUBECONFIG", str(kubeconfig))
             standin.oom_kill("-worker-0", after=TRAINING_STARTS, times=1)
-            run = execute(package, tmp, "tfjob", "--log-dir", str(tmp / "logs"))
+            standin.kserve.fail_next_revision(
+                "RevisionFailed", "Revision failed with message: Back-off pulling image"
+            )
+            run = execute(
+                package, tmp, "tfjob", "--log-dir", str(tmp / "logs"), *cache,
+                expect_success=False,
+            )  # fmt: skip
+            serving_after_first = standin.kserve.serving_storage_uri(NAMESPACE, INFERENCE_SERVICE)
+            standin.kserve.answer_wrongly()
+            wrong = execute(package, tmp, "wrong", *cache, expect_success=False)
+            serving_after_wrong = standin.kserve.serving_storage_uri(NAMESPACE, INFERENCE_SERVICE)
             left_running = standin.running_replicas()
             logs = {
                 r.pod: r.log_text()
@@ -109,6 +133,10 @@ def tfjob_run(tmp_path_factory):
     return {
         "tmp": tmp,
         "run": run,
+        "wrong": wrong,
+        "seeded": str(small_model_base),
+        "serving_after_first": serving_after_first,
+        "serving_after_wrong": serving_after_wrong,
         "created": standin.created,
         "deleted": standin.deleted,
         "left_running": left_running,
@@ -179,14 +207,44 @@ def test_both_replicas_train_one_model_and_the_chief_exports_it(tfjob_run):
     assert step_log.index(epochs[-1]) < step_log.index("Training complete on TFJob")
 
 
-def test_the_run_ends_blessed_and_pushes_a_model_that_scores_raw_rows(tfjob_run, taxi_spec):
+def test_the_run_is_blessed_and_pushes_a_model_that_scores_raw_rows(tfjob_run, taxi_spec):
     steps = tfjob_run["run"]["steps"]
     assert steps[dag.PUSHER]["status"] == "SUCCESS"
-    (version,) = sorted((tfjob_run["tmp"] / "serving").iterdir())
+    first, _ = sorted((tfjob_run["tmp"] / "serving").iterdir())  # the second: the rerun's
     _, rows = read_taxi_rows(limit=20)
-    assert_scores_raw_rows(version, rows, taxi_spec)
-    (report,) = steps[kubeflow_steps.RUN_REPORT]["outputs"]["report"]
-    assert "BLESSED" in Path(report).read_text()
+    # Rejected by the Deploy step: its saved_model.pb renamed, nothing deleted.
+    (first / "saved_model.pb.rejected").rename(first / "saved_model.pb")
+    assert_scores_raw_rows(first, rows, taxi_spec)
+    html, _ = status_report(tfjob_run["run"])
+    assert "BLESSED" in html
+
+
+def deploy_failure(execution: dict) -> str:
+    deploy = execution["steps"][kubeflow_steps.DEPLOY]
+    assert deploy["status"] == "FAILURE"
+    return "\n".join(deploy["log_tail"])
+
+
+def test_a_failing_canary_revision_is_rolled_back_and_fails_the_run(tfjob_run):
+    failure = deploy_failure(tfjob_run["run"])
+    assert "failed: LatestDeploymentReady is False (RevisionFailed): Revision failed" in failure
+    assert "rolled back" in failure
+    assert tfjob_run["serving_after_first"] == tfjob_run["seeded"]  # what served, serves
+    _, states = status_report(tfjob_run["run"])
+    assert states[kubeflow_steps.DEPLOY] == "failed" and states[dag.PUSHER] == "succeeded"
+    assert states[kubeflow_steps.RUN_REPORT] == "not run"
+
+
+def test_a_revision_that_answers_wrongly_is_rolled_back_and_fails_the_run(tfjob_run):
+    steps = tfjob_run["wrong"]["steps"]
+    assert steps[dag.TRAINER]["status"] == "CACHED"  # no second TFJob
+    # The rejected version is no longer the served one, so the same model is pushed again.
+    pushed = output_metadata(steps[dag.PUSHER], "pushed_model")
+    first = output_metadata(tfjob_run["run"]["steps"][dag.PUSHER], "pushed_model")
+    assert pushed["pushed"] == 1 and pushed["pushed_destination"] != first["pushed_destination"]
+    failure = deploy_failure(tfjob_run["wrong"])
+    assert "answered the smoke request (8 eval rows) differently from the pushed model" in failure
+    assert tfjob_run["serving_after_wrong"] == tfjob_run["seeded"]
 
 
 def test_the_compiled_trainer_is_the_tfjob_trainer(tfjob_run):

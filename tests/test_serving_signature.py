@@ -1,10 +1,10 @@
 """The JSON serving signature, called the way TF Serving's REST API calls it.
 
-One small model is trained on real Transform output and laid out as a TF
-Serving base path (`<base>/1/`). Requests go through tests/tf_serving_standin.py,
-which turns `instances` and `inputs` bodies into the signature's named tensors
-with TF Serving's rules, and the answers are compared with `serving_default`
-on the same rows as serialized tf.Examples.
+The small model (conftest's `small_model_base`: a few steps on real Transform
+output) sits in a TF Serving base path (`<base>/1/`). Requests go through
+tests/tf_serving_standin.py, which turns `instances` and `inputs` bodies into
+the signature's named tensors with TF Serving's rules, and the answers are
+compared with `serving_default` on the same rows as serialized tf.Examples.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import tensorflow as tf
 
 from tests.conftest import load_schema
 from tests.tf_serving_standin import ModelServer, served_version
-from trainer.config import ModelConfig, RuntimeConfig, TrainerConfig
 from trainer.dataset import DatasetSpecError
 from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 from trainer.json_signature import (
@@ -36,40 +35,16 @@ from trainer.json_signature import (
 )
 from trainer.model import PROBABILITIES_OUTPUT
 from trainer.raw_examples import serialize_rows
-from trainer.run import train_and_export
 
 pytestmark = pytest.mark.slow
 
 ROWS = 40
-CONFIG = TrainerConfig(
-    model=ModelConfig(hidden_units=(16,), dropout=0.0),
-    runtime=RuntimeConfig(
-        strategy="one_device",
-        accelerator="cpu",
-        precision="float32",
-        per_replica_batch_size=64,
-        shuffle_buffer_size=100,
-    ),
-)
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory, taxi_trainer_inputs, taxi_spec):
-    """A TF Serving base path holding version 1 of a model trained for a few steps."""
-    base = tmp_path_factory.mktemp("serving_signature") / "base"
-    data = taxi_trainer_inputs
-    train_and_export(
-        config=CONFIG,
-        spec=taxi_spec,
-        train_files=[data["train_files"]],
-        eval_files=[data["eval_files"]],
-        transform_output=data["transform_output"],
-        serving_model_dir=str(base / "1"),
-        model_run_dir=str(base.parent / "run"),
-        train_steps=5,
-        eval_steps=1,
-    )
-    return {"base": base, "server": ModelServer(base)}
+def served(small_model_base):
+    """The small model's TF Serving base path, and TF Serving's REST API on it."""
+    return {"base": small_model_base, "server": ModelServer(small_model_base)}
 
 
 def rows_with_gaps(data, spec) -> list[dict[str, str]]:
@@ -305,3 +280,24 @@ def test_column_names_that_tensors_cannot_hold_become_input_names(taxi_spec):
         r"also 'a b'",
     ):
         json_inputs(clash, {"a b": "float", "a_b": "float"})
+
+
+@pytest.mark.e2e
+def test_the_documented_request_is_answered_by_a_pushed_model(two_local_runs):
+    from tests.conftest import REPO_ROOT
+
+    page = (REPO_ROOT / "docs" / "serving.md").read_text()
+    section = page[page.index("### The requests") :]
+    body = json.loads(
+        section[section.index("```json") + 7 : section.index("```", section.index("```json") + 7)]
+    )
+    server = ModelServer(two_local_runs.first_version.parent)
+    status, answer = server.predict(json.dumps(body))
+    assert status == 200, answer
+    (prediction,) = answer["predictions"]
+    assert len(prediction) == 1 and 0.0 <= prediction[0] <= 1.0
+    columns = {k: [v] for k, v in body["instances"][0].items()}
+    status, answer = server.predict(
+        json.dumps({"signature_name": JSON_SIGNATURE, "inputs": columns})
+    )
+    assert status == 200 and answer["outputs"] == [prediction]
