@@ -131,11 +131,15 @@ def LatestServedModel(
 
 
 def serving_signatures(model_dir: str) -> "tuple[tuple[str, tuple[str, ...]], ...]":
-    """The SavedModel's signatures and their input names, read from `saved_model.pb`."""
+    """The SavedModel's signatures and their input names, read from `saved_model.pb`;
+    none when it is gone (a version Kubeflow's Deploy step rolled back and set aside)."""
     from tensorflow.core.protobuf import saved_model_pb2
 
+    path = os.path.join(model_dir, "saved_model.pb")
+    if not fileio.exists(path):
+        return ()
     saved_model = saved_model_pb2.SavedModel()
-    with fileio.open(os.path.join(model_dir, "saved_model.pb"), "rb") as f:
+    with fileio.open(path, "rb") as f:
         saved_model.ParseFromString(f.read())
     signatures = {}
     for meta_graph in saved_model.meta_graphs:

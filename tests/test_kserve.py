@@ -313,6 +313,7 @@ def test_a_failing_revision_is_rolled_back_naming_its_condition(rollouts):
         message
     )
     assert message.startswith("version 300 rolled back")
+    assert message.endswith("/kserve/200 serves all traffic again")
     assert rollouts["after_failed"].endswith("/kserve/200")  # what served, serves
 
 
@@ -444,3 +445,27 @@ def test_smoke_disagreement_names_the_row():
     problem = smoke.disagreement(expected, np.array([[0.2], [0.3]]), 1e-4)
     assert problem.startswith("row 1: answered [0.3], the pushed model scores [0.7]")
     assert "tensorflow" not in problem and tf is not None
+
+
+def test_the_compiled_deploy_step_runs_after_the_pusher_every_time_and_never_retries():
+    from kubeflow import compile as kfp_compile
+    from kubeflow import pipeline_steps as kubeflow_steps
+    from kubeflow.compile import pipeline_beam_component_ids, pipeline_component_ids
+    from kubeflow.tfx_spec import all_tasks
+    from pipeline import pipeline as dag
+
+    raw = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
+    raw["serving"] = dict(SERVING)
+    settings = parse_settings(
+        raw, pipeline_component_ids(), pipeline_beam_component_ids(),
+        kfp_compile.pipeline_retry_roles(),
+    )  # fmt: skip
+    spec, _ = kfp_compile.compile_pipeline(settings)
+    tasks = all_tasks(spec)
+    deploy = tasks[kubeflow_steps.DEPLOY]
+    assert set(deploy["dependentTasks"]) == {dag.PUSHER, dag.EXAMPLE_GEN}
+    assert kubeflow_steps.DEPLOY in tasks[kubeflow_steps.RUN_REPORT]["dependentTasks"]
+    assert deploy["cachingOptions"] == {}  # it reads and changes the cluster
+    assert "retryPolicy" not in deploy
+    serving = json.loads(deploy["inputs"]["parameters"]["serving"]["runtimeValue"]["constant"])
+    assert serving["inference_service"] == "taxi" and serving["canary_traffic_percent"] == 10

@@ -27,7 +27,7 @@ from kubeflow.kserve.cluster import ServingCluster
 from kubeflow.kserve.manifest import PredictorStatus
 from kubeflow.kserve.smoke import SmokeError, disagreement, predict, request_body
 
-POLL_SECONDS = 2.0
+POLL_SECONDS = 1.0
 S3_ENDPOINT_ANNOTATION = "serving.kserve.io/s3-endpoint"
 S3_HTTPS_ANNOTATION = "serving.kserve.io/s3-usehttps"
 S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
@@ -219,7 +219,7 @@ class Rollout:
                 }
             },
         )
-        restored = "restored"
+        restored = "serves all traffic again"
         try:
             self._wait_for_new_revision(before=before)
             self.cluster.patch_service(
@@ -227,7 +227,7 @@ class Rollout:
             )
         except DeployError as err:
             restored = (
-                f"restored in the spec; the restored revision is not Ready yet ({err}), and "
+                f"is back in the spec, but its new revision is not Ready yet ({err}); "
                 "canaryTrafficPercent 0 keeps all traffic on the last rolled-out revision"
             )
         raise DeployError(
