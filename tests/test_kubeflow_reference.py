@@ -71,13 +71,17 @@ MINIO = {
 def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
     raw = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
     if store == "minio":
-        raw.update(MINIO)
+        # With serving on KServe: the Deploy step, checked like every other.
+        raw.update(MINIO, serving={"inference_service": "taxi", "service_account": "kserve-minio"})
     settings = parse_settings(
         raw, kfp_compile.pipeline_component_ids(), retry_roles=kfp_compile.pipeline_retry_roles()
     )
     spec, platform = kfp_compile.compile_pipeline(settings)
     package = tmp_path / "pipeline.yaml"
     kfp_compile.write_package(package, spec, platform)
+    labels = tfx_spec.executor_labels(spec)
+    steps = sorted(set(kfp_compile.pipeline_component_ids()) & set(labels))
+    assert (kubeflow_steps.DEPLOY in steps) == (store == "minio")
     placements = {
         task: {
             "resources": dataclasses.asdict(settings.placement_for(task).resources),
@@ -95,7 +99,7 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
                 settings.retries.policy_for(task), kfp_compile.step_deadlines(settings).get(task)
             ),
         }
-        for task in kfp_compile.pipeline_component_ids()
+        for task in steps
     }
     placements_file = tmp_path / "placements.json"
     placements_file.write_text(json.dumps(placements))
@@ -107,11 +111,10 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
     assert proc.returncode == 0, proc.stderr[-4000:]
     reference = json.loads(proc.stdout.strip().splitlines()[-1])
 
-    labels = tfx_spec.executor_labels(spec)
     tasks = tfx_spec.all_tasks(spec)
     executors = spec["deploymentSpec"]["executors"]
     ours_platform = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
-    for task in kfp_compile.pipeline_component_ids():
+    for task in steps:
         label = labels[task]
         container = executors[label]["container"]
         assert container.get("resources", {}) == reference[task]["resources"], task
