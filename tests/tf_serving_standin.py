@@ -29,7 +29,6 @@ import base64
 import binascii
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -286,8 +285,3 @@ class ModelServer:
             message = getattr(err, "message", str(err))
             return 400, {"error": message.splitlines()[0] if message else type(err).__name__}
         return 200, response_body({k: v.numpy() for k, v in outputs.items()}, request_format)
-
-
-def version_dirs(base_path: str) -> list[str]:
-    """The numbered version directories under a base path, as names."""
-    return sorted(p for p in os.listdir(base_path) if p.isdigit())
