@@ -105,7 +105,6 @@ class KServeController:
         self._fail_next: tuple[str, str] | None = None
         self._wrong = False
         self._lock = threading.RLock()
-        self._specs: dict[tuple[str, str], str] = {}
 
     # --- the test's side -------------------------------------------------
     def add_object(self, namespace: str, kind: str, body: dict[str, Any]) -> None:

@@ -5,95 +5,43 @@ An InferenceService is read, created, patched (a JSON merge patch, so that
 deleted; the predictor's service account and its secrets are read to check
 the S3 credentials KServe's storage initializer will use.
 
-The client set-up follows kubeflow/tfjob/cluster.py's (in a pod, its service
-account; elsewhere, KUBECONFIG), written out here rather than imported:
-kubeflow/tfjob/ reads kubeflow/steps/, which runs this step, and the import
-contract keeps the packages of kubeflow/ free of cycles.
+The client, and how a call's failure becomes a ClusterError, are
+kubeflow/kubernetes_api.py's; this module says what a refusal means here.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from kubeflow.kserve.manifest import GROUP, PLURAL, VERSION
+from kubeflow.kubernetes_api import ClusterError, KubernetesApi
 
-SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 REQUIRED_PERMISSIONS = (
     "get, create, patch, delete on inferenceservices.serving.kserve.io; "
     "get on serviceaccounts and secrets"
 )
-_RAISE = object()
 
 
-class ServingClusterError(RuntimeError):
-    """The Kubernetes API refused a call or did not answer; the message says which and why."""
-
-
-class ServingCluster:
+class ServingCluster(KubernetesApi):
     """The Deploy step's API calls, returning Kubernetes objects as plain JSON dicts."""
 
-    def __init__(self, api_client, default_namespace: str) -> None:
-        from kubernetes import client
+    PURPOSE = "deploy with"
 
-        self.api_client = api_client
-        self.default_namespace = default_namespace
-        self._custom = client.CustomObjectsApi(api_client)
-        self._core = client.CoreV1Api(api_client)
-
-    @classmethod
-    def from_environment(cls) -> ServingCluster:
-        """In a pod: its service account and namespace. Elsewhere: the kubeconfig's context."""
-        from kubernetes import client, config
-
-        if os.path.exists(f"{SERVICE_ACCOUNT_DIR}/token"):
-            config.load_incluster_config()
-            with open(f"{SERVICE_ACCOUNT_DIR}/namespace") as f:
-                return cls(client.ApiClient(), f.read().strip())
-        config_file = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-        try:
-            _, context = config.list_kube_config_contexts(config_file)
-            api_client = config.new_client_from_config(config_file)
-        except (config.ConfigException, OSError) as err:
-            raise ServingClusterError(
-                "no Kubernetes API to deploy with: the step runs outside a pod "
-                f"(no {SERVICE_ACCOUNT_DIR}/token) and has no usable kubeconfig ({err})"
-            ) from None
-        return cls(api_client, context.get("context", {}).get("namespace") or "default")
-
-    def _call(self, action: str, function, *args, gone: Any = _RAISE, **kwargs):
-        from kubernetes.client.rest import ApiException
-        from urllib3.exceptions import HTTPError
-
-        try:
-            return function(*args, **kwargs)
-        except ApiException as err:
-            try:
-                body = json.loads(err.body)
-            except (TypeError, ValueError):
-                body = {}
-            if gone is not _RAISE and err.status == 404 and body.get("reason") == "NotFound":
-                return gone
-            message = body.get("message") or err.body or err.reason or ""
-            if err.status == 403:
-                raise ServingClusterError(
-                    f"Kubernetes refused to {action}: {message}. The Deploy step's service "
-                    f"account needs {REQUIRED_PERMISSIONS} (docs/serving.md)"
-                ) from None
-            if err.status == 404 and action.startswith("create inferenceservices"):
-                raise ServingClusterError(
-                    f"{action}: the API has no inferenceservices.serving.kserve.io ({message}): "
-                    "install KServe (docs/serving.md)"
-                ) from None
-            raise ServingClusterError(
-                f"{action}: HTTP {err.status} {err.reason}: {message}"
-            ) from None
-        except HTTPError as err:
-            host = self.api_client.configuration.host
-            raise ServingClusterError(
-                f"{action}: the Kubernetes API at {host} did not answer: {err}"
-            ) from None
+    def explain(self, action: str, status: int, reason: str, message: str) -> ClusterError:
+        if status == 403:
+            return ClusterError(
+                f"Kubernetes refused to {action}: {message}. The Deploy step's service "
+                f"account needs {REQUIRED_PERMISSIONS} (docs/serving.md)",
+                status,
+            )
+        if status == 404 and action.startswith("create inferenceservices"):
+            return ClusterError(
+                f"{action}: the API has no inferenceservices.serving.kserve.io ({message}): "
+                "install KServe (docs/serving.md)",
+                status,
+            )
+        return super().explain(action, status, reason, message)
 
     def get_service(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._call(

@@ -15,7 +15,7 @@ the new revision there before it has all the traffic.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 GROUP = "serving.kserve.io"
@@ -28,7 +28,6 @@ TAG_ROUTING_ANNOTATION = "serving.kserve.io/enable-tag-routing"
 # with the patch that starts a rollout, so a retried step still knows it.
 ROLLBACK_ANNOTATION = "tfx-template.kubeflow.org/rollback-storage-uri"
 VERSION_ANNOTATION = "tfx-template.kubeflow.org/model-version"
-LATEST_TAG = "latest"
 # The predictor container's name, which KServe's webhook gives it anyway: its
 # Go type (a core/v1 Container) requires one, so the manifest says it.
 CONTAINER_NAME = "kserve-container"
@@ -98,12 +97,7 @@ class TrafficTarget:
     url: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "revision": self.revision,
-            "percent": self.percent,
-            "tag": self.tag,
-            "url": self.url,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)

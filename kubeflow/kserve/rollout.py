@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kubeflow.kserve import manifest
@@ -49,14 +49,7 @@ class Outcome:
     traffic: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "outcome": self.outcome,
-            "summary": self.summary,
-            "version": self.version,
-            "storage_uri": self.storage_uri,
-            "url": self.url,
-            "traffic": self.traffic,
-        }
+        return asdict(self)
 
 
 @dataclass

@@ -14,12 +14,11 @@ manifest; exits 1 if any is invalid.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
 import kserve.models
-from check_tfjob import differences
+from check_tfjob import check_against, main
 from kserve.api_client import ApiClient
 from kubernetes.client import models as core_models
 
@@ -32,23 +31,8 @@ for _name in dir(core_models):
 
 
 def check(manifest: dict[str, Any]) -> list[str]:
-    client = ApiClient()
-    try:
-        model = client._ApiClient__deserialize(manifest, MODEL)
-    except ValueError as err:  # a required field is missing
-        return [str(err)]
-    return differences(manifest, client.sanitize_for_serialization(model))
-
-
-def main(paths: list[str]) -> int:
-    invalid = 0
-    for path in paths:
-        with open(path) as f:
-            found = check(json.load(f))
-        invalid += bool(found)
-        print(json.dumps({"file": path, "differences": found}))
-    return 1 if invalid else 0
+    return check_against(manifest, ApiClient(), MODEL)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:], check))

@@ -48,20 +48,25 @@ def differences(sent: Any, back: Any, path: str = "") -> list[str]:
     return []
 
 
-def check(manifest: dict[str, Any]) -> list[str]:
-    client = ApiClient()
+def check_against(manifest: dict[str, Any], client: Any, model: str) -> list[str]:
+    """`manifest` read into `client`'s model `model` and written back: the differences."""
     try:
-        model = client._ApiClient__deserialize(manifest, MODEL)
+        read = client._ApiClient__deserialize(manifest, model)
     except ValueError as err:  # a required field is missing
         return [str(err)]
-    return differences(manifest, client.sanitize_for_serialization(model))
+    return differences(manifest, client.sanitize_for_serialization(read))
 
 
-def main(paths: list[str]) -> int:
+def check(manifest: dict[str, Any]) -> list[str]:
+    return check_against(manifest, ApiClient(), MODEL)
+
+
+def main(paths: list[str], check_one=check) -> int:
+    """Prints each manifest's differences as a JSON line; 1 if any manifest is invalid."""
     invalid = 0
     for path in paths:
         with open(path) as f:
-            found = check(json.load(f))
+            found = check_one(json.load(f))
         invalid += bool(found)
         print(json.dumps({"file": path, "differences": found}))
     return 1 if invalid else 0
