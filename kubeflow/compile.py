@@ -30,7 +30,8 @@ adds what TFX leaves out, in the form today's KFP SDK writes it:
 * parameters passed between steps name their producer task as it is named
   (`fix_output_parameter_producers`);
 * every container runs `kubeflow.step_entrypoint` (TFX's entrypoint with
-  s3:// registered) and, with `object_store:` set, gets the store's
+  s3:// registered, on the executor input as the component declares it,
+  told its declared outputs by `--declared_outputs`) and, with `object_store:` set, gets the store's
   environment: plain values in the container spec, the credentials secret as
   kfp-kubernetes' `use_secret_as_env` writes it in the platform section.
 
@@ -60,7 +61,7 @@ from kubeflow.settings.object_store import ObjectStore
 from kubeflow.settings.placement import Placement, quantity_value
 from kubeflow.settings.retries import RetryRoles
 from kubeflow.settings.training import check_training
-from kubeflow.step_entrypoint import TFX_ENTRYPOINT_MODULE
+from kubeflow.step_entrypoint import DECLARED_OUTPUTS_FLAG, TFX_ENTRYPOINT_MODULE
 from kubeflow.tfjob.spec import TFJobSpec
 from kubeflow.tfx_spec import (
     all_tasks,
@@ -357,6 +358,12 @@ def complete_spec(
                 "entrypoint; kubeflow.step_entrypoint cannot stand in for it"
             )
         container["command"] = list(STEP_COMMAND)
+        # The backend's driver adds outputs of its own (kubeflow/step_entrypoint.py).
+        outputs = spec["components"][tasks[task_id]["componentRef"]["name"]].get(
+            "outputDefinitions", {}
+        )
+        declared = json.dumps(sorted(outputs.get("artifacts", {})))
+        container["args"] = [DECLARED_OUTPUTS_FLAG, declared, *container.get("args", [])]
         resources = resource_spec(placement)
         if resources:
             container["resources"] = resources

@@ -1,18 +1,33 @@
 """Submits a compiled package to Kubeflow Pipelines, once or on a schedule.
 
     ./dev submit --host https://kfp.example.com --package build/pipeline.yaml \
-        [--data-root gs://bucket/data/2026-11] [--train-steps 5000] [--schedule]
+        [--data-root gs://bucket/data/2026-11] [--train-steps 5000] [--schedule] \
+        [--pipeline-root gs://bucket/tfx/root]
 
 Runs in the current-KFP-SDK environment (kubeflow/reference/), not the
 project's: TFX 1.16 holds the project's kfp at 2.5, whose client cannot read
 the resource fields today's clusters use. Nothing here imports TFX.
 
-First it reads the backend's release from the KFP API and refuses one older
-than the package needs (kubeflow/backend.py); where the release cannot be
-read, it warns and goes on. Once: creates (or reuses) the experiment and
-starts a run.
+First it reads the backend's release from the KFP API and refuses one outside
+the supported range (kubeflow/backend.py: older than 2.15.0, or 3.x); it
+warns where the release cannot be read, where it is a 2.x newer than those
+read, and on 2.17 and later, whose stock Argo settings retry no failed step.
+Once: creates (or reuses) the experiment and starts a run.
 --schedule: creates a recurring run from the `schedule` section of the
 settings file (cron, experiment, max_concurrency, catchup).
+
+Both carry the pipeline root in the run's runtime config: the package's own
+`defaultPipelineRoot`, or `--pipeline-root`. The backend never reads the
+spec's `defaultPipelineRoot`: its root DAG driver takes the runtime config's
+root (the API server copies `runtime_config.pipeline_root` there:
+backend/src/apiserver/server/api_converter.go:1074-1086 at 2.17.0), else
+the `kfp-launcher` ConfigMap's `defaultPipelineRoot`, else
+`minio://mlpipeline/v2/artifacts` (kubeflow/pipelines 2.15.0 to 2.17.0,
+backend/src/v2/driver/root_dag.go: 2.17.0 lines 97 and 109-114,
+`opts.RuntimeConfig.GetGcsOutputDirectory()` then `cfg.DefaultPipelineRoot()`;
+backend/src/v2/config/env.go:38 and 86-92), and kfp.Client sends only the
+`pipeline_root` it is given (kfp 2.17.0, kfp/client/client.py,
+`_create_job_config`).
 """
 
 from __future__ import annotations
@@ -66,9 +81,24 @@ def backend_release(client) -> str | None:
     return tag
 
 
-def package_tasks(package: Path) -> set[str]:
-    spec = next(yaml.safe_load_all(package.read_text()))
-    return set(all_tasks(spec))
+def package_spec(package: Path) -> dict:
+    """The package's pipeline spec, its first YAML document."""
+    return next(yaml.safe_load_all(package.read_text()))
+
+
+def pipeline_root(
+    spec: dict, override: str | None, object_store: ObjectStore | None, package: Path
+) -> str:
+    """The run's pipeline root: `override` (--pipeline-root), else the package's own."""
+    if override is not None:
+        return store_path(override, "--pipeline-root", object_store)
+    root = spec.get("defaultPipelineRoot")
+    if not isinstance(root, str) or not root:
+        raise SettingsError(
+            f"--package: {package} has no defaultPipelineRoot; compile it with "
+            "python -m kubeflow.compile, or give --pipeline-root"
+        )
+    return root
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         "--package", type=Path, required=True, help="from python -m kubeflow.compile"
     )
     parser.add_argument("--data-root", help="override the data_root parameter")
+    parser.add_argument(
+        "--pipeline-root", help="override the package's pipeline root (where artifacts go)"
+    )
     parser.add_argument("--train-steps", type=int, help="override the training steps")
     parser.add_argument(
         "--experiment", help="experiment name (default: the settings' schedule one)"
@@ -92,8 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.package.exists():
             raise SettingsError(f"--package: {args.package} does not exist")
-        settings = load_settings(args.config, package_tasks(args.package))
+        spec = package_spec(args.package)
+        settings = load_settings(args.config, set(all_tasks(spec)))
         arguments = run_arguments(args.data_root, args.train_steps, settings.object_store)
+        root = pipeline_root(spec, args.pipeline_root, settings.object_store, args.package)
         schedule = settings.schedule
         if args.schedule and schedule is None:
             raise SettingsError(f"schedule: required in {args.config} for --schedule")
@@ -105,15 +140,11 @@ def main(argv: list[str] | None = None) -> int:
 
     client = kfp.Client(host=args.host, namespace=args.namespace)
     tag = backend_release(client)
-    if tag is None:
-        print(
-            "warning: could not read the Kubeflow Pipelines backend's release (healthz "
-            f"tag_name); this package needs {backend.MINIMUM_TEXT} or later",
-            file=sys.stderr,
-        )
-    elif problem := backend.too_old(tag):
+    if tag is not None and (problem := backend.refusal(tag)):
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    for warning in backend.warnings(tag):
+        print(f"warning: {warning}", file=sys.stderr)
     experiment_name = args.experiment or (schedule.experiment if schedule else "Default")
     name = args.run_name or args.package.stem
     if args.schedule and schedule is not None:
@@ -126,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             no_catchup=not schedule.catchup,
             pipeline_package_path=str(args.package),
             params=arguments,
+            pipeline_root=root,
         )
         print(f"recurring run {recurring.recurring_run_id}: '{schedule.cron}' in {experiment_name}")
     else:
@@ -135,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             run_name=name,
             experiment_name=experiment_name,
             namespace=args.namespace,
+            pipeline_root=root,
         )
         print(f"run {result.run_id} in {experiment_name}")
     return 0

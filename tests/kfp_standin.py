@@ -15,9 +15,10 @@ from urllib.parse import parse_qs, urlparse
 
 class KfpStandIn:
     """`tag_name`: the release its healthz answers, as the API server reports its
-    TAG_NAME ("unknown" where the image was built without one)."""
+    TAG_NAME ("unknown" where the image was built without one). The default is
+    a supported release that draws no warning (kubeflow/backend.py)."""
 
-    def __init__(self, tag_name: str = "2.14.0") -> None:
+    def __init__(self, tag_name: str = "2.16.1") -> None:
         self.requests: list[tuple[str, str, dict | None]] = []
         self.experiments: dict[str, dict] = {}
         stand_in = self

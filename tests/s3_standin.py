@@ -56,6 +56,15 @@ class S3Standin:
         )
         return [item["Key"] for page in pages for item in page.get("Contents", [])]
 
+    def folder_markers(self, uri: str) -> list[str]:
+        """Zero-byte keys ending in "/" under `uri`: what KFP's launcher fails to download."""
+        bucket, prefix = split_uri(uri)
+        pages = (
+            self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        )
+        items = (item for page in pages for item in page.get("Contents", []))
+        return [i["Key"] for i in items if i["Key"].endswith("/") and i["Size"] == 0]
+
     def children(self, uri: str) -> list[str]:
         """Names directly under the prefix `uri` (the versions in a serving dir, say)."""
         bucket, prefix = split_uri(uri)
@@ -76,7 +85,7 @@ class S3Standin:
         prefix = _as_directory(prefix)
         client = self.client()
         for key in self.keys(uri):
-            if key.endswith("/"):  # A directory marker that TensorFlow's S3 client writes.
+            if key.endswith("/"):  # A folder marker (TensorFlow writes them on GCS).
                 continue
             target = local / key[len(prefix) :]
             target.parent.mkdir(parents=True, exist_ok=True)

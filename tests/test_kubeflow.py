@@ -451,7 +451,7 @@ def test_quantities_compile_as_kubernetes_reads_them():
     assert spec["memoryLimit"] == 2.0
 
 
-def test_compile_command_states_the_minimum_backend(tmp_path):
+def test_compile_command_states_the_supported_backends(tmp_path):
     out = tmp_path / "pipeline.yaml"
     proc = subprocess.run(
         [sys.executable, "-m", "kubeflow.compile", "--output", str(out)],
@@ -461,8 +461,9 @@ def test_compile_command_states_the_minimum_backend(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == (
-        "runs on Kubeflow Pipelines backend 2.14.0 or later (retries of steps inside the exit "
-        "handler's sub-DAG and the exit handler's final status)"
+        "runs on Kubeflow Pipelines backend 2.15.0 to 2.18.x (2.15.0 for secretAsEnv.optional, "
+        "retries of steps inside the exit handler's sub-DAG and the exit handler's final "
+        "status; 3.x refused)"
     )
     assert out.exists()
 

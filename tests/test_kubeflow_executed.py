@@ -104,6 +104,13 @@ def local_settings(tmp: Path, data_root: Path | str, **overrides) -> Path:
     return path
 
 
+# The backend every execution plays: the newest release read, its driver's
+# executor input, and Argo set up as docs/kubeflow-operations.md says (no
+# cluster-wide templateDefaults retryStrategy, so a failed step gets its own
+# retries). Stock 2.17's OnError default is tested in tests/test_retries.py.
+RECOMMENDED_CLUSTER = ("--backend-release", "2.17.0", "--template-retry-policy", "none")
+
+
 def execute(
     package: Path, tmp: Path, name: str, *options: str, expect_success: bool = True
 ) -> dict:
@@ -115,6 +122,7 @@ def execute(
         "--pipeline-root", str(tmp / "pipeline_root"),
         "--python", sys.executable,
         "--summary", str(summary_file),
+        *RECOMMENDED_CLUSTER,
         *options,
         timeout=EXECUTION_TIMEOUT_S,
     )  # fmt: skip
@@ -240,6 +248,28 @@ def test_every_step_runs_in_dependency_order(executions):
         assert order[-1] == kubeflow_steps.RUN_STATUS
 
 
+def test_every_step_ran_on_the_executor_input_the_backends_driver_builds(executions):
+    """Untyped inputs named by id, an undeclared executor-logs output, the output file in
+    the pod (docs/executed-spec.md, conformance): the entrypoint copes with each."""
+    steps = executions["first"]["steps"]
+    inputs = [
+        artifact
+        for step in steps.values()
+        for artifact_list in step["handed"]["inputs"].values()
+        for artifact in artifact_list["artifacts"]
+    ]
+    assert inputs and all(a["type"] == {"instanceSchema": ""} for a in inputs)
+    assert all(a["name"].isdigit() and "display_name" in a["metadata"] for a in inputs)
+    for step_id, step in steps.items():
+        logs = step["handed"]["outputs"]["executor-logs"]["artifacts"][0]
+        assert logs["type"] == {"schemaTitle": "system.Artifact"}, step_id
+        # A local pipeline root has no local path in the pod: the legacy file.
+        assert step["handed"]["output_file"].endswith("/tmp/kfp_outputs/output_metadata.json")
+        assert "executor-logs" not in (step["executor_output"] or {}).get("artifacts", {})
+    # StatisticsGen read its Examples only because the entrypoint restored their type.
+    assert steps[dag.STATISTICS_GEN]["status"] == "SUCCESS"
+
+
 def test_runtime_parameters_reach_example_gen_and_trainer(executions):
     steps = executions["first"]["steps"]
     assert steps["CsvExampleGen"]["parameters"]["input_base"] == str(executions["data_root"])
@@ -336,10 +366,8 @@ def test_second_execution_evaluates_against_the_served_model(executions):
     (evaluation,) = second["Evaluator"]["outputs"]["evaluation"]
     assert read_evaluation(evaluation).has_baseline
     (baseline,) = second["LatestServedModel"]["outputs"]["baseline_model"]
-    metadata = json.loads((Path(baseline).parent / "executor_output.json").read_text())[
-        "artifacts"
-    ]["baseline_model"]["artifacts"][0]["metadata"]
-    assert metadata["served_path"] == str(executions["served_after_first"][0])
+    metadata = output_metadata(second["LatestServedModel"], "baseline_model")
+    assert baseline and metadata["served_path"] == str(executions["served_after_first"][0])
 
 
 def test_step_start_up_is_measured(executions, capsys):

@@ -116,6 +116,29 @@ def test_every_artifact_is_written_to_the_store(executions, store):
     assert any("/Split-train/" in key for key in store.keys(examples))
 
 
+def test_no_step_leaves_a_folder_marker(executions, store):
+    """KFP's launcher fails to download an input that holds a zero-byte key ending in "/".
+
+    kubeflow/pipelines#13476 (backend/src/v2/objectstore/object_store.go at
+    2.17.0); docs/object-stores.md, "Inputs the launcher downloads".
+    """
+    assert store.keys(PIPELINE_ROOT + "/") and store.keys(SERVING_DIR + "/")
+    assert store.folder_markers(PIPELINE_ROOT + "/") == []
+    assert store.folder_markers(SERVING_DIR + "/") == []
+
+
+def test_each_step_ran_after_the_launcher_downloaded_its_inputs_into_its_pod(executions):
+    """As on a 2.15+ backend: every input artifact copied to /s3/... first, and the
+    executor output file under the task root's local path (docs/executed-spec.md)."""
+    steps = executions["first"]["steps"]
+    for step_id, step in steps.items():
+        has_inputs = any(step["handed"]["inputs"].values())
+        assert (step["downloaded_bytes"] > 0) == has_inputs, step_id
+        assert "/s3/pipelines/tfx/taxi/" in step["handed"]["output_file"], step_id
+    # The Trainer's inputs: the transformed examples, the graph and the schema.
+    assert steps["Trainer"]["downloaded_bytes"] > 10_000
+
+
 def test_pushed_model_sits_in_the_bucket_and_scores_raw_rows_read_back(
     executions, store, taxi_spec, tmp_path
 ):

@@ -49,6 +49,8 @@ def test_one_run_carries_package_parameters_and_experiment():
         "data_root": "gs://bucket/data/2026-11",
         "train_args": '{"num_steps": 5000}',
     }
+    # The backend reads the root from the runtime config, never from the spec.
+    assert run["runtime_config"]["pipeline_root"] == spec["defaultPipelineRoot"]
 
 
 def test_schedule_creates_a_recurring_run_from_the_settings():
@@ -63,14 +65,41 @@ def test_schedule_creates_a_recurring_run_from_the_settings():
     assert recurring["max_concurrency"] in (1, "1")
     assert recurring["no_catchup"] is True
     assert recurring["runtime_config"]["parameters"] == {"train_args": '{"num_steps": 300}'}
+    spec = next(yaml.safe_load_all(PACKAGE.read_text()))
+    assert recurring["runtime_config"]["pipeline_root"] == spec["defaultPipelineRoot"]
     assert "Trainer" in all_tasks(recurring["pipeline_spec"]["pipeline_spec"])
     assert recurring["pipeline_spec"]["platform_spec"]["platforms"]["kubernetes"]
+
+
+def test_pipeline_root_flag_replaces_the_packages_root_in_runs_and_recurring_runs():
+    with KfpStandIn() as kfp:
+        once = submit(kfp.host, "--pipeline-root", "gs://other-bucket/tfx/root")
+        assert once.returncode == 0, once.stderr[-3000:]
+        scheduled = submit(kfp.host, "--schedule", "--pipeline-root", "gs://other-bucket/tfx/r2")
+        assert scheduled.returncode == 0, scheduled.stderr[-3000:]
+        (run,) = kfp.posted("/apis/v2beta1/runs")
+        (recurring,) = kfp.posted("/apis/v2beta1/recurringruns")
+    assert run["runtime_config"]["pipeline_root"] == "gs://other-bucket/tfx/root"
+    assert recurring["runtime_config"]["pipeline_root"] == "gs://other-bucket/tfx/r2"
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (("--train-steps", "0"), "error: --train-steps: must be > 0, got 0"),
+        (
+            ("--pipeline-root", "minio://mlpipeline/v2/artifacts"),
+            "error: --pipeline-root: 'minio://mlpipeline/v2/artifacts': no TensorFlow or Beam "
+            "filesystem reads minio://. MinIO speaks S3: write s3://mlpipeline/v2/artifacts and "
+            "set the store's endpoint (object_store.endpoint, e.g. "
+            "http://minio-service.kubeflow:9000)",
+        ),
+        (
+            ("--pipeline-root", "s3://mlpipeline/v2/artifacts"),
+            "error: object_store: required when --pipeline-root is s3:// "
+            "(s3://mlpipeline/v2/artifacts): set at least object_store.region, and the endpoint "
+            "and credentials secret for MinIO or another S3-compatible store",
+        ),
         (
             ("--data-root", "minio://mlpipeline/data"),
             "error: --data-root: 'minio://mlpipeline/data': no TensorFlow or Beam filesystem "
@@ -94,46 +123,95 @@ def test_bad_arguments_fail_before_any_request(args, message):
         assert kfp.requests == []
 
 
-def test_a_backend_older_than_the_package_needs_is_refused_before_any_run():
-    with KfpStandIn(tag_name="2.13.0") as kfp:
-        proc = submit(kfp.host)
-        assert proc.returncode == 2
-        assert kfp.posted("/apis/v2beta1/experiments") == []
-        assert kfp.posted("/apis/v2beta1/runs") == []
-    assert (
-        proc.stderr.strip()
-        .splitlines()[-1]
-        .startswith(
-            f"error: the Kubeflow Pipelines backend is 2.13.0; this package needs "
-            f"{backend.MINIMUM_TEXT} or later for retries of steps inside the exit handler's "
-            "sub-DAG"
-        )
-    )
-
-
-def test_a_backend_that_names_no_release_is_warned_about_and_used():
-    with KfpStandIn(tag_name="unknown") as kfp:
-        proc = submit(kfp.host)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        assert len(kfp.posted("/apis/v2beta1/runs")) == 1
-    assert (
-        "warning: could not read the Kubeflow Pipelines backend's release (healthz tag_name); "
-        f"this package needs {backend.MINIMUM_TEXT} or later"
-    ) in proc.stderr
+RETRIES_WARNING = (
+    "stock installs from 2.17.0 set workflowDefaults.spec.templateDefaults.retryStrategy "
+    "{limit: '2', retryPolicy: OnError}"
+)
+NOT_READ_WARNING = "newer than the releases this package was read against (2.15.0 to 2.18.x)"
 
 
 @pytest.mark.parametrize(
-    ("tag", "release", "refused"),
+    ("tag", "refused", "says"),
     [
-        ("2.14.0", (2, 14, 0), False),
-        ("v2.15.1", (2, 15, 1), False),
-        ("2.14.0-rc.1", (2, 14, 0), False),
-        ("2.13.9", (2, 13, 9), True),
-        ("2.5", (2, 5, 0), True),
-        ("unknown", None, False),
-        ("", None, False),
+        # secretAsEnv.optional: 2.14's Argo compiler refuses it.
+        (
+            "2.14.0",
+            "error: the Kubeflow Pipelines backend is 2.14.0; this package needs 2.15.0 "
+            "or later for secretAsEnv.optional",
+            None,
+        ),
+        ("2.15.0", None, None),
+        ("2.17.0", None, RETRIES_WARNING),
+        ("2.19.0", None, NOT_READ_WARNING),
+        (
+            "3.0.0",
+            "error: the Kubeflow Pipelines backend is 3.0.0; this package supports "
+            "2.15.0 to 2.18.x. The 3.x line removes ML Metadata",
+            None,
+        ),
+        (
+            "unknown",
+            None,
+            "warning: could not read the Kubeflow Pipelines backend's release "
+            "(healthz tag_name); this package needs 2.15.0 to 2.18.x",
+        ),
     ],
 )
-def test_release_tags_as_the_api_server_reports_them(tag, release, refused):
+def test_submit_says_what_the_backends_release_means(tag, refused, says):
+    with KfpStandIn(tag_name=tag) as kfp:
+        proc = submit(kfp.host)
+        runs = kfp.posted("/apis/v2beta1/runs")
+        experiments = kfp.posted("/apis/v2beta1/experiments")
+    # Ours, not uv's (it warns about VIRTUAL_ENV on the same stream).
+    warnings = [
+        line
+        for line in proc.stderr.splitlines()
+        if line.startswith("warning: ") and "Kubeflow Pipelines" in line
+    ]
+    if refused:
+        assert proc.returncode == 2
+        assert proc.stderr.strip().splitlines()[-1].startswith(refused)
+        assert (runs, experiments) == ([], [])
+        return
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(runs) == 1
+    if says is None:
+        assert warnings == []
+    else:
+        assert any(says in line for line in warnings), proc.stderr
+    # Every 2.17+ backend gets the retries warning, a newer one too.
+    assert any(RETRIES_WARNING in w for w in warnings) is (tag in ("2.17.0", "2.19.0"))
+
+
+@pytest.mark.parametrize(
+    ("tag", "release", "refused", "warned"),
+    [
+        ("2.15.0", (2, 15, 0), False, 0),
+        ("v2.15.1", (2, 15, 1), False, 0),
+        ("2.15.0-rc.1", (2, 15, 0), False, 0),
+        ("2.16.1", (2, 16, 1), False, 0),
+        ("2.17.0", (2, 17, 0), False, 1),
+        ("2.18.2", (2, 18, 2), False, 1),
+        ("2.19.0", (2, 19, 0), False, 2),
+        ("2.14.4", (2, 14, 4), True, 0),
+        ("2.13.9", (2, 13, 9), True, 0),
+        ("2.5", (2, 5, 0), True, 0),
+        ("3.0.0", (3, 0, 0), True, 0),
+        ("v3.0.0-rc.1", (3, 0, 0), True, 0),
+        ("unknown", None, False, 1),
+        ("", None, False, 1),
+    ],
+)
+def test_release_tags_as_the_api_server_reports_them(tag, release, refused, warned):
     assert backend.parse_release(tag) == release
-    assert bool(backend.too_old(tag)) is refused
+    assert bool(backend.refusal(tag)) is refused
+    if not refused:
+        assert len(backend.warnings(tag)) == warned
+
+
+def test_the_compile_and_the_docs_state_one_range():
+    assert backend.requirement().startswith(
+        f"Kubeflow Pipelines backend {backend.MINIMUM_TEXT} to {backend.NEWEST_READ_TEXT} "
+    )
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert f"**{backend.MINIMUM_TEXT} to {backend.NEWEST_READ_TEXT}**" in readme

@@ -46,12 +46,11 @@ def test_checked_in_settings_state_the_defaults():
 
 
 def test_compiled_retry_policy_is_kfps_set_retry_form():
-    assert RetryPolicy(
-        max_retries=3, backoff="5m", backoff_factor=1.5, retry_window="2h"
-    ).spec() == {
+    assert RetryPolicy(max_retries=3, backoff="5m", backoff_factor=3, retry_window="2h").spec() == {
         "maxRetryCount": 3,
         "backoffDuration": "300s",
-        "backoffFactor": 1.5,
+        # A float, as set_retry writes it; Go's %v hands Argo "3".
+        "backoffFactor": 3.0,
         "backoffMaxDuration": "7200s",
     }
     assert RetryPolicy(max_retries=0).spec() is None
@@ -127,7 +126,21 @@ def test_compiled_tasks_carry_their_policy_and_gates_none():
         ),
         (
             {"defaults": {"backoff_factor": 0.5}},
-            r"^retries.defaults.backoff_factor: must be a number >= 1",
+            r"^retries.defaults.backoff_factor: must be a whole number >= 1",
+        ),
+        (
+            # Argo parses backoff.factor with strconv.Atoi: "1.5" ends the step in Error.
+            {"defaults": {"backoff_factor": 1.5}},
+            r"^retries.defaults.backoff_factor: must be a whole number \(2, 3\), got 1.5: Argo "
+            r"reads backoff.factor as an integer",
+        ),
+        (
+            {"components": {dag.TRAINER: {"backoff_factor": 2.5}}},
+            r"^retries.components.Trainer.backoff_factor: must be a whole number",
+        ),
+        (
+            {"defaults": {"backoff_factor": "2"}},
+            r"^retries.defaults.backoff_factor: must be a whole number >= 1, got '2'",
         ),
         ({"defaults": {"retries": 2}}, r"^retries.defaults: unknown field\(s\) \['retries'\]"),
         (
@@ -141,6 +154,14 @@ def test_compiled_tasks_carry_their_policy_and_gates_none():
 def test_retry_settings_errors_name_the_field(retries, message):
     with pytest.raises(SettingsError, match=message):
         settings_with_retries(retries)
+
+
+def test_a_whole_float_factor_compiles_as_the_integer_argo_reads():
+    """YAML's 2.0 is a whole number: accepted, and compiled as kfp writes it (2.0)."""
+    settings = settings_with_retries({"defaults": {"max_retries": 1, "backoff_factor": 3.0}})
+    assert settings.retries.policy_for(dag.PUSHER).backoff_factor == 3
+    assert isinstance(settings.retries.policy_for(dag.PUSHER).backoff_factor, int)
+    assert settings.retries.policy_for(dag.PUSHER).spec()["backoffFactor"] == 3.0
 
 
 def test_without_roles_no_step_retries_by_default():
@@ -272,8 +293,8 @@ def one_step_package(tmp_path, retry_policy: dict) -> Path:
     return package
 
 
-def run_long_step(tmp_path, retry_policy: dict, attempt_duration: str) -> dict:
-    """The package executed with each attempt taking `attempt_duration` on the cluster."""
+def run_one_step(tmp_path, retry_policy: dict, *options: str) -> dict:
+    """The one-step package executed by run_compiled.py; its step's summary."""
     package = one_step_package(tmp_path, retry_policy)
     summary = tmp_path / "summary.json"
     run_in_reference_env(
@@ -282,10 +303,40 @@ def run_long_step(tmp_path, retry_policy: dict, attempt_duration: str) -> dict:
         "--pipeline-root", str(tmp_path / "root"),
         "--python", sys.executable,
         "--summary", str(summary),
-        "--attempt-duration", f"{STEP}={attempt_duration}",
+        *options,
         timeout=300,
     )  # fmt: skip
     return json.loads(summary.read_text())["steps"][STEP]
+
+
+def run_long_step(tmp_path, retry_policy: dict, attempt_duration: str) -> dict:
+    """Each attempt takes `attempt_duration` on the cluster, set up as the docs recommend."""
+    return run_one_step(
+        tmp_path,
+        retry_policy,
+        "--attempt-duration", f"{STEP}={attempt_duration}",
+        "--template-retry-policy", "none",
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_stock_2_17_retries_no_failed_step_and_2_16_or_the_recommended_setup_does(tmp_path):
+    """Stock 2.17+ merges `retryPolicy: OnError` into every template: a step that exits
+    non-zero is Failed to Argo, so the step's own retries never start."""
+    policy = DEFAULT_RETRY.spec(60)
+    stock = run_one_step(tmp_path / "stock", policy, "--backend-release", "2.17.0")
+    assert (stock["status"], stock["attempts"], stock["phase"]) == ("FAILURE", 1, "Failed")
+    assert stock["retry_stopped"] == "retryPolicy OnError does not retry a node that ended Failed"
+    older = run_one_step(tmp_path / "older", policy, "--backend-release", "2.16.1")
+    assert (older["status"], older["attempts"], older["retry_policy"]) == (
+        "SUCCESS",
+        2,
+        "OnFailure",
+    )
+    fixed = run_one_step(
+        tmp_path / "fixed", policy, "--backend-release", "2.17.0", "--template-retry-policy", "none"
+    )
+    assert (fixed["status"], fixed["attempts"]) == ("SUCCESS", 2)
 
 
 @pytest.mark.slow

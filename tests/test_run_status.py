@@ -18,12 +18,15 @@ from kubeflow.steps import step_records
 from kubeflow.steps.run_status import (
     CACHED,
     INTERRUPTED,
+    NO_VERDICT_STATES,
     NOT_RUN,
     failure_text,
     final_status_dict,
+    kfp_verdict,
     retry_notes,
     run_outputs,
     step_states,
+    verdict_note,
 )
 
 # A -> B -> C, and A -> D (D beside B).
@@ -204,6 +207,67 @@ def test_a_failure_no_step_recorded_is_still_reported():
     assert text.startswith("KFP reports the run FAILED: Task tfx-dag failed. No step recorded")
     for state in ("SUCCEEDED", "COMPLETE", "CACHED"):
         assert failure_text(ORDER, states, {}, state, "") is None
+
+
+@pytest.mark.parametrize(
+    ("state", "verdict"),
+    [
+        ("COMPLETE", True),  # ML Metadata's, from the 2.x backend
+        ("CACHED", True),
+        ("SUCCEEDED", True),  # kfp.local, Vertex, the 3.0 line
+        ("FAILED", False),
+        ("CANCELED", False),
+        ("CANCELLED", False),
+        ("RUNNING", None),  # the 3.0 line may send it after a successful DAG
+        ("NEW", None),
+        ("UNKNOWN", None),
+        ("SKIPPED", None),  # the 3.0 line: "skipped, for example due to caching"
+        ("PENDING", None),
+        ("RUNTIME_STATE_UNSPECIFIED", None),
+        ("", None),
+        ("running", None),
+    ],
+)
+def test_final_states_say_succeeded_failed_or_nothing(state, verdict):
+    assert kfp_verdict(state) is verdict
+    assert (verdict_note(state) is not None) is (verdict is None)
+
+
+@pytest.mark.parametrize("state", NO_VERDICT_STATES)
+def test_no_verdict_with_every_record_succeeded_is_not_a_failure(state):
+    records = {step: record(step_records.SUCCEEDED) for step in ORDER}
+    states = step_states(ORDER, UPSTREAM, records)
+    assert failure_text(ORDER, states, records, state, "") is None
+    # Cached steps and steps with no record are no failure either.
+    records = {"C": record(step_records.SUCCEEDED)}
+    states = step_states(ORDER, UPSTREAM, records)
+    assert failure_text(ORDER, states, records, state, "") is None
+
+
+@pytest.mark.parametrize("state", NO_VERDICT_STATES)
+def test_no_verdict_with_a_failed_or_interrupted_record_is_a_failure(state):
+    records = {
+        "A": record(step_records.SUCCEEDED),
+        "B": record(step_records.FAILED, error="DataValidationError: feature 'tips'"),
+    }
+    states = step_states(ORDER, UPSTREAM, records)
+    assert failure_text(ORDER, states, records, state, "") == (
+        "B failed: DataValidationError: feature 'tips'"
+    )
+    records = {"A": record(step_records.SUCCEEDED), "D": record(step_records.RUNNING)}
+    states = step_states(ORDER, UPSTREAM, records)
+    assert failure_text(ORDER, states, records, state, "").startswith(
+        "D: attempt 1 started 1970-01-01 00:00:01 UTC and never finished"
+    )
+
+
+def test_the_report_says_when_kfp_gave_no_verdict():
+    assert verdict_note("RUNNING") == (
+        "KFP's final status (RUNNING) says nothing of how the run ended: the run is judged "
+        "by its steps' records."
+    )
+    assert verdict_note("").startswith("KFP's final status (none)")
+    assert verdict_note("FAILED") is None and verdict_note("COMPLETE") is None
 
 
 def test_retried_steps_get_a_note_per_earlier_attempt():

@@ -14,20 +14,19 @@ URIs under the pipeline root, the executor output file), substitutes the
 container's `command` + `args` placeholders, and collects each step's outputs
 from its executor output file.
 
-Six things are ours:
+Seven things are ours:
 
 * **The task handler.** Each container's command runs as a subprocess instead
   of `docker run`, with `python` meaning the project's interpreter (the image
   is that environment). Nothing else about the command changes.
-* **Input artifact types.** On a cluster, the launcher records each output in
-  ML Metadata with the type schema its producer declares, and the driver
-  hands it to consumers with that type (`toRuntimeArtifact(artifact,
-  instanceSchema, schemaTitle)` in KFP's backend). kfp.local hands artifacts
-  between steps as `dsl.Artifact` objects and keeps only KFP's own types, so a
-  `tfx.Examples` would arrive as `system.Artifact`, which TFX's container
-  entrypoint cannot map to a class. Here the executor input gets the type the
-  consumer's input definition declares: in a TFX-compiled spec, the same type
-  as the producer's output.
+* **The driver's executor input** (`Driver`). kfp.local hands a step its
+  inputs typed as the consumer declares them, and nothing it did not
+  declare. The backend's driver does neither: it reads input artifacts back
+  from ML Metadata untyped (`instanceSchema: ""`) and named by their id, adds
+  an `executor-logs` output, and puts the executor output file inside the
+  pod, which its launcher fills by downloading every input artifact first.
+  Here each attempt gets that executor input, for the release played
+  (--backend-release); `Driver`'s docstring cites each rule.
 * **Output folders.** As the backend's launcher does (`prepareOutputFolders`),
   each local output artifact's parent directory exists before the step
   starts; kfp.local leaves that to the component.
@@ -69,15 +68,19 @@ DAG it guards, however that ended, with a `PipelineTaskFinalStatus` (whose
 error, unlike the backend's, names the failed task). The summary counts each
 step's attempts.
 
-* **Argo's retry rules.** kfp.local reads `backoffMaxDuration` as a cap on
-  the wait between attempts; the backend hands it to Argo as the retry
-  strategy's `backoff.maxDuration`, a window counted from the first
-  attempt's start (workflow/controller/operator.go). Here, as Argo does: a
-  retry waits `backoffDuration * backoffFactor**(n-1)` after attempt n ended,
-  uncapped; no retry starts once the window has closed ("Max duration limit
-  exceeded") or when its wait would end after it ("Backoff would exceed max
-  duration limit"); and a retried attempt still running when the window
-  closes is killed (the deadline Argo gives a retried pod). Time is the
+* **Argo's retry rules** (argo_retry.py, a pure module). kfp.local retries
+  any failure and reads `backoffMaxDuration` as a cap on the wait between
+  attempts. Argo merges the cluster's `templateDefaults` (stock 2.17+:
+  `retryPolicy: OnError`; --template-retry-policy to play another setup)
+  into the task's strategy, retries only the phases its policy names (a
+  non-zero exit is Failed, a pod that never started Error), and reads
+  `backoff.maxDuration` as a window counted from the first attempt's start:
+  a retry waits `backoffDuration * backoffFactor**(n-1)` after attempt n
+  ended, uncapped, with a whole-number factor; no retry starts once the
+  window has closed ("Max duration limit exceeded") or when its wait would
+  end after it ("Backoff would exceed max duration limit"); and a retried
+  attempt still running when the window closes is killed (the deadline Argo
+  gives a retried pod). Time is the
   cluster's clock: each attempt's real time, plus `--attempt-duration`, with
   the backoffs passing on that clock without a real wait. The summary gives
   each step's `retry_window_seconds` and, where Argo would have stopped
@@ -95,9 +98,10 @@ what a retry window lets through.
 
 Not reproduced here: resource requests, node selectors and tolerations
 (scheduling), lifecycle hooks (`preCacheCheck`, which open-source KFP does not
-run either), ML Metadata (kfp.local keeps none), and the launcher's own
-uploads and downloads of artifacts (TFX's executors read and write artifact
-URIs directly).
+run either), ML Metadata itself (kfp.local keeps none; ids are counted here),
+the launcher's upload of the log to `executor-logs`, and the cluster's
+`templateDefaults` retries of a task that has no `retryPolicy` of its own
+(kfp.local retries no such task).
 
 The summary file holds, per step: status, wall seconds, start-up seconds (from
 starting the command to TFX's "Starting executor" log line), the parameter
@@ -111,11 +115,12 @@ import datetime
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -132,10 +137,16 @@ from kfp.local import (
 from kfp.local.orchestrator import task_executor
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+# This directory's own modules (run as a script, the directory is on sys.path).
+import argo_retry  # isort: skip
+
 # What the pipeline image's Dockerfile (ENV) gives every step, as far as it
 # matters outside a container; PATH leads to the project's interpreter.
 IMAGE_ENVIRONMENT = {"PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "1"}
 REMOTE_ROOT_SCHEMES = ("s3://", "gs://")
+# The newest backend release whose source these rules were read from.
+NEWEST_RELEASE_READ = (2, 17, 0)
+STOCK = "stock"
 # TFX's entrypoint logs this (absl format) right before calling the executor.
 _EXECUTOR_START = re.compile(r"^I(\d{4}) (\d\d:\d\d:\d\d\.\d+) .*\] Starting executor$")
 _INVOCATION_FLAG = "--json_serialized_invocation_args"
@@ -250,50 +261,20 @@ class ClusterClock:
         self._offset += max(seconds, 0.0)
 
 
-@dataclass(frozen=True)
-class ArgoRetryStrategy:
-    """A task's `retryPolicy` as the backend hands it to Argo (`retryStrategy.backoff`)."""
-
-    backoff_seconds: float
-    factor: float
-    window_seconds: float | None  # backoff.maxDuration; None: no window
-
-    @classmethod
-    def from_policy(cls, policy: dict) -> ArgoRetryStrategy:
-        def seconds(value: str | None) -> float | None:
-            return None if value is None else float(value.removesuffix("s"))
-
-        return cls(
-            backoff_seconds=seconds(policy.get("backoffDuration")) or 0.0,
-            factor=float(policy.get("backoffFactor", 2.0)),
-            window_seconds=seconds(policy.get("backoffMaxDuration")),
-        )
-
-    def wait_before(self, attempt: int) -> float:
-        """The wait before attempt `attempt` (2 is the first retry), uncapped as in Argo."""
-        return self.backoff_seconds * self.factor ** (attempt - 2)
-
-    def refusal(self, attempt: int, first_started: float, last_ended: float, now: float):
-        """Why Argo starts no attempt `attempt` (operator.go's messages), or None."""
-        if self.window_seconds is None:
-            return None
-        window_end = first_started + self.window_seconds
-        if now > window_end:
-            return "Max duration limit exceeded"
-        if last_ended + self.wait_before(attempt) > window_end:
-            return "Backoff would exceed max duration limit"
-        return None
-
-
-def retry_strategies(spec: dict) -> dict[str, ArgoRetryStrategy]:
-    """Task name -> its retry strategy, for every task with a `retryPolicy`, in any DAG."""
+def retry_strategies(
+    spec: dict, defaults: argo_retry.TemplateDefaults | None
+) -> dict[str, argo_retry.RetryStrategy]:
+    """Task name -> its retry strategy after Argo's merge, for every container task."""
     dags = [spec["root"]] + [c for c in spec["components"].values() if "dag" in c]
-    return {
-        name: ArgoRetryStrategy.from_policy(task["retryPolicy"])
-        for dag in dags
-        for name, task in dag["dag"]["tasks"].items()
-        if task.get("retryPolicy")
-    }
+    strategies = {}
+    for dag in dags:
+        for name, task in dag["dag"]["tasks"].items():
+            if "executorLabel" not in spec["components"][task["componentRef"]["name"]]:
+                continue
+            strategy = argo_retry.RetryStrategy.for_task(task.get("retryPolicy"), defaults)
+            if strategy is not None:
+                strategies[name] = strategy
+    return strategies
 
 
 def output_uris(executor_input: dict) -> list[str]:
@@ -347,6 +328,35 @@ def run_command(
     return subprocess.CompletedProcess(command, returncode or (1 if killed else 0), output)
 
 
+LAUNCHER_DOWNLOAD = Path(__file__).with_name("launcher_download.py")
+
+
+def download_inputs(
+    project_python: str, executor_input: dict, pod: Path, env: dict
+) -> subprocess.CompletedProcess:
+    """The launcher's download of the step's s3:// inputs into its pod (launcher_download.py).
+
+    A process of its own, with the step's environment (its store and
+    credentials) and the project's interpreter (boto3), as the launcher is
+    one in the step's pod. stdout: the bytes downloaded.
+    """
+    has_s3_input = any(
+        artifact.get("uri", "").startswith("s3://")
+        for artifact_list in executor_input.get("inputs", {}).get("artifacts", {}).values()
+        for artifact in artifact_list.get("artifacts", [])
+    )
+    if not has_s3_input:
+        return subprocess.CompletedProcess([], 0, "0")
+    return subprocess.run(
+        [project_python, str(LAUNCHER_DOWNLOAD), str(pod)],
+        input=json.dumps(executor_input),
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 def make_task_handler(
     project_python: str,
     steps: dict[str, dict],
@@ -354,10 +364,16 @@ def make_task_handler(
     environment,
     faults: Faults = Faults(),
     log_dir: Path | None = None,
-    strategies: dict[str, ArgoRetryStrategy] | None = None,
+    strategies: dict[str, argo_retry.RetryStrategy] | None = None,
     clock: ClusterClock | None = None,
+    pods: Path | None = None,
 ):
+    """kfp.local's task handler class, running steps as the backend would (module docstring).
+
+    `pods`: where each step's pod disk is played (a directory per task).
+    """
     strategies = strategies or {}
+    pods = pods or Path(tempfile.gettempdir())
     clock = clock or ClusterClock()
 
     class ProjectEnvironmentTaskHandler:
@@ -380,12 +396,20 @@ def make_task_handler(
             attempt = earlier.get("attempts", 0) + 1
             strategy = strategies.get(step_id)
             timeout = window_end = None
-            if attempt > 1 and strategy is not None and strategy.window_seconds is not None:
+            if attempt > 1:
                 if earlier.get("retry_stopped"):
                     # Argo stopped retrying; kfp.local's own loop calls on regardless.
                     return status.Status.FAILURE
-                refusal = strategy.refusal(
-                    attempt, earlier["cluster_started"], earlier["cluster_ended"], clock.now()
+                refusal = (
+                    strategy.refusal(
+                        attempt,
+                        earlier["cluster_started"],
+                        earlier["cluster_ended"],
+                        clock.now(),
+                        earlier["phase"],
+                    )
+                    if strategy is not None
+                    else "no retryStrategy"
                 )
                 if refusal:
                     print(f"{step_id}: not retried: {refusal}", flush=True)
@@ -395,19 +419,34 @@ def make_task_handler(
                 clock.advance(
                     earlier["cluster_ended"] + strategy.wait_before(attempt) - clock.now()
                 )
-                window_end = earlier["cluster_started"] + strategy.window_seconds
-                timeout = window_end - clock.now() - faults.attempt_seconds.get(step_id, 0)
+                if strategy.window_seconds is not None:
+                    window_end = earlier["cluster_started"] + strategy.window_seconds
+                    timeout = window_end - clock.now() - faults.attempt_seconds.get(step_id, 0)
             cluster_started = earlier.get("cluster_started", clock.now())
             started_at = datetime.datetime.now()
             started = time.monotonic()
+            # How Argo reads a failed attempt (argo_retry's docstring): the main
+            # container's non-zero exit, a node's shutdown and a deadline are Failed.
+            phase = argo_retry.FAILED
+            process = None
+            downloaded = 0
             try:
                 env = environment.for_step(project_python, label, self.env_vars)
             except MissingSecretError as err:
-                # Kubernetes does not start such a pod (CreateContainerConfigError).
+                # Kubernetes does not start such a pod (CreateContainerConfigError); its
+                # container is still waiting, which Argo reads as Error.
+                phase = argo_retry.ERROR
                 process = subprocess.CompletedProcess(
                     command, 1, f"CreateContainerConfigError: {err}"
                 )
             else:
+                download = download_inputs(project_python, executor_input, pods / step_id, env)
+                if download.returncode != 0:
+                    # The launcher fails the step before its command runs.
+                    process = subprocess.CompletedProcess(command, 1, download.stderr)
+                else:
+                    downloaded = int(download.stdout or 0)
+            if process is None:
                 preempt = faults.preempt_first_attempt(step_id, attempt - 1)
                 process = run_command(
                     command, env, output_uris(executor_input) if preempt else None, timeout
@@ -440,6 +479,11 @@ def make_task_handler(
                 "status": "SUCCESS" if process.returncode == 0 else "FAILURE",
                 # kfp.local retries a task with a retryPolicy, as the backend does.
                 "attempts": attempt,
+                # Argo's phase of the attempt: Succeeded, Failed or Error.
+                "phase": "Succeeded" if process.returncode == 0 else phase,
+                # What the launcher downloaded before the command (an s3:// root).
+                "downloaded_bytes": downloaded,
+                "retry_policy": strategy.retry_policy if strategy else None,
                 # On the cluster's clock, in seconds: the first attempt's start, this
                 # attempt's end, and the window Argo retries the step within.
                 "cluster_started": cluster_started,
@@ -459,6 +503,13 @@ def make_task_handler(
                     else None
                 ),
                 "parameters": executor_input.get("inputs", {}).get("parameterValues", {}),
+                # What the driver handed the step: its input and output artifacts and
+                # the executor output file (the parameters are above).
+                "handed": {
+                    "inputs": executor_input.get("inputs", {}).get("artifacts", {}),
+                    "outputs": executor_input.get("outputs", {}).get("artifacts", {}),
+                    "output_file": output_file,
+                },
                 "outputs": {
                     name: [a["uri"] for a in artifacts.get("artifacts", [])]
                     for name, artifacts in executor_input.get("outputs", {})
@@ -496,36 +547,143 @@ def subprocess_environment() -> dict[str, str]:
     return env
 
 
-def executor_input_builder(local_root: str, artifact_root: str | None):
-    """kfp.local's executor input, with input artifact types as the consumer declares them.
+# The driver's fixed paths inside a pod (kubeflow/pipelines 2.17.0).
+# component/launcher_v2.go:526, OutputMetadataFilepath: the executor output
+# file where the pipeline root's scheme has no local path.
+LEGACY_OUTPUT_FILE = "tmp/kfp_outputs/output_metadata.json"
+# driver/driver.go:796: each output parameter's file.
+OUTPUT_PARAMETER_DIR = "tmp/kfp/outputs"
+EXECUTOR_LOGS = "executor-logs"
 
-    `artifact_root`, a remote pipeline root: output artifact URIs move from
-    under `local_root` to the same place under it.
+
+def local_path_for_uri(uri: str) -> str | None:
+    """Where the launcher puts `uri` inside a pod, without the leading "/"; None: nowhere.
+
+    component/launcher_v2.go:1239 at 2.17.0, `LocalPathForURI` (oci:// left out).
+    """
+    for scheme, prefix in (("gs://", "gcs/"), ("minio://", "minio/"), ("s3://", "s3/")):
+        if uri.startswith(scheme):
+            return prefix + uri.removeprefix(scheme)
+    return None
+
+
+def metadata_as_ml_metadata_returns_it(metadata: dict, output_name: str, session_info: str) -> dict:
+    """An output's metadata after the launcher recorded it and the driver read it back.
+
+    The launcher stores each metadata field as a custom property
+    (metadata/converter.go:110 at 2.17.0, `toMLMDArtifact`: `_kfp_workspace`
+    dropped, a bool stored as 0 or 1 by `StructValueToMLMDValue`), adding
+    `display_name` (the output's name) and `store_session_info` where the
+    executor set neither (metadata/client.go:1234-1250, `RecordArtifact`); the
+    driver turns properties and custom properties back into metadata
+    (converter.go:181, `toRuntimeArtifact`).
+    """
+    returned = {}
+    for key, value in metadata.items():
+        if key == "_kfp_workspace":
+            continue
+        returned[key] = float(value) if isinstance(value, bool) else value
+    returned.setdefault("display_name", output_name)
+    returned.setdefault("store_session_info", session_info)
+    return returned
+
+
+@dataclass
+class Driver:
+    """Builds each step's executor input as open-source KFP's driver does, not as kfp.local.
+
+    kfp.local builds the executor input from the spec with conveniences the
+    backend does not have. Here each attempt of a step gets what the 2.x
+    driver hands it (docs/executed-spec.md lists each rule with its test):
+
+    * input artifacts as ML Metadata returns them: named by their numeric id,
+      typed `instanceSchema: ""` (metadata/client.go:1144 and :245 at 2.17.0,
+      `GetOutputArtifactsByExecutionId`, `ToRuntimeArtifact`), their metadata
+      as `metadata_as_ml_metadata_returns_it` says;
+    * an `executor-logs` output typed `system.Artifact` that no component
+      declares, where log publishing is on, as the API server's stock
+      manifest has it (driver/driver.go:755-768, `provisionOutputs`);
+    * the executor output file inside the pod: under the task root's local
+      path from 2.15 (driver.go:800-807), else /tmp/kfp_outputs
+      (launcher_v2.go:526), as for a local pipeline root, which has no local
+      path; output parameters under /tmp/kfp/outputs (driver.go:796);
+    * a fresh pod per attempt: `<pods>/<task>/` stands for its disk, emptied
+      before each attempt, and the launcher's download of every input
+      artifact to it (launcher_download.py) before the command runs.
+
+    A local --pipeline-root stands in for the object store: artifacts keep
+    local URIs and nothing is downloaded (the backend has no local roots).
     """
 
-    def typed_executor_input(component_spec, arguments, task_root, block_input_artifact):
+    local_root: str
+    artifact_root: str | None  # a remote pipeline root: output URIs move under it
+    pods: Path
+    release: tuple[int, int, int]
+    publish_logs: bool = True
+    _ids: dict = field(default_factory=dict)  # artifact URI -> its ML Metadata id
+
+    def artifact_id(self, uri: str) -> str:
+        return self._ids.setdefault(uri, str(len(self._ids) + 1))
+
+    def session_info(self) -> str:
+        if not self.artifact_root:
+            return "null"  # json.Marshal of a nil SessionInfo: no bucket configured
+        scheme = self.artifact_root.split("://", 1)[0]
+        return json.dumps({"Provider": scheme, "Params": {}}, separators=(",", ":"))
+
+    def output_file(self, pod: Path, task_root_uri: str) -> str:
+        local = local_path_for_uri(task_root_uri)
+        if self.release >= (2, 15, 0) and local is not None:
+            return str(pod / local / "output_metadata.json")
+        return str(pod / LEGACY_OUTPUT_FILE)
+
+    def __call__(self, component_spec, arguments, task_root, block_input_artifact):
         executor_input = _construct_executor_input(
             component_spec=component_spec,
             arguments=arguments,
             task_root=task_root,
             block_input_artifact=block_input_artifact,
         )
-        for name, artifact_list in executor_input.inputs.artifacts.items():
-            declared = component_spec.input_definitions.artifacts[name].artifact_type
+        task = os.path.basename(task_root)
+        pod = self.pods / task
+        shutil.rmtree(pod, ignore_errors=True)
+        pod.mkdir(parents=True)
+        for artifact_list in executor_input.inputs.artifacts.values():
             for artifact in artifact_list.artifacts:
-                artifact.type.CopyFrom(declared)
+                metadata = json_format.MessageToDict(artifact.metadata)
+                returned = metadata_as_ml_metadata_returns_it(
+                    metadata, artifact.name, self.session_info()
+                )
+                artifact.name = self.artifact_id(artifact.uri)
+                artifact.type.Clear()
+                artifact.type.instance_schema = ""
+                artifact.metadata.Clear()
+                artifact.metadata.update(returned)
+        task_root_uri = task_root
+        if self.artifact_root:
+            task_root_uri = self.remote(task_root)
         for artifact_list in executor_input.outputs.artifacts.values():
             for artifact in artifact_list.artifacts:
-                if artifact_root:
-                    relative = os.path.relpath(artifact.uri, local_root)
-                    artifact.uri = f"{artifact_root.rstrip('/')}/{relative}"
+                if self.artifact_root:
+                    artifact.uri = self.remote(artifact.uri)
                 else:
-                    # The launcher's prepareOutputFolders (launcher_v2.go): each output's
-                    # parent directory exists before the command starts.
+                    # The launcher's prepareOutputFolders (launcher_v2.go:1280): each
+                    # output's parent directory exists before the command starts.
                     os.makedirs(os.path.dirname(artifact.uri), exist_ok=True)
+        if self.publish_logs:
+            logs = executor_input.outputs.artifacts[EXECUTOR_LOGS].artifacts.add()
+            logs.name = EXECUTOR_LOGS
+            logs.uri = f"{task_root_uri.rstrip('/')}/{EXECUTOR_LOGS}"
+            logs.type.schema_title = "system.Artifact"
+        for name, parameter in executor_input.outputs.parameters.items():
+            parameter.output_file = str(pod / OUTPUT_PARAMETER_DIR / name)
+        executor_input.outputs.output_file = self.output_file(pod, task_root_uri)
+        os.makedirs(os.path.dirname(executor_input.outputs.output_file), exist_ok=True)
         return executor_input
 
-    return typed_executor_input
+    def remote(self, local_uri: str) -> str:
+        relative = os.path.relpath(local_uri, self.local_root)
+        return f"{self.artifact_root.rstrip('/')}/{relative}"
 
 
 _construct_executor_input = executor_input_utils.construct_executor_input
@@ -587,7 +745,18 @@ def run(
     cache_root: Path | None = None,
     faults: Faults = Faults(),
     log_dir: Path | None = None,
+    release: tuple[int, int, int] = NEWEST_RELEASE_READ,
+    template_defaults: argo_retry.TemplateDefaults | str | None = STOCK,
 ) -> dict:
+    """Executes `package`; returns the summary (module docstring).
+
+    `release`: the backend whose driver and stock Argo settings are played;
+    `template_defaults`: the cluster's `templateDefaults.retryStrategy`, STOCK
+    for what a stock install of `release` sets.
+    """
+    if template_defaults == STOCK:
+        template_defaults = argo_retry.stock_template_defaults(release)
+    assert not isinstance(template_defaults, str)
     spec_dict, platform = list(yaml.safe_load_all(package.read_text()))
     spec = json_format.ParseDict(spec_dict, pipeline_spec_pb2.PipelineSpec())
     steps: dict[str, dict] = {}
@@ -597,6 +766,7 @@ def run(
         environment = replace(
             environment, platform=kubernetes.get("deploymentSpec", {}).get("executors", {})
         )
+    pods = Path(tempfile.mkdtemp(prefix="kfp-pods-"))
     subprocess_task_handler.SubprocessTaskHandler = make_task_handler(
         project_python,
         steps,
@@ -604,8 +774,9 @@ def run(
         environment,
         faults,
         log_dir,
-        retry_strategies(spec_dict),
+        retry_strategies(spec_dict, template_defaults),
         ClusterClock(),
+        pods,
     )
     # Argo's backoff passes on the cluster's clock in the task handler; kfp.local's
     # own wait (capped at backoffMaxDuration, which Argo does not do) is skipped.
@@ -613,9 +784,13 @@ def run(
     executor_output_utils.get_outputs_from_executor_output = outputs_with_parameters_kept
     executor_input_utils.get_local_task_resource_name = task_directory_name
     remote_root = spec.default_pipeline_root
-    executor_input_utils.construct_executor_input = executor_input_builder(
-        str(pipeline_root), remote_root if remote_root.startswith(REMOTE_ROOT_SCHEMES) else None
+    driver = Driver(
+        local_root=str(pipeline_root),
+        artifact_root=remote_root if remote_root.startswith(REMOTE_ROOT_SCHEMES) else None,
+        pods=pods,
+        release=release,
     )
+    executor_input_utils.construct_executor_input = driver
     if cache_root is not None:
         record_cache_hits(steps)
     local.init(
@@ -631,9 +806,17 @@ def run(
         pipeline_orchestrator.run_local_pipeline(spec, parameters)
     except Exception as err:  # Reported in the summary; the caller decides.
         error = f"{type(err).__name__}: {err}"
+    finally:
+        shutil.rmtree(pods, ignore_errors=True)
     failed = [s for s, v in steps.items() if v["status"] not in ("SUCCESS", "CACHED")]
     return {
         "pipeline": spec.pipeline_info.name,
+        "backend": {
+            "release": ".".join(map(str, release)),
+            "template_retry_defaults": (
+                None if template_defaults is None else asdict(template_defaults)
+            ),
+        },
         "order": list(steps),
         "steps": steps,
         "seconds": round(time.monotonic() - started, 2),
@@ -704,8 +887,29 @@ def main(argv: list[str] | None = None) -> int:
         metavar="STEP=DURATION",
         help="each attempt of STEP takes DURATION (30s, 40m, 6h) more on the cluster's clock",
     )
+    parser.add_argument(
+        "--backend-release",
+        default=".".join(map(str, NEWEST_RELEASE_READ)),
+        help="the KFP backend release played (its driver, its stock Argo settings)",
+    )
+    parser.add_argument(
+        "--template-retry-policy",
+        choices=(STOCK, "none", *argo_retry.POLICIES),
+        default=STOCK,
+        help="the cluster's templateDefaults retryPolicy: the release's stock one, none "
+        "(no templateDefaults retryStrategy), or a policy with the stock limit",
+    )
     args = parser.parse_args(argv)
     parameters = dict(p.split("=", 1) for p in args.parameter)
+    release = argo_retry.parse_release(args.backend_release)
+    template_defaults: argo_retry.TemplateDefaults | str | None = STOCK
+    if args.template_retry_policy == "none":
+        template_defaults = None
+    elif args.template_retry_policy != STOCK:
+        stock = argo_retry.stock_template_defaults(release)
+        template_defaults = argo_retry.TemplateDefaults(
+            limit=stock.limit if stock else None, retry_policy=args.template_retry_policy
+        )
     faults = Faults(
         preempt=frozenset(args.preempt),
         repeated=frozenset(args.repeat),
@@ -729,6 +933,8 @@ def main(argv: list[str] | None = None) -> int:
             args.cache_root,
             faults,
             args.log_dir,
+            release,
+            template_defaults,
         )
     args.summary.write_text(json.dumps(summary, indent=2))
     print(

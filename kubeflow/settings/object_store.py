@@ -124,12 +124,14 @@ def parse_object_store(values: Any) -> ObjectStore:
         if endpoint.startswith("minio://"):
             raise SettingsError(
                 f"{where}.endpoint: {endpoint!r}: give the store's S3 API address, "
-                "http://HOST:PORT or https://HOST:PORT (e.g. http://minio-service.kubeflow:9000)"
+                "http://HOST:PORT or https://HOST:PORT (e.g. http://seaweedfs.kubeflow:8333, the "
+                "SeaweedFS of a stock KFP 2.16+, or http://minio-service.kubeflow:9000 for MinIO)"
             )
         if not _ENDPOINT.match(endpoint):
             raise SettingsError(
                 f"{where}.endpoint: {endpoint!r} is not http(s)://HOST[:PORT] (e.g. "
-                "http://minio-service.kubeflow:9000; say http:// for a plain-HTTP MinIO, or "
+                "http://seaweedfs.kubeflow:8333 or http://minio-service.kubeflow:9000; say "
+                "http:// for a plain-HTTP store such as KFP's SeaweedFS or MinIO, or "
                 "both TensorFlow and Beam try TLS)"
             )
         endpoint = endpoint.rstrip("/")

@@ -1,18 +1,50 @@
 """Retries of failed Kubeflow steps: the `retries:` section of kubeflow/pipeline.yaml.
 
-A scheduled run meets failures that a second attempt cures: a preempted GPU
-node, an evicted pod, an object store that timed out. KFP retries a step whose
-task carries a `retryPolicy`: Argo starts the step's pod again with the same
-executor input, so the same output URIs (kubeflow/step_entrypoint.py empties
-them before each attempt). Every step here sits in the `tfx-dag` sub-DAG of
-the exit handler, and the backend honours a policy there from 2.14 on
-(kubeflow/backend.py).
+A scheduled run meets failures that a second attempt may cure: an object
+store that timed out, a pod evicted from a node under pressure, a node
+preempted or drained. KFP retries a step whose task carries a `retryPolicy`:
+Argo starts the step's pod again with the same executor input, so the same
+output URIs (kubeflow/step_entrypoint.py empties them before each attempt).
+Every step here sits in the `tfx-dag` sub-DAG of the exit handler, where the
+backend honours a policy (kubeflow/backend.py: 2.15.0 to 2.18.x).
+
+Which failures Argo retries is the cluster's choice, not this file's
+(docs/kubeflow-operations.md, "Retries on the cluster"). Argo ends an attempt
+either Failed or Error (argo-workflows v4.0.5, workflow/controller/
+operator.go:1709-1807, `inferFailedReason`; v3.7.3, the Argo of KFP 2.15
+and 2.16, operator.go:1652-1729, the same rules):
+
+* Failed: the step exited non-zero; the pod failed with a status message,
+  as an eviction ("The node was low on resource") and a node's graceful
+  shutdown before a preemption write one;
+* Error: the pod was deleted, as it is with a node that went away before its
+  kubelet reported (operator.go:1289, "pod deleted"); a container that never
+  started (a missing secret).
+
+KFP compiles a policy into Argo's `limit` and `backoff` with no
+`retryPolicy` (kubeflow/backend.py cites it). Argo's default is then
+OnFailure, Failed attempts only (argo-workflows v4.0.5,
+pkg/apis/workflow/v1alpha1/workflow_types.go:2295, `RetryPolicyActual`): so
+on 2.15 and 2.16 a step is retried after a non-zero exit, an eviction or a
+graceful shutdown, not after a deleted pod. Stock 2.17 and later set
+`retryPolicy: OnError` for every template in Argo's configmap: a step is
+retried after an Error only, never after a Failure, until the admin changes
+it (the docs give the change).
 
 What the fields mean on the cluster, where the backend hands them to Argo's
 `retryStrategy` (`backoff.duration`, `backoff.factor`, `backoff.maxDuration`):
 
 * retry n (from 1) starts `backoff * backoff_factor**(n-1)` after attempt n
   ended;
+* `backoff_factor` is a whole number: KFP hands Argo the float's text (Go's
+  `%v`: 2.0 is "2", 1.5 is "1.5"; kubeflow/pipelines 2.17.0,
+  backend/src/v2/compiler/argocompiler/container.go:638, `AnyStringPtr`),
+  and Argo reads `backoff.factor` as an integer (argo-workflows v4.0.5,
+  operator.go:1055, `intstr.Int32`; util/intstr/parametrizable.go:12-25,
+  `strconv.Atoi`, "value '1.5' cannot be resolved to an int"). A factor of
+  1.5 fails that parse after the step's first failure, and Argo ends the
+  step in Error instead of retrying it (operator.go:2325-2326,
+  `markNodeError`);
 * `retry_window` (the policy's `backoffMaxDuration`) is the longest time,
   counted from the start of the *first* attempt, during which the step may
   still be retried. Argo starts no retry after it ("Max duration limit
@@ -60,7 +92,7 @@ class RetryPolicy:
 
     max_retries: int = 0
     backoff: str = "60s"
-    backoff_factor: float = 2.0
+    backoff_factor: int = 2  # a whole number: Argo parses it as one (module docstring)
     retry_window: str | None = None
 
     def backoff_seconds(self) -> list[float]:
@@ -113,7 +145,7 @@ class RetryPolicy:
 # What a step retried by default gets: two more attempts, one and then two
 # minutes later (a node pool's autoscaler usually has a replacement by then),
 # within the window its deadline calls for.
-DEFAULT_RETRY = RetryPolicy(max_retries=2, backoff="60s", backoff_factor=2.0)
+DEFAULT_RETRY = RetryPolicy(max_retries=2, backoff="60s", backoff_factor=2)
 
 
 @dataclass(frozen=True)
@@ -161,7 +193,13 @@ def _retry_policy(values: Any, where: str, fallback: RetryPolicy) -> RetryPolicy
         raise SettingsError(f"{where}.max_retries: must be an integer 0..10, got {count!r}")
     factor = values.get("backoff_factor", fallback.backoff_factor)
     if not isinstance(factor, (int, float)) or isinstance(factor, bool) or factor < 1:
-        raise SettingsError(f"{where}.backoff_factor: must be a number >= 1, got {factor!r}")
+        raise SettingsError(f"{where}.backoff_factor: must be a whole number >= 1, got {factor!r}")
+    if isinstance(factor, float) and not factor.is_integer():
+        raise SettingsError(
+            f"{where}.backoff_factor: must be a whole number (2, 3), got {factor!r}: Argo "
+            "reads backoff.factor as an integer, and a fraction would end the step in Error "
+            "at its first failure instead of retrying it"
+        )
     backoff = values.get("backoff", fallback.backoff)
     window = values.get("retry_window", fallback.retry_window)
     # The window may be left unset (derived from the step's deadline); the backoff may not.
@@ -178,7 +216,7 @@ def _retry_policy(values: Any, where: str, fallback: RetryPolicy) -> RetryPolicy
             f"{where}.retry_window: {window} is shorter than backoff {backoff}: "
             "no retry could start inside it"
         )
-    return RetryPolicy(count, backoff, float(factor), window)
+    return RetryPolicy(count, backoff, int(factor), window)
 
 
 def _renamed_retry_fields(values: dict[str, Any], where: str) -> dict[str, Any]:

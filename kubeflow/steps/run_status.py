@@ -9,7 +9,9 @@ What open-source KFP hands it is thin: the DAG's state, no failed task and no
 error message (the backend leaves `error` empty), and an exit handler may
 take no artifacts. The steps fill the gap themselves: each attempt of each
 step records how it ended beside its outputs (kubeflow/steps/
-step_records.py, written by kubeflow/step_entrypoint.py). From those records
+step_records.py, written by kubeflow/step_entrypoint.py). A final state
+that says nothing of how the DAG ended (RUNNING, NEW, SKIPPED, none) is no
+verdict: the records alone judge the run then. From those records
 this step writes the run report, as a local run's report does after a
 failure: which step failed and its error, every step's state (succeeded,
 failed, interrupted, cached or not run), retried attempts, and the sections
@@ -43,9 +45,29 @@ _STATE_OF_OUTCOME = {
     step_records.RUNNING: INTERRUPTED,
 }
 # PipelineTaskFinalStatus.state: KFP's backend sends the DAG execution's ML
-# Metadata state (COMPLETE, CACHED, FAILED, CANCELED), kfp.local and Vertex
-# a run state (SUCCEEDED, FAILED, CANCELLED).
+# Metadata state (kubeflow/pipelines 2.15.0 to 2.17.0,
+# backend/src/v2/driver/resolve.go, 2.17.0 lines 471-472,
+# `GetLastKnownState().String()`: UNKNOWN, NEW, RUNNING, COMPLETE, FAILED,
+# CACHED, CANCELED, third_party/ml-metadata/ml_metadata/proto/
+# metadata_store.proto:307-315); the 3.0 line, the task's state
+# (kubeflow/pipelines#13986, backend/src/v2/driver/resolver/parameters.go:552;
+# RUNTIME_STATE_UNSPECIFIED, RUNNING, SUCCEEDED, SKIPPED, FAILED, CACHED, ...,
+# backend/api/v2beta1/run.proto:440); kfp.local and Vertex a run state
+# (SUCCEEDED, FAILED, CANCELLED).
 _SUCCESSFUL_FINAL_STATES = ("SUCCEEDED", "COMPLETE", "CACHED")
+# States that say the DAG has not ended, or not how: no verdict. The report
+# then judges the run by the steps' records alone: a failed or interrupted
+# step fails it, and no record of one does not. SKIPPED is the 3.0 line's
+# state for a task "skipped, for example due to caching" (run.proto:450).
+NO_VERDICT_STATES = (
+    "",
+    "UNKNOWN",
+    "NEW",
+    "RUNNING",
+    "PENDING",
+    "SKIPPED",
+    "RUNTIME_STATE_UNSPECIFIED",
+)
 # How an earlier attempt of a retried step ended, by its recorded outcome.
 _ATTEMPT_ENDINGS = {
     step_records.RUNNING: "was killed before it finished",
@@ -91,6 +113,25 @@ def _clock(ms: int) -> str:
     )
 
 
+def kfp_verdict(final_state: str) -> "bool | None":
+    """What KFP's final state says of the run: succeeded (True), failed (False), or
+    no verdict (None: NO_VERDICT_STATES)."""
+    state = final_state.strip().upper()
+    if state in NO_VERDICT_STATES:
+        return None
+    return state in _SUCCESSFUL_FINAL_STATES
+
+
+def verdict_note(final_state: str) -> "str | None":
+    """The report's note where KFP's final state gives no verdict, else None."""
+    if kfp_verdict(final_state) is not None:
+        return None
+    return (
+        f"KFP's final status ({final_state or 'none'}) says nothing of how the run ended: "
+        "the run is judged by its steps' records."
+    )
+
+
 def failure_text(
     order: Sequence[str],
     states: Mapping[str, str],
@@ -98,7 +139,11 @@ def failure_text(
     final_state: str,
     kfp_error: str,
 ) -> "str | None":
-    """The run's error for the report: the first step that failed, and why."""
+    """The run's error for the report: the first step that failed, and why.
+
+    Where no step recorded a failure, KFP's final state decides; a state with
+    no verdict (NO_VERDICT_STATES) leaves the run not failed.
+    """
     for step in order:
         if states[step] == "failed":
             return f"{step} failed: {records[step].last.error or 'no error was recorded'}"
@@ -109,12 +154,13 @@ def failure_text(
                 "and never finished: its pod was killed (out of memory, a preempted or "
                 "drained node, the step's deadline) or the run was stopped."
             )
-    if final_state and final_state.upper() not in _SUCCESSFUL_FINAL_STATES:
+    if kfp_verdict(final_state) is False:
         return (
             f"KFP reports the run {final_state}"
             + (f": {kfp_error.rstrip('.')}" if kfp_error else "")
             + ". No step recorded a failure: a step's pod may not have started "
-            "(image pull, scheduling, a missing secret); its events are on the KFP run page."
+            "(image pull, scheduling, a missing secret); its events are on the KFP run page "
+            "while the run's workflow lasts (an hour after the run on stock KFP 2.17+)."
         )
     return None
 
@@ -206,7 +252,7 @@ def RunStatus(
         order,
         states,
         records,
-        str(status.get("state", "")),
+        str(status.get("state") or ""),
         str((status.get("error") or {}).get("message", "")),
     )
     notes = [
@@ -216,6 +262,8 @@ def RunStatus(
         "them when every step succeeded.",
         *retry_notes(order, records),
     ]
+    if note := verdict_note(str(status.get("state") or "")):
+        notes.insert(1, note)
     if run_dir is None:
         notes.append(f"The run's directory is not in this step's output URI {report.uri}.")
     fields = report_fields(run_outputs(states, records, dag["outputs"]))
