@@ -12,8 +12,9 @@ adds what TFX leaves out, in the form today's KFP SDK writes it:
   as `kfp.kubernetes.add_node_selector` / `add_toleration` produce it;
 * defaults for the runtime parameters (`data_root`, `train_args`) and the
   pipeline root;
-* caching switched off for steps that read state outside the pipeline (the
-  input snapshot, the drift gate, the served-model lookup);
+* caching switched off for steps that read or change state outside the
+  pipeline (`kubeflow.pipeline_steps.UNCACHED_STEPS`: the input snapshot, the
+  drift gate, the served-model lookup, the Deploy step);
 * retries (`retryPolicy`) per step, from the `retries:` settings
   (kubeflow/settings/retries.py);
 * with `training.engine: tfjob`, the Trainer as kubeflow/tfjob/'s

@@ -63,8 +63,9 @@ STEP_IDS = (*dag.COMPONENT_IDS, *KUBEFLOW_STEP_IDS)
 UNCACHED_STEPS = (INPUT_SNAPSHOT, DEPLOY, *dag.UNCACHED_NODES)
 
 # Retries (kubeflow/settings/retries.py). By default the steps whose failures
-# are mostly infrastructure (a preempted node, an evicted pod, an object store
-# that timed out) retry; the gates, which fail on data only, never may.
+# are mostly infrastructure (an object store that timed out, a node that went
+# away; which of them Argo retries: docs/kubeflow-operations.md) retry; the
+# gates, which fail on data only, never may.
 RETRIED_BY_DEFAULT = (*dag.BEAM_COMPONENT_IDS, dag.TRAINER)
 NEVER_RETRIED = MappingProxyType(
     {

@@ -7,7 +7,10 @@ is written under the pipeline root at compile time), it holds no trace of the
 code, and an edit to the model would be served from cache.
 
 `code_fingerprint(fn)` hashes the source of `fn`'s module and of every
-first-party module it imports, transitively. The pipeline puts it into the
+first-party module it imports, transitively. First-party is read from where
+a module's source lives: under the repository and outside a virtual
+environment. So a package a fork adds (say `features/`, imported from
+`trainer/`) counts as soon as it is imported, with no list to keep. The pipeline puts it into the
 `custom_config` of Transform and Trainer, so an edit to preprocessing re-runs
 Transform and everything downstream, an edit to the model re-runs Trainer and
 downstream only, and an untouched component stays cached. The fingerprint is a
@@ -26,8 +29,9 @@ import importlib.util
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-# Top-level packages of this project: their code is what a fork edits.
-FIRST_PARTY_PACKAGES = ("trainer", "components", "pipeline", "schemas")
+# The repository: a module whose source is under it (and not in an environment
+# installed there) is the project's own code, what a fork edits.
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CUSTOM_CONFIG_KEY = "code_fingerprint"
 
 
@@ -41,8 +45,27 @@ def _module_file(name: str) -> Path | None:
     return Path(spec.origin)
 
 
-def _is_first_party(name: str, packages: Iterable[str]) -> bool:
-    return name.split(".")[0] in packages
+def _under(path: Path, roots: tuple[Path, ...]) -> bool:
+    resolved = path.resolve()
+    return "site-packages" not in resolved.parts and any(
+        resolved.is_relative_to(root) for root in roots
+    )
+
+
+def _is_first_party_package(top_level: str, roots: tuple[Path, ...]) -> bool:
+    """Whether the top-level package or module `top_level` lives under `roots`.
+
+    Only top-level names are looked up here: `find_spec` of a dotted name
+    imports its parents, and TensorFlow's would be imported for nothing.
+    """
+    try:
+        spec = importlib.util.find_spec(top_level)
+    except (ImportError, ValueError):
+        return False
+    if spec is None:
+        return False
+    locations = [*(spec.submodule_search_locations or []), *([spec.origin] if spec.origin else [])]
+    return any(_under(Path(location), roots) for location in locations if location != "built-in")
 
 
 def _imported_names(tree: ast.AST, module: str, is_package: bool) -> set[str]:
@@ -64,17 +87,23 @@ def _imported_names(tree: ast.AST, module: str, is_package: bool) -> set[str]:
     return names
 
 
-def _first_party_trees(module: str, packages: Iterable[str]) -> dict[str, tuple[Path, ast.Module]]:
+def first_party_modules(
+    module: str, roots: Iterable[Path] = (PROJECT_ROOT,)
+) -> dict[str, tuple[Path, ast.Module]]:
     """`module` and every first-party module it imports, transitively: name -> (file, tree)."""
-    packages = tuple(packages)
+    roots = tuple(Path(root).resolve() for root in roots)
+    first_party: dict[str, bool] = {}
     found: dict[str, tuple[Path, ast.Module]] = {}
     pending = [module]
     while pending:
         name = pending.pop()
-        if name in found or not _is_first_party(name, packages):
+        top_level = name.split(".")[0]
+        if top_level not in first_party:
+            first_party[top_level] = _is_first_party_package(top_level, roots)
+        if name in found or not first_party[top_level]:
             continue
         path = _module_file(name)
-        if path is None:
+        if path is None or not _under(path, roots):
             continue  # `from pkg import CONSTANT`: not a module of its own.
         tree = ast.parse(path.read_text(), filename=str(path))
         found[name] = (path, tree)
@@ -86,17 +115,10 @@ def _first_party_trees(module: str, packages: Iterable[str]) -> dict[str, tuple[
     return found
 
 
-def first_party_sources(
-    module: str, packages: Iterable[str] = FIRST_PARTY_PACKAGES
-) -> dict[str, Path]:
-    """`module` and every first-party module it imports, transitively: name -> file."""
-    return {name: path for name, (path, _) in _first_party_trees(module, packages).items()}
-
-
-def code_fingerprint(fn: Callable, packages: Iterable[str] = FIRST_PARTY_PACKAGES) -> str:
+def code_fingerprint(fn: Callable, roots: Iterable[Path] = (PROJECT_ROOT,)) -> str:
     """A short hash of the code `fn` runs: its module and the first-party modules it imports."""
     digest = hashlib.sha256()
-    for name, (_, tree) in sorted(_first_party_trees(fn.__module__, packages).items()):
+    for name, (_, tree) in sorted(first_party_modules(fn.__module__, roots).items()):
         digest.update(name.encode())
         digest.update(b"\0")
         # Syntax, not text: comments and formatting do not invalidate the cache.

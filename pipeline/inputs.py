@@ -102,6 +102,8 @@ def _shared_header(csv_files: list[str]) -> tuple[str, ...]:
             # The decoder reads ahead: a bad byte in the first rows fails the header.
             check_utf8(path)
             raise
+        except csv.Error as err:  # A NUL byte, say: not a CSV file CsvExampleGen can read.
+            raise InputDataError(f"{path}: line {reader.line_num}: {err}") from None
         if header[0].startswith("\ufeff"):
             # CsvExampleGen would make the BOM part of the first column's name.
             raise InputDataError(

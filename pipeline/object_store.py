@@ -260,16 +260,6 @@ def isfile(path: str | os.PathLike) -> bool:
     return os.path.isfile(path)
 
 
-def tree_size(path: str | os.PathLike) -> int:
-    """Bytes in every file under `path`."""
-    path = os.fspath(path)
-    if not is_remote(path):
-        paths = (os.path.join(d, f) for d, _, files in os.walk(path) for f in files)
-        return sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
-    gfile = _gfile()
-    return sum(gfile.stat(join(d, f)).length for d, _, files in gfile.walk(path) for f in files)
-
-
 def file_size(path: str | os.PathLike) -> int:
     path = os.fspath(path)
     return _gfile().stat(path).length if is_remote(path) else os.path.getsize(path)

@@ -27,7 +27,7 @@ import re
 import statistics
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,27 +158,73 @@ def _typed(value: str, value_type: str):
     return value
 
 
+# Value types from narrowest to widest: a column is the narrowest every value parses as.
+VALUE_TYPES = ("int", "float", "string")
+
+
+def _narrowest_type(values: Iterable[str], at_least: str) -> str:
+    """The narrowest of VALUE_TYPES, no narrower than `at_least`, that parses every value."""
+    for value_type in VALUE_TYPES[VALUE_TYPES.index(at_least) :]:
+        try:
+            for value in values:
+                _typed(value, value_type)
+        except ValueError:
+            continue
+        return value_type
+    return "string"
+
+
 def read_profiles(csv_files: Sequence[str], types: dict[str, str]) -> dict[str, ColumnProfile]:
-    counts: dict[str, Counter[str]] = {name: Counter() for name in types}
+    """Each column's profile over the rows of `csv_files` (at most MAX_ROWS_READ).
+
+    `types` are TFDV's, inferred from one span's statistics; a column is
+    widened where the rows read here hold a value that type cannot take (a
+    `2.5` in an older span of a column the latest types int): the draft's
+    types come from the same rows as its profiles. A file that is not CSV is
+    a DraftError naming the file and line.
+    """
+    raw: dict[str, Counter[str]] = {name: Counter() for name in types}
     missing: Counter[str] = Counter()
     rows = 0
     for path in csv_files:
         with object_store.open_text(path) as f:
-            for row in csv.DictReader(f):
-                rows += 1
-                for name, value_type in types.items():
-                    value = row.get(name) or ""
-                    if value == "":
-                        missing[name] += 1
-                    else:
-                        counts[name][_typed(value, value_type)] += 1
-                if rows >= MAX_ROWS_READ:
-                    break
+            reader = csv.DictReader(f)
+            try:
+                for row in reader:
+                    rows += 1
+                    for name in types:
+                        value = row.get(name) or ""
+                        if value == "":
+                            missing[name] += 1
+                        else:
+                            raw[name][value] += 1
+                    if rows >= MAX_ROWS_READ:
+                        break
+            except csv.Error as err:
+                # DictReader's own line_num lags a line behind its reader's on an error.
+                raise DraftError(f"{path}: line {reader.reader.line_num}: {err}") from None
         if rows >= MAX_ROWS_READ:
             break
-    return {
-        name: ColumnProfile(name, types[name], rows, missing[name], counts[name]) for name in types
-    }
+    profiles = {}
+    for name, counts in raw.items():
+        value_type = _narrowest_type(counts, at_least=types[name])
+        typed: Counter = Counter()
+        for value, n in counts.items():
+            typed[_typed(value, value_type)] += n
+        profiles[name] = ColumnProfile(name, value_type, rows, missing[name], typed)
+    return profiles
+
+
+def widen_schema(schema, widened: dict[str, str]) -> None:
+    """Retypes `widened`'s columns (name -> float | string) in TFDV's inferred schema,
+    dropping the domain the narrower type had."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    proto_types = {"float": schema_pb2.FLOAT, "string": schema_pb2.BYTES}
+    for feature in schema.feature:
+        if feature.name in widened:
+            feature.type = proto_types[widened[feature.name]]
+            feature.ClearField("domain_info")
 
 
 def infer_task(label: ColumnProfile, requested: Task | None) -> Task:
@@ -640,24 +686,39 @@ def _round_up(value: float) -> float:
 
 
 def _sample_frame(csv_files: Sequence[str], types: dict[str, str], limit: int):
-    """The first `limit` rows of `types`' columns as a DataFrame: numbers as floats
-    (NaN where empty), strings as text (None where empty)."""
+    """`limit` rows drawn evenly across all of `csv_files` (a reservoir sample, seeded:
+    the same draft from the same data), `types`' columns as a DataFrame: numbers as
+    floats (NaN where empty), strings as text (None where empty).
+
+    Drawn across the data, not taken from its head: sorted or time-ordered data
+    would otherwise measure the noise of its first rows only.
+    """
+    import random
+
     import pandas as pd
 
-    columns: dict[str, list] = {name: [] for name in types}
-    rows = 0
+    names = list(types)
+    sample: list[tuple[str, ...]] = []
+    chooser = random.Random(0)
+    seen = 0
     for path in csv_files:
         with object_store.open_text(path) as f:
             for row in csv.DictReader(f):
-                for name, value_type in types.items():
-                    value = row.get(name) or ""
-                    if value_type == "string":
-                        columns[name].append(value or None)
-                    else:
-                        columns[name].append(float(value) if value else math.nan)
-                rows += 1
-                if rows >= limit:
-                    return pd.DataFrame(columns)
+                values = tuple(row.get(name) or "" for name in names)
+                if len(sample) < limit:
+                    sample.append(values)
+                else:
+                    slot = chooser.randrange(seen + 1)
+                    if slot < limit:
+                        sample[slot] = values
+                seen += 1
+    columns: dict[str, list] = {name: [] for name in names}
+    for values in sample:
+        for name, value in zip(names, values, strict=True):
+            if types[name] == "string":
+                columns[name].append(value or None)
+            else:
+                columns[name].append(float(value) if value else math.nan)
     return pd.DataFrame(columns)
 
 
@@ -735,6 +796,9 @@ def draft(
     )
     types = column_types(inferred)
     profiles = read_profiles(data.files, types)
+    widened = {c: p.value_type for c, p in profiles.items() if p.value_type != types[c]}
+    widen_schema(inferred, widened)
+    types.update(widened)
     label_profile = profiles[label]
     task = infer_task(label_profile, task)
     decisions = {c: decide_column(profiles[c]) for c in types if c != label}
@@ -812,6 +876,11 @@ def draft(
                 ]
                 if spec.input.has_spans
                 else []
+            ),
+            *(
+                f"  typed {column} {value_type}: the spans read hold values the latest "
+                "span's types cannot take"
+                for column, value_type in sorted(widened.items())
             ),
             f"  blessed when {gate.metric} {'>=' if gate.higher_is_better else '<='} "
             f"{gate.threshold:.4f} (naive model: {gate.naive_value:.4f})",

@@ -131,8 +131,8 @@ def analyze_and_transform(rows: list[dict[str, str]], schema, root: Path, spec=N
     from tfx_bsl.public import tfxio as public_tfxio
 
     from schemas import load_schema_dir
+    from tests.raw_examples import serialize_rows
     from trainer.preprocessing import FORCE_TF_COMPAT_V1, preprocessing_fn
-    from trainer.raw_examples import serialize_rows
     from trainer.transform_graph import TransformGraph
 
     spec = spec or load_schema_dir().spec
@@ -175,7 +175,7 @@ def taxi_trainer_inputs(tmp_path_factory):
     """
     import tensorflow as tf
 
-    from trainer.raw_examples import serialize_rows
+    from tests.raw_examples import serialize_rows
 
     schema = load_schema()
     _, rows = read_taxi_rows(limit=2000)

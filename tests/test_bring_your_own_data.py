@@ -17,10 +17,10 @@ import tensorflow as tf
 
 from schemas import load_schema_dir, read_schema
 from tests.conftest import REPO_ROOT
+from tests.raw_examples import serialize_rows
 from tests.synthetic import TASK_LABELS, write_dataset
 from trainer.export import SERVING_SIGNATURE
 from trainer.model import output_name
-from trainer.raw_examples import serialize_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import copy
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 import yaml
+from tensorflow_metadata.proto.v0 import schema_pb2
 
 import local_runner
 from pipeline.local import run as local_run
-from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir
+from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir, read_schema
 from schemas.draft import DRIFT_FLOORS, DraftError, draft, infer_task, main, read_profiles
 from tests.synthetic import TASK_LABELS, write_dataset
 from trainer.dataset import DatasetSpecError, parse_spec
@@ -430,3 +432,72 @@ def test_a_column_the_spec_closes_must_be_closed_in_the_schema(
             (schema_dir / name).write_text(text.replace(edit[0], edit[1]))
     with pytest.raises(DatasetSpecError, match=message):
         load_schema_dir(schema_dir)
+
+
+def _two_spans(tmp_path, older_edit) -> Path:
+    """Two spans of one shop dataset; `older_edit(text)` changes span 1's CSV."""
+    shop = write_dataset(tmp_path / "shop", "multiclass", rows=200)
+    root = tmp_path / "daily"
+    for span in (1, 2):
+        (root / f"span-{span}").mkdir(parents=True)
+        shutil.copy(shop / "data.csv", root / f"span-{span}" / "data.csv")
+    older = root / "span-1" / "data.csv"
+    older.write_text(older_edit(older.read_text()))
+    return root
+
+
+@pytest.mark.slow
+def test_a_fraction_in_an_older_span_drafts_the_column_as_float(tmp_path):
+    """TFDV types `visits` int from the latest span; span 1 holds 2.5 there."""
+
+    def fractional_visits(text: str) -> str:
+        header, *lines = text.splitlines()
+        column = header.split(",").index("visits")
+        cells = lines[3].split(",")
+        cells[column] = "2.5"
+        lines[3] = ",".join(cells)
+        return "\n".join([header, *lines]) + "\n"
+
+    root = _two_spans(tmp_path, fractional_visits)
+    out = tmp_path / "schema"
+    summary = draft(root, "species", out, input_pattern="span-{SPAN}/*.csv", spans=2)
+    assert "typed visits float" in summary
+    schema = read_schema(load_schema_dir(out).schema_file)
+    (visits,) = [f for f in schema.feature if f.name == "visits"]
+    assert visits.type == schema_pb2.FLOAT and not visits.HasField("int_domain")
+    # The latest span alone drafts it int, as before.
+    alone = draft(root, "species", tmp_path / "alone", input_pattern="span-{SPAN}/*.csv")
+    assert "typed visits" not in alone
+
+
+def _oversized_field_in_line(text: str, line: int) -> str:
+    """A cell past csv's field size limit (128 KiB): a file no CSV reader here takes."""
+    lines = text.split("\n")
+    lines[line - 1] = "x" * 200_000 + lines[line - 1]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("line", [2, 60], ids=["in_the_header_check", "in_the_profiles"])
+def test_a_file_that_is_not_csv_is_one_line_naming_it(tmp_path, capsys, line):
+    root = _two_spans(tmp_path, lambda text: _oversized_field_in_line(text, line))
+    code = main(
+        ["--data-root", str(root), "--label", "species", "--output-dir", str(tmp_path / "s"),
+         "--input-pattern", "span-{SPAN}/*.csv", "--spans", "2"]
+    )  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"error: {root / 'span-1' / 'data.csv'}: line {line}: "
+        "field larger than field limit (131072)"
+    )
+
+
+def test_the_noise_sample_is_drawn_across_the_data_not_from_its_head(tmp_path):
+    from schemas.draft import _sample_frame
+
+    sorted_rows = tmp_path / "sorted.csv"
+    sorted_rows.write_text("x\n" + "".join(f"{i}\n" for i in range(1000)))
+    frame = _sample_frame([str(sorted_rows)], {"x": "int"}, limit=50)
+    assert len(frame) == 50
+    assert frame["x"].max() > 500  # the head alone would stop at 49
+    assert frame["x"].equals(_sample_frame([str(sorted_rows)], {"x": "int"}, limit=50)["x"])

@@ -20,43 +20,85 @@ SOURCES = {
     "__init__.py": "",
     "feats.py": "KEYS = ('a', 'b')\n",
     "prep.py": "from fpdemo import feats\n\ndef fn(x):\n    return [x[k] for k in feats.KEYS]\n",
-    "model.py": "from . import feats\n\nUNITS = 8\n",
+    "model.py": "from . import feats\nimport fpextra.layers\n\nUNITS = 8\n",
     "run.py": (
         "from fpdemo.model import UNITS\nfrom fpdemo import prep\n\ndef fn():\n    return UNITS\n"
     ),
 }
 
 
+# A second top-level package, as a fork adds one (say `features/`): nothing lists it.
+EXTRA_SOURCES = {"__init__.py": "", "layers.py": "WIDTH = 4\n"}
+# An installed package inside the project (a virtual environment there): not first-party.
+INSTALLED_SOURCES = {"__init__.py": "VERSION = 1\n"}
+DEMO_PACKAGES = ("fpdemo", "fpextra", "fpinstalled")
+
+
 @pytest.fixture
 def demo_package(tmp_path, monkeypatch):
-    """A first-party package `fpdemo` on sys.path, and a function to edit one of its files."""
-    root = tmp_path / "fpdemo"
-    root.mkdir()
-    for name, text in SOURCES.items():
-        (root / name).write_text(text)
+    """First-party packages `fpdemo` and `fpextra` in a project at `tmp_path`, an installed
+    one under its .venv, and a function to edit a file (`fpextra/layers.py`, ...)."""
+    site_packages = tmp_path / ".venv" / "lib" / "python3.10" / "site-packages"
+    for root, sources in (
+        (tmp_path / "fpdemo", SOURCES),
+        (tmp_path / "fpextra", EXTRA_SOURCES),
+        (site_packages / "fpinstalled", INSTALLED_SOURCES),
+    ):
+        root.mkdir(parents=True)
+        for name, text in sources.items():
+            (root / name).write_text(text)
+    monkeypatch.syspath_prepend(str(site_packages))
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
 
     def fp(module: str) -> str:
         fn = SimpleNamespace(__module__=f"fpdemo.{module}", __qualname__="fn")
-        return fingerprint.code_fingerprint(fn, packages=("fpdemo",))
+        return fingerprint.code_fingerprint(fn, roots=(tmp_path,))
 
     def edit(name: str, text: str) -> None:
-        (root / name).write_text(text)
+        path = tmp_path / name if "/" in name else tmp_path / "fpdemo" / name
+        path.write_text(text)
 
     yield fp, edit
-    for name in [m for m in sys.modules if m == "fpdemo" or m.startswith("fpdemo.")]:
+    for name in [m for m in sys.modules if m.split(".")[0] in DEMO_PACKAGES]:
         del sys.modules[name]
 
 
-def test_sources_follow_first_party_imports_only(demo_package):
-    names = set(fingerprint.first_party_sources("fpdemo.run", packages=("fpdemo",)))
-    assert names == {"fpdemo", "fpdemo.run", "fpdemo.model", "fpdemo.prep", "fpdemo.feats"}
-    assert set(fingerprint.first_party_sources("fpdemo.prep", packages=("fpdemo",))) == {
+def test_sources_follow_first_party_imports_only(demo_package, tmp_path):
+    names = set(fingerprint.first_party_modules("fpdemo.run", roots=(tmp_path,)))
+    assert names == {
+        "fpdemo",
+        "fpdemo.run",
+        "fpdemo.model",
+        "fpdemo.prep",
+        "fpdemo.feats",
+        "fpextra",
+        "fpextra.layers",
+    }
+    assert set(fingerprint.first_party_modules("fpdemo.prep", roots=(tmp_path,))) == {
         "fpdemo",
         "fpdemo.prep",
         "fpdemo.feats",
     }
+
+
+def test_a_package_the_fork_adds_counts_without_being_listed(demo_package):
+    """Editing a new top-level package that only the model imports re-keys training only."""
+    fp, edit = demo_package
+    before = fp("prep"), fp("run")
+    edit("fpextra/layers.py", "WIDTH = 8\n")
+    assert fp("prep") == before[0]
+    assert fp("run") != before[1]
+
+
+def test_an_environment_installed_inside_the_project_is_not_first_party(demo_package, tmp_path):
+    fp, edit = demo_package
+    edit("model.py", SOURCES["model.py"] + "import fpinstalled\n")
+    assert "fpinstalled" not in fingerprint.first_party_modules("fpdemo.run", roots=(tmp_path,))
+    before = fp("run")
+    site = tmp_path / ".venv" / "lib" / "python3.10" / "site-packages" / "fpinstalled"
+    (site / "__init__.py").write_text("VERSION = 2\n")
+    assert fp("run") == before
 
 
 def test_model_edit_changes_training_but_not_preprocessing(demo_package):
@@ -77,13 +119,16 @@ def test_shared_module_edit_changes_both(demo_package):
 def test_comments_and_formatting_do_not_count(demo_package):
     fp, edit = demo_package
     before = fp("run")
-    edit("model.py", "# a comment\nfrom . import feats\n\n\nUNITS   =   8  # why 8\n")
+    edit(
+        "model.py",
+        "# a comment\nfrom . import feats\nimport fpextra.layers\n\n\nUNITS   =   8  # why 8\n",
+    )
     assert fp("run") == before
 
 
 def test_project_fingerprints_cover_the_right_modules():
-    transform_code = set(fingerprint.first_party_sources(preprocessing_fn.__module__))
-    trainer_code = set(fingerprint.first_party_sources(run_fn.__module__))
+    transform_code = set(fingerprint.first_party_modules(preprocessing_fn.__module__))
+    trainer_code = set(fingerprint.first_party_modules(run_fn.__module__))
     # The custom hooks and the spec module are code Transform runs: editing them re-runs it.
     assert {"trainer.preprocessing", "trainer.custom", "trainer.dataset"} <= transform_code
     assert "trainer.model" not in transform_code

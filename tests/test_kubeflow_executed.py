@@ -50,12 +50,12 @@ from kubeflow.steps.step_records import RECORD_FILE, StepRecord
 from kubeflow.tfx_spec import all_tasks, executor_labels
 from pipeline import pipeline as dag
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, load_schema, read_taxi_rows
+from tests.raw_examples import serialize_rows
 from tests.span_data import SPAN_ROWS, span_rows, span_schema_dir, write_span
 from tests.test_bad_input import ANOMALOUS_FEATURE, CASES
 from tests.test_kubeflow_reference import run_in_reference_env
 from trainer.export import SERVING_SIGNATURE
 from trainer.model import PROBABILITIES_OUTPUT
-from trainer.raw_examples import serialize_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 

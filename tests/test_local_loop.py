@@ -74,12 +74,26 @@ def test_code_edits_rerun_exactly_the_components_that_run_that_code(tmp_path, ta
     assert set(states(output_dir).values()) == {"complete"}
     first_versions = versions(output_dir)
 
+    # The model starts to use a package of the fork's own, which nothing lists.
+    (project / "features").mkdir()
+    (project / "features" / "__init__.py").write_text("")
+    (project / "features" / "widths.py").write_text("EXTRA_UNITS = 0\n")
     append("trainer/model.py", 1)
+    (project / "trainer" / "model.py").write_text(
+        (project / "trainer" / "model.py").read_text() + "import features.widths  # noqa\n"
+    )
     run()
     after_model_edit = states(output_dir)
     assert after_model_edit["Transform"] == "cached"
     assert after_model_edit["Trainer"] == "complete"
     assert after_model_edit["CsvExampleGen"] == "cached"
+
+    # An edit to that package alone re-runs the Trainer, and Transform stays cached.
+    (project / "features" / "widths.py").write_text("EXTRA_UNITS = 1\n")
+    run()
+    after_package_edit = states(output_dir)
+    assert after_package_edit["Transform"] == "cached"
+    assert after_package_edit["Trainer"] == "complete"
 
     # Nothing edited: both cached, and the served model is not pushed again.
     before_rerun = versions(output_dir)

@@ -9,9 +9,15 @@ import tensorflow as tf
 
 from schemas import load_schema_dir
 from trainer.config import ModelConfig
-from trainer.custom_loop import per_example_loss_and_score
+from trainer.custom_loop import per_example_loss, per_example_score
 from trainer.dataset import LABEL_KEY, parse_spec
-from trainer.model import build_model, compile_model, model_input_sizes, random_model_inputs
+from trainer.model import (
+    build_model,
+    compile_model,
+    loss_and_metrics,
+    model_input_sizes,
+    random_model_inputs,
+)
 
 TAXI = load_schema_dir().spec
 SMALL_FEATURES = {
@@ -119,13 +125,35 @@ def test_one_training_step_per_task_changes_the_weights_and_stays_finite(task):
         ("regression", [1.0, 2.0, 4.0], [[1.5], [2.0], [1.0]], [0.25, 0.0, 9.0]),
     ],
 )
-def test_custom_loop_scores_match_the_gate_metric(task, labels, outputs, scores):
+def test_custom_loop_loss_and_score_are_the_forks_per_example(task, labels, outputs, scores):
+    """The multi-worker loop's loss and gate metric come from `loss_and_metrics`: per
+    example, they average to what Keras' own reduced loss and metric say."""
     spec = spec_for(task)
-    loss, score = per_example_loss_and_score(
-        spec.label, tf.constant(labels), tf.constant(outputs, tf.float32)
-    )
-    assert loss.shape == (3,)
-    np.testing.assert_allclose(score.numpy(), scores, rtol=1e-6)
+    loss, metrics = loss_and_metrics(spec.label)
+    labels, outputs = tf.constant(labels), tf.constant(outputs, tf.float32)
+    per_example = per_example_loss(loss)(labels, outputs)
+    assert per_example.shape == (3,)
+    np.testing.assert_allclose(np.mean(per_example), loss(labels, outputs), rtol=1e-6)
+    score, finish = per_example_score(metrics[0])
+    values = np.reshape(score(labels, outputs), [-1])
+    np.testing.assert_allclose(values, scores, rtol=1e-6)
+    metrics[0].update_state(labels, outputs)
+    np.testing.assert_allclose(finish(np.mean(values)), metrics[0].result(), rtol=1e-6)
+
+
+def test_a_forks_loss_is_what_the_custom_loop_optimises():
+    """Label smoothing, say: the loop's per-example loss is the smoothed one."""
+    smoothed = keras.losses.BinaryCrossentropy(label_smoothing=0.4)
+    labels, outputs = tf.constant([1, 0]), tf.constant([[0.99], [0.01]])
+    per_example = per_example_loss(smoothed)(labels, outputs)
+    plain = per_example_loss(keras.losses.BinaryCrossentropy())(labels, outputs)
+    assert float(np.mean(per_example)) > 5 * float(np.mean(plain))
+    np.testing.assert_allclose(np.mean(per_example), smoothed(labels, outputs), rtol=1e-6)
+
+
+def test_a_gate_metric_without_a_per_example_form_is_refused_naming_it():
+    with pytest.raises(ValueError, match=r"the gate metric 'auc' \(AUC\) has no per-example"):
+        per_example_score(keras.metrics.AUC(name="auc"))
 
 
 def test_mixed_bfloat16_keeps_float32_variables_and_output():

@@ -10,10 +10,10 @@ from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tests.conftest import analyze_and_transform, golden_path, load_schema, update_goldens
+from tests.raw_examples import serialize_rows
 from trainer.custom import big_tipper
 from trainer.dataset import LABEL_KEY, transformed_name
 from trainer.preprocessing import class_index, fill_in_missing
-from trainer.raw_examples import serialize_rows
 from trainer.transform_graph import TransformGraph
 
 pytestmark = pytest.mark.slow
@@ -169,3 +169,12 @@ def test_fill_in_missing_and_label_helpers_on_plain_tensors():
 def test_class_index_follows_the_spec_order_and_marks_unknown_labels(values, classes):
     # Unknown values (the schema's label domain stops them first) are -1, never class 0.
     assert class_index(values, classes).numpy().tolist() == [1, 2, 0, -1, -1]
+
+
+def test_raw_rows_with_a_fraction_in_an_int_column_are_refused_not_truncated():
+    """The test helper encodes as CsvExampleGen does: 1.7 in an int column is no 1."""
+    with pytest.raises(ValueError, match=r"column 'trip_seconds': '1\.7' is not int"):
+        serialize_rows([{"trip_seconds": "1.7"}], load_schema())
+    (example,) = serialize_rows([{"trip_seconds": "17"}], load_schema())
+    parsed = tf.train.Example.FromString(example)
+    assert list(parsed.features.feature["trip_seconds"].int64_list.value) == [17]

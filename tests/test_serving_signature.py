@@ -22,6 +22,7 @@ import pytest
 import tensorflow as tf
 
 from tests.conftest import load_schema
+from tests.raw_examples import serialize_rows
 from tests.tf_serving_standin import ModelServer, served_version
 from trainer.dataset import DatasetSpecError
 from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
@@ -34,7 +35,6 @@ from trainer.json_signature import (
     json_inputs,
 )
 from trainer.model import PROBABILITIES_OUTPUT
-from trainer.raw_examples import serialize_rows
 
 pytestmark = pytest.mark.slow
 

@@ -16,10 +16,10 @@ import tensorflow as tf
 
 from schemas import load_schema_dir
 from tests.conftest import REPO_ROOT, big_tipper_labels
+from tests.raw_examples import serialize_rows
 from trainer.config import ModelConfig, RuntimeConfig, TrainerConfig
 from trainer.export import SERVING_SIGNATURE
 from trainer.model import PROBABILITIES_OUTPUT
-from trainer.raw_examples import serialize_rows
 from trainer.run import EXAMPLES_KEY, examples_kind, train_and_export
 
 pytestmark = pytest.mark.slow
@@ -125,6 +125,21 @@ def run_processes(commands_and_envs, timeout=MULTI_PROCESS_TIMEOUT_S):
     return outputs
 
 
+def two_worker_jobs(tmp_path: Path, data, config: TrainerConfig, **options) -> list:
+    """Two trainer processes as the workers of one MultiWorkerMirroredStrategy (TF_CONFIG
+    on loopback ports); `options` as process_command's."""
+    import portpicker
+
+    ports = [portpicker.pick_unused_port() for _ in range(2)]
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    jobs = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        command = process_command(tmp_path, data, config, f"worker{index}", **options)
+        jobs.append((command, {"TF_CONFIG": tf_config}))
+    return jobs
+
+
 @pytest.fixture(scope="module")
 def single_device(tmp_path_factory, taxi_trainer_inputs):
     """The reference: one device, float32, 64 examples per step, trained in a fresh process."""
@@ -153,21 +168,12 @@ def test_mirrored_over_two_logical_cpus_scores_like_one_device(
 def test_two_workers_train_one_model_and_the_chief_exports_it(
     tmp_path, taxi_trainer_inputs, single_device
 ):
-    import portpicker
-
-    ports = [portpicker.pick_unused_port() for _ in range(2)]
-    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     config = with_runtime(BASE, strategy="auto", per_replica_batch_size=32)
-    jobs = []
-    for index in range(2):
-        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-        # ExampleGen's examples: each worker's input pipeline applies the
-        # Transform graph (a Trainer wired without materialization).
-        command = process_command(
-            tmp_path, taxi_trainer_inputs, config, f"worker{index}", raw_examples=True
-        )
-        jobs.append((command, {"TF_CONFIG": tf_config}))
-    outputs = run_processes(jobs)
+    # ExampleGen's examples: each worker's input pipeline applies the Transform
+    # graph (a Trainer wired without materialization).
+    outputs = run_processes(
+        two_worker_jobs(tmp_path, taxi_trainer_inputs, config, raw_examples=True)
+    )
     for out in outputs:
         assert "strategy = multi_worker_mirrored" in out
         assert "replicas_in_sync = 2" in out
@@ -185,6 +191,20 @@ def test_two_workers_train_one_model_and_the_chief_exports_it(
         < 0.05
     )
     assert np.mean(np.abs(multi - single_device)) < 0.1
+
+
+def test_two_workers_train_with_the_forks_own_loss(tmp_path, taxi_trainer_inputs, single_device):
+    """A fork's loss in trainer/model.py holds under MultiWorkerMirroredStrategy, whose
+    custom loop trains where Keras' fit cannot: heavily smoothed labels (0.05 and 0.95)
+    keep every probability near 0.5, where plain cross-entropy spreads them."""
+    config = with_runtime(BASE, strategy="auto", per_replica_batch_size=32)
+    outputs = run_processes(
+        two_worker_jobs(tmp_path, taxi_trainer_inputs, config, label_smoothing=0.9)
+    )
+    assert all("strategy = multi_worker_mirrored" in out for out in outputs)
+    smoothed = score(tmp_path / "worker0" / "serving", taxi_trainer_inputs)
+    assert np.max(np.abs(smoothed - 0.5)) < 0.15
+    assert np.max(np.abs(single_device - 0.5)) > 0.3  # what the stock loss learns
 
 
 def test_mixed_bfloat16_on_cpu_exports_float32(tmp_path, taxi_trainer_inputs, caplog):

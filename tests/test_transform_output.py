@@ -10,8 +10,8 @@ import tensorflow as tf
 from pipeline import transform_output
 from pipeline.transform_output import MATERIALIZE_MAX_BYTES, materialize_transform
 from tests.conftest import load_schema, read_taxi_rows
+from tests.raw_examples import serialize_rows
 from trainer.export import SERVING_SIGNATURE
-from trainer.raw_examples import serialize_rows
 
 
 def test_small_data_is_materialized_and_large_data_is_not():

@@ -13,36 +13,60 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 
 import keras
 import tensorflow as tf
 
 from trainer.dataset import GATE_METRICS, LabelSpec
+from trainer.model import loss_and_metrics
 
 logger = logging.getLogger(__name__)
 
 
-def per_example_loss_and_score(
-    label: LabelSpec, labels: tf.Tensor, outputs: tf.Tensor
-) -> tuple[tf.Tensor, tf.Tensor]:
-    """(loss, score) per example for a hand-written training loop.
+def per_example_loss(loss: keras.losses.Loss | Callable) -> Callable:
+    """The training loss of trainer/model.py's `loss_and_metrics`, one value per example.
 
-    The score's mean is the gate metric: accuracy for classification; for
-    regression it is the squared error, whose mean's square root is the RMSE.
+    The loop averages it over the global batch itself
+    (`tf.nn.compute_average_loss`), so it needs the loss unreduced: Keras 3
+    losses take `reduction=None`, and the loss is rebuilt from its config with
+    that; a plain function of (labels, outputs) is per example already.
     """
-    if label.task == "binary":
-        labels = tf.cast(tf.reshape(labels, [-1, 1]), outputs.dtype)
-        loss = keras.losses.binary_crossentropy(labels, outputs)
-        correct = tf.equal(tf.cast(outputs > 0.5, labels.dtype), labels)
-        return loss, tf.cast(tf.reshape(correct, [-1]), tf.float32)
-    if label.task == "multiclass":
-        labels = tf.cast(tf.reshape(labels, [-1]), tf.int64)
-        loss = keras.losses.sparse_categorical_crossentropy(labels, outputs)
-        correct = tf.equal(tf.argmax(outputs, axis=-1), labels)
-        return loss, tf.cast(correct, tf.float32)
-    labels = tf.cast(tf.reshape(labels, [-1]), outputs.dtype)
-    squared_error = tf.square(tf.reshape(outputs, [-1]) - labels)
-    return squared_error, squared_error
+    if not isinstance(loss, keras.losses.Loss):
+        return loss
+    config = {**loss.get_config(), "reduction": None}
+    try:
+        return type(loss).from_config(config)
+    except (TypeError, ValueError) as err:
+        raise ValueError(
+            f"trainer/model.py loss_and_metrics: multi-worker training needs the loss "
+            f"{type(loss).__name__} per example, rebuilt from its config with "
+            f"reduction=None, and that failed ({err}): let its __init__ take `reduction` "
+            "and pass it to keras.losses.Loss"
+        ) from err
+
+
+def per_example_score(metric: keras.metrics.Metric) -> tuple[Callable, Callable]:
+    """The gate metric (`loss_and_metrics`' first) per example, and what turns the
+    examples' mean into the metric: a mean metric's own function (accuracy, AUC
+    aside), or the squared error whose mean's root is the RMSE."""
+    if isinstance(metric, keras.metrics.RootMeanSquaredError):
+
+        def squared_error(labels, outputs):
+            labels = tf.cast(tf.reshape(labels, [-1]), outputs.dtype)
+            return tf.square(tf.reshape(outputs, [-1]) - labels)
+
+        return squared_error, lambda mean: mean**0.5
+    if isinstance(metric, keras.metrics.MeanMetricWrapper):
+        # Keras' own per-example function of the metric, as its update_state calls it.
+        function, kwargs = metric._fn, metric._fn_kwargs
+        return (lambda labels, outputs: function(labels, outputs, **kwargs)), (lambda mean: mean)
+    raise ValueError(
+        f"trainer/model.py loss_and_metrics: the gate metric {metric.name!r} "
+        f"({type(metric).__name__}) has no per-example form for multi-worker training: "
+        "make the first metric a mean of a per-example function (keras.metrics."
+        "MeanMetricWrapper) or RootMeanSquaredError"
+    )
 
 
 def fit_with_custom_loop(
@@ -63,13 +87,16 @@ def fit_with_custom_loop(
     optimizer = model.optimizer
     scales_loss = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
+    # The fork's loss and gate metric, as `fit` trains with them under every other strategy.
+    loss, compiled_metrics = loss_and_metrics(label)
+    loss_of_examples = per_example_loss(loss)
+    score_of_examples, finish = per_example_score(compiled_metrics[0])
     metric = GATE_METRICS[label.task][0]
-    # Regression's score is the squared error: its mean's square root is the RMSE.
-    finish = (lambda mean: mean**0.5) if label.task == "regression" else (lambda mean: mean)
 
     def replica_loss(features, labels, training: bool):
         outputs = model(features, training=training)
-        per_example, score = per_example_loss_and_score(label, labels, outputs)
+        per_example = tf.reshape(loss_of_examples(labels, outputs), [-1])
+        score = tf.cast(tf.reshape(score_of_examples(labels, outputs), [-1]), tf.float32)
         return per_example, tf.reduce_sum(score)
 
     def train_replica_step(features, labels):

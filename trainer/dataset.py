@@ -33,8 +33,6 @@ PIPELINE_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,127}")
 
 Task = Literal["binary", "multiclass", "regression"]
 FeatureKind = Literal["numeric", "bucketized", "categorical", "hashed", "id"]
-# Raw value types, as the schema (and CsvExampleGen) has them.
-ValueType = Literal["int", "float", "string"]
 
 # The metric each task is gated on, and whether higher is better.
 GATE_METRICS: dict[str, tuple[str, bool]] = {

@@ -14,7 +14,11 @@ URIs under the pipeline root, the executor output file), substitutes the
 container's `command` + `args` placeholders, and collects each step's outputs
 from its executor output file.
 
-Seven things are ours:
+Seven things are ours. Each replaces a kfp.local internal, and those are
+checked against the kfp release the reference environment pins before
+anything runs, and undone after (kfp_local_hooks.py); the faults it brings
+on demand live in faults.py, Argo's retry rules in argo_retry.py.
+
 
 * **The task handler.** Each container's command runs as a subprocess instead
   of `docker run`, with `python` meaning the project's interpreter (the image
@@ -86,15 +90,8 @@ step's attempts.
   each step's `retry_window_seconds` and, where Argo would have stopped
   retrying, `retry_stopped`.
 
-Faults a cluster brings, on demand, for tests of what a retry must survive:
-`--preempt STEP` kills STEP's first attempt (SIGKILL) once it has written
-into an output artifact, as a node going away does, leaving what it wrote;
-`--repeat STEP` runs STEP's command a second time with the same executor
-input after the first finished, as the backend does when a pod dies between
-its command's end and the launcher's record of it; `--attempt-duration
-STEP=DURATION` (30s, 40m, 6h) makes each attempt of STEP take that much
-longer on the cluster's clock, as a long training run does, for tests of
-what a retry window lets through.
+Faults a cluster brings, on demand (faults.py): `--preempt STEP`, `--repeat
+STEP`, `--attempt-duration STEP=DURATION`.
 
 Not reproduced here: resource requests, node selectors and tolerations
 (scheduling), lifecycle hooks (`preCacheCheck`, which open-source KFP does not
@@ -123,6 +120,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+import kfp
 import yaml
 from google.protobuf import json_format
 from kfp import local
@@ -139,6 +137,16 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 # This directory's own modules (run as a script, the directory is on sys.path).
 import argo_retry  # isort: skip
+from faults import (  # isort: skip
+    DEADLINE_KILL,
+    ClusterClock,
+    Faults,
+    duration_seconds,
+    output_uris,
+    run_command,
+)
+from kfp_local_hooks import Hook, KfpLocalHooks  # isort: skip
+from driver import Driver  # isort: skip
 
 # What the pipeline image's Dockerfile (ENV) gives every step, as far as it
 # matters outside a container; PATH leads to the project's interpreter.
@@ -220,47 +228,6 @@ class StepEnvironment:
         }
 
 
-@dataclass(frozen=True)
-class Faults:
-    """What a cluster does to steps now and then, done on purpose (see the module docstring)."""
-
-    preempt: frozenset[str] = frozenset()  # step ids whose first attempt is killed
-    repeated: frozenset[str] = frozenset()  # step ids whose command runs twice
-    # step id -> seconds each attempt takes on the cluster's clock, beyond its real time
-    attempt_seconds: dict = field(default_factory=dict)
-
-    def preempt_first_attempt(self, step_id: str, earlier_attempts: int) -> bool:
-        return step_id in self.preempt and earlier_attempts == 0
-
-    def repeat(self, step_id: str) -> bool:
-        return step_id in self.repeated
-
-
-_DURATION = re.compile(r"^([0-9]+)(s|m|h|d)$")
-_SECONDS_PER_UNIT = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
-
-
-def duration_seconds(text: str) -> int:
-    """A duration as the settings write one (30s, 40m, 6h, 1d), in seconds."""
-    match = _DURATION.match(text)
-    if not match:
-        raise ValueError(f"{text!r} is not a duration (30s, 40m, 6h, 1d)")
-    return int(match.group(1)) * _SECONDS_PER_UNIT[match.group(2)]
-
-
-class ClusterClock:
-    """The cluster's time: real time, plus what faults and backoffs add to it."""
-
-    def __init__(self) -> None:
-        self._offset = 0.0
-
-    def now(self) -> float:
-        return time.monotonic() + self._offset
-
-    def advance(self, seconds: float) -> None:
-        self._offset += max(seconds, 0.0)
-
-
 def retry_strategies(
     spec: dict, defaults: argo_retry.TemplateDefaults | None
 ) -> dict[str, argo_retry.RetryStrategy]:
@@ -275,57 +242,6 @@ def retry_strategies(
             if strategy is not None:
                 strategies[name] = strategy
     return strategies
-
-
-def output_uris(executor_input: dict) -> list[str]:
-    return [
-        artifact["uri"]
-        for artifacts in executor_input.get("outputs", {}).get("artifacts", {}).values()
-        for artifact in artifacts.get("artifacts", [])
-    ]
-
-
-def _has_files(uris: list[str]) -> bool:
-    for uri in uris:
-        if os.path.isfile(uri):
-            return True
-        for _, _, files in os.walk(uri):
-            if files:
-                return True
-    return False
-
-
-DEADLINE_KILL = "[killed: the retry window closed (Argo: the retried pod's deadline)]"
-
-
-def run_command(
-    command: list[str],
-    env: dict,
-    preempt_when_writing: list[str] | None,
-    timeout: float | None = None,
-) -> subprocess.CompletedProcess:
-    """Runs a step's command; with `preempt_when_writing`, kills it (SIGKILL, as the
-    kubelet does to a pod on a node going away) once it has written a file there;
-    with `timeout`, kills it that many seconds after it started (a pod's deadline)."""
-    if timeout is not None and timeout <= 0:
-        return subprocess.CompletedProcess(command, 1, DEADLINE_KILL)
-    with tempfile.TemporaryFile("w+") as log:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-        started = time.monotonic()
-        killed = ""
-        while process.poll() is None:
-            if preempt_when_writing is not None and _has_files(preempt_when_writing):
-                killed = "[preempted: killed while writing its outputs]"
-            elif timeout is not None and time.monotonic() - started > timeout:
-                killed = DEADLINE_KILL
-            if killed:
-                process.kill()
-                break
-            time.sleep(0.05)
-        returncode = process.wait()
-        log.seek(0)
-        output = log.read() + (f"\n{killed}" if killed else "")
-    return subprocess.CompletedProcess(command, returncode or (1 if killed else 0), output)
 
 
 LAUNCHER_DOWNLOAD = Path(__file__).with_name("launcher_download.py")
@@ -362,7 +278,7 @@ def make_task_handler(
     steps: dict[str, dict],
     labels: dict[str, str],
     environment,
-    faults: Faults = Faults(),
+    faults: Faults | None = None,
     log_dir: Path | None = None,
     strategies: dict[str, argo_retry.RetryStrategy] | None = None,
     clock: ClusterClock | None = None,
@@ -373,6 +289,7 @@ def make_task_handler(
     `pods`: where each step's pod disk is played (a directory per task).
     """
     strategies = strategies or {}
+    faults = faults or Faults()
     pods = pods or Path(tempfile.gettempdir())
     clock = clock or ClusterClock()
 
@@ -547,146 +464,6 @@ def subprocess_environment() -> dict[str, str]:
     return env
 
 
-# The driver's fixed paths inside a pod (kubeflow/pipelines 2.17.0).
-# component/launcher_v2.go:526, OutputMetadataFilepath: the executor output
-# file where the pipeline root's scheme has no local path.
-LEGACY_OUTPUT_FILE = "tmp/kfp_outputs/output_metadata.json"
-# driver/driver.go:796: each output parameter's file.
-OUTPUT_PARAMETER_DIR = "tmp/kfp/outputs"
-EXECUTOR_LOGS = "executor-logs"
-
-
-def local_path_for_uri(uri: str) -> str | None:
-    """Where the launcher puts `uri` inside a pod, without the leading "/"; None: nowhere.
-
-    component/launcher_v2.go:1239 at 2.17.0, `LocalPathForURI` (oci:// left out).
-    """
-    for scheme, prefix in (("gs://", "gcs/"), ("minio://", "minio/"), ("s3://", "s3/")):
-        if uri.startswith(scheme):
-            return prefix + uri.removeprefix(scheme)
-    return None
-
-
-def metadata_as_ml_metadata_returns_it(metadata: dict, output_name: str, session_info: str) -> dict:
-    """An output's metadata after the launcher recorded it and the driver read it back.
-
-    The launcher stores each metadata field as a custom property
-    (metadata/converter.go:110 at 2.17.0, `toMLMDArtifact`: `_kfp_workspace`
-    dropped, a bool stored as 0 or 1 by `StructValueToMLMDValue`), adding
-    `display_name` (the output's name) and `store_session_info` where the
-    executor set neither (metadata/client.go:1234-1250, `RecordArtifact`); the
-    driver turns properties and custom properties back into metadata
-    (converter.go:181, `toRuntimeArtifact`).
-    """
-    returned = {}
-    for key, value in metadata.items():
-        if key == "_kfp_workspace":
-            continue
-        returned[key] = float(value) if isinstance(value, bool) else value
-    returned.setdefault("display_name", output_name)
-    returned.setdefault("store_session_info", session_info)
-    return returned
-
-
-@dataclass
-class Driver:
-    """Builds each step's executor input as open-source KFP's driver does, not as kfp.local.
-
-    kfp.local builds the executor input from the spec with conveniences the
-    backend does not have. Here each attempt of a step gets what the 2.x
-    driver hands it (docs/executed-spec.md lists each rule with its test):
-
-    * input artifacts as ML Metadata returns them: named by their numeric id,
-      typed `instanceSchema: ""` (metadata/client.go:1144 and :245 at 2.17.0,
-      `GetOutputArtifactsByExecutionId`, `ToRuntimeArtifact`), their metadata
-      as `metadata_as_ml_metadata_returns_it` says;
-    * an `executor-logs` output typed `system.Artifact` that no component
-      declares, where log publishing is on, as the API server's stock
-      manifest has it (driver/driver.go:755-768, `provisionOutputs`);
-    * the executor output file inside the pod: under the task root's local
-      path from 2.15 (driver.go:800-807), else /tmp/kfp_outputs
-      (launcher_v2.go:526), as for a local pipeline root, which has no local
-      path; output parameters under /tmp/kfp/outputs (driver.go:796);
-    * a fresh pod per attempt: `<pods>/<task>/` stands for its disk, emptied
-      before each attempt, and the launcher's download of every input
-      artifact to it (launcher_download.py) before the command runs.
-
-    A local --pipeline-root stands in for the object store: artifacts keep
-    local URIs and nothing is downloaded (the backend has no local roots).
-    """
-
-    local_root: str
-    artifact_root: str | None  # a remote pipeline root: output URIs move under it
-    pods: Path
-    release: tuple[int, int, int]
-    publish_logs: bool = True
-    _ids: dict = field(default_factory=dict)  # artifact URI -> its ML Metadata id
-
-    def artifact_id(self, uri: str) -> str:
-        return self._ids.setdefault(uri, str(len(self._ids) + 1))
-
-    def session_info(self) -> str:
-        if not self.artifact_root:
-            return "null"  # json.Marshal of a nil SessionInfo: no bucket configured
-        scheme = self.artifact_root.split("://", 1)[0]
-        return json.dumps({"Provider": scheme, "Params": {}}, separators=(",", ":"))
-
-    def output_file(self, pod: Path, task_root_uri: str) -> str:
-        local = local_path_for_uri(task_root_uri)
-        if self.release >= (2, 15, 0) and local is not None:
-            return str(pod / local / "output_metadata.json")
-        return str(pod / LEGACY_OUTPUT_FILE)
-
-    def __call__(self, component_spec, arguments, task_root, block_input_artifact):
-        executor_input = _construct_executor_input(
-            component_spec=component_spec,
-            arguments=arguments,
-            task_root=task_root,
-            block_input_artifact=block_input_artifact,
-        )
-        task = os.path.basename(task_root)
-        pod = self.pods / task
-        shutil.rmtree(pod, ignore_errors=True)
-        pod.mkdir(parents=True)
-        for artifact_list in executor_input.inputs.artifacts.values():
-            for artifact in artifact_list.artifacts:
-                metadata = json_format.MessageToDict(artifact.metadata)
-                returned = metadata_as_ml_metadata_returns_it(
-                    metadata, artifact.name, self.session_info()
-                )
-                artifact.name = self.artifact_id(artifact.uri)
-                artifact.type.Clear()
-                artifact.type.instance_schema = ""
-                artifact.metadata.Clear()
-                artifact.metadata.update(returned)
-        task_root_uri = task_root
-        if self.artifact_root:
-            task_root_uri = self.remote(task_root)
-        for artifact_list in executor_input.outputs.artifacts.values():
-            for artifact in artifact_list.artifacts:
-                if self.artifact_root:
-                    artifact.uri = self.remote(artifact.uri)
-                else:
-                    # The launcher's prepareOutputFolders (launcher_v2.go:1280): each
-                    # output's parent directory exists before the command starts.
-                    os.makedirs(os.path.dirname(artifact.uri), exist_ok=True)
-        if self.publish_logs:
-            logs = executor_input.outputs.artifacts[EXECUTOR_LOGS].artifacts.add()
-            logs.name = EXECUTOR_LOGS
-            logs.uri = f"{task_root_uri.rstrip('/')}/{EXECUTOR_LOGS}"
-            logs.type.schema_title = "system.Artifact"
-        for name, parameter in executor_input.outputs.parameters.items():
-            parameter.output_file = str(pod / OUTPUT_PARAMETER_DIR / name)
-        executor_input.outputs.output_file = self.output_file(pod, task_root_uri)
-        os.makedirs(os.path.dirname(executor_input.outputs.output_file), exist_ok=True)
-        return executor_input
-
-    def remote(self, local_uri: str) -> str:
-        relative = os.path.relpath(local_uri, self.local_root)
-        return f"{self.artifact_root.rstrip('/')}/{relative}"
-
-
-_construct_executor_input = executor_input_utils.construct_executor_input
 _KFP_COMPONENT_PREFIX = "comp-"
 
 
@@ -716,8 +493,8 @@ def outputs_with_parameters_kept(executor_output, executor_input, component_spec
     return outputs
 
 
-def record_cache_hits(steps: dict[str, dict]) -> None:
-    """Makes kfp.local's cache list each hit in `steps` (component name = step id)."""
+def cache_hit_hooks(steps: dict[str, dict]) -> list[Hook]:
+    """Hooks making kfp.local's cache list each hit in `steps` (component name = step id)."""
     component_of_key: dict[str, str] = {}
     compute_key, get = cache.LocalCache.compute_key, cache.LocalCache.get
 
@@ -732,8 +509,14 @@ def record_cache_hits(steps: dict[str, dict]) -> None:
             steps[component_of_key[key]] = {"status": "CACHED", "cache_key": key}
         return outputs
 
-    cache.LocalCache.compute_key = keyed
-    cache.LocalCache.get = looked_up
+    key_parameters = (
+        "self", "component_name", "image", "full_command", "arguments", "env_vars",
+        "custom_cache_key",
+    )  # fmt: skip
+    return [
+        Hook(cache, "LocalCache.compute_key", keyed, key_parameters),
+        Hook(cache, "LocalCache.get", looked_up, ("self", "key")),
+    ]
 
 
 def run(
@@ -743,7 +526,7 @@ def run(
     parameters: dict,
     environment: StepEnvironment | None = None,
     cache_root: Path | None = None,
-    faults: Faults = Faults(),
+    faults: Faults | None = None,
     log_dir: Path | None = None,
     release: tuple[int, int, int] = NEWEST_RELEASE_READ,
     template_defaults: argo_retry.TemplateDefaults | str | None = STOCK,
@@ -767,7 +550,7 @@ def run(
             environment, platform=kubernetes.get("deploymentSpec", {}).get("executors", {})
         )
     pods = Path(tempfile.mkdtemp(prefix="kfp-pods-"))
-    subprocess_task_handler.SubprocessTaskHandler = make_task_handler(
+    handler = make_task_handler(
         project_python,
         steps,
         executor_labels_by_class(spec_dict),
@@ -778,11 +561,6 @@ def run(
         ClusterClock(),
         pods,
     )
-    # Argo's backoff passes on the cluster's clock in the task handler; kfp.local's
-    # own wait (capped at backoffMaxDuration, which Argo does not do) is skipped.
-    task_executor.time = _NoWait()
-    executor_output_utils.get_outputs_from_executor_output = outputs_with_parameters_kept
-    executor_input_utils.get_local_task_resource_name = task_directory_name
     remote_root = spec.default_pipeline_root
     driver = Driver(
         local_root=str(pipeline_root),
@@ -790,22 +568,51 @@ def run(
         pods=pods,
         release=release,
     )
-    executor_input_utils.construct_executor_input = driver
-    if cache_root is not None:
-        record_cache_hits(steps)
-    local.init(
-        runner=local.SubprocessRunner(use_venv=False),
-        pipeline_root=str(pipeline_root),
-        raise_on_error=False,
-        enable_caching=cache_root is not None,
-        cache_root=str(cache_root) if cache_root is not None else None,
-    )
+    hooks = [
+        Hook(
+            subprocess_task_handler,
+            "SubprocessTaskHandler",
+            handler,
+            ("image", "full_command", "pipeline_root", "runner", "env_vars"),
+        ),
+        # Argo's backoff passes on the cluster's clock in the task handler; kfp.local's
+        # own wait (capped at backoffMaxDuration, which Argo does not do) is skipped.
+        Hook(task_executor, "time", _NoWait()),
+        Hook(
+            executor_output_utils,
+            "get_outputs_from_executor_output",
+            outputs_with_parameters_kept,
+            ("executor_output", "executor_input", "component_spec"),
+        ),
+        Hook(
+            executor_input_utils,
+            "get_local_task_resource_name",
+            task_directory_name,
+            ("component_name",),
+        ),
+        Hook(
+            executor_input_utils,
+            "construct_executor_input",
+            driver,
+            ("component_spec", "arguments", "task_root", "block_input_artifact"),
+        ),
+        *(cache_hit_hooks(steps) if cache_root is not None else []),
+    ]
     started = time.monotonic()
     error = None
     try:
-        pipeline_orchestrator.run_local_pipeline(spec, parameters)
-    except Exception as err:  # Reported in the summary; the caller decides.
-        error = f"{type(err).__name__}: {err}"
+        with KfpLocalHooks(hooks, installed_release=kfp.__version__):
+            local.init(
+                runner=local.SubprocessRunner(use_venv=False),
+                pipeline_root=str(pipeline_root),
+                raise_on_error=False,
+                enable_caching=cache_root is not None,
+                cache_root=str(cache_root) if cache_root is not None else None,
+            )
+            try:
+                pipeline_orchestrator.run_local_pipeline(spec, parameters)
+            except Exception as err:  # Reported in the summary; the caller decides.
+                error = f"{type(err).__name__}: {err}"
     finally:
         shutil.rmtree(pods, ignore_errors=True)
     failed = [s for s, v in steps.items() if v["status"] not in ("SUCCESS", "CACHED")]

@@ -29,10 +29,8 @@ PORT_NAME = "tfjob-port"
 PORT = 2222
 CHIEF = "Chief"
 WORKER = "Worker"
-# The operator's labels on each replica's pod.
+# The operator's label naming the job on each replica's pod.
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
-REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
-REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 # KFP puts this label on every pod of a run; the job and its pods carry it too,
 # so `kubectl get tfjobs,pods -l pipeline/runid=<run>` lists a run's training.
 RUN_ID_LABEL = "pipeline/runid"

@@ -1,7 +1,9 @@
-"""Raw CSV rows -> serialized tf.Examples, typed by the schema.
+"""Raw CSV rows -> serialized tf.Examples, typed by the schema: a test helper.
 
-This is what a client of the serving signature sends; tests and the benchmark
-use it to score raw rows, exactly as CsvExampleGen would have encoded them.
+This is what a client of the serving signature sends; tests use it to score
+raw rows, encoded as CsvExampleGen encodes them. A cell that does not parse
+as its column's type is an error naming the column, as it is for
+CsvExampleGen: "1.7" in an int column is not 1.
 """
 
 from __future__ import annotations
@@ -10,6 +12,13 @@ from collections.abc import Iterable, Mapping
 
 import tensorflow as tf
 from tensorflow_metadata.proto.v0 import schema_pb2
+
+
+def _parsed(kind: type, column: str, value: str):
+    try:
+        return kind(value)
+    except ValueError:
+        raise ValueError(f"column {column!r}: {value!r} is not {kind.__name__}") from None
 
 
 def serialize_rows(
@@ -29,10 +38,10 @@ def serialize_rows(
                 continue
             kind = types[name]
             if kind == schema_pb2.FLOAT:
-                floats = [float(value)] if value != "" else []
+                floats = [_parsed(float, name, value)] if value != "" else []
                 feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=floats))
             elif kind == schema_pb2.INT:
-                ints = [int(float(value))] if value != "" else []
+                ints = [_parsed(int, name, value)] if value != "" else []
                 feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=ints))
             else:
                 strings = [value.encode()] if value != "" else []

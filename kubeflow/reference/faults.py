@@ -1,0 +1,111 @@
+"""Faults a cluster brings, on demand, and the cluster's clock: for run_compiled.py.
+
+`--preempt STEP` kills STEP's first attempt (SIGKILL) once it has written
+into an output artifact, as a node going away does, leaving what it wrote;
+`--repeat STEP` runs STEP's command a second time with the same executor
+input, as the backend does when a pod dies between its command's end and the
+launcher's record of it; `--attempt-duration STEP=DURATION` makes each
+attempt of STEP take that much longer on the cluster's clock, as a long
+training run does. Pure Python: no kfp here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Faults:
+    """What a cluster does to steps now and then, done on purpose (see the module docstring)."""
+
+    preempt: frozenset[str] = frozenset()  # step ids whose first attempt is killed
+    repeated: frozenset[str] = frozenset()  # step ids whose command runs twice
+    # step id -> seconds each attempt takes on the cluster's clock, beyond its real time
+    attempt_seconds: dict = field(default_factory=dict)
+
+    def preempt_first_attempt(self, step_id: str, earlier_attempts: int) -> bool:
+        return step_id in self.preempt and earlier_attempts == 0
+
+    def repeat(self, step_id: str) -> bool:
+        return step_id in self.repeated
+
+
+_DURATION = re.compile(r"^([0-9]+)(s|m|h|d)$")
+_SECONDS_PER_UNIT = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
+
+
+def duration_seconds(text: str) -> int:
+    """A duration as the settings write one (30s, 40m, 6h, 1d), in seconds."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a duration (30s, 40m, 6h, 1d)")
+    return int(match.group(1)) * _SECONDS_PER_UNIT[match.group(2)]
+
+
+class ClusterClock:
+    """The cluster's time: real time, plus what faults and backoffs add to it."""
+
+    def __init__(self) -> None:
+        self._offset = 0.0
+
+    def now(self) -> float:
+        return time.monotonic() + self._offset
+
+    def advance(self, seconds: float) -> None:
+        self._offset += max(seconds, 0.0)
+
+
+def output_uris(executor_input: dict) -> list[str]:
+    return [
+        artifact["uri"]
+        for artifacts in executor_input.get("outputs", {}).get("artifacts", {}).values()
+        for artifact in artifacts.get("artifacts", [])
+    ]
+
+
+def _has_files(uris: list[str]) -> bool:
+    for uri in uris:
+        if os.path.isfile(uri):
+            return True
+        for _, _, files in os.walk(uri):
+            if files:
+                return True
+    return False
+
+
+DEADLINE_KILL = "[killed: the retry window closed (Argo: the retried pod's deadline)]"
+
+
+def run_command(
+    command: list[str],
+    env: dict,
+    preempt_when_writing: list[str] | None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess:
+    """Runs a step's command; with `preempt_when_writing`, kills it (SIGKILL, as the
+    kubelet does to a pod on a node going away) once it has written a file there;
+    with `timeout`, kills it that many seconds after it started (a pod's deadline)."""
+    if timeout is not None and timeout <= 0:
+        return subprocess.CompletedProcess(command, 1, DEADLINE_KILL)
+    with tempfile.TemporaryFile("w+") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        started = time.monotonic()
+        killed = ""
+        while process.poll() is None:
+            if preempt_when_writing is not None and _has_files(preempt_when_writing):
+                killed = "[preempted: killed while writing its outputs]"
+            elif timeout is not None and time.monotonic() - started > timeout:
+                killed = DEADLINE_KILL
+            if killed:
+                process.kill()
+                break
+            time.sleep(0.05)
+        returncode = process.wait()
+        log.seek(0)
+        output = log.read() + (f"\n{killed}" if killed else "")
+    return subprocess.CompletedProcess(command, returncode or (1 if killed else 0), output)
