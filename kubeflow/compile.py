@@ -32,9 +32,10 @@ adds what TFX leaves out, in the form today's KFP SDK writes it:
   (`fix_output_parameter_producers`);
 * every container runs `kubeflow.step_entrypoint` (TFX's entrypoint with
   s3:// registered, on the executor input as the component declares it,
-  told its declared outputs by `--declared_outputs`) and, with `object_store:` set, gets the store's
-  environment: plain values in the container spec, the credentials secret as
-  kfp-kubernetes' `use_secret_as_env` writes it in the platform section.
+  told its declared outputs by `--declared_outputs`) and, with
+  `object_store:` set, gets the store's environment: plain values in the
+  container spec, the credentials secret as kfp-kubernetes'
+  `use_secret_as_env` writes it in the platform section.
 
 The output is a two-document YAML file (pipeline spec, platform spec), as
 `kfp.compiler.Compiler` writes: upload it in the KFP UI or submit it with

@@ -10,10 +10,11 @@ code, and an edit to the model would be served from cache.
 first-party module it imports, transitively. First-party is read from where
 a module's source lives: under the repository and outside a virtual
 environment. So a package a fork adds (say `features/`, imported from
-`trainer/`) counts as soon as it is imported, with no list to keep. The pipeline puts it into the
-`custom_config` of Transform and Trainer, so an edit to preprocessing re-runs
-Transform and everything downstream, an edit to the model re-runs Trainer and
-downstream only, and an untouched component stays cached. The fingerprint is a
+`trainer/`) counts as soon as it is imported, with no list to keep. The
+pipeline puts it into the `custom_config` of Transform and Trainer, so an
+edit to preprocessing re-runs Transform and everything downstream, an edit
+to the model re-runs Trainer and downstream only, and an untouched component
+stays cached. The fingerprint is a
 plain string in the compiled pipeline, so the same holds on Kubeflow (compile
 from the source that is in the image).
 
@@ -65,7 +66,11 @@ def _is_first_party_package(top_level: str, roots: tuple[Path, ...]) -> bool:
     if spec is None:
         return False
     locations = [*(spec.submodule_search_locations or []), *([spec.origin] if spec.origin else [])]
-    return any(_under(Path(location), roots) for location in locations if location != "built-in")
+    # An origin may be a marker ("built-in", "frozen"), which would resolve against
+    # the working directory: only file paths count.
+    return any(
+        _under(Path(location), roots) for location in locations if Path(location).is_absolute()
+    )
 
 
 def _imported_names(tree: ast.AST, module: str, is_package: bool) -> set[str]:

@@ -27,7 +27,7 @@ import re
 import statistics
 import sys
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,16 +162,18 @@ def _typed(value: str, value_type: str):
 VALUE_TYPES = ("int", "float", "string")
 
 
-def _narrowest_type(values: Iterable[str], at_least: str) -> str:
-    """The narrowest of VALUE_TYPES, no narrower than `at_least`, that parses every value."""
+def _typed_counts(counts: Counter, at_least: str) -> tuple[str, Counter]:
+    """The narrowest of VALUE_TYPES, no narrower than `at_least`, that parses every value
+    counted in `counts`, and the counts keyed by the values so parsed."""
     for value_type in VALUE_TYPES[VALUE_TYPES.index(at_least) :]:
+        typed: Counter = Counter()
         try:
-            for value in values:
-                _typed(value, value_type)
+            for value, n in counts.items():
+                typed[_typed(value, value_type)] += n
         except ValueError:
             continue
-        return value_type
-    return "string"
+        return value_type, typed
+    raise AssertionError("every value parses as a string")
 
 
 def read_profiles(csv_files: Sequence[str], types: dict[str, str]) -> dict[str, ColumnProfile]:
@@ -207,10 +209,7 @@ def read_profiles(csv_files: Sequence[str], types: dict[str, str]) -> dict[str, 
             break
     profiles = {}
     for name, counts in raw.items():
-        value_type = _narrowest_type(counts, at_least=types[name])
-        typed: Counter = Counter()
-        for value, n in counts.items():
-            typed[_typed(value, value_type)] += n
+        value_type, typed = _typed_counts(counts, at_least=types[name])
         profiles[name] = ColumnProfile(name, value_type, rows, missing[name], typed)
     return profiles
 

@@ -13,11 +13,10 @@ import sys
 
 import pytest
 
-from kubeflow.reference.launcher_download import LAUNCHER_SCRIPT_NAME
-from tests.conftest import REPO_ROOT
+from kubeflow.reference import launcher_download
 from tests.s3_standin import s3_standin
 
-SCRIPT = REPO_ROOT / "kubeflow" / "reference" / LAUNCHER_SCRIPT_NAME
+SCRIPT = launcher_download.__file__
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,10 @@ from pathlib import Path
 from google.protobuf import json_format
 from kfp.local import executor_input_utils
 
+# This directory's (run_compiled.py runs as a script, the directory on sys.path):
+# the launcher's LocalPathForURI, ported once for the download and the driver.
+from launcher_download import local_path_for_uri  # isort: skip
+
 # kfp.local's own builder, which the Driver starts from (kfp_local_hooks.py
 # replaces the module's name with the Driver).
 _construct_executor_input = executor_input_utils.construct_executor_input
@@ -27,17 +31,6 @@ LEGACY_OUTPUT_FILE = "tmp/kfp_outputs/output_metadata.json"
 # driver/driver.go:796: each output parameter's file.
 OUTPUT_PARAMETER_DIR = "tmp/kfp/outputs"
 EXECUTOR_LOGS = "executor-logs"
-
-
-def local_path_for_uri(uri: str) -> str | None:
-    """Where the launcher puts `uri` inside a pod, without the leading "/"; None: nowhere.
-
-    component/launcher_v2.go:1239 at 2.17.0, `LocalPathForURI` (oci:// left out).
-    """
-    for scheme, prefix in (("gs://", "gcs/"), ("minio://", "minio/"), ("s3://", "s3/")):
-        if uri.startswith(scheme):
-            return prefix + uri.removeprefix(scheme)
-    return None
 
 
 def metadata_as_ml_metadata_returns_it(metadata: dict, output_name: str, session_info: str) -> dict:

@@ -49,12 +49,20 @@ import os
 import sys
 from pathlib import Path
 
-# run_compiled.py runs this file by its name, with the project's interpreter.
-LAUNCHER_SCRIPT_NAME = "launcher_download.py"
-
 
 class DownloadError(RuntimeError):
     """The launcher's download failed, as it fails the step before its command."""
+
+
+def local_path_for_uri(uri: str) -> str | None:
+    """Where the launcher puts `uri` inside a pod, without the leading "/"; None: nowhere.
+
+    component/launcher_v2.go:1239 at 2.17.0, `LocalPathForURI` (oci:// left out).
+    """
+    for scheme, prefix in (("gs://", "gcs/"), ("minio://", "minio/"), ("s3://", "s3/")):
+        if uri.startswith(scheme):
+            return prefix + uri.removeprefix(scheme)
+    return None
 
 
 def split_s3(uri: str) -> tuple[str, str]:
@@ -149,7 +157,7 @@ def download_inputs(executor_input: dict, pod: Path, client=None) -> int:
             bucket, key = split_s3(uri)
             # retrieveArtifactPath (launcher_v2.go:1255): a custom path, else LocalPathForURI.
             local = Path(artifact["customPath"]) if artifact.get("customPath") else None
-            local = local or pod / "s3" / bucket / key
+            local = local or pod / str(local_path_for_uri(uri))
             try:
                 total += download_blob(client, bucket, local, key.lstrip("/"))
             except DownloadError as err:

@@ -147,6 +147,7 @@ from faults import (  # isort: skip
 )
 from kfp_local_hooks import Hook, KfpLocalHooks  # isort: skip
 from driver import Driver  # isort: skip
+import launcher_download  # isort: skip
 
 # What the pipeline image's Dockerfile (ENV) gives every step, as far as it
 # matters outside a container; PATH leads to the project's interpreter.
@@ -244,9 +245,6 @@ def retry_strategies(
     return strategies
 
 
-LAUNCHER_DOWNLOAD = Path(__file__).with_name("launcher_download.py")
-
-
 def download_inputs(
     project_python: str, executor_input: dict, pod: Path, env: dict
 ) -> subprocess.CompletedProcess:
@@ -264,7 +262,7 @@ def download_inputs(
     if not has_s3_input:
         return subprocess.CompletedProcess([], 0, "0")
     return subprocess.run(
-        [project_python, str(LAUNCHER_DOWNLOAD), str(pod)],
+        [project_python, launcher_download.__file__, str(pod)],
         input=json.dumps(executor_input),
         env=env,
         capture_output=True,
