@@ -1,4 +1,5 @@
-"""KServe's controller and its predictors, played inside tests/kubernetes_standin.py.
+"""KServe's controller, Knative's revisions and routes, and the predictors, inside
+tests/kubernetes_standin.py.
 
 The API calls the Deploy step makes (kubeflow/kserve/cluster.py):
 
@@ -7,30 +8,75 @@ The API calls the Deploy step makes (kubeflow/kserve/cluster.py):
     DELETE         /apis/serving.kserve.io/v1beta1/namespaces/NS/inferenceservices/NAME
     GET            /api/v1/namespaces/NS/serviceaccounts/NAME, /api/v1/namespaces/NS/secrets/NAME
 
-and each revision's REST predict endpoint, `POST <revision URL>/v1/models/NAME:predict`.
+and the REST predict endpoints behind the URLs the status gives:
+`POST <url>/v1/models/NAME:predict`, where the service's URL splits requests
+by the routed traffic and a tag's URL goes to the revision the Route sends
+that tag to.
 
-What it does as KServe 0.15 does, in miniature: a change to the predictor
-(anything but `canaryTrafficPercent`) creates a revision `<name>-predictor-0000N`.
-A revision becomes Ready shortly after it is created if TF Serving could load
-its `storageUri` (read as TF Serving reads a model base path:
-tests/tf_serving_standin.py), and fails otherwise (`LatestDeploymentReady`
-False, `RevisionFailed`, with TF Serving's message). Traffic: a Ready latest
-revision takes `canaryTrafficPercent` (all of it when unset) and the last
-rolled-out revision the rest; a revision that is not Ready takes none. With
-tag routing, the latest and previous revisions have URLs of their own.
-`metadata.generation` and `status.observedGeneration` follow each change.
+Each rule is ported from the source read for docs/serving.md (KServe v0.15.0
+and v0.17.0, Knative Serving as those releases pin it), in the order the
+real controllers produce it. Times are scaled down (CREATE_LAG_S, READY_AFTER_S,
+ROUTE_LAG_S, `progress_deadline_s`):
 
-Faults on demand: `fail_next_revision(reason, message)` fails the next revision
-created; `answer_wrongly()` makes every revision created from then on answer
-1 - p instead of p.
+1. A change of the revision template (the predictor without
+   `canaryTrafficPercent`, plus the InferenceService's annotations and labels:
+   kserve v0.15.0 components/predictor.go L94-96, L399-418) makes a new
+   revision `<name>-predictor-0000N`, which Knative's Configuration records as
+   `latestCreatedRevision` first (configuration reconciler; ConfigurationReady
+   goes Unknown: configuration_lifecycle.go SetLatestCreatedRevisionName).
+2. The revision becomes Ready, and only then `latestReadyRevision`, when TF
+   Serving loaded the model: the highest numbered version directory under
+   `storageUri` (tests/tf_serving_standin.py), with a TF Serving release no
+   older than the TensorFlow that wrote the SavedModel. The image is
+   `tensorflow/serving:2.6.2` unless `runtimeVersion` replaces the tag
+   (config/runtimes/kustomization.yaml L19-21; utils.go UpdateImageTag
+   L293-301). A runtime too old crashes the container, which fails the
+   revision at once; a base path with no version makes TF Serving wait (only
+   a warning: file_system_storage_path_source.cc), so the revision fails
+   only at Knative's progress deadline. Knative's message is put on
+   `PredictorConfigurationReady` (`Revision "X" failed with message: ...`,
+   configuration_lifecycle.go MarkLatestCreatedFailed) and `PredictorReady`;
+   `LatestDeploymentReady` says only "PredictorConfigurationReady not ready".
+3. Traffic, as KServe renders it into the Knative Service
+   (reconcilers/knative/ksvc_reconciler.go L128-160): with
+   `canaryTrafficPercent` set *and* a revision rolled out, the latest Ready
+   revision takes that share, tagged `latest`, and the last rolled-out one
+   the rest, tagged `prev`; otherwise the latest Ready revision takes it all,
+   tagged `latest` under `serving.kserve.io/enable-tag-routing`.
+4. The Route lists that traffic, with the tag URLs, ROUTE_LAG_S after it
+   changes (knative route.go configureTraffic: status.traffic is set once
+   the targets are routable, before the ingress is ready), and the ingress
+   serves it INGRESS_LAG_S later; until both, `PredictorRouteReady` is
+   Unknown (knative service.go checkRoutesNotReady L175-200) and requests
+   go by the old routes: a tag the ingress does not have yet answers 404.
+5. `latestRolledoutRevision` becomes the latest Ready revision once the
+   routed traffic gives it 100% (inference_service_status.go PropagateStatus).
+6. `status.url` appears once the Knative Service is Ready (configuration and
+   route) and is never cleared; `status.observedGeneration` is the Knative
+   Service's generation, which counts the rendered Knative Service's changes
+   (template and traffic), not the InferenceService's.
+7. Deployment mode (`kserve_version` picks the release's rules): the
+   annotation `serving.kserve.io/deploymentMode`, else the cluster's default
+   (`default_mode`); 0.15 reads only Serverless, RawDeployment and
+   ModelMesh; 0.16 adds `status.deploymentMode` (Knative, Standard) and
+   refuses an update whose annotation differs from it; 0.17's webhook
+   rewrites the legacy names first. Standard mode has no revisions and
+   ignores `canaryTrafficPercent`.
 
-Not reproduced: the real controller and webhook (defaulting, validation beyond
-what the step's manifest is checked against: tests/test_kserve.py checks it
-against KServe's own models), Knative (serverless mode, scale to zero, the
-activator, revision garbage collection) or raw deployment mode, the storage
-initializer (storageUri is read here directly; gs:// and s3:// are not read),
-TF Serving itself (tests/tf_serving_standin.py plays its REST API), networking
-(DNS, Istio, the ingress), and watches.
+Faults on demand: `fail_next_revision(reason, message)` crashes the next
+revision created; `answer_wrongly()` makes every revision created from then on
+answer 1 - p instead of p; `hold_routes()` stops the Routes from following
+the spec; `rerender()` re-renders every Knative Service (a
+KServe upgrade), which moves `observedGeneration` away from the
+InferenceService's `metadata.generation` for good.
+
+Not reproduced: the webhook (defaulting, validation: tests/test_kserve.py
+checks the manifest against KServe's own models), runtime selection by
+priority (only `kserve-tensorflow-serving`), scale to zero and the activator,
+revision garbage collection, the storage initializer (storageUri is read
+here directly; gs:// and s3:// are not read), TF Serving itself
+(tests/tf_serving_standin.py plays its REST API), DNS and the ingress, and
+watches.
 """
 
 from __future__ import annotations
@@ -40,7 +86,8 @@ import json
 import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,21 +98,66 @@ _ISVC = re.compile(
     r"^/apis/serving\.kserve\.io/v1beta1/namespaces/([^/]+)/inferenceservices(?:/([^/]+))?$"
 )
 _CORE = re.compile(r"^/api/v1/namespaces/([^/]+)/(serviceaccounts|secrets)/([^/]+)$")
-_PREDICT = re.compile(r"^/serving/([^/]+)/([^/]+)/v1/models/([^/:]+):predict$")
-READY_AFTER_S = 0.5
+_PREDICT = re.compile(r"^/serving/([^/]+)/([^/]+)(?:/tag/([^/]+))?/v1/models/([^/:]+):predict$")
+CREATE_LAG_S = 0.05
+READY_AFTER_S = 0.3
+ROUTE_LAG_S = 0.3
+INGRESS_LAG_S = 0.3
+DEFAULT_IMAGE_TAG = "2.6.2"  # kserve v0.15.0, v0.17.0 config/runtimes/kustomization.yaml L21
+TF_SERVING_RUNTIME = "kserve-tensorflow-serving"
+TAG_ROUTING = "serving.kserve.io/enable-tag-routing"
+DEPLOYMENT_MODE = "serving.kserve.io/deploymentMode"
+STANDARD_MODES = ("RawDeployment", "Standard")
+# v0.16.0+ constants.go ParseDeploymentMode: the legacy names and what they mean now.
+LEGACY_MODES = {"Serverless": "Knative", "RawDeployment": "Standard"}
+# kserve v0.15.0 constants.go ServiceAnnotationDisallowedList: not copied to revisions.
+NOT_IN_TEMPLATE = (
+    "autoscaling.knative.dev/min-scale",
+    "autoscaling.knative.dev/max-scale",
+    "internal.serving.kserve.io/storage-initializer-sourceuri",
+    "kubectl.kubernetes.io/last-applied-configuration",
+)
+
+
+def _release(text: str) -> tuple[int, int]:
+    major, minor = re.match(r"^(\d+)\.(\d+)", text).groups()
+    return int(major), int(minor)
+
+
+def _exported_by(base_path: Path) -> str | None:
+    """The TensorFlow version in the highest version's saved_model.pb, as TF Serving loads it."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    versions = sorted(
+        (int(p.name), p) for p in base_path.iterdir() if p.name.isdigit() and p.is_dir()
+    )
+    if not versions:
+        return None
+    model = saved_model_pb2.SavedModel()
+    model.ParseFromString((versions[-1][1] / "saved_model.pb").read_bytes())
+    return model.meta_graphs[0].meta_info_def.tensorflow_version or None
 
 
 @dataclass
 class Revision:
     name: str
     storage_uri: str
+    image_tag: str
     created: float
-    failure: tuple[str, str] | None = None  # (reason, message)
+    # ready, crash (fails READY_AFTER_S after it is created) or hang (never
+    # Ready; failed at the progress deadline).
+    outcome: str = "ready"
+    message: str = ""
     wrong: bool = False
     server: ModelServer | None = None
 
-    def ready(self) -> bool:
-        return self.failure is None and time.monotonic() - self.created >= READY_AFTER_S
+    def ready(self, now: float) -> bool:
+        return self.outcome == "ready" and now - self.created >= READY_AFTER_S
+
+    def failed(self, now: float, deadline: float) -> bool:
+        if self.outcome == "crash":
+            return now - self.created >= READY_AFTER_S
+        return self.outcome == "hang" and now - self.created >= deadline
 
 
 def _merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
@@ -80,23 +172,66 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     return target
 
 
+@dataclass
 class Service:
-    """One InferenceService: its object, its revisions, the last rolled-out one."""
+    """One InferenceService, its Knative Service's state, and its revisions."""
 
-    def __init__(self, body: dict[str, Any]) -> None:
-        self.body = body
-        self.revisions: list[Revision] = []
-        self.rolled_out: str | None = None
+    body: dict[str, Any]
+    mode: str
+    revisions: list[Revision] = field(default_factory=list)
+    template_changed: float | None = None  # a revision is due CREATE_LAG_S after it
+    latest_ready: str | None = None
+    rolled_out: str | None = None
+    desired: list[tuple[str, int, str | None]] = field(default_factory=list)
+    desired_since: float = 0.0
+    routed: list[tuple[str, int, str | None]] = field(default_factory=list)
+    routed_since: float = 0.0
+    # What the ingress sends requests by: the routed traffic, INGRESS_LAG_S later.
+    ingress: list[tuple[str, int, str | None]] = field(default_factory=list)
+    url: str | None = None
+    ksvc_generation: int = 1
+    rendered: str = ""
+    request_count: int = 0
 
-    def predictor_spec(self) -> dict[str, Any]:
-        spec = copy.deepcopy(self.body["spec"]["predictor"])
-        spec.pop("canaryTrafficPercent", None)
-        return spec
+    @property
+    def standard(self) -> bool:
+        return self.mode in STANDARD_MODES
+
+    def template(self) -> dict[str, Any]:
+        """The revision template KServe renders (everything but canaryTrafficPercent)."""
+        predictor = copy.deepcopy(self.body["spec"]["predictor"])
+        predictor.pop("canaryTrafficPercent", None)
+        meta = self.body["metadata"]
+        annotations = {
+            k: v for k, v in (meta.get("annotations") or {}).items() if k not in NOT_IN_TEMPLATE
+        }
+        return {"predictor": predictor, "annotations": annotations, "labels": meta.get("labels")}
+
+    def revision(self, name: str | None) -> Revision | None:
+        return next((r for r in self.revisions if r.name == name), None)
+
+
+def _mode_of(annotations: dict[str, Any], default: str, kserve: tuple[int, int]) -> str:
+    """The mode KServe resolves for a new InferenceService (utils.go GetDeploymentMode: v0.15.0
+    L176-183 takes only its three names, else the default; v0.16.0 L221- maps the legacy names)."""
+    mode = annotations.get(DEPLOYMENT_MODE)
+    if kserve < (0, 16):
+        return mode if mode in ("Serverless", "RawDeployment", "ModelMesh") else default
+    return LEGACY_MODES.get(mode or default, mode or default)
 
 
 class KServeController:
-    def __init__(self, base_url: str) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        default_mode: str = "Serverless",
+        progress_deadline_s: float = 5.0,
+        kserve_version: str = "0.15",
+    ) -> None:
         self.base_url = base_url
+        self.default_mode = default_mode
+        self.kserve = tuple(int(x) for x in kserve_version.split("."))
+        self.progress_deadline_s = progress_deadline_s
         self.services: dict[tuple[str, str], Service] = {}
         # (namespace, kind, name) -> object: service accounts and secrets.
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -104,6 +239,7 @@ class KServeController:
         self.predict_requests: list[dict[str, Any]] = []
         self._fail_next: tuple[str, str] | None = None
         self._wrong = False
+        self._routes_held = False
         self._lock = threading.RLock()
 
     # --- the test's side -------------------------------------------------
@@ -111,8 +247,10 @@ class KServeController:
         """A ServiceAccount (`serviceaccounts`) or Secret (`secrets`) in `namespace`."""
         self.objects[(namespace, kind, body["metadata"]["name"])] = body
 
-    def seed(self, namespace: str, name: str, storage_uri: str) -> None:
-        """An InferenceService already serving `storage_uri` with all its traffic."""
+    def seed(
+        self, namespace: str, name: str, storage_uri: str, runtime_version: str = "2.16.1"
+    ) -> None:
+        """An InferenceService someone else created, serving `storage_uri` with all its traffic."""
         with self._lock:
             body = {
                 "apiVersion": "serving.kserve.io/v1beta1",
@@ -120,15 +258,24 @@ class KServeController:
                 "metadata": {"name": name, "namespace": namespace, "generation": 1},
                 "spec": {
                     "predictor": {
-                        "model": {"modelFormat": {"name": "tensorflow"}, "storageUri": storage_uri}
+                        "model": {
+                            "modelFormat": {"name": "tensorflow"},
+                            "storageUri": storage_uri,
+                            "runtimeVersion": runtime_version,
+                        }
                     }
                 },
             }
-            service = Service(body)
+            service = Service(body, mode=_mode_of({}, self.default_mode, self.kserve))
             self.services[(namespace, name)] = service
-            self._new_revision(service)
-            service.revisions[-1].created -= READY_AFTER_S
-            self._traffic(service)
+            service.template_changed = -1e9  # long settled
+            self._settle(service, time.monotonic())
+            for revision in service.revisions:
+                revision.created = -1e9
+            service.desired_since = -1e9
+            for _ in range(3):
+                self._settle(service, time.monotonic())
+                service.routed_since = -1e9
 
     def fail_next_revision(self, reason: str, message: str) -> None:
         self._fail_next = (reason, message)
@@ -136,97 +283,226 @@ class KServeController:
     def answer_wrongly(self, wrong: bool = True) -> None:
         self._wrong = wrong
 
+    def hold_routes(self, held: bool = True) -> None:
+        """Routes stop following the spec (an ingress that does not take its configuration)."""
+        self._routes_held = held
+
+    def rerender(self) -> None:
+        """What a KServe upgrade does: every Knative Service is rendered anew."""
+        with self._lock:
+            for service in self.services.values():
+                service.ksvc_generation += 1
+
     def service(self, namespace: str, name: str) -> dict[str, Any] | None:
         with self._lock:
             found = self.services.get((namespace, name))
             return None if found is None else self._with_status(found)
 
     def serving_storage_uri(self, namespace: str, name: str) -> str | None:
-        """The storageUri of the revision that has the most traffic."""
+        """The storageUri of the revision the routed traffic gives the most."""
         with self._lock:
             found = self.services.get((namespace, name))
             if found is None:
                 return None
-            traffic = self._traffic(found)
-            best = max(traffic, key=lambda t: t[1])[0] if traffic else None
-            return next((r.storage_uri for r in found.revisions if r.name == best), None)
+            self._settle(found, time.monotonic())
+            if not found.ingress:
+                return None
+            best = max(found.ingress, key=lambda t: t[1])[0]
+            revision = found.revision(best)
+            return revision.storage_uri if revision else None
 
-    # --- the controller ----------------------------------------------------
-    def _new_revision(self, service: Service) -> None:
+    # --- the controllers -----------------------------------------------------
+    def _new_revision(self, service: Service, now: float) -> None:
         meta = service.body["metadata"]
+        model = service.body["spec"]["predictor"]["model"]
         name = f"{meta['name']}-predictor-{len(service.revisions) + 1:05d}"
-        uri = service.body["spec"]["predictor"]["model"]["storageUri"]
-        revision = Revision(name=name, storage_uri=uri, created=time.monotonic(), wrong=self._wrong)
+        uri = model["storageUri"]
+        tag = model.get("runtimeVersion") or DEFAULT_IMAGE_TAG
+        revision = Revision(
+            name=name, storage_uri=uri, image_tag=tag, created=now, wrong=self._wrong
+        )
         if self._fail_next is not None:
-            revision.failure, self._fail_next = self._fail_next, None
+            revision.outcome = "crash"
+            revision.message = self._fail_next[1]
+            self._fail_next = None
         else:
-            try:
-                revision.server = ModelServer(uri)
-            except (FileNotFoundError, OSError) as err:
-                revision.failure = (
-                    "RevisionFailed",
-                    f'Revision "{name}" failed with message: container kserve-container: {err}',
-                )
+            self._load(revision)
         service.revisions.append(revision)
 
-    def _traffic(self, service: Service) -> list[tuple[str, int, str | None]]:
-        """(revision, percent, tag) per target; updates the rolled-out revision."""
-        latest = service.revisions[-1] if service.revisions else None
-        canary = service.body["spec"]["predictor"].get("canaryTrafficPercent")
+    def _load(self, revision: Revision) -> None:
+        """TF Serving on the revision's storageUri: loads, crashes or waits."""
+        base = Path(revision.storage_uri)
+        exported = _exported_by(base) if base.is_dir() else None
+        if exported is not None and _release(revision.image_tag) < _release(exported):
+            revision.outcome = "crash"
+            revision.message = (
+                f"Container failed with: Loading servable: {{name: model version: 1}} failed: "
+                f"NOT_FOUND: Op type not registered 'DisableCopyOnRead' in binary running "
+                f"tensorflow/serving:{revision.image_tag} (the model was written by TensorFlow "
+                f"{exported})"
+            )
+            return
+        try:
+            revision.server = ModelServer(base)
+        except (FileNotFoundError, OSError):
+            # TF Serving logs "No versions of servable found" and waits; the pod is never Ready.
+            revision.outcome = "hang"
+            revision.message = "Initial scale was never achieved"
+
+    def _desired_traffic(self, service: Service) -> list[tuple[str, int, str | None]]:
+        """KServe's traffic targets, with `latestRevision` resolved to latestReadyRevision."""
+        latest = service.latest_ready
         if latest is None:
             return []
-        if not latest.ready():
-            return [(service.rolled_out, 100, "prev")] if service.rolled_out else []
-        if canary is None or service.rolled_out in (None, latest.name):
-            service.rolled_out = latest.name
-            return [(latest.name, 100, "latest")]
-        return [(service.rolled_out, 100 - canary, "prev"), (latest.name, canary, "latest")]
+        annotations = service.body["metadata"].get("annotations") or {}
+        tag = "latest" if annotations.get(TAG_ROUTING) == "true" else None
+        canary = service.body["spec"]["predictor"].get("canaryTrafficPercent")
+        if canary is not None and service.rolled_out:
+            targets = [(latest, canary, tag)]
+            if canary < 100:
+                targets.append((service.rolled_out, 100 - canary, "prev"))
+            return targets
+        return [(latest, 100, tag)]
+
+    def _ksvc_traffic(self, service: Service) -> list[dict[str, Any]]:
+        """The Knative Service's spec.traffic as KServe writes it (ksvc_reconciler.go
+        L128-160): `latestRevision: true`, not a name, so a revision becoming Ready changes
+        nothing here; the rolled-out revision is named only in a canary split."""
+        annotations = service.body["metadata"].get("annotations") or {}
+        tag = "latest" if annotations.get(TAG_ROUTING) == "true" else None
+        canary = service.body["spec"]["predictor"].get("canaryTrafficPercent")
+        if canary is not None and service.rolled_out:
+            targets = [{"latestRevision": True, "percent": canary, "tag": tag}]
+            if canary < 100:
+                targets.append({"revisionName": service.rolled_out, "percent": 100 - canary})
+            return targets
+        return [{"latestRevision": True, "percent": 100, "tag": tag}]
+
+    def _settle(self, service: Service, now: float) -> None:
+        """Everything the controllers would have done by `now`, in their order."""
+        if service.standard:
+            return
+        if service.template_changed is not None and now - service.template_changed >= CREATE_LAG_S:
+            self._new_revision(service, service.template_changed + CREATE_LAG_S)
+            service.template_changed = None
+        latest = service.revisions[-1] if service.revisions else None
+        if latest is not None and latest.ready(now):
+            service.latest_ready = latest.name
+        desired = self._desired_traffic(service)
+        if desired != service.desired and not self._routes_held:
+            service.desired, service.desired_since = desired, now
+        if service.routed != service.desired and now - service.desired_since >= ROUTE_LAG_S:
+            service.routed, service.routed_since = list(service.desired), now
+        if service.ingress != service.routed and now - service.routed_since >= INGRESS_LAG_S:
+            service.ingress = list(service.routed)
+        for revision, percent, _ in service.routed:
+            if revision == service.latest_ready and percent == 100:
+                service.rolled_out = revision
+        rendered = json.dumps([service.template(), self._ksvc_traffic(service)], sort_keys=True)
+        if rendered != service.rendered:
+            if service.rendered:
+                service.ksvc_generation += 1
+            service.rendered = rendered
+        ksvc_ready = self._configuration(service, now)[0] == "True" and self._route_ready(service)
+        if service.url is None and ksvc_ready:
+            meta = service.body["metadata"]
+            service.url = f"{self.base_url}/serving/{meta['namespace']}/{meta['name']}"
+
+    @staticmethod
+    def _route_ready(service: Service) -> bool:
+        """Knative's RoutesReady: the traffic routed as the spec says, and the ingress serving it
+        (knative service.go checkRoutesNotReady; the Route's IngressReady)."""
+        return bool(service.routed) and service.routed == service.desired == service.ingress
+
+    def _configuration(self, service: Service, now: float) -> tuple[str, str, str]:
+        """Knative's ConfigurationsReady for the latest created revision."""
+        latest = service.revisions[-1] if service.revisions else None
+        if latest is None:
+            return "Unknown", "", ""
+        if latest.failed(now, self.progress_deadline_s):
+            reason = "RevisionFailed"
+            message = f'Revision "{latest.name}" failed with message: {latest.message}.'
+            return "False", reason, message
+        if service.latest_ready == latest.name:
+            return "True", "", ""
+        return "Unknown", "", ""
 
     def _with_status(self, service: Service) -> dict[str, Any]:
+        now = time.monotonic()
+        self._settle(service, now)
         body = copy.deepcopy(service.body)
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-        traffic = self._traffic(service)
+        if service.standard:
+            body["status"] = {
+                "observedGeneration": body["metadata"]["generation"],
+                "url": f"{self.base_url}/serving/{namespace}/{name}",
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "components": {"predictor": {}},
+            }
+            return body
+        config_status, reason, message = self._configuration(service, now)
+        route_ready = self._route_ready(service)
+        conditions = [
+            {"type": "PredictorConfigurationReady", "status": config_status}
+            | ({"reason": reason, "message": message} if reason else {}),
+            {"type": "PredictorRouteReady", "status": "True" if route_ready else "Unknown"},
+        ]
+        if config_status == "False":
+            ready = {"status": "False", "reason": reason, "message": message}
+        else:
+            ready = {"status": "True" if config_status == "True" and route_ready else "Unknown"}
+        conditions.append({"type": "PredictorReady", **ready})
+        conditions.append(
+            {"type": "LatestDeploymentReady", "status": config_status}
+            | (
+                {"reason": "PredictorConfigurationReady not ready"}
+                if config_status != "True"
+                else {}
+            )
+        )
+        conditions.append({"type": "Ready", "status": ready["status"]})
         latest = service.revisions[-1] if service.revisions else None
-        ready = [r.name for r in service.revisions if r.ready()]
-        conditions = []
-        if latest is not None and latest.failure is not None:
-            reason, message = latest.failure
-            conditions.append(
-                {
-                    "type": "LatestDeploymentReady",
-                    "status": "False",
-                    "reason": reason,
-                    "message": message,
-                }
+        # Empty fields are left out, as Go's omitempty leaves them (ComponentStatusSpec).
+        revisions = {
+            key: value
+            for key, value in (
+                ("latestCreatedRevision", latest.name if latest else None),
+                ("latestReadyRevision", service.latest_ready),
+                ("latestRolledoutRevision", service.rolled_out),
             )
-        elif latest is not None:
-            conditions.append(
-                {"type": "LatestDeploymentReady", "status": "True" if latest.ready() else "Unknown"}
-            )
-        conditions.append({"type": "Ready", "status": "True" if traffic else "False"})
-        body["status"] = {
-            "observedGeneration": body["metadata"]["generation"],
-            "url": f"{self.base_url}/serving/{namespace}/{name}",
+            if value
+        }
+        status: dict[str, Any] = {
+            "observedGeneration": service.ksvc_generation,
             "conditions": conditions,
             "components": {
                 "predictor": {
-                    "latestCreatedRevision": latest.name if latest else None,
-                    "latestReadyRevision": ready[-1] if ready else None,
-                    "latestRolledoutRevision": service.rolled_out,
+                    **revisions,
                     "traffic": [
                         {
-                            "revisionName": r,
-                            "percent": p,
-                            "tag": tag,
+                            "revisionName": revision,
+                            "percent": percent,
                             "latestRevision": tag == "latest",
-                            "url": f"{self.base_url}/serving/{namespace}/{r}",
                         }
-                        for r, p, tag in traffic
+                        | ({"tag": tag, "url": self._url(service, tag)} if tag is not None else {})
+                        for revision, percent, tag in service.routed
                     ],
                 }
             },
         }
+        if not service.routed:
+            del status["components"]["predictor"]["traffic"]  # omitempty, as above
+        if self.kserve >= (0, 16):  # status.deploymentMode: v0.16.0 L55
+            status["deploymentMode"] = service.mode
+        if service.url:
+            status["url"] = service.url
+            status["components"]["predictor"]["url"] = service.url
+        body["status"] = status
         return body
+
+    def _url(self, service: Service, tag: str) -> str:
+        meta = service.body["metadata"]
+        return f"{self.base_url}/serving/{meta['namespace']}/{meta['name']}/tag/{tag}"
 
     # --- the API ------------------------------------------------------------
     def answers(self, path: str) -> bool:
@@ -250,6 +526,7 @@ class KServeController:
             return None
         namespace, name = match.groups()
         with self._lock:
+            now = time.monotonic()
             if method == "POST" and not name:
                 name = body["metadata"]["name"]
                 if (namespace, name) in self.services:
@@ -260,9 +537,11 @@ class KServeController:
                     )
                 self.applied.append(("create", copy.deepcopy(body)))
                 body["metadata"].update(namespace=namespace, generation=1, uid=f"isvc-{name}")
-                service = Service(body)
+                self._default(body)
+                annotations = body["metadata"].get("annotations") or {}
+                mode = _mode_of(annotations, self.default_mode, self.kserve)
+                service = Service(body, mode=mode, template_changed=now)
                 self.services[(namespace, name)] = service
-                self._new_revision(service)
                 return 201, self._with_status(service)
             service = self.services.get((namespace, name or ""))
             if service is None:
@@ -273,12 +552,17 @@ class KServeController:
                 return 200, self._with_status(service)
             if method == "PATCH":
                 self.applied.append(("patch", copy.deepcopy(body)))
-                self._traffic(service)  # settle the rollout so far before the change
-                before = service.predictor_spec()
-                _merge(service.body, body)
+                self._settle(service, now)
+                before = service.template()
+                updated = _merge(copy.deepcopy(service.body), body)
+                self._default(updated)
+                denied = self._validate_mode(service, updated)
+                if denied:
+                    return 400, _status(400, "BadRequest", denied)
+                service.body = updated
                 service.body["metadata"]["generation"] += 1
-                if service.predictor_spec() != before:
-                    self._new_revision(service)
+                if service.template() != before:
+                    service.template_changed = now
                 return 200, self._with_status(service)
             if method == "DELETE":
                 self.applied.append(("delete", {"name": name}))
@@ -286,28 +570,69 @@ class KServeController:
                 return 200, {"kind": "Status", "apiVersion": "v1", "status": "Success"}
         return None
 
-    def _predict(self, namespace: str, target: str, model: str, body: bytes) -> tuple[int, Any]:
-        with self._lock:
-            revision = next(
-                (
-                    r
-                    for (ns, _), s in self.services.items()
-                    if ns == namespace
-                    for r in s.revisions
-                    if r.name == target
-                ),
-                None,
+    def _default(self, body: dict[str, Any]) -> None:
+        """The mutating webhook: from v0.17.0 it rewrites a legacy mode annotation
+        (inference_service_defaults.go L160-170); v0.15.0 and v0.16.0 leave it."""
+        annotations = body["metadata"].get("annotations") or {}
+        mode = annotations.get(DEPLOYMENT_MODE)
+        if self.kserve >= (0, 17) and mode in LEGACY_MODES:
+            annotations[DEPLOYMENT_MODE] = LEGACY_MODES[mode]
+
+    def _validate_mode(self, service: Service, updated: dict[str, Any]) -> str | None:
+        """The validating webhook from v0.16.0 (inference_service_validation.go
+        validateDeploymentMode, v0.16.0 L493-503): the annotation must equal the mode in the
+        status. v0.16.0 compares them as written, so a `Serverless` annotation against the
+        status' `Knative` is refused; v0.17.0's defaulter has rewritten it by then."""
+        if self.kserve < (0, 16):
+            return None
+        annotation = (updated["metadata"].get("annotations") or {}).get(DEPLOYMENT_MODE)
+        if annotation is not None and annotation != service.mode:
+            return (
+                'admission webhook "inferenceservice.kserve-webhook-server.validator" denied '
+                f"the request: update rejected: deploymentMode cannot be changed from "
+                f"'{service.mode}' to '{annotation}'"
             )
-        if revision is None or not revision.ready() or revision.server is None:
-            return 503, {"error": f"revision {target} is not serving"}
-        service_name = target.rsplit("-predictor-", 1)[0]
-        if model != service_name:
+        return None
+
+    def _predict(
+        self, namespace: str, name: str, tag: str | None, model: str, body: bytes
+    ) -> tuple[int, Any]:
+        with self._lock:
+            service = self.services.get((namespace, name))
+            if service is None:
+                return 404, {"error": f"no route for {name}.{namespace}"}
+            self._settle(service, time.monotonic())
+            if tag is not None:
+                target = next((t for t in service.ingress if t[2] == tag), None)
+                if target is None:
+                    return 404, {"error": f"no route for {tag}-{name}.{namespace}"}
+                revision = service.revision(target[0])
+            else:
+                revision = self._split(service)
+        if revision is None or revision.server is None:
+            return 503, {"error": f"no revision of {name} is serving"}
+        if model != name:
             return 404, {"error": f"Servable not found for request: Latest({model})"}
-        self.predict_requests.append({"revision": target, "body": json.loads(body)})
+        # With the share of the traffic the revision had when the request came.
+        percent = sum(p for r, p, _ in service.ingress if r == revision.name)
+        self.predict_requests.append(
+            {"revision": revision.name, "tag": tag, "percent": percent, "body": json.loads(body)}
+        )
         status, answer = revision.server.predict(body)
         if status == 200 and revision.wrong:
             answer["predictions"] = (1.0 - np.asarray(answer["predictions"])).tolist()
         return status, answer
+
+    def _split(self, service: Service) -> Revision | None:
+        """The revision the service's URL sends this request to: the routed percentages, played
+        in a fixed order (request n goes to the target holding slot n mod 100)."""
+        slot = service.request_count % 100
+        service.request_count += 1
+        for revision, percent, _ in service.ingress:
+            if slot < percent:
+                return service.revision(revision)
+            slot -= percent
+        return None
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:

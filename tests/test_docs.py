@@ -82,3 +82,22 @@ def test_where_to_change_what_names_files_that_exist():
                 continue  # a runner flag
             concrete = path.replace("<dataset>", "chicago_taxi")
             assert (REPO_ROOT / concrete).exists(), (change, path)
+
+
+def test_every_test_the_docs_name_exists():
+    """The conformance tables and pages cite tests and test modules by name (`test_x`,
+    `file.py::test_x`): a renamed or deleted test must not leave a behaviour covered on
+    paper only."""
+    modules = list((REPO_ROOT / "tests").glob("test_*.py"))
+    defined = {path.stem for path in modules} | {
+        name
+        for path in modules
+        for name in re.findall(r"^def (test_[a-z0-9_]+)", path.read_text(), re.MULTILINE)
+    }
+    cited = {
+        (page.relative_to(REPO_ROOT).as_posix(), name)
+        for page in (REPO_ROOT / "docs").rglob("*.md")
+        for name in re.findall(r"(?:`|::)(test_[a-z0-9_]+)", page.read_text())
+    }
+    assert len(cited) > 20  # the tables are read, not skipped
+    assert sorted((page, name) for page, name in cited if name not in defined) == []

@@ -9,9 +9,14 @@ model is conftest's small one (`small_model_base`).
 
 from __future__ import annotations
 
+import base64
+import functools
+import hashlib
 import json
 import shutil
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +24,7 @@ import pytest
 import tensorflow as tf
 import yaml
 
-from kubeflow.kserve import layout, manifest, smoke
+from kubeflow.kserve import layout, manifest, runtime, smoke
 from kubeflow.kserve.cluster import ServingCluster
 from kubeflow.kserve.rollout import DeployError, Rollout
 from kubeflow.settings import parse_settings
@@ -120,23 +125,70 @@ def test_the_settings_file_reads_a_serving_section():
     assert settings.serving is not None and settings.serving.inference_service == "taxi"
 
 
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"runtime_version": "2.6.2"},
+            "serving.runtime_version: TF Serving 2.6.2 is older than TensorFlow 2.16",
+        ),
+        ({"runtime_version": "2.16.0"}, "tensorflow/serving has no release '2.16.0'"),
+        ({"runtime_version": "2.17.0-gpu"}, "name the release alone"),
+        ({"kserve_version": 0.17}, "serving.kserve_version: write it quoted"),
+        ({"kserve_version": "0.14"}, "serving.kserve_version: '0.14': name the cluster's"),
+        ({"runtime": "TF Serving"}, "serving.runtime: 'TF Serving' is not a ClusterServingRuntime"),
+    ],
+    ids=["older_than_tf", "no_such_release", "gpu_suffix", "unquoted", "too_old", "bad_runtime"],
+)
+def test_a_runtime_or_kserve_release_that_cannot_serve_the_model_is_refused(changes, message):
+    with pytest.raises(SettingsError) as raised:
+        parse_serving({**SERVING, **changes}, "gs://b/serving")
+    assert message in str(raised.value)
+
+
+def test_a_newer_tf_serving_and_kserve_are_taken():
+    config = serving_config(runtime_version="2.20.0", kserve_version="0.17")
+    assert (config["runtime_version"], config["kserve_version"]) == ("2.20.0", "0.17")
+    assert config["runtime"] == "kserve-tensorflow-serving"
+    assert serving_config()["runtime_version"] is None  # read from the SavedModel
+
+
+# --- the TF Serving that loads the model ---------------------------------------------------
+
+
+def test_the_runtime_version_is_the_exporting_tensorflows_line(small_model_base):
+    exported = runtime.exported_by(str(small_model_base / "1"))
+    assert exported == tf.__version__  # the TensorFlow that wrote it, from saved_model.pb
+    assert runtime.runtime_version(None, "2.16.2", gpu=False) == "2.16.1"  # no 2.16.0 exists
+    assert runtime.runtime_version(None, "2.17.1", gpu=True) == "2.17.1-gpu"
+    assert runtime.runtime_version("2.19.1", "2.16.2", gpu=False) == "2.19.1"
+    with pytest.raises(runtime.RuntimeVersionError, match=r"serving.runtime_version: TF Serving"):
+        runtime.runtime_version("2.15.1", "2.16.2", gpu=False)
+    with pytest.raises(runtime.RuntimeVersionError, match="no TF Serving release is known"):
+        runtime.runtime_version(None, "2.31.0", gpu=False)
+
+
 # --- the InferenceService, against KServe's own models ----------------------------------
+
+SERVED = manifest.ServedModel("gs://b/serving-kserve/17", "17", "2.16.1-gpu")
+ROLLED_OUT = manifest.ServedModel("gs://b/serving-kserve/16", "16", "2.16.1-gpu")
 
 
 def rendered_services() -> list[dict]:
     config = serving_config(
         predictor={
-            "resources": {"cpu_request": "1", "memory_request": "2Gi", "gpu": 1},
+            "resources": {"cpu_request": "2", "memory_request": "4Gi", "gpu": 1},
             "node_selector": {"cloud.google.com/gke-accelerator": "nvidia-l4"},
             "tolerations": [
                 {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
             ],
         }
     )
-    created = manifest.inference_service(config, NAMESPACE, "gs://b/serving-kserve/17", "17")
+    created = manifest.inference_service(config, NAMESPACE, SERVED)
     patched = json.loads(json.dumps(created))
-    patched.update(manifest.rollout_patch(config, "gs://b/serving-kserve/18", "18", "gs://x/17"))
-    patched["metadata"].update(name="taxi", namespace=NAMESPACE)
+    patch = manifest.model_patch(config, SERVED, ROLLED_OUT, canary_percent=0, mode="Knative")
+    patched["metadata"]["annotations"].update(patch["metadata"]["annotations"])
+    patched["spec"]["predictor"].update(patch["spec"]["predictor"])
     return [created, patched]
 
 
@@ -164,20 +216,31 @@ def test_a_field_kserve_does_not_have_is_caught(tmp_path):
     assert "spec.predictor.model.storageURI: not a field" in proc.stdout
 
 
-def test_the_predictor_is_tensorflow_on_the_versions_own_base_path():
+def test_the_predictor_pins_tf_serving_on_the_versions_own_base_path():
     created, patched = rendered_services()
     predictor = created["spec"]["predictor"]
     assert predictor["model"] == {
         "name": "kserve-container",
         "modelFormat": {"name": "tensorflow"},
+        "runtime": "kserve-tensorflow-serving",
+        "runtimeVersion": "2.16.1-gpu",
         "storageUri": "gs://b/serving-kserve/17",
-        "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "1", "memory": "2Gi"}},
+        # A request alone would keep the runtime's limits (cpu 1, memory 2Gi) under it.
+        "resources": {
+            "limits": {"nvidia.com/gpu": "1", "cpu": "2", "memory": "4Gi"},
+            "requests": {"cpu": "2", "memory": "4Gi"},
+        },
     }
     assert predictor["serviceAccountName"] == "kserve-models"
     assert "canaryTrafficPercent" not in predictor  # nothing to split with yet
-    assert patched["spec"]["predictor"]["canaryTrafficPercent"] == 10
-    assert created["metadata"]["annotations"][manifest.TAG_ROUTING_ANNOTATION] == "true"
-    assert patched["metadata"]["annotations"][manifest.ROLLBACK_ANNOTATION] == "gs://x/17"
+    annotations = created["metadata"]["annotations"]
+    assert annotations[manifest.TAG_ROUTING_ANNOTATION] == "true"
+    assert annotations[manifest.DEPLOYMENT_MODE_ANNOTATION] == "Serverless"  # 0.15's name
+    assert annotations[manifest.MANAGED_ANNOTATION] == manifest.MANAGED_BY
+    assert patched["spec"]["predictor"]["canaryTrafficPercent"] == 0
+    assert manifest.recorded_rolled_out(patched) == ROLLED_OUT
+    newer = manifest.inference_service(serving_config(kserve_version="0.16"), NAMESPACE, SERVED)
+    assert newer["metadata"]["annotations"][manifest.DEPLOYMENT_MODE_ANNOTATION] == "Knative"
 
 
 # --- rollouts against the stand-in -------------------------------------------------------
@@ -192,6 +255,7 @@ def cluster(tmp_path_factory):
         "serviceaccounts",
         {"metadata": {"name": "kserve-models"}, "secrets": [{"name": "s3-creds"}]},
     )
+    standin.kserve.add_object(NAMESPACE, "secrets", s3_secret())
     with standin:
         standin.kubeconfig(tmp / "kubeconfig", namespace=NAMESPACE, token=TOKEN)
         from kubernetes import config as kube_config
@@ -221,8 +285,22 @@ def pushed_version(served, root: Path, version: str) -> str:
     return str(target)
 
 
+class Killed(BaseException):
+    """The Deploy step's pod, killed (not an error the step could handle)."""
+
+
+def kill_at(prefix: str):
+    def log(message: str) -> None:
+        if message.startswith(prefix):
+            raise Killed(message)
+
+    return log
+
+
 def rollout(cluster, served, smoke_rows, root: Path, version: str, **changes) -> Rollout:
     _, api = cluster
+    log = changes.pop("log", lambda _: None)
+    runtime_version = changes.pop("runtime_version", "2.16.1")
     config = serving_config(storage_root=str(root / "kserve"), **changes)
     pushed = pushed_version(served, root, version)
     instances_, expected = smoke_rows
@@ -234,36 +312,54 @@ def rollout(cluster, served, smoke_rows, root: Path, version: str, **changes) ->
         storage_uri=layout.publish_version(pushed, config["storage_root"], version),
         instances=instances_,
         expected=expected,
-        log=lambda _: None,
-        poll_seconds=0.1,
+        runtime_version=runtime_version,
+        log=log,
+        poll_seconds=0.05,
     )
+
+
+def patches(applied: list, since: int) -> list[dict]:
+    return [body for verb, body in applied[since:] if verb == "patch"]
+
+
+def uri_of(body: dict) -> str | None:
+    return body.get("spec", {}).get("predictor", {}).get("model", {}).get("storageUri")
 
 
 @pytest.fixture(scope="module")
 def rollouts(cluster, served, smoke_rows, tmp_path_factory):
-    """Version 100 is created; 200 is promoted through a canary; 300's revision fails;
-    400 answers wrongly; each failure rolls back to 200."""
+    """On one InferenceService: 100 is created; 200 goes through 0%, the smoke request, the
+    canary and promotion; 300's revision crashes; 400 answers wrongly; 500 is left as a
+    manual canary and 600 then fails; a KServe upgrade re-renders everything and 700 is
+    promoted. Each failure rolls back to 200, the version rolled out."""
     standin, _ = cluster
     root = tmp_path_factory.mktemp("rollouts")
     kserve = standin.kserve
-    results = {"root": root}
-    results["created"] = rollout(cluster, served, smoke_rows, root, "100").run()
-    results["promoted"] = rollout(cluster, served, smoke_rows, root, "200").run()
+    go = functools.partial(rollout, cluster, served, smoke_rows, root)
+    results: dict = {"root": root}
+    results["created"] = go("100").run()
+    results["promoted"] = go("200").run()
     results["after_promotion"] = kserve.service(NAMESPACE, "taxi")
-    kserve.fail_next_revision(
-        "RevisionFailed",
-        'Revision "taxi-predictor-00003" failed with message: Back-off pulling image',
-    )
-    with pytest.raises(DeployError) as failed:
-        rollout(cluster, served, smoke_rows, root, "300").run()
-    results["failed"] = str(failed.value)
-    results["after_failed"] = kserve.serving_storage_uri(NAMESPACE, "taxi")
-    kserve.answer_wrongly()
-    with pytest.raises(DeployError) as wrong:
-        rollout(cluster, served, smoke_rows, root, "400").run()
+    kserve.fail_next_revision("RevisionFailed", "Back-off pulling image")
+    for version, key in (("300", "failed"), ("400", "wrong")):
+        kserve.answer_wrongly(key == "wrong")
+        with pytest.raises(DeployError) as raised:
+            go(version).run()
+        results[key] = raised.value
+        results[f"after_{key}"] = kserve.service(NAMESPACE, "taxi")
+        results[f"serving_after_{key}"] = kserve.serving_storage_uri(NAMESPACE, "taxi")
     kserve.answer_wrongly(False)
-    results["wrong"] = str(wrong.value)
-    results["after_wrong"] = kserve.service(NAMESPACE, "taxi")
+    results["manual"] = go("500", promotion="manual").run()
+    results["serving_after_manual"] = kserve.service(NAMESPACE, "taxi")
+    kserve.answer_wrongly(True)
+    with pytest.raises(DeployError) as raised:
+        go("600").run()
+    kserve.answer_wrongly(False)
+    results["after_manual_failed"] = raised.value
+    results["serving_after_manual_failed"] = kserve.serving_storage_uri(NAMESPACE, "taxi")
+    kserve.rerender()
+    results["rerendered"] = kserve.service(NAMESPACE, "taxi")
+    results["after_rerender"] = go("700").run()
     results["applied"] = list(kserve.applied)
     results["requests"] = list(kserve.predict_requests)
     return results
@@ -273,93 +369,136 @@ def test_a_first_version_creates_the_service_and_takes_all_traffic(rollouts):
     created = rollouts["created"]
     assert created.outcome == "created" and created.version == "100"
     verb, body = rollouts["applied"][0]
-    assert verb == "create" and body["spec"]["predictor"]["model"]["storageUri"] == str(
-        rollouts["root"] / "kserve" / "100"
-    )
+    assert verb == "create" and uri_of(body) == str(rollouts["root"] / "kserve" / "100")
     assert [t["percent"] for t in created.traffic] == [100]
     # TF Serving's layout: the base path holds the version as a numbered directory.
     assert (rollouts["root"] / "kserve" / "100" / "100" / "saved_model.pb").exists()
 
 
-def test_the_smoke_request_is_eval_rows_through_the_json_signature(rollouts, smoke_rows):
+def test_the_smoke_request_goes_to_the_new_revisions_tag_url(rollouts, smoke_rows):
     first = rollouts["requests"][0]
-    assert first["revision"] == "taxi-predictor-00001"
+    assert (first["revision"], first["tag"]) == ("taxi-predictor-00001", "latest")
     assert first["body"]["signature_name"] == JSON_SIGNATURE
     assert len(first["body"]["instances"]) == len(smoke_rows[0])
+    assert all(r["tag"] == "latest" for r in rollouts["requests"])  # never the service's URL
 
 
-def test_a_later_version_goes_through_a_canary_to_all_traffic(rollouts):
-    promoted = rollouts["promoted"]
-    assert promoted.outcome == "promoted"
-    verb, patch = rollouts["applied"][1]
-    assert verb == "patch"
-    assert patch["spec"]["predictor"]["canaryTrafficPercent"] == 10
-    assert patch["spec"]["predictor"]["model"]["storageUri"].endswith("/kserve/200")
-    assert patch["metadata"]["annotations"][manifest.ROLLBACK_ANNOTATION].endswith("/kserve/100")
-    # The smoke request went to the canary's own revision, before promotion.
-    assert rollouts["requests"][1]["revision"] == "taxi-predictor-00002"
-    assert rollouts["applied"][2] == (
-        "patch",
-        {"spec": {"predictor": {"canaryTrafficPercent": None}}},
+def test_a_later_version_takes_no_traffic_before_its_smoke_request_passes(rollouts):
+    assert rollouts["promoted"].outcome == "promoted"
+    model, canary, promotion = patches(rollouts["applied"], 1)[:3]
+    assert model["spec"]["predictor"]["canaryTrafficPercent"] == 0
+    assert uri_of(model).endswith("/kserve/200")
+    assert model["metadata"]["annotations"][manifest.ROLLED_OUT_URI_ANNOTATION].endswith(
+        "/kserve/100"
     )
+    assert canary == {"spec": {"predictor": {"canaryTrafficPercent": 10}}}
+    assert promotion == {"spec": {"predictor": {"canaryTrafficPercent": None}}}
+    # Its smoke request reached revision 2 itself, while it had none of the traffic.
+    smoke_request = rollouts["requests"][1]
+    assert (smoke_request["revision"], smoke_request["percent"]) == ("taxi-predictor-00002", 0)
     status = manifest.PredictorStatus.of(rollouts["after_promotion"])
+    assert status.rolled_out == "taxi-predictor-00002"
     assert status.percent_of("taxi-predictor-00002") == 100
 
 
-def test_a_failing_revision_is_rolled_back_naming_its_condition(rollouts):
-    message = rollouts["failed"]
-    assert "revision taxi-predictor-00003 failed: LatestDeploymentReady is False " in message
-    assert '(RevisionFailed): Revision "taxi-predictor-00003" failed with message: Back-off' in (
-        message
+def test_a_failing_revision_is_rolled_back_with_knatives_message(rollouts):
+    error = rollouts["failed"]
+    message = str(error)
+    assert message.startswith("version 300 rolled back: revision taxi-predictor-00003 failed: ")
+    assert (
+        'PredictorConfigurationReady=False (RevisionFailed): Revision "taxi-predictor-00003" '
+        "failed with message: Back-off pulling image." in message
     )
-    assert message.startswith("version 300 rolled back")
-    assert message.endswith("/kserve/200 serves all traffic again")
-    assert rollouts["after_failed"].endswith("/kserve/200")  # what served, serves
+    assert message.endswith("/kserve/200 (version 200) serves all traffic again")
+    assert error.rejects
+    assert rollouts["serving_after_failed"].endswith("/kserve/200")  # what served, serves
 
 
-def test_a_revision_that_answers_wrongly_is_rolled_back_and_never_took_all_traffic(rollouts):
-    message = rollouts["wrong"]
+def test_a_revision_that_answers_wrongly_never_takes_traffic(rollouts):
+    message = str(rollouts["wrong"])
     assert "answered the smoke request (8 eval rows) differently from the pushed model" in message
-    status = manifest.PredictorStatus.of(rollouts["after_wrong"])
-    assert manifest.storage_uri(rollouts["after_wrong"]).endswith("/kserve/200")
-    assert status.percent_of(status.latest_ready) == 100
-    assert "canaryTrafficPercent" not in rollouts["after_wrong"]["spec"]["predictor"]
-    # The rollback patch pinned traffic first: canary 0 with the previous storageUri.
-    rollback = [
-        b
-        for v, b in rollouts["applied"]
-        if v == "patch" and b.get("spec", {}).get("predictor", {}).get("canaryTrafficPercent") == 0
-    ]
-    assert rollback and all(
-        b["spec"]["predictor"]["model"]["storageUri"].endswith("/kserve/200") for b in rollback
+    wrong = [r for r in rollouts["requests"] if r["body"] and r["revision"].endswith("00005")]
+    assert [r["percent"] for r in wrong] == [0]
+    after = rollouts["after_wrong"]
+    assert manifest.storage_uri(after).endswith("/kserve/200")
+    assert "canaryTrafficPercent" not in after["spec"]["predictor"]
+    # The rollback restores the rolled-out version's own annotation on its pods.
+    assert after["spec"]["predictor"]["annotations"][manifest.VERSION_ANNOTATION] == "200"
+    assert rollouts["serving_after_wrong"].endswith("/kserve/200")
+
+
+def test_another_versions_failure_never_promotes_an_unpromoted_canary(rollouts):
+    assert rollouts["manual"].outcome == "canary"
+    status = manifest.PredictorStatus.of(rollouts["serving_after_manual"])
+    assert sorted(t.percent for t in status.traffic) == [10, 90]
+    assert "version 600 rolled back" in str(rollouts["after_manual_failed"])
+    # Back to what was rolled out (200), not to the canary the spec held (500).
+    assert "/kserve/200 (version 200) serves all traffic again" in str(
+        rollouts["after_manual_failed"]
     )
+    assert rollouts["serving_after_manual_failed"].endswith("/kserve/200")
+
+
+def test_readiness_survives_a_kserve_upgrade_that_re_renders_the_knative_service(rollouts):
+    rerendered = rollouts["rerendered"]
+    # The two counters never meet again; the rollout reads conditions and revision names.
+    assert rerendered["status"]["observedGeneration"] != rerendered["metadata"]["generation"]
+    assert rollouts["after_rerender"].outcome == "promoted"
 
 
 def test_the_same_version_again_changes_nothing(cluster, served, smoke_rows, rollouts):
-    again = rollout(cluster, served, smoke_rows, rollouts["root"], "200").run()
+    again = rollout(cluster, served, smoke_rows, rollouts["root"], "700").run()
     assert again.outcome == "already_serving"
 
 
-def test_serving_the_pushers_version_directory_itself_fails_as_tf_serving_does(
-    cluster,
-    served,
-    smoke_rows,
-    tmp_path,
+def test_a_runtime_older_than_the_export_fails_to_load_and_is_never_served(
+    cluster, served, smoke_rows, tmp_path
+):
+    """What a predictor without runtimeVersion gets: KServe's default tensorflow/serving:2.6.2."""
+    standin, _ = cluster
+    old = rollout(
+        cluster, served, smoke_rows, tmp_path, "800", inference_service="old", runtime_version=None
+    )
+    with pytest.raises(DeployError) as raised:
+        old.run()
+    assert "Op type not registered 'DisableCopyOnRead'" in str(raised.value)
+    assert "tensorflow/serving:2.6.2" in str(raised.value)
+    assert standin.kserve.service(NAMESPACE, "old") is None  # nothing served before: deleted
+
+
+def test_a_version_tf_serving_finds_no_version_of_is_a_timeout_that_says_what_it_saw(
+    cluster, served, smoke_rows, tmp_path
 ):
     standin, _ = cluster
-    broken = rollout(cluster, served, smoke_rows, tmp_path, "500", inference_service="direct")
-    broken.storage_uri = pushed_version(served, tmp_path, "500")  # no numbered directory in it
-    with pytest.raises(DeployError, match="No versions of servable found under base path"):
+    broken = rollout(
+        cluster, served, smoke_rows, tmp_path, "900", inference_service="direct", ready_timeout="2s"
+    )
+    broken.storage_uri = pushed_version(served, tmp_path, "900")  # no numbered directory in it
+    with pytest.raises(DeployError) as raised:
         broken.run()
-    # Nothing served before: the service is deleted, not left failing.
+    message = str(raised.value)
+    assert message.startswith(
+        "timed out after 2s waiting for a new revision to be Ready and routed"
+    )
+    assert "latestCreatedRevision=direct-predictor-00001, latestReadyRevision=None" in message
+    assert "PredictorConfigurationReady=Unknown" in message
+    assert "only at its progress deadline" in message
     assert standin.kserve.service(NAMESPACE, "direct") is None
 
 
+def test_at_knatives_progress_deadline_the_revision_fails_with_its_reason(
+    cluster, served, smoke_rows, tmp_path, monkeypatch
+):
+    standin, _ = cluster
+    monkeypatch.setattr(standin.kserve, "progress_deadline_s", 1.0)
+    broken = rollout(cluster, served, smoke_rows, tmp_path, "901", inference_service="deadline")
+    broken.storage_uri = pushed_version(served, tmp_path, "901")
+    with pytest.raises(DeployError, match="Initial scale was never achieved"):
+        broken.run()
+
+
 def test_a_first_version_that_answers_wrongly_leaves_no_service(
-    cluster,
-    served,
-    smoke_rows,
-    tmp_path,
+    cluster, served, smoke_rows, tmp_path
 ):
     standin, _ = cluster
     standin.kserve.answer_wrongly()
@@ -371,72 +510,208 @@ def test_a_first_version_that_answers_wrongly_leaves_no_service(
     assert standin.kserve.service(NAMESPACE, "fresh") is None
 
 
+# --- a Deploy step cut short, and run again -------------------------------------------------
+
+
+@dataclass
+class ServingOne:
+    """An InferenceService of the test's own with version 1 rolled out."""
+
+    name: str
+    go: Callable[..., Rollout]
+
+
+@pytest.fixture()
+def serving_one(cluster, served, smoke_rows, tmp_path, request):
+    name = "cut-" + hashlib.sha1(request.node.name.encode()).hexdigest()[:8]
+    go = functools.partial(rollout, cluster, served, smoke_rows, tmp_path, inference_service=name)
+    assert go("1").run().outcome == "created"
+    return ServingOne(name, go)
+
+
+def test_a_step_killed_after_its_smoke_request_leaves_the_canary_and_a_rerun_promotes(
+    cluster, serving_one
+):
+    standin, _ = cluster
+    with pytest.raises(Killed):
+        serving_one.go("2", log=kill_at("Promoting")).run()
+    # Where it stopped: version 2 at its canary share, version 1 keeps the rest.
+    status = manifest.PredictorStatus.of(standin.kserve.service(NAMESPACE, serving_one.name))
+    assert sorted(t.percent for t in status.traffic) == [10, 90]
+    again = serving_one.go("2").run()
+    assert again.outcome == "promoted"
+    assert standin.kserve.serving_storage_uri(NAMESPACE, serving_one.name).endswith("/kserve/2")
+
+
+def test_a_step_killed_mid_rollout_then_a_failing_version_returns_to_the_rolled_out_one(
+    cluster, serving_one
+):
+    standin, _ = cluster
+    with pytest.raises(Killed):
+        serving_one.go("2", log=kill_at("Giving revision")).run()  # smoke passed, still at 0%
+    standin.kserve.fail_next_revision("RevisionFailed", "OOMKilled")
+    with pytest.raises(DeployError) as raised:
+        serving_one.go("3").run()
+    assert "/kserve/1 (version 1) serves all traffic again" in str(raised.value)
+    assert standin.kserve.serving_storage_uri(NAMESPACE, serving_one.name).endswith("/kserve/1")
+
+
+def test_a_promotion_that_runs_late_fails_the_step_but_does_not_reject_the_version(
+    cluster, serving_one
+):
+    standin, _ = cluster
+
+    def hold(message: str) -> None:
+        if message.startswith("Giving revision"):
+            standin.kserve.hold_routes()
+
+    try:
+        with pytest.raises(DeployError) as raised:
+            serving_one.go("2", log=hold, ready_timeout="3s").run()
+    finally:
+        standin.kserve.hold_routes(False)
+    assert str(raised.value).startswith(
+        f"timed out after 3s waiting for revision {serving_one.name}-predictor"
+    )
+    assert not raised.value.rejects
+
+
+# --- deployment modes ----------------------------------------------------------------------
+
+
+def test_an_inference_service_in_standard_mode_is_refused_before_anything_is_applied(
+    cluster, served, smoke_rows, tmp_path, monkeypatch
+):
+    standin, _ = cluster
+    monkeypatch.setattr(standin.kserve, "default_mode", "RawDeployment")
+    standin.kserve.seed(NAMESPACE, "raw", "/nowhere")
+    applied = len(standin.kserve.applied)
+    with pytest.raises(DeployError, match=r"runs in Standard .* mode: it has no revisions"):
+        rollout(cluster, served, smoke_rows, tmp_path, "1", inference_service="raw").run()
+    assert len(standin.kserve.applied) == applied
+    # A new one is created Serverless whatever the cluster's default.
+    created = rollout(cluster, served, smoke_rows, tmp_path, "1", inference_service="pinned")
+    assert created.run().outcome == "created"
+
+
+def test_kserve_0_16s_webhook_takes_every_patch_of_a_service_created_serverless(
+    cluster, served, smoke_rows, tmp_path, monkeypatch
+):
+    standin, _ = cluster
+    monkeypatch.setattr(standin.kserve, "kserve", (0, 16))
+    go = functools.partial(rollout, cluster, served, smoke_rows, tmp_path, inference_service="k16")
+    assert go("1").run().outcome == "created"  # annotated Serverless: kserve_version 0.15
+    service = standin.kserve.service(NAMESPACE, "k16")
+    assert service["status"]["deploymentMode"] == "Knative"
+    assert go("2").run().outcome == "promoted"  # the patch writes the status' name back
+
+
+# --- credentials ------------------------------------------------------------------------------
+
+
+def credential_check(api, storage_uri="s3://models/kserve/1", **changes) -> Rollout:
+    return Rollout(
+        cluster=api,
+        config=serving_config(**changes),
+        namespace=NAMESPACE,
+        version="1",
+        storage_uri=storage_uri,
+        instances=[],
+        expected=np.zeros(0),
+    )
+
+
+def s3_secret(name="s3-creds", annotations=None, **data) -> dict:
+    keys = {"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b", **data}
+    encoded = {k: base64.b64encode(v.encode()).decode() for k, v in keys.items() if v is not None}
+    return {"metadata": {"name": name, "annotations": annotations or {}}, "data": encoded}
+
+
 @pytest.mark.parametrize(
-    ("secret", "message"),
+    ("secret", "kserve_version", "message"),
     [
         (
-            {
-                "metadata": {
-                    "name": "s3-creds",
-                    "annotations": {"serving.kserve.io/s3-endpoint": "http://minio:9000"},
-                },
-                "data": {"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"},
-            },
-            "annotation serving.kserve.io/s3-endpoint is 'http://minio:9000'; KServe wants "
-            "HOST:PORT",
+            s3_secret(annotations={"serving.kserve.io/s3-endpoint": "http://minio:9000"}),
+            "0.16",
+            "annotation serving.kserve.io/s3-endpoint is 'http://minio:9000'; KServe before 0.17",
         ),
         (
-            {
-                "metadata": {
-                    "name": "s3-creds",
-                    "annotations": {"serving.kserve.io/s3-endpoint": "minio:9000"},
-                },
-                "data": {"accesskey": "a", "secretkey": "b"},
-            },
-            "has no AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY",
+            s3_secret(AWS_ACCESS_KEY_ID=None),
+            "0.15",
+            "has AWS_SECRET_ACCESS_KEY but no AWS_ACCESS_KEY_ID",
         ),
         (
-            {"metadata": {"name": "s3-creds"}, "data": {"AWS_ACCESS_KEY_ID": "a"}},
-            "none of its secrets has the annotation serving.kserve.io/s3-endpoint",
+            {"metadata": {"name": "s3-creds"}, "data": {"accesskey": "YQ=="}},
+            "0.15",
+            "none of its secrets has AWS_SECRET_ACCESS_KEY and it has no eks.amazonaws.com",
+        ),
+        (
+            s3_secret(S3_ENDPOINT="minio:9000"),
+            "0.15",
+            "data S3_ENDPOINT is read from KServe 0.16 on",
+        ),
+        (
+            s3_secret(annotations={"serving.kserve.io/s3-usehttps": "false"}),
+            "0.17",
+            "KServe takes '0' as http and anything else as https",
         ),
     ],
-    ids=["endpoint_with_scheme", "wrong_keys", "no_annotation"],
+    ids=["scheme_before_0_17", "no_access_key", "no_s3_secret", "data_before_0_16", "usehttps"],
 )
 def test_s3_credentials_kserve_cannot_use_are_refused_before_anything_is_applied(
-    cluster, secret, message
+    cluster, secret, kserve_version, message
 ):
     standin, api = cluster
     standin.kserve.add_object(NAMESPACE, "secrets", secret)
     applied = len(standin.kserve.applied)
-    check = Rollout(
-        cluster=api,
-        config=serving_config(),
-        namespace=NAMESPACE,
-        version="1",
-        storage_uri="s3://models/kserve/1",
-        instances=[],
-        expected=np.zeros(0),
-    )
     with pytest.raises(DeployError) as raised:
-        check.check_credentials()
+        credential_check(api, kserve_version=kserve_version).check_credentials()
     assert f"serving.service_account {NAMESPACE}/kserve-models cannot read" in str(raised.value)
     assert message in str(raised.value)
     assert len(standin.kserve.applied) == applied
 
 
+@pytest.mark.parametrize(
+    ("secret", "kserve_version"),
+    [
+        (s3_secret(), "0.15"),  # AWS's own endpoint, or inferenceservice-config's
+        (s3_secret(annotations={"serving.kserve.io/s3-endpoint": "http://minio:9000"}), "0.17"),
+        (s3_secret(S3_ENDPOINT="seaweedfs.kubeflow:8333", S3_USE_HTTPS="0"), "0.16"),
+    ],
+    ids=["no_endpoint", "scheme_from_0_17", "endpoint_in_data_from_0_16"],
+)
+def test_s3_credentials_kserve_reads_are_taken(cluster, secret, kserve_version):
+    standin, api = cluster
+    standin.kserve.add_object(NAMESPACE, "secrets", secret)
+    credential_check(api, kserve_version=kserve_version).check_credentials()
+
+
+def test_irsa_needs_no_secret_and_a_missing_listed_secret_is_named(cluster):
+    standin, api = cluster
+    standin.kserve.add_object(
+        NAMESPACE,
+        "serviceaccounts",
+        {
+            "metadata": {
+                "name": "irsa",
+                "annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/models"},
+            }
+        },
+    )
+    credential_check(api, service_account="irsa").check_credentials()
+    standin.kserve.add_object(
+        NAMESPACE,
+        "serviceaccounts",
+        {"metadata": {"name": "listed"}, "secrets": [{"name": "gone"}]},
+    )
+    with pytest.raises(DeployError, match=f"secret {NAMESPACE}/gone is listed but does not exist"):
+        credential_check(api, service_account="listed").check_credentials()
+
+
 def test_a_missing_service_account_is_named(cluster):
     _, api = cluster
-    check = Rollout(
-        cluster=api,
-        config=serving_config(service_account="nobody"),
-        namespace=NAMESPACE,
-        version="1",
-        storage_uri="s3://m/1",
-        instances=[],
-        expected=np.zeros(0),
-    )
     with pytest.raises(DeployError, match=f"service account {NAMESPACE}/nobody does not exist"):
-        check.check_credentials()
+        credential_check(api, "s3://m/1", service_account="nobody").check_credentials()
 
 
 def test_smoke_disagreement_names_the_row():

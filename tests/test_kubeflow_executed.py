@@ -35,6 +35,7 @@ traffic. (Rollbacks, executed: tests/test_kubeflow_tfjob_executed.py.)
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -150,7 +151,9 @@ def compile_package(settings_file: Path, package: Path) -> Path:
 def schema_dir_in_project(tmp: Path, **options) -> str:
     """A span-reading schema dir where settings.schema_dir allows it (inside the project),
     under the ignored build/; its path relative to the project."""
-    relative = Path("build") / "test-schemas" / tmp.name
+    # tmp's name repeats in each xdist worker's base temp: the worker's id keeps it unique.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    relative = Path("build") / "test-schemas" / f"{worker}-{tmp.name}"
     span_schema_dir(REPO_ROOT / relative, **options)
     return str(relative)
 
@@ -521,6 +524,9 @@ def test_first_execution_creates_the_inference_service_on_the_versions_base_path
     assert (Path(uri) / version.name / "saved_model.pb").exists()  # TF Serving's layout
     predictor = service["spec"]["predictor"]
     assert predictor["model"]["modelFormat"] == {"name": "tensorflow"}
+    # The TF Serving of the TensorFlow line that exported it (2.16.2: 2.16.1, its only release).
+    assert predictor["model"]["runtime"] == "kserve-tensorflow-serving"
+    assert predictor["model"]["runtimeVersion"] == "2.16.1"
     assert predictor["serviceAccountName"] == "kserve-models"
     status = PredictorStatus.of(service)
     assert status.percent_of(status.latest_ready) == 100
@@ -536,9 +542,10 @@ def test_second_execution_rolls_its_version_out_through_a_canary(executions):
     from kubeflow.kserve.manifest import PredictorStatus, storage_uri
 
     verbs = [verb for verb, _ in executions["applied"]]
-    assert verbs == ["create", "patch", "patch"]
-    canary, promotion = (body for _, body in executions["applied"][1:])
-    assert canary["spec"]["predictor"]["canaryTrafficPercent"] == 10
+    assert verbs == ["create", "patch", "patch", "patch"]
+    model, canary, promotion = (body for _, body in executions["applied"][1:])
+    assert model["spec"]["predictor"]["canaryTrafficPercent"] == 0  # no traffic before the smoke
+    assert canary == {"spec": {"predictor": {"canaryTrafficPercent": 10}}}
     assert promotion == {"spec": {"predictor": {"canaryTrafficPercent": None}}}
     service = executions["service_after_second"]
     pushed = output_metadata(executions["second"]["steps"][dag.PUSHER], "pushed_model")
@@ -546,9 +553,14 @@ def test_second_execution_rolls_its_version_out_through_a_canary(executions):
     assert storage_uri(service).endswith(f"/serving-kserve/{version}")
     status = PredictorStatus.of(service)
     assert status.latest_ready.endswith("-00002") and status.percent_of(status.latest_ready) == 100
-    # Each new revision answered eval rows through the JSON signature before it had traffic.
+    # Each new revision answered eval rows through the JSON signature at its own tag URL, the
+    # second before it had any traffic.
     requests = executions["predict_requests"]
-    assert [r["revision"][-5:] for r in requests] == ["00001", "00002"]
+    assert [(r["revision"][-5:], r["tag"]) for r in requests] == [
+        ("00001", "latest"),
+        ("00002", "latest"),
+    ]
+    assert requests[1]["percent"] == 0
     assert all(r["body"]["signature_name"] == "serving_json" for r in requests)
     assert deploy_outcome(executions["second"])["outcome"] == "promoted"
     assert run_report_metrics(executions["second"])["new_version_traffic_percent"] == 100.0

@@ -1,40 +1,72 @@
-"""A pushed version's way to traffic: create, or canary, smoke request, promote; else roll back.
+"""A pushed version's way to traffic: at 0%, smoke request, canary, promotion; else roll back.
 
-First version (no InferenceService yet): create it, wait for it to be Ready,
-send the smoke request. If it fails or answers wrongly, delete it: nothing
-served before, so nothing is lost, and no wrong model stays up.
+First version (no InferenceService yet): create it (Serverless, tag routing),
+wait until the Route sends its `latest` tag to the new revision, send the
+smoke request there. If it fails or answers wrongly, delete the service:
+nothing served before, so nothing is lost, and no wrong model stays up.
 
-Later versions: patch the predictor's `storageUri` with `canaryTrafficPercent`
-(the last rolled-out revision keeps the rest of the traffic), wait for the new
-revision to be Ready, send the smoke request to its own URL, then promote it
-(remove `canaryTrafficPercent`: it takes all traffic) under `after_smoke`, or
-leave the split for a person under `manual`. A revision that fails, is not
-Ready in time or answers wrongly is rolled back: the previous `storageUri`
-returns with `canaryTrafficPercent: 0`, so traffic stays on the last
-rolled-out revision while the restored one starts, which then takes it over.
-The step then fails, naming the revision and its failed condition.
+Later versions:
+
+1. patch the predictor's model with `canaryTrafficPercent: 0`: the revision
+   rolled out before keeps all the traffic (KServe splits only when a
+   revision was rolled out: ksvc_reconciler.go L130);
+2. wait until the new revision is Ready *and* routed: the `latest` tag's
+   traffic entry names it, with a URL, and `PredictorRouteReady` is True
+   (Knative marks a revision Ready before its Route lists it);
+3. send the smoke request to that tag URL, never to the service's URL;
+4. give it `canary_traffic_percent`, then promote it (remove
+   `canaryTrafficPercent`) under `after_smoke`, or leave the canary for a
+   person under `manual`.
+
+A revision that fails, is not routed in time or answers wrongly is rolled
+back to the model that was *rolled out* (not whatever the spec held): its
+storage URI, version and runtime are recorded on the InferenceService with
+every change of the model, because an annotation written alone would roll out
+a revision of its own. The restored model comes back at 0% (traffic stays on
+the rolled-out revision) and takes the traffic once routed. The step then
+fails, naming the revision and Knative's message.
+
+What a rerun finds after a step killed mid-rollout, and does, is in
+docs/serving.md ("A Deploy step cut short").
 """
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kubeflow.kserve import manifest
 from kubeflow.kserve.cluster import ServingCluster
-from kubeflow.kserve.manifest import PredictorStatus
+from kubeflow.kserve.credentials import CredentialError, check_credentials
+from kubeflow.kserve.manifest import PredictorStatus, ServedModel
 from kubeflow.kserve.smoke import SmokeError, disagreement, predict, request_body
 
 POLL_SECONDS = 1.0
-S3_ENDPOINT_ANNOTATION = "serving.kserve.io/s3-endpoint"
-S3_HTTPS_ANNOTATION = "serving.kserve.io/s3-usehttps"
-S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+T = TypeVar("T")
+# What a timeout waiting for a revision cannot tell apart, and where to look.
+PROGRESS_DEADLINE_HINT = (
+    "Knative fails a revision that never becomes Ready only at its progress deadline "
+    "(600s unless config-deployment's progress-deadline says otherwise): an image it "
+    "cannot pull, a storage initializer that cannot read storageUri, or a model TF "
+    "Serving finds no version of all look like this until then; `kubectl describe "
+    "revision` and the revision's pod events say which"
+)
 
 
 class DeployError(RuntimeError):
-    """The version did not reach traffic; the message says why and what serves instead."""
+    """The version did not reach traffic; the message says why and what serves instead.
+
+    `rejects`: the version does not serve and never will from this step, so it
+    must not be taken for the served version (a promotion that only ran late
+    does not reject).
+    """
+
+    def __init__(self, message: str, *, rejects: bool = True) -> None:
+        super().__init__(message)
+        self.rejects = rejects
 
 
 @dataclass
@@ -64,6 +96,8 @@ class Rollout:
     # The rows and what the pushed model scores for them (kubeflow/kserve/smoke.py).
     instances: list[dict]
     expected: Any
+    # The predictor's runtimeVersion (kubeflow/kserve/runtime.py).
+    runtime_version: str | None = None
     log: Callable[[str], None] = print
     poll_seconds: float = POLL_SECONDS
 
@@ -71,200 +105,262 @@ class Rollout:
     def name(self) -> str:
         return self.config["inference_service"]
 
-    # --- checks before anything is applied -------------------------------------------------
+    @property
+    def where(self) -> str:
+        return f"InferenceService {self.namespace}/{self.name}"
+
+    @property
+    def candidate(self) -> ServedModel:
+        return ServedModel(self.storage_uri, self.version, self.runtime_version)
+
     def check_credentials(self) -> None:
-        """The predictor's service account exists, and for s3:// its secret is one KServe reads."""
-        account_name = self.config.get("service_account")
-        if not account_name:
-            return
-        account = self.cluster.get_core("serviceaccounts", self.namespace, account_name)
-        if account is None:
-            raise DeployError(
-                f"serving.service_account: service account {self.namespace}/{account_name} "
-                "does not exist; create it with the secret KServe's storage initializer reads "
-                "(docs/serving.md)"
+        try:
+            check_credentials(
+                self.cluster,
+                self.namespace,
+                self.config.get("service_account"),
+                self.storage_uri,
+                self.config["kserve_version"],
             )
-        if not self.storage_uri.startswith("s3://"):
-            return
-        problems = []
-        for ref in account.get("secrets") or []:
-            secret = self.cluster.get_core("secrets", self.namespace, ref.get("name", ""))
-            if secret is None:
-                problems.append(f"secret {ref.get('name')} is listed but does not exist")
-                continue
-            annotations = secret.get("metadata", {}).get("annotations") or {}
-            if S3_ENDPOINT_ANNOTATION not in annotations:
-                continue
-            where = f"secret {self.namespace}/{secret['metadata']['name']}"
-            endpoint = annotations[S3_ENDPOINT_ANNOTATION]
-            if "://" in endpoint:
-                problems.append(
-                    f"{where}: annotation {S3_ENDPOINT_ANNOTATION} is {endpoint!r}; KServe "
-                    "wants HOST:PORT without a scheme (say http or https with "
-                    f"{S3_HTTPS_ANNOTATION}: '0' or '1')"
-                )
-            https = annotations.get(S3_HTTPS_ANNOTATION)
-            if https not in (None, "0", "1"):
-                problems.append(f"{where}: annotation {S3_HTTPS_ANNOTATION} must be '0' or '1'")
-            data = {**(secret.get("data") or {}), **(secret.get("stringData") or {})}
-            missing = [k for k in S3_KEYS if k not in data]
-            if missing:
-                problems.append(
-                    f"{where}: has no {', '.join(missing)}: the storage initializer reads "
-                    "exactly these keys"
-                )
-            if not problems:
-                return
-        if not problems:
-            problems.append(
-                f"none of its secrets has the annotation {S3_ENDPOINT_ANNOTATION}, so KServe's "
-                "storage initializer has no S3 credentials or endpoint"
-            )
-        raise DeployError(
-            f"serving.service_account {self.namespace}/{account_name} cannot read "
-            f"{self.storage_uri}: " + "; ".join(problems) + " (docs/serving.md)"
-        )
+        except CredentialError as err:
+            raise DeployError(str(err)) from None
 
     # --- the rollout --------------------------------------------------------------------
     def run(self) -> Outcome:
         self.check_credentials()
         existing = self.cluster.get_service(self.namespace, self.name)
         if existing is None:
-            return self._create()
-        return self._canary(existing)
+            return self._first(None)
+        self._check_mode(existing)
+        status = PredictorStatus.of(existing)
+        rolled_out = self._rolled_out(existing, status)
+        if rolled_out is None:
+            return self._first(status)
+        if (
+            rolled_out.storage_uri == self.storage_uri
+            and status.settled()
+            and manifest.canary_percent(existing) is None
+        ):
+            return self._outcome(
+                "already_serving", f"version {self.version} already serves all traffic", status
+            )
+        return self._canary(status, rolled_out)
 
-    def _create(self) -> Outcome:
-        self.log(f"Creating InferenceService {self.namespace}/{self.name} on {self.storage_uri}")
-        self.cluster.create_service(
-            manifest.inference_service(self.config, self.namespace, self.storage_uri, self.version)
+    def _check_mode(self, existing: Mapping[str, Any]) -> None:
+        status = PredictorStatus.of(existing)
+        mode = (
+            manifest.metadata_annotations(existing).get(manifest.DEPLOYMENT_MODE_ANNOTATION)
+            or status.deployment_mode
         )
+        standard = mode is not None and mode not in manifest.SERVERLESS_MODES
+        # Standard (raw deployment) mode reports no revisions even once Ready.
+        if not standard and mode is None and status.is_true("Ready") and not status.latest_created:
+            standard, mode = True, "Standard (it reports no revisions)"
+        if standard:
+            raise DeployError(
+                f"{self.where} runs in {mode} mode: it has no revisions, so no version can be "
+                "tried at 0% of the traffic, canaried or rolled back. The Deploy step serves "
+                "from a Serverless (Knative) InferenceService, which it creates itself: delete "
+                "this one or name another serving.inference_service (docs/serving.md)"
+            )
+
+    def _rolled_out(
+        self, existing: Mapping[str, Any], status: PredictorStatus
+    ) -> ServedModel | None:
+        """The model of `latestRolledoutRevision`; None when nothing was rolled out yet."""
+        if status.rolled_out is None:
+            if manifest.metadata_annotations(existing).get(manifest.MANAGED_ANNOTATION) != (
+                manifest.MANAGED_BY
+            ):
+                raise DeployError(
+                    f"{self.where} was not created by the Deploy step and has no rolled-out "
+                    f"revision ({status.describe()}): it will not take it over. Delete it, or "
+                    "name another serving.inference_service"
+                )
+            return None
+        if status.rolled_out == status.latest_created:
+            return manifest.spec_model(existing)
+        recorded = manifest.recorded_rolled_out(existing)
+        if recorded is None:
+            raise DeployError(
+                f"{self.where} is in the middle of a rollout the Deploy step did not start "
+                f"({status.describe()}) and records no rolled-out model, so there would be "
+                "nothing certain to roll back to. Finish or undo that rollout (all traffic on "
+                "one revision, no canaryTrafficPercent), then run again"
+            )
+        return recorded
+
+    def _first(self, status: PredictorStatus | None) -> Outcome:
+        """Creates the service (or, if a cut-short step left one that never served, replaces
+        its model); the version takes the traffic once its smoke request passes."""
+        if status is None:
+            self.log(f"Creating {self.where} on {self.storage_uri}")
+            self.cluster.create_service(
+                manifest.inference_service(
+                    self.config, self.namespace, self.candidate, self._change("create")
+                )
+            )
+            before = None
+        else:
+            self.log(f"{self.where} never served a version: putting {self.storage_uri} on it")
+            before = status.latest_created
+            self._put_model(self.candidate, None, None, status, "replace")
         try:
-            status = self._wait_for_new_revision(before=None)
-            self._smoke(status.url_of(status.latest_ready), status.latest_ready)
+            revision, url = self._await_routed(before)
+            self._smoke(url, revision)
         except DeployError as err:
             self.cluster.delete_service(self.namespace, self.name)
             raise DeployError(
                 f"{err}. Nothing served before: the InferenceService is deleted"
             ) from None
-        status = self._status()
+        status = self._settle(
+            lambda s: s.percent_of(revision) == 100, f"revision {revision} to take all traffic"
+        )
         return self._outcome("created", f"version {self.version} serves all traffic", status)
 
-    def _canary(self, existing: dict[str, Any]) -> Outcome:
-        status = PredictorStatus.of(existing)
-        current = manifest.storage_uri(existing)
-        annotations = existing.get("metadata", {}).get("annotations") or {}
-        if current == self.storage_uri:
-            if (
-                status.latest_ready == status.latest_created
-                and status.percent_of(status.latest_ready) == 100
-            ):
-                return self._outcome(
-                    "already_serving", f"version {self.version} already serves all traffic", status
-                )
-            # A retried step: the rollout was started; go back to where it began.
-            rollback_uri = annotations.get(manifest.ROLLBACK_ANNOTATION) or current
-        else:
-            rollback_uri = current
-        before = status.latest_created
-        percent = self.config["canary_traffic_percent"]
+    def _canary(self, status: PredictorStatus, rolled_out: ServedModel) -> Outcome:
         self.log(
-            f"Rolling out {self.storage_uri} on {self.namespace}/{self.name} with "
-            f"{percent}% canary traffic; {rollback_uri} keeps the rest"
+            f"Rolling out {self.storage_uri} on {self.where} at 0% of the traffic; "
+            f"{rolled_out.storage_uri} (version {rolled_out.version}, rolled out) keeps it"
         )
-        self.cluster.patch_service(
-            self.namespace,
-            self.name,
-            manifest.rollout_patch(self.config, self.storage_uri, self.version, rollback_uri),
-        )
+        self._put_model(self.candidate, rolled_out, 0, status, "rollout")
         try:
-            status = self._wait_for_new_revision(before=before)
-            self._smoke(status.url_of(status.latest_ready), status.latest_ready)
+            revision, url = self._await_routed(status.latest_created)
+            self._smoke(url, revision)
         except DeployError as err:
-            self._roll_back(rollback_uri, str(err))
+            self._roll_back(rolled_out, str(err))
+        percent = self.config["canary_traffic_percent"]
+        if percent:
+            self.log(f"Giving revision {revision} {percent}% of the traffic")
+            self.cluster.patch_service(self.namespace, self.name, manifest.traffic_patch(percent))
+            status = self._settle(
+                lambda s: s.percent_of(revision) == percent,
+                f"revision {revision} to take {percent}% of the traffic",
+            )
         if self.config["promotion"] == "manual":
-            status = self._status()
             return self._outcome(
                 "canary",
                 f"version {self.version} passed its smoke request and takes {percent}% of the "
                 "traffic; promotion is manual (docs/serving.md)",
                 status,
             )
-        self.log(f"Promoting {status.latest_ready} to all traffic")
-        self.cluster.patch_service(
-            self.namespace, self.name, {"spec": {"predictor": {"canaryTrafficPercent": None}}}
-        )
-        status = self._wait(
-            lambda s: s.percent_of(s.latest_ready) == 100 and s.latest_ready == s.latest_created,
-            "the promoted revision to take all traffic",
+        self.log(f"Promoting revision {revision} to all traffic")
+        self.cluster.patch_service(self.namespace, self.name, manifest.traffic_patch(None))
+        status = self._settle(
+            lambda s: s.percent_of(revision) == 100 and s.rolled_out == revision,
+            f"revision {revision} to take all traffic",
         )
         return self._outcome("promoted", f"version {self.version} serves all traffic", status)
 
-    def _roll_back(self, rollback_uri: str, reason: str) -> None:
-        """Restores `rollback_uri` (traffic never leaves the last rolled-out revision); raises."""
-        self.log(f"Rolling back to {rollback_uri}: {reason}")
-        before = self._status().latest_created
-        self.cluster.patch_service(
-            self.namespace,
-            self.name,
-            {
-                "spec": {
-                    "predictor": {"canaryTrafficPercent": 0, "model": {"storageUri": rollback_uri}}
-                }
-            },
-        )
+    def _roll_back(self, rolled_out: ServedModel, reason: str) -> None:
+        """Restores the rolled-out model (its revision keeps the traffic meanwhile); raises."""
+        self.log(f"Rolling back to {rolled_out.storage_uri}: {reason}")
+        status = self._status()
+        self._put_model(rolled_out, rolled_out, 0, status, "rollback")
         restored = "serves all traffic again"
         try:
-            self._wait_for_new_revision(before=before)
-            self.cluster.patch_service(
-                self.namespace, self.name, {"spec": {"predictor": {"canaryTrafficPercent": None}}}
-            )
+            self._await_routed(status.latest_created)
+            self.cluster.patch_service(self.namespace, self.name, manifest.traffic_patch(None))
         except DeployError as err:
             restored = (
-                f"is back in the spec, but its new revision is not Ready yet ({err}); "
+                f"is back in the spec, but its new revision is not routed yet ({err}); "
                 "canaryTrafficPercent 0 keeps all traffic on the last rolled-out revision"
             )
         raise DeployError(
-            f"version {self.version} rolled back: {reason}. {rollback_uri} {restored}"
+            f"version {self.version} rolled back: {reason}. {rolled_out.storage_uri} (version "
+            f"{rolled_out.version}) {restored}"
         )
+
+    def _put_model(
+        self,
+        served: ServedModel,
+        rolled_out: ServedModel | None,
+        canary_percent: int | None,
+        status: PredictorStatus,
+        kind: str,
+    ) -> None:
+        """Patches `served` onto the predictor (a new revision), recording `rolled_out`."""
+        self.cluster.patch_service(
+            self.namespace,
+            self.name,
+            manifest.model_patch(
+                self.config,
+                served,
+                rolled_out,
+                canary_percent=canary_percent,
+                mode=status.deployment_mode,
+                change=self._change(kind),
+            ),
+        )
+
+    def _change(self, kind: str) -> str:
+        """A name for one change of the model: what, for which version, when (UTC)."""
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        return f"{kind} {self.version} {stamp}"
 
     # --- waiting and reading ------------------------------------------------------------
     def _status(self) -> PredictorStatus:
         service = self.cluster.get_service(self.namespace, self.name)
         if service is None:
-            raise DeployError(f"InferenceService {self.namespace}/{self.name} disappeared")
+            raise DeployError(f"{self.where} disappeared")
         return PredictorStatus.of(service)
 
-    def _wait(self, done: Callable[[PredictorStatus], bool], what: str) -> PredictorStatus:
-        deadline = time.monotonic() + self.config["ready_timeout_seconds"]
+    def _wait(
+        self,
+        check: Callable[[PredictorStatus], T | None],
+        what: str,
+        *,
+        hint: str = "",
+        rejects: bool = True,
+    ) -> tuple[T, PredictorStatus]:
+        """Polls until `check` returns something; raises with the last status on timeout."""
+        timeout = self.config["ready_timeout_seconds"]
+        deadline = time.monotonic() + timeout
         while True:
             status = self._status()
-            if status.observed and done(status):
-                return status
+            found = check(status)
+            if found is not None and found is not False:
+                return found, status
             if time.monotonic() > deadline:
                 raise DeployError(
-                    f"timed out after {self.config['ready_timeout_seconds']}s waiting for {what} "
-                    f"(serving.ready_timeout)"
+                    f"timed out after {timeout}s waiting for {what} (serving.ready_timeout); "
+                    f"last seen: {status.describe()}" + (f". {hint}" if hint else ""),
+                    rejects=rejects,
                 )
             time.sleep(self.poll_seconds)
 
-    def _wait_for_new_revision(self, before: str | None) -> PredictorStatus:
-        """Waits for a revision created after `before` to be Ready; raises if it fails."""
+    def _await_routed(self, before: str | None) -> tuple[str, str]:
+        """A revision created after `before`, Ready and routed: its name and tag URL."""
 
-        def settled(status: PredictorStatus) -> bool:
-            new = status.latest_created is not None and status.latest_created != before
-            if new and status.failure is not None and status.latest_ready != status.latest_created:
-                condition, reason, message = status.failure
-                raise DeployError(
-                    f"revision {status.latest_created} failed: {condition} is False "
-                    f"({reason}): {message}"
-                )
-            return new and status.latest_ready == status.latest_created
+        def routed(status: PredictorStatus) -> tuple[str, str] | None:
+            new = status.latest_created
+            if new is None or new == before:
+                return None
+            if status.latest_ready != new:
+                failure = status.failure()
+                if failure is not None:
+                    raise DeployError(f"revision {new} failed: {failure}")
+                return None
+            target = status.routed(new)
+            return (new, target.url) if target is not None and target.url else None
 
-        return self._wait(settled, "the new revision to be Ready")
+        found, _ = self._wait(
+            routed,
+            "a new revision to be Ready and routed (its `latest` tag URL)",
+            hint=PROGRESS_DEADLINE_HINT,
+        )
+        return found
 
-    def _smoke(self, url: str | None, revision: str | None) -> None:
-        if not url:
-            raise DeployError(f"revision {revision} has no URL to send the smoke request to")
+    def _settle(self, done: Callable[[PredictorStatus], bool], what: str) -> PredictorStatus:
+        """Waits for traffic to move after the smoke request passed: a timeout here fails the
+        step but never rejects the version, which serves or is about to. Done once the
+        Route serves it too (`PredictorRouteReady`: the ingress follows the status' traffic)."""
+        _, status = self._wait(
+            lambda s: done(s) and s.is_true(manifest.ROUTE_READY), what, rejects=False
+        )
+        return status
+
+    def _smoke(self, url: str, revision: str) -> None:
         try:
             answered = predict(url, self.name, request_body(self.instances))
         except SmokeError as err:

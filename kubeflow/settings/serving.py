@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from importlib.metadata import version as version_of
 from typing import Any, Literal
 
+from kubeflow.kserve import runtime as tf_serving
 from kubeflow.settings.fields import (
     NAMESPACE,
     SECRET_NAME,
@@ -37,7 +39,15 @@ PROMOTIONS = ("after_smoke", "manual")
 # storageUri schemes KServe's storage initializer reads.
 STORAGE_SCHEMES = ("gs", "s3")
 DEFAULT_CANARY_PERCENT = 10
-DEFAULT_READY_TIMEOUT = "10m"
+# Longer than Knative's default progress deadline (600s), so that a revision
+# that never becomes Ready is reported with Knative's own reason, not a timeout.
+DEFAULT_READY_TIMEOUT = "12m"
+# The KServe releases this was read against (docs/serving.md); the newer a
+# release, the more S3 credential forms it reads (kubeflow/kserve/credentials.py).
+OLDEST_KSERVE = (0, 15)
+DEFAULT_KSERVE_VERSION = "0.15"
+_KSERVE_VERSION = re.compile(r"^0\.(\d+)$")
+_RUNTIME_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 DEFAULT_SMOKE_ROWS = 8
 DEFAULT_TOLERANCE = 1e-4
 
@@ -67,6 +77,12 @@ class Serving:
     ready_timeout: str = DEFAULT_READY_TIMEOUT
     promotion: Promotion = "after_smoke"
     smoke: Smoke = field(default_factory=Smoke)
+    # The ClusterServingRuntime the predictor names, and its image tag (a
+    # tensorflow/serving release). None: the newest release of the TensorFlow
+    # line that exported the model, read from the SavedModel by the Deploy step.
+    runtime: str = tf_serving.DEFAULT_RUNTIME
+    runtime_version: str | None = None
+    kserve_version: str = DEFAULT_KSERVE_VERSION
 
     def ready_timeout_seconds(self) -> int:
         return duration_seconds(self.ready_timeout)
@@ -87,6 +103,10 @@ class Serving:
             "promotion": self.promotion,
             "smoke_rows": self.smoke.rows,
             "tolerance": self.smoke.tolerance,
+            "runtime": self.runtime,
+            "runtime_version": self.runtime_version,
+            "gpu": resources.gpu > 0,
+            "kserve_version": self.kserve_version,
         }
 
 
@@ -121,6 +141,9 @@ def parse_serving(values: Any, serving_model_dir: str) -> Serving | None:
         "ready_timeout",
         "promotion",
         "smoke",
+        "runtime",
+        "runtime_version",
+        "kserve_version",
     }
     no_unknown(raw, known, where)
     name = required_str(
@@ -185,6 +208,9 @@ def parse_serving(values: Any, serving_model_dir: str) -> Serving | None:
     promotion = raw.get("promotion", "after_smoke")
     if promotion not in PROMOTIONS:
         raise SettingsError(f"{where}.promotion: must be one of {PROMOTIONS}, got {promotion!r}")
+    runtime = expect(raw.get("runtime", tf_serving.DEFAULT_RUNTIME), str, f"{where}.runtime")
+    if not _RUNTIME_NAME.match(runtime):
+        raise SettingsError(f"{where}.runtime: {runtime!r} is not a ClusterServingRuntime name")
     return Serving(
         inference_service=name,
         namespace=namespace,
@@ -195,4 +221,38 @@ def parse_serving(values: Any, serving_model_dir: str) -> Serving | None:
         ready_timeout=ready_timeout,
         promotion=promotion,
         smoke=_smoke(raw.get("smoke")),
+        runtime=runtime,
+        runtime_version=_runtime_version(raw.get("runtime_version"), f"{where}.runtime_version"),
+        kserve_version=_kserve_version(raw.get("kserve_version"), f"{where}.kserve_version"),
     )
+
+
+def _runtime_version(value: Any, where: str) -> str | None:
+    """A tensorflow/serving release no older than the TensorFlow installed here, which is
+    the one the image exports with (the Deploy step checks it again on the SavedModel)."""
+    if value is None:
+        return None
+    version = expect(value, str, where)
+    if version.endswith(tf_serving.GPU_SUFFIX):
+        raise SettingsError(
+            f"{where}: {version!r}: name the release alone; the Deploy step adds "
+            f"{tf_serving.GPU_SUFFIX!r} for a predictor with a GPU"
+        )
+    try:
+        tf_serving.check_runtime_version(version, version_of("tensorflow"), where)
+    except tf_serving.RuntimeVersionError as err:
+        raise SettingsError(str(err)) from None
+    return version
+
+
+def _kserve_version(value: Any, where: str) -> str:
+    if isinstance(value, float):
+        raise SettingsError(f"{where}: write it quoted ('0.17'): YAML reads 0.20 as 0.2")
+    version = expect(value or DEFAULT_KSERVE_VERSION, str, where)
+    match = _KSERVE_VERSION.match(version)
+    if not match or (0, int(match.group(1))) < OLDEST_KSERVE:
+        raise SettingsError(
+            f"{where}: {version!r}: name the cluster's KServe release as 0.MINOR, 0.15 or "
+            "later (docs/serving.md lists the releases this was read against)"
+        )
+    return version

@@ -4,17 +4,21 @@ It runs after the Pusher and acts only when the Pusher pushed a new version
 (`pushed = 1`; a rerun whose candidate was already served pushes nothing, and
 this step says so and succeeds). Then, in kubeflow/kserve/:
 
-1. copies the version to a base path of its own (layout.py) and checks the
-   predictor's service account and S3 secret (rollout.py);
+1. picks the TF Serving release that loads the version, no older than the
+   TensorFlow that exported it (runtime.py), copies the version to a base
+   path of its own (layout.py) and checks the predictor's service account
+   and S3 secret (credentials.py);
 2. scores a few of the run's eval rows with the pushed model, as the
    Evaluator did, and turns them into a `serving_json` request (smoke.py);
-3. creates the InferenceService, or rolls the version out as a canary,
-   sends the smoke request to the new revision and promotes it, or rolls
-   back and fails (rollout.py).
+3. creates the InferenceService, or rolls the version out at 0% of the
+   traffic, sends the smoke request to the new revision's own URL, gives it
+   the canary share and promotes it, or rolls back and fails (rollout.py).
 
-On a rollback it also takes the version out of the Pusher's directory as the
-served version (`saved_model.pb` is renamed; nothing is deleted), so the next
-run's Evaluator and drift gate compare with the model that really serves.
+When the version fails before it takes traffic, the step also takes it out
+of the Pusher's directory as the served version (`saved_model.pb` is renamed;
+nothing is deleted), so the next run's Evaluator and drift gate compare with
+the model that really serves. A promotion that only runs late fails the step
+but leaves the version be: it serves.
 
 Its `deployment` output holds `deployment.json` (the Outcome), which the
 RunReport step shows and turns into KFP metrics.
@@ -85,7 +89,7 @@ def Deploy(
     serving: Parameter[str],
 ):
     """Takes the pushed version to traffic, or leaves what serves untouched and fails."""
-    from kubeflow.kserve import layout, smoke
+    from kubeflow.kserve import layout, runtime, smoke
     from kubeflow.kserve.cluster import ServingCluster
     from kubeflow.kserve.rollout import DeployError, Outcome, Rollout
 
@@ -101,6 +105,13 @@ def Deploy(
     else:
         destination = str(pushed_model.get_custom_property(PUSHED_DESTINATION_PROPERTY))
         version = os.path.basename(destination.rstrip("/"))
+        try:
+            runtime_version = runtime.runtime_version(
+                config["runtime_version"], runtime.exported_by(destination), gpu=config["gpu"]
+            )
+        except runtime.RuntimeVersionError as err:
+            reject_version(destination, str(err))
+            raise DeployError(f"version {version} not deployed: {err}") from None
         storage_uri = layout.publish_version(destination, config["storage_root"], version)
         instances, serialized = smoke.eval_rows(examples.uri, destination, config["smoke_rows"])
         cluster = ServingCluster.from_environment()
@@ -112,12 +123,14 @@ def Deploy(
             storage_uri=storage_uri,
             instances=instances,
             expected=smoke.expected_scores(destination, serialized),
+            runtime_version=runtime_version,
             log=logging.info,
         )
         try:
             outcome = rollout.run()
         except DeployError as err:
-            reject_version(destination, str(err))
+            if err.rejects:
+                reject_version(destination, str(err))
             raise
     logging.info("Deploy: %s: %s", outcome.outcome, outcome.summary)
     io_utils.write_string_file(
