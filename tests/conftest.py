@@ -6,10 +6,13 @@ import contextlib
 import csv
 import io
 import os
+import pickle
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -24,7 +27,53 @@ GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 TEMPLATE_SETTINGS_FILE = GOLDEN_DIR / "kubeflow_settings.yaml"
 
 
+T = TypeVar("T")
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], T]) -> T:
+    """A session fixture's value, built once for the whole run.
+
+    Under pytest-xdist (./dev test) each worker is a session of its own, so a
+    plain session fixture would be built once per worker. Here the first
+    worker that asks builds it, under a lock, in a directory all workers share
+    (their base temp's parent), and the others load the pickled value. The
+    values are paths and plain data that the tests only read.
+    """
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    directory = base / f"built-once-{name}"
+    value_file = directory / "value.pickle"
+    with FileLock(str(base / f"built-once-{name}.lock")):
+        if value_file.exists():
+            return pickle.loads(value_file.read_bytes())
+        directory.mkdir(exist_ok=True)
+        value = build(directory)
+        value_file.write_bytes(pickle.dumps(value))
+        return value
+
+
+# Fixtures that train, run Beam or run the DAG: a test using one, however
+# indirectly, is slow whatever its own markers say (./dev test --fast leaves it out).
+SLOW_FIXTURES = frozenset({"taxi_trainer_inputs", "small_model_base", "two_local_runs"})
+# A fast-tier test (not marked slow) that takes longer than this, set up and
+# run, fails and says to mark it: the fast tier stays fast by design. Generous,
+# as two xdist workers share two cores.
+FAST_TEST_LIMIT_S = 10.0
+_SPENT = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+    # The modules with slow tests first: under xdist they start on the workers
+    # first, so that no long module is left to run alone at the end.
+    has_slow = {item.module.__name__ for item in items if "slow" in item.keywords}
+    items.sort(key=lambda item: item.module.__name__ not in has_slow)
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items:
         return
@@ -35,6 +84,22 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a GPU; TensorFlow sees none")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when in ("setup", "call") and report.passed:
+        spent = item.stash.get(_SPENT, 0.0) + report.duration
+        item.stash[_SPENT] = spent
+        if report.when == "call" and "slow" not in item.keywords and spent > FAST_TEST_LIMIT_S:
+            report.outcome = "failed"
+            report.longrepr = (
+                f"{item.nodeid} is in the fast tier but took {spent:.1f}s to set up and run "
+                f"(limit {FAST_TEST_LIMIT_S:g}s): mark it @pytest.mark.slow, or use a fixture "
+                "in tests/conftest.py's SLOW_FIXTURES (docs/tests.md)"
+            )
+    return report
 
 
 def read_taxi_rows(limit: int | None = None) -> tuple[list[str], list[dict[str, str]]]:
@@ -173,13 +238,16 @@ def taxi_trainer_inputs(tmp_path_factory):
 
     What the Trainer component receives, without running the DAG.
     """
+    return built_once(tmp_path_factory, "taxi_trainer_inputs", build_trainer_inputs)
+
+
+def build_trainer_inputs(root: Path) -> dict:
     import tensorflow as tf
 
     from tests.raw_examples import serialize_rows
 
     schema = load_schema()
     _, rows = read_taxi_rows(limit=2000)
-    root = tmp_path_factory.mktemp("taxi_trainer_inputs")
     _, transformed = analyze_and_transform(rows, schema, root)
 
     def transformed_example(i: int) -> bytes:
@@ -216,11 +284,17 @@ def taxi_trainer_inputs(tmp_path_factory):
 def small_model_base(tmp_path_factory, taxi_trainer_inputs, taxi_spec) -> Path:
     """A TF Serving model base path holding version 1 of a model trained for 5 steps:
     for the serving tests, which need a real SavedModel, not a good one."""
+
+    def build(root: Path) -> Path:
+        return train_small_model(root / "base", taxi_trainer_inputs, taxi_spec)
+
+    return built_once(tmp_path_factory, "small_model_base", build)
+
+
+def train_small_model(base: Path, data: dict, taxi_spec) -> Path:
     from trainer.config import ModelConfig, RuntimeConfig, TrainerConfig
     from trainer.run import train_and_export
 
-    base = tmp_path_factory.mktemp("small_model") / "base"
-    data = taxi_trainer_inputs
     config = TrainerConfig(
         model=ModelConfig(hidden_units=(16,), dropout=0.0),
         runtime=RuntimeConfig(
@@ -272,12 +346,16 @@ class TwoLocalRuns:
 @pytest.fixture(scope="session")
 def two_local_runs(tmp_path_factory, taxi_slice) -> TwoLocalRuns:
     """The real runner, twice, on a slice of the real data (shared by e2e and report tests)."""
+    return built_once(tmp_path_factory, "two_local_runs", lambda root: run_twice(root, taxi_slice))
+
+
+def run_twice(root: Path, taxi_slice: Path) -> TwoLocalRuns:
     from tfx.orchestration import metadata as tfx_metadata
 
     import local_runner
     from pipeline.local.run_summary import summarize_latest_run
 
-    output_dir = tmp_path_factory.mktemp("two_runs") / "out"
+    output_dir = root / "out"
     args = ["--data-root", str(taxi_slice), "--output-dir", str(output_dir)]
     args += ["--train-steps", "60", "--eval-steps", "5"]
     metadata = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))

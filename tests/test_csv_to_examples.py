@@ -134,6 +134,7 @@ def test_the_taxi_rows_are_the_stock_executor_s_examples_in_its_splits(taxi_slic
     assert sum(len(r) for r in split_records(ours).values()) == 3000
 
 
+@pytest.mark.slow  # Beam's multi-processing runner: two worker processes
 def test_two_worker_processes_write_every_row_once_in_tfx_s_splits(tmp_path):
     """The path above the in-memory threshold (pipeline/beam.py): Beam's
     multi-processing runner, whose workers each write the blocks of the files

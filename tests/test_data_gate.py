@@ -17,10 +17,11 @@ def _anomalies(**by_feature: tuple[str, str]) -> anomalies_pb2.Anomalies:
 
 
 def test_clean_data_passes():
-    check_data(
-        {"train": anomalies_pb2.Anomalies(), "eval": anomalies_pb2.Anomalies()},
-        {"train": 10, "eval": 5},
-    )
+    clean = {"train": anomalies_pb2.Anomalies(), "eval": anomalies_pb2.Anomalies()}
+    assert describe_anomalies(clean, None) == []
+    check_data(clean, {"train": 10, "eval": 5})
+    with pytest.raises(DataValidationError, match="eval"):  # the same, with an empty split
+        check_data(clean, {"train": 10, "eval": 0})
 
 
 def test_anomalies_name_feature_reason_and_splits():

@@ -672,18 +672,26 @@ def test_s3_credentials_kserve_cannot_use_are_refused_before_anything_is_applied
 
 
 @pytest.mark.parametrize(
-    ("secret", "kserve_version"),
+    ("secret", "kserve_version", "older"),
     [
-        (s3_secret(), "0.15"),  # AWS's own endpoint, or inferenceservice-config's
-        (s3_secret(annotations={"serving.kserve.io/s3-endpoint": "http://minio:9000"}), "0.17"),
-        (s3_secret(S3_ENDPOINT="seaweedfs.kubeflow:8333", S3_USE_HTTPS="0"), "0.16"),
+        (s3_secret(), "0.15", None),  # AWS's own endpoint, or inferenceservice-config's
+        (
+            s3_secret(annotations={"serving.kserve.io/s3-endpoint": "http://minio:9000"}),
+            "0.17",
+            "0.16",
+        ),
+        (s3_secret(S3_ENDPOINT="seaweedfs.kubeflow:8333", S3_USE_HTTPS="0"), "0.16", "0.15"),
     ],
     ids=["no_endpoint", "scheme_from_0_17", "endpoint_in_data_from_0_16"],
 )
-def test_s3_credentials_kserve_reads_are_taken(cluster, secret, kserve_version):
+def test_s3_credentials_kserve_reads_are_taken(cluster, secret, kserve_version, older):
     standin, api = cluster
     standin.kserve.add_object(NAMESPACE, "secrets", secret)
-    credential_check(api, kserve_version=kserve_version).check_credentials()
+    used = credential_check(api, kserve_version=kserve_version).check_credentials()
+    assert used == f"service account {NAMESPACE}/kserve-models: secret {NAMESPACE}/s3-creds"
+    if older:  # the release before cannot read it
+        with pytest.raises(DeployError, match="cannot read"):
+            credential_check(api, kserve_version=older).check_credentials()
 
 
 def test_irsa_needs_no_secret_and_a_missing_listed_secret_is_named(cluster):
@@ -698,7 +706,8 @@ def test_irsa_needs_no_secret_and_a_missing_listed_secret_is_named(cluster):
             }
         },
     )
-    credential_check(api, service_account="irsa").check_credentials()
+    used = credential_check(api, service_account="irsa").check_credentials()
+    assert used == f"service account {NAMESPACE}/irsa: the IAM role of eks.amazonaws.com/role-arn"
     standin.kserve.add_object(
         NAMESPACE,
         "serviceaccounts",

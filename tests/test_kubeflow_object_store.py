@@ -14,8 +14,10 @@ through `--beam_plugins`, are tested on their own below.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,8 @@ from pipeline.object_store import (
     CONNECT_TIMEOUT_S,
     MAX_ATTEMPTS,
     READ_TIMEOUT_S,
+    ObjectStoreError,
+    check_reachable,
 )
 from tests.conftest import REPO_ROOT, read_taxi_rows, write_csv
 from tests.s3_standin import s3_standin, silent_endpoint
@@ -220,16 +224,36 @@ def test_missing_secret_key_fails_the_step_as_kubernetes_would(store, tmp_path):
         assert "couldn't find key secretkey in Secret pipeline-store" in "\n".join(step["log_tail"])
 
 
-def test_unreachable_store_fails_within_a_bounded_time(store, tmp_path):
-    with silent_endpoint() as endpoint:
-        package = compile_package(s3_settings(tmp_path, endpoint), tmp_path / "pipeline.yaml")
-        summary = execute_isolated(
-            package, tmp_path, "silent", store.secret_data(), expect_success=False
-        )
+def test_an_unreachable_store_fails_each_step_within_a_bounded_time(store, tmp_path):
+    """Every step that meets the store gives up within the check's budget, naming it. The
+    endpoint refuses connections, so the steps fail after the check's retries; a store
+    that accepts and never answers costs the whole budget, once per step, and is given
+    up within it (the next test, on the same check)."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    package = compile_package(s3_settings(tmp_path, endpoint), tmp_path / "pipeline.yaml")
+    summary = execute_isolated(
+        package, tmp_path, "refused", store.secret_data(), expect_success=False
+    )
     for step in steps_that_ran(summary):
         assert step["seconds"] < UNREACHABLE_BOUND_S, step["seconds"]
         log = "\n".join(step["log_tail"])
         assert f"object store {endpoint}, bucket 'pipelines': no answer" in log
+
+
+def test_a_store_that_never_answers_is_given_up_within_the_checks_budget(monkeypatch):
+    with silent_endpoint() as endpoint:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", endpoint)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "a")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "b")
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        started = time.monotonic()
+        with pytest.raises(ObjectStoreError) as raised:
+            check_reachable([f"{PIPELINE_ROOT}/x"])
+        spent = time.monotonic() - started
+    assert spent < MAX_ATTEMPTS * (CONNECT_TIMEOUT_S + READ_TIMEOUT_S) + 5, spent
+    assert f"object store {endpoint}, bucket 'pipelines': no answer" in str(raised.value)
 
 
 @pytest.mark.parametrize("plugin", [True, False], ids=["with_plugin", "without_plugin"])

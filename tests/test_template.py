@@ -333,8 +333,17 @@ def test_a_fork_that_edited_a_template_file_gets_conflict_markers_there_only(tmp
         assert (project / relative).read_text().endswith(addition)
 
 
+def tags_without_changelog_entry(tags: list[str], changelog: str) -> list[str]:
+    return [tag for tag in tags if f"## [{tag.removeprefix('v')}]" not in changelog]
+
+
 def test_every_release_tag_has_a_changelog_entry():
     tags = git(REPO_ROOT, "tag", "--list", "v*").split()
     changelog = (REPO_ROOT / "CHANGELOG.md").read_text()
-    missing = [tag for tag in tags if f"## [{tag.removeprefix('v')}]" not in changelog]
-    assert missing == []
+    assert tags_without_changelog_entry(tags, changelog) == []
+    # With no tag yet the check above is empty: show it catches one, and that the
+    # entries to come have their section.
+    assert tags_without_changelog_entry(["v0.1.0", "v9.9.9"], "## [0.1.0] - 2026-01-01") == [
+        "v9.9.9"
+    ]
+    assert "\n## Unreleased\n" in changelog

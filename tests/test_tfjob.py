@@ -172,6 +172,9 @@ def test_combinations_that_cannot_train_on_a_tfjob_are_refused(changes, message)
 
 def test_the_pod_engine_ignores_the_tfjob_sections_needs():
     checked(settings_with(**{"training.engine": "pod", "config_variant": "gpu_1x"}))
+    # The same variant on a TFJob is refused: one device cannot use several replicas.
+    with pytest.raises(TrainingSettingsError, match=r"sets runtime\.strategy 'one_device'"):
+        checked(settings_with(**{"config_variant": "gpu_1x"}))
 
 
 def test_compile_refuses_a_tfjob_with_a_single_replica_strategy(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 
+import pytest
 import tensorflow as tf
 
 from pipeline import transform_output
@@ -20,6 +21,8 @@ def test_small_data_is_materialized_and_large_data_is_not():
     assert not materialize_transform(MATERIALIZE_MAX_BYTES + 1)
 
 
+@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_run_above_the_threshold_trains_through_the_graph_and_serves(
     taxi_slice, taxi_spec, tmp_path, monkeypatch
 ):

@@ -113,10 +113,11 @@ def check_credentials(
     account_name: str | None,
     storage_uri: str,
     kserve_version: str,
-) -> None:
-    """Raises CredentialError naming the object when KServe could not read `storage_uri`."""
+) -> str:
+    """What KServe will read `storage_uri` with, said for the log; raises CredentialError
+    naming the object when it could not."""
     if not account_name:
-        return
+        return "the namespace's default service account (serving.service_account is unset)"
     account = cluster.get_core("serviceaccounts", namespace, account_name)
     if account is None:
         raise CredentialError(
@@ -125,7 +126,7 @@ def check_credentials(
             "(docs/serving.md)"
         )
     problems = []
-    s3_secrets = 0
+    s3_secrets: list[str] = []
     for ref in account.get("secrets") or []:
         name = ref.get("name", "")
         secret = cluster.get_core("secrets", namespace, name)
@@ -136,7 +137,7 @@ def check_credentials(
             )
             continue
         if SECRET_KEY in secret_values(secret):
-            s3_secrets += 1
+            s3_secrets.append(f"secret {namespace}/{name}")
             if storage_uri.startswith("s3://"):
                 problems.extend(_s3_problems(secret, namespace, kserve_release(kserve_version)))
     irsa = IRSA_ANNOTATION in ((account.get("metadata") or {}).get("annotations") or {})
@@ -151,3 +152,6 @@ def check_credentials(
             + "; ".join(problems)
             + " (docs/serving.md)"
         )
+    found = s3_secrets + ([f"the IAM role of {IRSA_ANNOTATION}"] if irsa else [])
+    used = " and ".join(found) if found else "no S3 credentials (none needed)"
+    return f"service account {namespace}/{account_name}: {used}"

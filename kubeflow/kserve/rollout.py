@@ -113,9 +113,10 @@ class Rollout:
     def candidate(self) -> ServedModel:
         return ServedModel(self.storage_uri, self.version, self.runtime_version)
 
-    def check_credentials(self) -> None:
+    def check_credentials(self) -> str:
+        """What the predictor reads its model with (logged); DeployError when it cannot."""
         try:
-            check_credentials(
+            used = check_credentials(
                 self.cluster,
                 self.namespace,
                 self.config.get("service_account"),
@@ -124,6 +125,8 @@ class Rollout:
             )
         except CredentialError as err:
             raise DeployError(str(err)) from None
+        self.log(f"Credentials for {self.storage_uri}: {used}")
+        return used
 
     # --- the rollout --------------------------------------------------------------------
     def run(self) -> Outcome:
