@@ -10,47 +10,9 @@ from components.report import render
 from pipeline import pipeline as dag
 from pipeline.local.run_summary import summarize_latest_run
 from tests.conftest import read_taxi_rows, write_csv
-from tests.test_run_report import parse, with_attr
+from tests.harness import ANOMALOUS_FEATURE, CASES, parse, with_attr, wrong_type
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
-
-
-def _missing_column(header, rows):
-    return [c for c in header if c != "payment_type"], rows
-
-
-def _wrong_type(header, rows):
-    return header, [
-        {**r, "fare": "twelve dollars"} if i % 3 == 0 else r for i, r in enumerate(rows)
-    ]
-
-
-def _label_outside_schema(header, rows):
-    return header, [{**r, "tips": "-5.0"} if i % 10 == 0 else r for i, r in enumerate(rows)]
-
-
-def _nan_in_numeric(header, rows):
-    return header, [{**r, "trip_miles": "NaN"} if i % 10 == 0 else r for i, r in enumerate(rows)]
-
-
-CASES = {
-    "missing_column": (_missing_column, ["feature 'payment_type'", "Column dropped"]),
-    "wrong_type": (_wrong_type, ["feature 'fare'", "type"]),
-    "label_outside_schema": (_label_outside_schema, ["feature 'tips'", "Out-of-range"]),
-    # "NaN" is a float to CSV type inference: without the schema's disallow_nan it
-    # trained a model that answers one constant, and the run said nothing of NaN.
-    "nan_in_numeric": (
-        _nan_in_numeric,
-        ["feature 'trip_miles'", "Float feature has NaN values", "NaN of"],
-    ),
-}
-# The feature each case's anomaly names, as the run report lists it.
-ANOMALOUS_FEATURE = {
-    "missing_column": "payment_type",
-    "wrong_type": "fare",
-    "label_outside_schema": "tips",
-    "nan_in_numeric": "trip_miles",
-}
 
 
 def run_and_get_last_error_line(tmp_path, capsys, data_root, *flags) -> tuple[int, str]:
@@ -116,7 +78,7 @@ def check_failed_run_report(output_dir, case):
 
 
 def test_no_report_flag_writes_no_report(tmp_path, capsys):
-    header, rows = _wrong_type(*read_taxi_rows(limit=600))
+    header, rows = wrong_type(*read_taxi_rows(limit=600))
     data_root = tmp_path / "data"
     write_csv(data_root / "data.csv", header, rows)
     rc, _ = run_and_get_last_error_line(tmp_path, capsys, data_root, "--no-report")

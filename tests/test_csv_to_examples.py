@@ -24,7 +24,7 @@ from components.csv_to_examples import (
 from components.example_blocks import RowsLostError, name_staged_files, staging_dir
 from components.example_gen import SpanResolvingExecutor, input_config
 from tests.conftest import read_taxi_rows, write_csv
-from tests.test_example_gen import run_example_gen, split_records
+from tests.harness import run_example_gen, split_records
 
 # Each column is a corner of TFX's type rule (tfx_bsl's ColumnTypeInferrer):
 # ints that Python's int() reads but arrow's cast does not, an int beyond 64

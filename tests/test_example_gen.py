@@ -6,13 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-import tensorflow as tf
 from tfx.components.example_gen import input_processor
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen.csv_example_gen import executor as stock_csv_executor
-from tfx.dsl.components.base import base_beam_executor
 from tfx.proto import example_gen_pb2
-from tfx.types import standard_artifacts
 from tfx.utils import proto_utils
 
 from components.example_gen import (
@@ -25,6 +22,7 @@ from components.example_gen import (
 )
 from components.spans import SpanPattern, date_to_span, latest_spans, present_spans
 from tests.conftest import read_taxi_rows, write_csv
+from tests.harness import run_example_gen, split_records
 
 
 def touch(root: Path, *paths: str) -> Path:
@@ -122,45 +120,6 @@ def test_no_matching_files_names_the_pattern_and_the_directory(tmp_path):
 
 
 # --- the executor, on real rows --------------------------------------------------
-
-
-def run_example_gen(
-    executor_class,
-    data_root: Path,
-    out: Path,
-    exec_properties: dict,
-    beam_pipeline_args: tuple[str, ...] = ("--direct_running_mode=in_memory",),
-):
-    examples = standard_artifacts.Examples()
-    examples.uri = str(out)
-    properties = {
-        "input_base": str(data_root),
-        "output_config": proto_utils.proto_to_json(
-            example_gen_utils.make_default_output_config(
-                proto_utils.json_to_proto(exec_properties["input_config"], example_gen_pb2.Input())
-            )
-        ),
-        "output_data_format": example_gen_pb2.FORMAT_TF_EXAMPLE,
-        "output_file_format": example_gen_pb2.FORMAT_TFRECORDS_GZIP,
-        **exec_properties,
-    }
-    context = base_beam_executor.BaseBeamExecutor.Context(
-        beam_pipeline_args=list(beam_pipeline_args), tmp_dir=str(out / ".tmp")
-    )
-    executor_class(context).Do({}, {"examples": [examples]}, properties)
-    return examples
-
-
-def split_records(examples) -> dict[str, list[bytes]]:
-    """Each split's tf.Examples, serialized deterministically (map order is not), sorted."""
-    return {
-        split: sorted(
-            tf.train.Example.FromString(record.numpy()).SerializeToString(deterministic=True)
-            for f in sorted(Path(examples.uri, f"Split-{split}").glob("*.gz"))
-            for record in tf.data.TFRecordDataset(str(f), compression_type="GZIP")
-        )
-        for split in ("train", "eval")
-    }
 
 
 @pytest.fixture(scope="module")

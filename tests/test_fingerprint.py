@@ -12,7 +12,7 @@ import pytest
 
 from pipeline import fingerprint
 from pipeline import pipeline as dag
-from tests.test_pipeline import build
+from tests.harness import build
 from trainer.preprocessing import preprocessing_fn
 from trainer.run import run_fn
 

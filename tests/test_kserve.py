@@ -31,9 +31,8 @@ from kubeflow.settings import parse_settings
 from kubeflow.settings.fields import SettingsError
 from kubeflow.settings.serving import parse_serving
 from tests.conftest import TEMPLATE_SETTINGS_FILE
+from tests.harness import examples, instances, rows_with_gaps, run_in_reference_env
 from tests.kubernetes_standin import KubernetesStandin
-from tests.test_kubeflow_reference import run_in_reference_env
-from tests.test_serving_signature import examples, instances, rows_with_gaps
 from trainer.json_signature import JSON_SIGNATURE
 
 NAMESPACE = "models"

@@ -20,7 +20,7 @@ from kubeflow.settings.fields import SettingsError
 from pipeline import fingerprint
 from pipeline import pipeline as dag
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, golden_path, update_goldens
-from tests.test_pipeline import EXPECTED_EDGES, RUN_REPORT_EDGES
+from tests.harness import EXPECTED_EDGES, MINIO, RUN_REPORT_EDGES, build
 from trainer.preprocessing import preprocessing_fn
 from trainer.run import run_fn
 
@@ -530,8 +530,6 @@ def _beam_args(spec, task):
 def test_beam_steps_are_the_pipelines_beam_components(tmp_path):
     from tfx.dsl.components.base.base_beam_component import BaseBeamComponent
 
-    from tests.test_pipeline import build
-
     pipeline = build(tmp_path)
     assert {c.id for c in pipeline.components if isinstance(c, BaseBeamComponent)} == BEAM_STEPS
 
@@ -604,8 +602,6 @@ def test_docker_workers_when_set_explicitly():
 
 
 def test_portable_and_dataflow_workers_get_beams_s3_options_but_no_credentials():
-    from tests.test_kubeflow_reference import MINIO
-
     raw = {**copy.deepcopy(RAW_SETTINGS), **copy.deepcopy(MINIO)}
     raw["object_store"]["ca_file"] = "/etc/ssl/store/ca.pem"
     raw["beam"] = {
@@ -754,8 +750,6 @@ def test_unknown_beam_option_fails_the_compile_with_a_suggestion():
 
 
 def _minio_settings(credentials: bool = True):
-    from tests.test_kubeflow_reference import MINIO
-
     raw = {**copy.deepcopy(RAW_SETTINGS), **copy.deepcopy(MINIO)}
     raw["parameters"]["data_root"] = "s3://mlpipeline/data/taxi"
     if not credentials:

@@ -35,127 +35,45 @@ traffic. (Rollbacks, executed: tests/test_kubeflow_tfjob_executed.py.)
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
 
 from kubeflow import pipeline_steps as kubeflow_steps
-from kubeflow.steps.step_records import RECORD_FILE, StepRecord
 from kubeflow.tfx_spec import all_tasks, executor_labels
 from pipeline import pipeline as dag
-from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, load_schema, read_taxi_rows
-from tests.raw_examples import serialize_rows
-from tests.span_data import SPAN_ROWS, span_rows, span_schema_dir, write_span
-from tests.test_bad_input import ANOMALOUS_FEATURE, CASES
-from tests.test_kubeflow_reference import run_in_reference_env
-from trainer.export import SERVING_SIGNATURE
-from trainer.model import PROBABILITIES_OUTPUT
+from tests.conftest import REPO_ROOT, read_taxi_rows
+from tests.harness import (
+    ANOMALOUS_FEATURE,
+    CASES,
+    INFERENCE_SERVICE,
+    SERVING,
+    TRAIN_STEPS,
+    assert_scores_raw_rows,
+    compile_package,
+    execute,
+    local_settings,
+    output_metadata,
+    parse,
+    run_in_reference_env,
+    schema_dir_in_project,
+    status_report,
+    step_record,
+    with_attr,
+)
+from tests.span_data import SPAN_ROWS, span_rows, write_span
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
-TRAIN_STEPS = 20
-EXECUTION_TIMEOUT_S = 900
-RETRIED = (*dag.BEAM_COMPONENT_IDS, dag.TRAINER)
 # Where the Deploy step finds the Kubernetes API (a kubeconfig; a pod's service account).
 NAMESPACE = "kubeflow-user-example-com"
 TOKEN = "step-token"
-INFERENCE_SERVICE = "taxi-big-tipper"
-SERVING = {
-    "inference_service": INFERENCE_SERVICE,
-    "service_account": "kserve-models",
-    "ready_timeout": "2m",
-    "smoke": {"rows": 8},
-}
 # Span 3's rows: labels below the schema's range (tests/test_bad_input.py).
 BAD_DATA_CASE = "label_outside_schema"
-
-
-def local_settings(tmp: Path, data_root: Path | str, **overrides) -> Path:
-    """kubeflow/pipeline.yaml with local paths, a CPU variant and few train steps.
-
-    `overrides` replace top-level settings after that (object-store paths, say).
-    """
-    settings = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
-    settings.update(
-        pipeline_root=str(tmp / "pipeline_root"),
-        serving_model_dir=str(tmp / "serving"),
-        # The steps read the schema where the image holds the project: here, this checkout.
-        project_root_in_image=str(REPO_ROOT),
-        config_variant="local_cpu",
-        parameters={"data_root": str(data_root), "train_steps": TRAIN_STEPS},
-        # A thousand rows: Beam in one process beats starting a worker per core.
-        beam={"defaults": {"engine": "direct", "options": {"direct_running_mode": "in_memory"}}},
-        # The checked-in policy, without the minute's wait before a retry.
-        retries={
-            "defaults": {"max_retries": 0},
-            "components": {cid: {"max_retries": 2, "backoff": "0s"} for cid in RETRIED},
-        },
-    )
-    settings.pop("schedule", None)
-    settings.update(overrides)
-    path = tmp / "settings.yaml"
-    path.write_text(yaml.safe_dump(settings))
-    return path
-
-
-# The backend every execution plays: the newest release read, its driver's
-# executor input, and Argo set up as docs/kubeflow-operations.md says (no
-# cluster-wide templateDefaults retryStrategy, so a failed step gets its own
-# retries). Stock 2.17's OnError default is tested in tests/test_retries.py.
-RECOMMENDED_CLUSTER = ("--backend-release", "2.17.0", "--template-retry-policy", "none")
-
-
-def execute(
-    package: Path, tmp: Path, name: str, *options: str, expect_success: bool = True
-) -> dict:
-    """The package executed by run_compiled.py; `options` are its further flags."""
-    summary_file = tmp / f"{name}.json"
-    proc = run_in_reference_env(
-        "run_compiled.py",
-        "--package", str(package),
-        "--pipeline-root", str(tmp / "pipeline_root"),
-        "--python", sys.executable,
-        "--summary", str(summary_file),
-        *RECOMMENDED_CLUSTER,
-        *options,
-        timeout=EXECUTION_TIMEOUT_S,
-    )  # fmt: skip
-    assert summary_file.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
-    summary = json.loads(summary_file.read_text())
-    if expect_success:
-        failed = {
-            k: v["log_tail"]
-            for k, v in summary["steps"].items()
-            if v["status"] not in ("SUCCESS", "CACHED")
-        }
-        assert proc.returncode == 0 and summary["succeeded"], (summary["error"], failed)
-    return summary
-
-
-def compile_package(settings_file: Path, package: Path) -> Path:
-    subprocess.run(
-        [sys.executable, "-m", "kubeflow.compile", "--config", str(settings_file),
-         "--output", str(package)],
-        cwd=REPO_ROOT, check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
-    return package
-
-
-def schema_dir_in_project(tmp: Path, **options) -> str:
-    """A span-reading schema dir where settings.schema_dir allows it (inside the project),
-    under the ignored build/; its path relative to the project."""
-    # tmp's name repeats in each xdist worker's base temp: the worker's id keeps it unique.
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    relative = Path("build") / "test-schemas" / f"{worker}-{tmp.name}"
-    span_schema_dir(REPO_ROOT / relative, **options)
-    return str(relative)
 
 
 def kserve_cluster(tmp: Path):
@@ -218,11 +136,6 @@ def executions(tmp_path_factory):
         "applied": applied,
         "predict_requests": predict_requests,
     }
-
-
-def output_metadata(step: dict, output: str) -> dict:
-    """The metadata the step's executor recorded on its (first) `output` artifact."""
-    return step["executor_output"]["artifacts"][output]["artifacts"][0]["metadata"]
 
 
 # TFX's V2 entrypoint writes a custom property that shares its name with one of the
@@ -313,8 +226,6 @@ def test_the_drift_gate_reads_the_statistics_the_first_execution_served(executio
     )
     assert drift.comparisons and all(c.status == "ok" for c in drift.comparisons)
     # The RunReport step shows both: the span read and the comparison.
-    from tests.test_run_report import parse, with_attr
-
     (report,) = executions["second"]["steps"]["RunReport"]["outputs"]["report"]
     elements = parse(Path(report).read_text())
     assert with_attr(elements, "data-spans")[0]["data-spans"] == "2"
@@ -340,15 +251,6 @@ def test_a_data_root_without_matching_files_fails_at_the_first_step(executions):
     assert "match the input pattern span-{SPAN}/*.csv" in failure
     assert str(executions["tmp"] / "empty") in failure
     assert "CsvExampleGen" not in no_match["steps"]
-
-
-def assert_scores_raw_rows(model_dir: Path, rows: list[dict[str, str]], spec) -> None:
-    """The served signature turns raw CSV rows into one float32 probability each."""
-    serve = tf.saved_model.load(str(model_dir)).signatures[SERVING_SIGNATURE]
-    serialized = serialize_rows(rows, load_schema(), drop=spec.serving_excluded_columns())
-    probabilities = serve(examples=tf.constant(serialized))[PROBABILITIES_OUTPUT].numpy()
-    assert probabilities.shape == (len(rows), 1) and probabilities.dtype == np.float32
-    assert np.all((probabilities >= 0) & (probabilities <= 1))
 
 
 def test_first_execution_pushes_a_blessed_model_that_scores_raw_rows(executions, taxi_spec):
@@ -383,24 +285,6 @@ def test_step_start_up_is_measured(executions, capsys):
     lines.append(f"{'pipeline':<20} {'':>10} {executions['first']['seconds']:>8.1f}")
     with capsys.disabled():
         print("\nCompiled spec executed with kfp.local (first execution):\n" + "\n".join(lines))
-
-
-def step_record(step: dict) -> StepRecord:
-    """What a step recorded about its attempts, beside its outputs."""
-    first_output = sorted(uri for uris in step["outputs"].values() for uri in uris)[0]
-    return StepRecord.from_json((Path(first_output).parent / RECORD_FILE).read_text())
-
-
-def status_report(execution: dict) -> tuple[str, dict[str, str]]:
-    """The RunStatus exit handler's page, and the state it gives each step."""
-    from tests.test_run_report import parse, with_attr
-
-    step = execution["steps"][kubeflow_steps.RUN_STATUS]
-    assert step["status"] == "SUCCESS", step["log_tail"]
-    (report,) = step["outputs"]["report"]
-    html = Path(report).read_text()
-    states = {e["data-node"]: e["data-state"] for e in with_attr(parse(html), "data-node")}
-    return html, states
 
 
 def test_a_preempted_trainer_is_retried_on_emptied_outputs(executions):
@@ -464,8 +348,6 @@ def test_a_failed_run_gets_a_report_naming_the_gate_and_the_feature(executions):
     assert "DataValidationGate failed: DataValidationError: data validation failed" in html
     assert f"feature &#39;{feature}&#39;" in html
     # What did run is in the report: the statistics and the anomaly.
-    from tests.test_run_report import parse, with_attr
-
     elements = parse(html)
     assert feature in {a["data-feature"] for a in with_attr(elements, "class", class_="anomaly")}
     assert with_attr(elements, "data-examples")

@@ -13,12 +13,10 @@ through `--beam_plugins`, are tested on their own below.
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -31,62 +29,23 @@ from pipeline.object_store import (
     check_reachable,
 )
 from tests.conftest import REPO_ROOT, read_taxi_rows, write_csv
-from tests.s3_standin import s3_standin, silent_endpoint
-from tests.test_kubeflow_executed import (
-    TRAIN_STEPS,
+from tests.harness import (
+    DATA_ROOT,
+    PIPELINE_ROOT,
+    SERVING_DIR,
     assert_scores_raw_rows,
     compile_package,
-    execute,
-    local_settings,
+    execute_isolated,
+    s3_settings,
 )
+from tests.s3_standin import s3_standin, silent_endpoint
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 # The fewest rows that give the Evaluator both classes in every slice it gates on.
 ROWS = 600
-SECRET = "pipeline-store"
-PIPELINE_ROOT = "s3://pipelines/tfx/taxi"
-SERVING_DIR = "s3://pipelines/serving/taxi"
-DATA_ROOT = "s3://pipelines/data/taxi"
 # The store check's worst case, plus the step's start-up.
 UNREACHABLE_BOUND_S = MAX_ATTEMPTS * (CONNECT_TIMEOUT_S + READ_TIMEOUT_S) + 60
-
-
-def s3_settings(tmp: Path, endpoint: str) -> Path:
-    return local_settings(
-        tmp,
-        DATA_ROOT,
-        pipeline_root=PIPELINE_ROOT,
-        serving_model_dir=SERVING_DIR,
-        parameters={"data_root": DATA_ROOT, "train_steps": TRAIN_STEPS},
-        object_store={
-            "endpoint": endpoint,
-            "region": "us-east-1",
-            "credentials": {
-                "secret": SECRET,
-                "access_key_id_key": "accesskey",
-                "secret_access_key_key": "secretkey",
-            },
-        },
-    )
-
-
-def execute_isolated(
-    package: Path, tmp: Path, name: str, secret: dict, cache_root: Path | None = None, **kwargs
-) -> dict:
-    secret_file = tmp / f"{name}-secret.json"
-    secret_file.write_text(json.dumps(secret))
-    cache = ("--cache-root", str(cache_root)) if cache_root else ()
-    return execute(
-        package,
-        tmp,
-        name,
-        "--isolated-env",
-        "--secret",
-        f"{SECRET}={secret_file}",
-        *cache,
-        **kwargs,
-    )
 
 
 @pytest.fixture(scope="module")

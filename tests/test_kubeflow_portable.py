@@ -35,19 +35,17 @@ from kubeflow.worker_pool import sidecar_container
 from pipeline.beam import JOB_SERVICE_TIMEOUT_S
 from pipeline.pipeline import BEAM_COMPONENT_IDS
 from tests.conftest import read_taxi_rows, write_csv
-from tests.s3_standin import s3_standin
-from tests.test_kubeflow_executed import (
+from tests.harness import (
+    DATA_ROOT,
+    SERVING_DIR,
     assert_scores_raw_rows,
     compile_package,
     execute,
-    local_settings,
-)
-from tests.test_kubeflow_object_store import (
-    DATA_ROOT,
-    SERVING_DIR,
     execute_isolated,
+    local_settings,
     s3_settings,
 )
+from tests.s3_standin import s3_standin
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
-import subprocess
 
 import pytest
 import yaml
@@ -24,47 +22,10 @@ from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow import tfx_spec
 from kubeflow.settings import parse_settings
 from pipeline import pipeline as dag
-from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE
+from tests.conftest import TEMPLATE_SETTINGS_FILE
+from tests.harness import MINIO, run_in_reference_env
 
 pytestmark = pytest.mark.slow
-
-REFERENCE_PROJECT = REPO_ROOT / "kubeflow" / "reference"
-
-
-def _uv() -> str:
-    bundled = REPO_ROOT / ".tools" / "bin" / "uv"
-    found = str(bundled) if bundled.exists() else shutil.which("uv")
-    if not found:
-        pytest.fail("uv not found: run the tests through ./dev test, which installs it")
-    return found
-
-
-def run_in_reference_env(script: str, *args: str, timeout: int) -> subprocess.CompletedProcess:
-    """`python kubeflow/reference/SCRIPT ARGS...` in the current-kfp environment."""
-    command = [_uv(), "run", "--project", str(REFERENCE_PROJECT), "--locked", "python"]
-    return subprocess.run(
-        [*command, str(REFERENCE_PROJECT / script), *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-# The checked-in settings moved onto an in-cluster MinIO, credentials from its secret.
-MINIO = {
-    "pipeline_root": "s3://mlpipeline/tfx/taxi",
-    "serving_model_dir": "s3://mlpipeline/serving/taxi",
-    "object_store": {
-        "endpoint": "http://minio-service.kubeflow:9000",
-        "region": "us-east-1",
-        "credentials": {
-            "secret": "mlpipeline-minio-artifact",
-            "access_key_id_key": "accesskey",
-            "secret_access_key_key": "secretkey",
-        },
-    },
-}
 
 
 @pytest.mark.parametrize("store", ["gcs", "minio"])

@@ -10,8 +10,8 @@ import yaml
 from kubeflow import backend
 from kubeflow.tfx_spec import all_tasks
 from tests.conftest import REPO_ROOT, golden_path
+from tests.harness import REFERENCE_PROJECT, uv_binary
 from tests.kfp_standin import KfpStandIn
-from tests.test_kubeflow_reference import REFERENCE_PROJECT, _uv
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +19,7 @@ PACKAGE = golden_path("kubeflow_pipeline.yaml")
 
 
 def submit(host: str, *args: str) -> subprocess.CompletedProcess:
-    command = [_uv(), "run", "--project", str(REFERENCE_PROJECT), "--locked"]
+    command = [uv_binary(), "run", "--project", str(REFERENCE_PROJECT), "--locked"]
     command += ["python", "-m", "kubeflow.submit", "--host", host, "--package", str(PACKAGE), *args]
     return subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
 

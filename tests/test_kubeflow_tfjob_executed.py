@@ -36,9 +36,7 @@ from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow.tfjob.manifest import CONTAINER_NAME, RUN_ID_LABEL
 from pipeline import pipeline as dag
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, read_taxi_rows
-from tests.kubernetes_standin import KubernetesStandin, webhook_errors
-from tests.span_data import span_rows, write_span
-from tests.test_kubeflow_executed import (
+from tests.harness import (
     INFERENCE_SERVICE,
     SERVING,
     assert_scores_raw_rows,
@@ -50,6 +48,8 @@ from tests.test_kubeflow_executed import (
     status_report,
     step_record,
 )
+from tests.kubernetes_standin import KubernetesStandin, webhook_errors
+from tests.span_data import span_rows, write_span
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 

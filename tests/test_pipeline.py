@@ -12,61 +12,10 @@ import tensorflow_model_analysis as tfma
 from kubeflow import pipeline_steps as kubeflow_steps
 from pipeline import pipeline as dag
 from pipeline.config import PipelineConfig
+from tests.harness import EXPECTED_EDGES, RUN_REPORT_EDGES, build
 from trainer.config import TrainerConfig
 from trainer.dataset import DatasetSpec, DriftSpec, FeatureDrift, InputSpec
 from trainer.run import EXAMPLES_KEY
-
-EXPECTED_EDGES = {
-    (dag.EXAMPLE_GEN, dag.STATISTICS_GEN),
-    (dag.EXAMPLE_GEN, dag.TRANSFORM),
-    (dag.EXAMPLE_GEN, dag.EVALUATOR),
-    (dag.STATISTICS_GEN, dag.EXAMPLE_VALIDATOR),
-    (dag.STATISTICS_GEN, dag.DATA_GATE),
-    (dag.SCHEMA_IMPORTER, dag.EXAMPLE_VALIDATOR),
-    (dag.SCHEMA_IMPORTER, dag.TRANSFORM),
-    (dag.SCHEMA_IMPORTER, dag.TRAINER),
-    (dag.EXAMPLE_VALIDATOR, dag.DATA_GATE),
-    (dag.DATA_GATE, dag.TRAINER),
-    (dag.STATISTICS_GEN, dag.DRIFT_GATE),
-    (dag.SCHEMA_IMPORTER, dag.DRIFT_GATE),
-    (dag.DRIFT_GATE, dag.TRAINER),
-    (dag.STATISTICS_GEN, dag.PUSHER),
-    (dag.TRANSFORM, dag.TRAINER),
-    (dag.TRAINER, dag.EVALUATOR),
-    (dag.TRAINER, dag.PUSHER),
-    (dag.TRAINER, dag.BASELINE),
-    (dag.BASELINE, dag.EVALUATOR),
-    (dag.EVALUATOR, dag.PUSHER),
-}
-# The Kubeflow DAG's last step reads the artifacts the report shows.
-RUN_REPORT_EDGES = {
-    (dag.EXAMPLE_GEN, kubeflow_steps.RUN_REPORT),
-    (dag.DRIFT_GATE, kubeflow_steps.RUN_REPORT),
-    (dag.STATISTICS_GEN, kubeflow_steps.RUN_REPORT),
-    (dag.EXAMPLE_VALIDATOR, kubeflow_steps.RUN_REPORT),
-    (dag.TRAINER, kubeflow_steps.RUN_REPORT),
-    (dag.EVALUATOR, kubeflow_steps.RUN_REPORT),
-    (dag.BASELINE, kubeflow_steps.RUN_REPORT),
-    (dag.PUSHER, kubeflow_steps.RUN_REPORT),
-}
-
-
-def build(tmp_path, config: PipelineConfig | None = None, *, dataset=None, **extra):
-    from schemas import load_schema_dir
-
-    config = config or PipelineConfig()
-    return dag.create_pipeline(
-        dataset=dataset or load_schema_dir().spec,
-        pipeline_root=str(tmp_path / "root"),
-        data_root=str(tmp_path / "data"),
-        schema_path=str(tmp_path / "schema.pbtxt"),
-        serving_model_dir=str(tmp_path / "serving"),
-        train_steps=config.train_steps,
-        eval_steps=config.eval_steps,
-        trainer_config=config.trainer,
-        enable_cache=config.enable_cache,
-        **extra,
-    )
 
 
 def edges(pipeline) -> set[tuple[str, str]]:

@@ -18,7 +18,7 @@ from kubeflow.settings.fields import SettingsError
 from kubeflow.settings.retries import DEFAULT_RETRY, RetryPolicy
 from pipeline import pipeline as dag
 from tests.conftest import TEMPLATE_SETTINGS_FILE
-from tests.test_kubeflow_reference import run_in_reference_env
+from tests.harness import run_in_reference_env
 
 COMPONENT_IDS = kfp_compile.pipeline_component_ids()
 ROLES = kfp_compile.pipeline_retry_roles()

@@ -7,40 +7,14 @@ import json
 import os
 import re
 import shutil
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from components.report import contents, render
 from components.report.contents import ComponentRun, RunReport
+from tests.harness import parse, with_attr
 from trainer.run import epoch_plan
-
-
-class _Elements(HTMLParser):
-    """Every start tag with its attributes, in document order."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.elements: list[tuple[str, dict[str, str]]] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.elements.append((tag, {k: v or "" for k, v in attrs}))
-
-
-def parse(html: str) -> list[tuple[str, dict[str, str]]]:
-    parser = _Elements()
-    parser.feed(html)
-    return parser.elements
-
-
-def with_attr(elements, name: str, **match: str) -> list[dict[str, str]]:
-    return [
-        attrs
-        for _tag, attrs in elements
-        if name in attrs
-        and all(attrs.get(k.rstrip("_").replace("_", "-")) == v for k, v in match.items())
-    ]
 
 
 def assert_self_contained(html: str) -> None:

@@ -21,15 +21,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.conftest import load_schema
-from tests.raw_examples import serialize_rows
+from tests.harness import ROWS, contract, examples, instances, rows_with_gaps
 from tests.tf_serving_standin import ModelServer, served_version
 from trainer.dataset import DatasetSpecError
 from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 from trainer.json_signature import (
-    CONTRACT_ASSET,
     JSON_SIGNATURE,
-    contract_from_dicts,
     input_name,
     instance_from_example,
     json_inputs,
@@ -38,8 +35,6 @@ from trainer.model import PROBABILITIES_OUTPUT
 
 pytestmark = pytest.mark.slow
 
-ROWS = 40
-
 
 @pytest.fixture(scope="module")
 def served(small_model_base):
@@ -47,40 +42,9 @@ def served(small_model_base):
     return {"base": small_model_base, "server": ModelServer(small_model_base)}
 
 
-def rows_with_gaps(data, spec) -> list[dict[str, str]]:
-    """Eval rows, with a float, a string and a zero-is-missing int cell emptied here and there."""
-    rows = [dict(r) for r in data["raw_rows"][:ROWS]]
-    for i, row in enumerate(rows):
-        if i % 3 == 0:
-            row["fare"] = ""
-        if i % 4 == 0:
-            row["company"] = ""
-        if i % 5 == 0:
-            row["trip_start_hour"] = ""
-        if row.get("trip_seconds", "") == "":
-            row["trip_seconds"] = "600"  # an int numeric feature: no JSON marker for missing
-    return rows
-
-
-def examples(rows, spec) -> list[bytes]:
-    return serialize_rows(rows, load_schema(), drop=spec.serving_excluded_columns())
-
-
 def default_scores(server: ModelServer, serialized: list[bytes]) -> np.ndarray:
     signature = server._model.signatures[SERVING_SIGNATURE]
     return signature(examples=tf.constant(serialized))[PROBABILITIES_OUTPUT].numpy()
-
-
-def contract(served):
-    path = served["base"] / "1" / CONTRACT_ASSET
-    return contract_from_dicts(json.loads(path.read_text()))
-
-
-def instances(served, serialized: list[bytes]) -> list[dict]:
-    inputs = contract(served)
-    found = [instance_from_example(tf.train.Example.FromString(s), inputs) for s in serialized]
-    assert all(i is not None for i in found)
-    return found
 
 
 def post(server: ModelServer, body: dict) -> tuple[int, dict]:

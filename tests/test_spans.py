@@ -21,6 +21,7 @@ import tensorflow as tf
 from components.served_model import TRAINING_STATISTICS_FILE
 from pipeline import pipeline as dag
 from tests.conftest import snapshot_files
+from tests.harness import parse, with_attr
 from tests.span_data import (
     SHIFTED_FEATURE,
     SPAN_ROWS,
@@ -29,7 +30,6 @@ from tests.span_data import (
     span_schema_dir,
     write_span,
 )
-from tests.test_run_report import parse, with_attr
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 

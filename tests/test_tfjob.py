@@ -40,8 +40,8 @@ from kubeflow.tfjob.spec import TFJobSpec, TFJobSpecError
 from pipeline import pipeline as dag
 from pipeline.config import variant
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE
+from tests.harness import MINIO, run_in_reference_env
 from tests.kubernetes_standin import KubernetesStandin, webhook_errors
-from tests.test_kubeflow_reference import MINIO, run_in_reference_env
 
 COMPONENT_IDS = kfp_compile.pipeline_component_ids()
 RAW_SETTINGS = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())

@@ -1,0 +1,466 @@
+"""Helpers shared by several test modules live here; a test module imports from here,
+never from another test module.
+
+Each section below holds what one subject's tests share. What a single module
+alone uses stays in that module, and fixtures stay with their tests (or in
+tests/conftest.py). tests/test_architecture.py checks that no test module
+imports another.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import yaml
+from tfx.components.example_gen import utils as example_gen_utils
+from tfx.dsl.components.base import base_beam_executor
+from tfx.proto import example_gen_pb2
+from tfx.types import standard_artifacts
+from tfx.utils import proto_utils
+
+from kubeflow import pipeline_steps as kubeflow_steps
+from kubeflow.steps.step_records import RECORD_FILE, StepRecord
+from pipeline import pipeline as dag
+from pipeline.config import PipelineConfig
+from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, load_schema
+from tests.raw_examples import serialize_rows
+from tests.span_data import span_schema_dir
+from trainer.export import SERVING_SIGNATURE
+from trainer.json_signature import CONTRACT_ASSET, contract_from_dicts, instance_from_example
+from trainer.model import PROBABILITIES_OUTPUT
+
+# --- reading the HTML run report ---
+# Its elements and their data-* attributes, for the tests that check what a report shows.
+
+
+class _Elements(HTMLParser):
+    """Every start tag with its attributes, in document order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.elements: list[tuple[str, dict[str, str]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.elements.append((tag, {k: v or "" for k, v in attrs}))
+
+
+def parse(html: str) -> list[tuple[str, dict[str, str]]]:
+    parser = _Elements()
+    parser.feed(html)
+    return parser.elements
+
+
+def with_attr(elements, name: str, **match: str) -> list[dict[str, str]]:
+    return [
+        attrs
+        for _tag, attrs in elements
+        if name in attrs
+        and all(attrs.get(k.rstrip("_").replace("_", "-")) == v for k, v in match.items())
+    ]
+
+
+# --- the DAG's expected shape, and the DAG built without running it ---
+# For the tests of the TFX DAG and of what the Kubeflow compile makes of it.
+
+
+EXPECTED_EDGES = {
+    (dag.EXAMPLE_GEN, dag.STATISTICS_GEN),
+    (dag.EXAMPLE_GEN, dag.TRANSFORM),
+    (dag.EXAMPLE_GEN, dag.EVALUATOR),
+    (dag.STATISTICS_GEN, dag.EXAMPLE_VALIDATOR),
+    (dag.STATISTICS_GEN, dag.DATA_GATE),
+    (dag.SCHEMA_IMPORTER, dag.EXAMPLE_VALIDATOR),
+    (dag.SCHEMA_IMPORTER, dag.TRANSFORM),
+    (dag.SCHEMA_IMPORTER, dag.TRAINER),
+    (dag.EXAMPLE_VALIDATOR, dag.DATA_GATE),
+    (dag.DATA_GATE, dag.TRAINER),
+    (dag.STATISTICS_GEN, dag.DRIFT_GATE),
+    (dag.SCHEMA_IMPORTER, dag.DRIFT_GATE),
+    (dag.DRIFT_GATE, dag.TRAINER),
+    (dag.STATISTICS_GEN, dag.PUSHER),
+    (dag.TRANSFORM, dag.TRAINER),
+    (dag.TRAINER, dag.EVALUATOR),
+    (dag.TRAINER, dag.PUSHER),
+    (dag.TRAINER, dag.BASELINE),
+    (dag.BASELINE, dag.EVALUATOR),
+    (dag.EVALUATOR, dag.PUSHER),
+}
+# The Kubeflow DAG's last step reads the artifacts the report shows.
+RUN_REPORT_EDGES = {
+    (dag.EXAMPLE_GEN, kubeflow_steps.RUN_REPORT),
+    (dag.DRIFT_GATE, kubeflow_steps.RUN_REPORT),
+    (dag.STATISTICS_GEN, kubeflow_steps.RUN_REPORT),
+    (dag.EXAMPLE_VALIDATOR, kubeflow_steps.RUN_REPORT),
+    (dag.TRAINER, kubeflow_steps.RUN_REPORT),
+    (dag.EVALUATOR, kubeflow_steps.RUN_REPORT),
+    (dag.BASELINE, kubeflow_steps.RUN_REPORT),
+    (dag.PUSHER, kubeflow_steps.RUN_REPORT),
+}
+
+
+def build(tmp_path, config: PipelineConfig | None = None, *, dataset=None, **extra):
+    from schemas import load_schema_dir
+
+    config = config or PipelineConfig()
+    return dag.create_pipeline(
+        dataset=dataset or load_schema_dir().spec,
+        pipeline_root=str(tmp_path / "root"),
+        data_root=str(tmp_path / "data"),
+        schema_path=str(tmp_path / "schema.pbtxt"),
+        serving_model_dir=str(tmp_path / "serving"),
+        train_steps=config.train_steps,
+        eval_steps=config.eval_steps,
+        trainer_config=config.trainer,
+        enable_cache=config.enable_cache,
+        **extra,
+    )
+
+
+# --- ExampleGen executors run on real rows, and their examples read back ---
+# For comparing our ExampleGen executor with TFX's stock CSV one, split by split.
+
+
+def run_example_gen(
+    executor_class,
+    data_root: Path,
+    out: Path,
+    exec_properties: dict,
+    beam_pipeline_args: tuple[str, ...] = ("--direct_running_mode=in_memory",),
+):
+    examples = standard_artifacts.Examples()
+    examples.uri = str(out)
+    properties = {
+        "input_base": str(data_root),
+        "output_config": proto_utils.proto_to_json(
+            example_gen_utils.make_default_output_config(
+                proto_utils.json_to_proto(exec_properties["input_config"], example_gen_pb2.Input())
+            )
+        ),
+        "output_data_format": example_gen_pb2.FORMAT_TF_EXAMPLE,
+        "output_file_format": example_gen_pb2.FORMAT_TFRECORDS_GZIP,
+        **exec_properties,
+    }
+    context = base_beam_executor.BaseBeamExecutor.Context(
+        beam_pipeline_args=list(beam_pipeline_args), tmp_dir=str(out / ".tmp")
+    )
+    executor_class(context).Do({}, {"examples": [examples]}, properties)
+    return examples
+
+
+def split_records(examples) -> dict[str, list[bytes]]:
+    """Each split's tf.Examples, serialized deterministically (map order is not), sorted."""
+    return {
+        split: sorted(
+            tf.train.Example.FromString(record.numpy()).SerializeToString(deterministic=True)
+            for f in sorted(Path(examples.uri, f"Split-{split}").glob("*.gz"))
+            for record in tf.data.TFRecordDataset(str(f), compression_type="GZIP")
+        )
+        for split in ("train", "eval")
+    }
+
+
+# --- bad data: the corruptions a run must stop on, and the feature each names ---
+# For the local run's data gate and the executed Kubeflow package's failed run.
+
+
+def _missing_column(header, rows):
+    return [c for c in header if c != "payment_type"], rows
+
+
+def wrong_type(header, rows):
+    return header, [
+        {**r, "fare": "twelve dollars"} if i % 3 == 0 else r for i, r in enumerate(rows)
+    ]
+
+
+def _label_outside_schema(header, rows):
+    return header, [{**r, "tips": "-5.0"} if i % 10 == 0 else r for i, r in enumerate(rows)]
+
+
+def _nan_in_numeric(header, rows):
+    return header, [{**r, "trip_miles": "NaN"} if i % 10 == 0 else r for i, r in enumerate(rows)]
+
+
+CASES = {
+    "missing_column": (_missing_column, ["feature 'payment_type'", "Column dropped"]),
+    "wrong_type": (wrong_type, ["feature 'fare'", "type"]),
+    "label_outside_schema": (_label_outside_schema, ["feature 'tips'", "Out-of-range"]),
+    # "NaN" is a float to CSV type inference: without the schema's disallow_nan it
+    # trained a model that answers one constant, and the run said nothing of NaN.
+    "nan_in_numeric": (
+        _nan_in_numeric,
+        ["feature 'trip_miles'", "Float feature has NaN values", "NaN of"],
+    ),
+}
+# The feature each case's anomaly names, as the run report lists it.
+ANOMALOUS_FEATURE = {
+    "missing_column": "payment_type",
+    "wrong_type": "fare",
+    "label_outside_schema": "tips",
+    "nan_in_numeric": "trip_miles",
+}
+
+
+# --- requests to the JSON serving signature, built from eval rows ---
+# For the TF Serving and KServe tests that call the served model as a client does.
+
+
+# Eval rows per request.
+ROWS = 40
+
+
+def rows_with_gaps(data, spec) -> list[dict[str, str]]:
+    """Eval rows, with a float, a string and a zero-is-missing int cell emptied here and there."""
+    rows = [dict(r) for r in data["raw_rows"][:ROWS]]
+    for i, row in enumerate(rows):
+        if i % 3 == 0:
+            row["fare"] = ""
+        if i % 4 == 0:
+            row["company"] = ""
+        if i % 5 == 0:
+            row["trip_start_hour"] = ""
+        if row.get("trip_seconds", "") == "":
+            row["trip_seconds"] = "600"  # an int numeric feature: no JSON marker for missing
+    return rows
+
+
+def examples(rows, spec) -> list[bytes]:
+    return serialize_rows(rows, load_schema(), drop=spec.serving_excluded_columns())
+
+
+def contract(served):
+    path = served["base"] / "1" / CONTRACT_ASSET
+    return contract_from_dicts(json.loads(path.read_text()))
+
+
+def instances(served, serialized: list[bytes]) -> list[dict]:
+    inputs = contract(served)
+    found = [instance_from_example(tf.train.Example.FromString(s), inputs) for s in serialized]
+    assert all(i is not None for i in found)
+    return found
+
+
+# --- the current-kfp reference environment (kubeflow/reference/) ---
+# For the tests that check the compiled package with a current kfp SDK, or run it.
+
+
+REFERENCE_PROJECT = REPO_ROOT / "kubeflow" / "reference"
+
+
+def uv_binary() -> str:
+    bundled = REPO_ROOT / ".tools" / "bin" / "uv"
+    found = str(bundled) if bundled.exists() else shutil.which("uv")
+    if not found:
+        pytest.fail("uv not found: run the tests through ./dev test, which installs it")
+    return found
+
+
+def run_in_reference_env(script: str, *args: str, timeout: int) -> subprocess.CompletedProcess:
+    """`python kubeflow/reference/SCRIPT ARGS...` in the current-kfp environment."""
+    command = [uv_binary(), "run", "--project", str(REFERENCE_PROJECT), "--locked", "python"]
+    return subprocess.run(
+        [*command, str(REFERENCE_PROJECT / script), *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+# The checked-in settings moved onto an in-cluster MinIO, credentials from its secret.
+MINIO = {
+    "pipeline_root": "s3://mlpipeline/tfx/taxi",
+    "serving_model_dir": "s3://mlpipeline/serving/taxi",
+    "object_store": {
+        "endpoint": "http://minio-service.kubeflow:9000",
+        "region": "us-east-1",
+        "credentials": {
+            "secret": "mlpipeline-minio-artifact",
+            "access_key_id_key": "accesskey",
+            "secret_access_key_key": "secretkey",
+        },
+    },
+}
+
+
+# --- the compiled Kubeflow package, executed step by step with kfp.local ---
+# Settings, compile, execution and what the steps recorded, for every executed-package test.
+
+
+TRAIN_STEPS = 20
+EXECUTION_TIMEOUT_S = 900
+RETRIED = (*dag.BEAM_COMPONENT_IDS, dag.TRAINER)
+INFERENCE_SERVICE = "taxi-big-tipper"
+SERVING = {
+    "inference_service": INFERENCE_SERVICE,
+    "service_account": "kserve-models",
+    "ready_timeout": "2m",
+    "smoke": {"rows": 8},
+}
+
+
+def local_settings(tmp: Path, data_root: Path | str, **overrides) -> Path:
+    """kubeflow/pipeline.yaml with local paths, a CPU variant and few train steps.
+
+    `overrides` replace top-level settings after that (object-store paths, say).
+    """
+    settings = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
+    settings.update(
+        pipeline_root=str(tmp / "pipeline_root"),
+        serving_model_dir=str(tmp / "serving"),
+        # The steps read the schema where the image holds the project: here, this checkout.
+        project_root_in_image=str(REPO_ROOT),
+        config_variant="local_cpu",
+        parameters={"data_root": str(data_root), "train_steps": TRAIN_STEPS},
+        # A thousand rows: Beam in one process beats starting a worker per core.
+        beam={"defaults": {"engine": "direct", "options": {"direct_running_mode": "in_memory"}}},
+        # The checked-in policy, without the minute's wait before a retry.
+        retries={
+            "defaults": {"max_retries": 0},
+            "components": {cid: {"max_retries": 2, "backoff": "0s"} for cid in RETRIED},
+        },
+    )
+    settings.pop("schedule", None)
+    settings.update(overrides)
+    path = tmp / "settings.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    return path
+
+
+# The backend every execution plays: the newest release read, its driver's
+# executor input, and Argo set up as docs/kubeflow-operations.md says (no
+# cluster-wide templateDefaults retryStrategy, so a failed step gets its own
+# retries). Stock 2.17's OnError default is tested in tests/test_retries.py.
+RECOMMENDED_CLUSTER = ("--backend-release", "2.17.0", "--template-retry-policy", "none")
+
+
+def execute(
+    package: Path, tmp: Path, name: str, *options: str, expect_success: bool = True
+) -> dict:
+    """The package executed by run_compiled.py; `options` are its further flags."""
+    summary_file = tmp / f"{name}.json"
+    proc = run_in_reference_env(
+        "run_compiled.py",
+        "--package", str(package),
+        "--pipeline-root", str(tmp / "pipeline_root"),
+        "--python", sys.executable,
+        "--summary", str(summary_file),
+        *RECOMMENDED_CLUSTER,
+        *options,
+        timeout=EXECUTION_TIMEOUT_S,
+    )  # fmt: skip
+    assert summary_file.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads(summary_file.read_text())
+    if expect_success:
+        failed = {
+            k: v["log_tail"]
+            for k, v in summary["steps"].items()
+            if v["status"] not in ("SUCCESS", "CACHED")
+        }
+        assert proc.returncode == 0 and summary["succeeded"], (summary["error"], failed)
+    return summary
+
+
+def compile_package(settings_file: Path, package: Path) -> Path:
+    subprocess.run(
+        [sys.executable, "-m", "kubeflow.compile", "--config", str(settings_file),
+         "--output", str(package)],
+        cwd=REPO_ROOT, check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    return package
+
+
+def schema_dir_in_project(tmp: Path, **options) -> str:
+    """A span-reading schema dir where settings.schema_dir allows it (inside the project),
+    under the ignored build/; its path relative to the project."""
+    # tmp's name repeats in each xdist worker's base temp: the worker's id keeps it unique.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    relative = Path("build") / "test-schemas" / f"{worker}-{tmp.name}"
+    span_schema_dir(REPO_ROOT / relative, **options)
+    return str(relative)
+
+
+def output_metadata(step: dict, output: str) -> dict:
+    """The metadata the step's executor recorded on its (first) `output` artifact."""
+    return step["executor_output"]["artifacts"][output]["artifacts"][0]["metadata"]
+
+
+def assert_scores_raw_rows(model_dir: Path, rows: list[dict[str, str]], spec) -> None:
+    """The served signature turns raw CSV rows into one float32 probability each."""
+    serve = tf.saved_model.load(str(model_dir)).signatures[SERVING_SIGNATURE]
+    serialized = serialize_rows(rows, load_schema(), drop=spec.serving_excluded_columns())
+    probabilities = serve(examples=tf.constant(serialized))[PROBABILITIES_OUTPUT].numpy()
+    assert probabilities.shape == (len(rows), 1) and probabilities.dtype == np.float32
+    assert np.all((probabilities >= 0) & (probabilities <= 1))
+
+
+def step_record(step: dict) -> StepRecord:
+    """What a step recorded about its attempts, beside its outputs."""
+    first_output = sorted(uri for uris in step["outputs"].values() for uri in uris)[0]
+    return StepRecord.from_json((Path(first_output).parent / RECORD_FILE).read_text())
+
+
+def status_report(execution: dict) -> tuple[str, dict[str, str]]:
+    """The RunStatus exit handler's page, and the state it gives each step."""
+    step = execution["steps"][kubeflow_steps.RUN_STATUS]
+    assert step["status"] == "SUCCESS", step["log_tail"]
+    (report,) = step["outputs"]["report"]
+    html = Path(report).read_text()
+    states = {e["data-node"]: e["data-state"] for e in with_attr(parse(html), "data-node")}
+    return html, states
+
+
+# --- the compiled package on an S3-compatible store ---
+# Settings pointing at the S3 stand-in, and executions with only a pod's environment.
+
+
+SECRET = "pipeline-store"
+PIPELINE_ROOT = "s3://pipelines/tfx/taxi"
+SERVING_DIR = "s3://pipelines/serving/taxi"
+DATA_ROOT = "s3://pipelines/data/taxi"
+
+
+def s3_settings(tmp: Path, endpoint: str) -> Path:
+    return local_settings(
+        tmp,
+        DATA_ROOT,
+        pipeline_root=PIPELINE_ROOT,
+        serving_model_dir=SERVING_DIR,
+        parameters={"data_root": DATA_ROOT, "train_steps": TRAIN_STEPS},
+        object_store={
+            "endpoint": endpoint,
+            "region": "us-east-1",
+            "credentials": {
+                "secret": SECRET,
+                "access_key_id_key": "accesskey",
+                "secret_access_key_key": "secretkey",
+            },
+        },
+    )
+
+
+def execute_isolated(
+    package: Path, tmp: Path, name: str, secret: dict, cache_root: Path | None = None, **kwargs
+) -> dict:
+    secret_file = tmp / f"{name}-secret.json"
+    secret_file.write_text(json.dumps(secret))
+    cache = ("--cache-root", str(cache_root)) if cache_root else ()
+    return execute(
+        package,
+        tmp,
+        name,
+        "--isolated-env",
+        "--secret",
+        f"{SECRET}={secret_file}",
+        *cache,
+        **kwargs,
+    )
