@@ -9,11 +9,14 @@ imports another.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -464,3 +467,15 @@ def execute_isolated(
         *cache,
         **kwargs,
     )
+
+
+# --- ports ------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def refusing_port() -> Iterator[int]:
+    """A port bound and never listened on, held for the block: connections to it are
+    refused, and no other process can take it meanwhile (a probed "free" port could be)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]

@@ -13,7 +13,6 @@ through `--beam_plugins`, are tested on their own below.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from tests.harness import (
     assert_scores_raw_rows,
     compile_package,
     execute_isolated,
+    refusing_port,
     s3_settings,
 )
 from tests.s3_standin import s3_standin, silent_endpoint
@@ -188,13 +188,12 @@ def test_an_unreachable_store_fails_each_step_within_a_bounded_time(store, tmp_p
     endpoint refuses connections, so the steps fail after the check's retries; a store
     that accepts and never answers costs the whole budget, once per step, and is given
     up within it (the next test, on the same check)."""
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        endpoint = f"http://127.0.0.1:{probe.getsockname()[1]}"
-    package = compile_package(s3_settings(tmp_path, endpoint), tmp_path / "pipeline.yaml")
-    summary = execute_isolated(
-        package, tmp_path, "refused", store.secret_data(), expect_success=False
-    )
+    with refusing_port() as port:
+        endpoint = f"http://127.0.0.1:{port}"
+        package = compile_package(s3_settings(tmp_path, endpoint), tmp_path / "pipeline.yaml")
+        summary = execute_isolated(
+            package, tmp_path, "refused", store.secret_data(), expect_success=False
+        )
     for step in steps_that_ran(summary):
         assert step["seconds"] < UNREACHABLE_BOUND_S, step["seconds"]
         log = "\n".join(step["log_tail"])

@@ -21,7 +21,6 @@ shuffle, the Go boot binary itself, workers on other machines.
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kubeflow.compile import pipeline_beam_component_ids, pipeline_component_ids
 from kubeflow.settings import KubeflowSettings, load_settings
 from kubeflow.worker_pool import sidecar_container
 from pipeline.beam import JOB_SERVICE_TIMEOUT_S
@@ -43,6 +43,7 @@ from tests.harness import (
     execute,
     execute_isolated,
     local_settings,
+    refusing_port,
     s3_settings,
 )
 from tests.s3_standin import s3_standin
@@ -51,13 +52,21 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 ROWS = 600
 BOOT = Path(__file__).resolve().parent / "beam_boot.py"
+WORKER_POOL = Path(__file__).resolve().parent / "beam_worker_pool.py"
 SERVICE_START_TIMEOUT_S = 120
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def read_address(address_file: Path, process: subprocess.Popen, timeout_s: float) -> str:
+    """The address a service bound on port 0 and wrote to `address_file`."""
+    deadline = time.monotonic() + timeout_s
+    while not address_file.exists():
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args} exited with {process.returncode}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{process.args} wrote no address within {timeout_s} s")
+        time.sleep(0.1)
+    text = address_file.read_text().strip()
+    return text if ":" in text else f"localhost:{text}"
 
 
 def wait_for_grpc(address: str, process: subprocess.Popen, timeout_s: float) -> None:
@@ -89,14 +98,15 @@ def pod_environment(container: dict, secrets: dict[str, dict[str, str]], home: P
 
 
 @contextlib.contextmanager
-def beam_process(module: str, args: list[str], env: dict, cwd: Path, address: str):
-    log = (cwd / f"{module.rsplit('.', 1)[-1]}.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", module, *args], env=env, cwd=cwd, stdout=log, stderr=log
-    )
+def beam_process(args: list[str], env: dict, cwd: Path, address_file: Path):
+    """A Beam service (`python ARGS`) on a port it binds itself (0) and writes to
+    `address_file`; its address, once it answers."""
+    log = (cwd / f"{address_file.stem}.log").open("w")
+    process = subprocess.Popen([sys.executable, *args], env=env, cwd=cwd, stdout=log, stderr=log)
     try:
+        address = read_address(address_file, process, SERVICE_START_TIMEOUT_S)
         wait_for_grpc(address, process, SERVICE_START_TIMEOUT_S)
-        yield process
+        yield address
     finally:
         process.terminate()
         try:
@@ -107,22 +117,20 @@ def beam_process(module: str, args: list[str], env: dict, cwd: Path, address: st
         log.close()
 
 
-def flink_settings(path: Path, job_port: int, pool_port: int) -> KubeflowSettings:
+def flink_settings(path: Path, job_endpoint: str, pool_address: str) -> KubeflowSettings:
     """`path`'s settings with every Beam step on flink, workers as the defaults say."""
     raw = yaml.safe_load(path.read_text())
     raw["beam"] = {
         "defaults": {
             "engine": "flink",
             "options": {
-                "job_endpoint": f"localhost:{job_port}",
-                # The pool listens on a free port here; in a pod, localhost:50000.
-                "environment_config": f"localhost:{pool_port}",
+                "job_endpoint": job_endpoint,
+                # The pool listens on a port of its own here; in a pod, localhost:50000.
+                "environment_config": pool_address,
             },
         }
     }
     path.write_text(yaml.safe_dump(raw))
-    from kubeflow.compile import pipeline_beam_component_ids, pipeline_component_ids
-
     return load_settings(path, pipeline_component_ids(), pipeline_beam_component_ids())
 
 
@@ -132,31 +140,35 @@ def portable(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("kubeflow_portable")
     header, rows = read_taxi_rows(limit=ROWS)
-    job_port, pool_port = free_port(), free_port()
     with s3_standin() as store:
         store.upload(write_csv(tmp / "data.csv", header, rows), f"{DATA_ROOT}/data.csv")
         settings_file = s3_settings(tmp, store.endpoint)
-        settings = flink_settings(settings_file, job_port, pool_port)
-        package = compile_package(settings_file, tmp / "pipeline.yaml")
+        # The sidecar's environment is the store's; the Beam addresses come after.
+        settings = load_settings(
+            settings_file, pipeline_component_ids(), pipeline_beam_component_ids()
+        )
         secrets = {settings.object_store.credentials.secret: store.secret_data()}
         pool_env = pod_environment(sidecar_container(settings), secrets, tmp)
         # Flink's job server is Java and touches no artifact; this one gets no store access.
         service_env = {"PATH": pool_env["PATH"], "HOME": str(tmp)}
+        job_port_file, pool_address_file = tmp / "job.port", tmp / "pool.address"
         with (
             beam_process(
-                "apache_beam.runners.portability.local_job_service_main",
-                ["--port", str(job_port)], service_env, tmp, f"localhost:{job_port}",
-            ),
+                ["-m", "apache_beam.runners.portability.local_job_service_main",
+                 "--port", "0", "--port_file", str(job_port_file)],
+                service_env, tmp, job_port_file,
+            ) as job_endpoint,
             beam_process(
-                "apache_beam.runners.worker.worker_pool_main",
-                [f"--service_port={pool_port}", f"--container_executable={BOOT}"],
-                pool_env, tmp, f"localhost:{pool_port}",
-            ),
+                [str(WORKER_POOL), str(pool_address_file), str(BOOT)],
+                pool_env, tmp, pool_address_file,
+            ) as pool_address,
         ):  # fmt: skip
+            flink_settings(settings_file, job_endpoint, pool_address)
+            package = compile_package(settings_file, tmp / "pipeline.yaml")
             summary = execute_isolated(package, tmp, "portable", store.secret_data())
             import grpc
 
-            with contextlib.closing(grpc.insecure_channel(f"localhost:{job_port}")) as channel:
+            with contextlib.closing(grpc.insecure_channel(job_endpoint)) as channel:
                 service = beam_job_api_pb2_grpc.JobServiceStub(channel)
                 jobs = service.GetJobs(beam_job_api_pb2.GetJobsRequest()).job_info
         (version,) = store.children(SERVING_DIR)
@@ -203,11 +215,11 @@ def test_job_endpoint_where_nothing_listens_fails_the_step_naming_it(tmp_path):
     header, rows = read_taxi_rows(limit=50)
     data_root = tmp_path / "data"
     write_csv(data_root / "data.csv", header, rows)
-    dead = free_port()
     settings_file = local_settings(tmp_path, data_root)
-    flink_settings(settings_file, dead, free_port())
-    package = compile_package(settings_file, tmp_path / "pipeline.yaml")
-    summary = execute(package, tmp_path, "dead", expect_success=False)
+    with refusing_port() as dead, refusing_port() as no_pool:
+        flink_settings(settings_file, f"localhost:{dead}", f"localhost:{no_pool}")
+        package = compile_package(settings_file, tmp_path / "pipeline.yaml")
+        summary = execute(package, tmp_path, "dead", expect_success=False)
     # Nothing after ExampleGen runs; the other root, SchemaImporter, runs no Beam and
     # may go before or after it (kfp.local, like Argo, goes on with other branches);
     # the exit handler runs last.
