@@ -120,6 +120,7 @@ def recorded_attempt(executor_input: dict[str, Any]) -> Iterator[AttemptOutcome]
         if isinstance(err, SystemExit):
             text = f"exited with code {err.code}"
         record(step_records.finish_attempt, step_records.FAILED, error=text[:MAX_ERROR_CHARS])
+        _remove_folder_markers(uris, executor_input)
         raise
     if outcome.exit_code:
         record(
@@ -131,3 +132,42 @@ def recorded_attempt(executor_input: dict[str, Any]) -> Iterator[AttemptOutcome]
         record(
             step_records.finish_attempt, step_records.SUCCEEDED, outputs=_outputs(executor_input)
         )
+    _remove_folder_markers(uris, executor_input)
+
+
+def written_locations(output_uris: list[str], executor_input: dict[str, Any]) -> list[str]:
+    """Where a step writes: its task directory (its outputs' parent) and every
+    s3:// location its outputs' metadata names (the Pusher's pushed version)."""
+    from kubeflow.steps.step_records import task_directory
+
+    named = [
+        value
+        for artifacts in _outputs(executor_input).values()
+        for artifact in artifacts
+        for value in artifact.metadata.values()
+        if isinstance(value, str) and value.startswith("s3://")
+    ]
+    return sorted({*(task_directory(uri) for uri in output_uris), *named})
+
+
+def _remove_folder_markers(output_uris: list[str], executor_input: dict[str, Any]) -> None:
+    """Removes the folder markers the attempt left where it wrote (pipeline.object_store
+    .remove_folder_markers says how tensorflow-io leaves them): a downstream step's
+    launcher would fail to download them. Never fails the step; says what is left."""
+    from absl import logging
+
+    from pipeline import object_store
+
+    locations = written_locations(output_uris, executor_input)
+    try:
+        removed = object_store.remove_folder_markers(locations)
+    except Exception as err:  # The step's own outcome stands; see the docstring.
+        logging.warning(
+            "Could not check %s for folder markers (%s): a step that downloads a marker "
+            "fails before it starts",
+            ", ".join(locations),
+            err,
+        )
+        return
+    if removed:
+        logging.info("Removed folder markers tensorflow-io left: %s", ", ".join(removed))

@@ -9,7 +9,7 @@ Three libraries touch artifact and data URIs, each with its own S3 client:
 * Beam's `FileSystems` (ExampleGen's CSV reads, every Beam step's writes) uses
   boto3, which reads `AWS_ENDPOINT_URL_S3`, `AWS_CA_BUNDLE`,
   `AWS_DEFAULT_REGION` and the same credentials.
-* The reachability check below, also boto3.
+* The reachability check and the folder-marker sweep below, also boto3.
 
 `minio://` is what KFP's own launcher calls a MinIO bucket; no TensorFlow or
 Beam filesystem knows that scheme, so it is refused with the spelling that
@@ -177,18 +177,9 @@ def check_reachable(uris: Iterable[str]) -> None:
     buckets = sorted({bucket_of(u) for u in uris if uri_scheme(u) == "s3"})
     if not buckets:
         return
-    import boto3
-    from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
 
-    client = boto3.client(
-        "s3",
-        config=Config(
-            connect_timeout=CONNECT_TIMEOUT_S,
-            read_timeout=READ_TIMEOUT_S,
-            retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
-        ),
-    )
+    client = _s3_client()
     for bucket in buckets:
         store = _store_name(bucket)
         try:
@@ -207,6 +198,71 @@ def check_reachable(uris: Iterable[str]) -> None:
                 "and that the store is reachable from here"
             ) from None
         _LOG.info("%s: reachable", store)
+
+
+def remove_folder_markers(uris: Iterable[str]) -> list[str]:
+    """Deletes the folder markers under each s3:// prefix in `uris`; returns the URIs removed.
+
+    A folder marker is a zero-byte key ending in "/". KFP's launcher cannot
+    download an input that holds one (kubeflow/pipelines#13476; docs/
+    object-stores.md, "Inputs the launcher downloads"), so a downstream step
+    would fail before it starts. tensorflow-io 0.37.1 can leave one wherever
+    `tf.io.gfile` creates a directory that already exists: its CreateDir
+    writes the marker exactly when the path exists (s3_filesystem.cc
+    L1036-1050 at v0.37.1), through a file whose `sync_needed` flag is never
+    initialized (L375, constructor L377-396), so whether Close uploads the
+    empty object (Sync, L439) depends on what memory held. Not reproducible
+    on demand; seen once in this project's executed S3 tests. Other keys,
+    empty files included, are kept. Local paths and gs:// are skipped.
+    """
+    prefixes = sorted({u.rstrip("/") + "/" for u in uris if uri_scheme(u) == "s3"})
+    if not prefixes:
+        return []
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    client = _s3_client()
+    removed = []
+    for prefix in prefixes:
+        bucket, _, key_prefix = prefix[len("s3://") :].partition("/")
+        try:
+            removed += _remove_markers(client, bucket, key_prefix)
+        except (BotoCoreError, ClientError) as err:
+            raise ObjectStoreError(f"{_store_name(bucket)}: {prefix}: {err}") from None
+    return removed
+
+
+def _remove_markers(client, bucket: str, key_prefix: str) -> list[str]:
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key_prefix)
+    markers = [
+        item["Key"]
+        for page in pages
+        for item in page.get("Contents", [])
+        if item["Key"].endswith("/") and item["Size"] == 0
+    ]
+    # delete_objects takes at most 1000 keys a request.
+    for start in range(0, len(markers), 1000):
+        batch = [{"Key": key} for key in markers[start : start + 1000]]
+        answer = client.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
+        if answer.get("Errors"):
+            failed = ", ".join(f"{e['Key']} ({e.get('Code', '?')})" for e in answer["Errors"])
+            raise ObjectStoreError(f"{_store_name(bucket)}: could not delete {failed}")
+    return [f"s3://{bucket}/{key}" for key in markers]
+
+
+def _s3_client():
+    """A boto3 S3 client with the bounded waits above, configured by the environment as it is
+    now (a session of its own: boto3's default session keeps the first credentials it read)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.session.Session().client(
+        "s3",
+        config=Config(
+            connect_timeout=CONNECT_TIMEOUT_S,
+            read_timeout=READ_TIMEOUT_S,
+            retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+        ),
+    )
 
 
 _CREDENTIALS_HINT = (

@@ -22,9 +22,11 @@ ROUTE_LAG_S, `progress_deadline_s`):
    `canaryTrafficPercent`, plus the InferenceService's annotations and labels:
    kserve v0.15.0 components/predictor.go L94-96, L399-418) makes a new
    revision `<name>-predictor-0000N`, which Knative's Configuration records as
-   `latestCreatedRevision` first (configuration reconciler; ConfigurationReady
-   goes Unknown: configuration_lifecycle.go SetLatestCreatedRevisionName).
-2. The revision becomes Ready, and only then `latestReadyRevision`, when TF
+   `latestCreatedRevision` first (knative v0.44.0 reconciler/configuration/
+   configuration.go L96; ConfigurationReady goes Unknown: apis/serving/v1/
+   configuration_lifecycle.go SetLatestCreatedRevisionName L76-82).
+2. The revision becomes Ready, and only then `latestReadyRevision`
+   (configuration.go findAndSetLatestReadyRevision L132, L139-157), when TF
    Serving loaded the model: the highest numbered version directory under
    `storageUri` (tests/tf_serving_standin.py), with a TF Serving release no
    older than the TensorFlow that wrote the SavedModel. The image is
@@ -32,10 +34,12 @@ ROUTE_LAG_S, `progress_deadline_s`):
    (config/runtimes/kustomization.yaml L19-21; utils.go UpdateImageTag
    L293-301). A runtime too old crashes the container, which fails the
    revision at once; a base path with no version makes TF Serving wait (only
-   a warning: file_system_storage_path_source.cc), so the revision fails
+   a warning: tensorflow/serving 2.16.1 sources/storage_path/
+   file_system_storage_path_source.cc L256-263), so the revision fails
    only at Knative's progress deadline. Knative's message is put on
    `PredictorConfigurationReady` (`Revision "X" failed with message: ...`,
-   configuration_lifecycle.go MarkLatestCreatedFailed) and `PredictorReady`;
+   configuration_lifecycle.go MarkLatestCreatedFailed L96-101; kserve v0.15.0
+   inference_service_status.go SetCondition L506-516) and `PredictorReady`;
    `LatestDeploymentReady` says only "PredictorConfigurationReady not ready".
 3. Traffic, as KServe renders it into the Knative Service
    (reconcilers/knative/ksvc_reconciler.go L128-160): with
@@ -50,11 +54,13 @@ ROUTE_LAG_S, `progress_deadline_s`):
    Unknown (knative service.go checkRoutesNotReady L175-200) and requests
    go by the old routes: a tag the ingress does not have yet answers 404.
 5. `latestRolledoutRevision` becomes the latest Ready revision once the
-   routed traffic gives it 100% (inference_service_status.go PropagateStatus).
+   routed traffic gives it 100% (kserve v0.15.0 inference_service_status.go
+   PropagateStatus L450-458).
 6. `status.url` appears once the Knative Service is Ready (configuration and
-   route) and is never cleared; `status.observedGeneration` is the Knative
-   Service's generation, which counts the rendered Knative Service's changes
-   (template and traffic), not the InferenceService's.
+   route: inference_service_status.go L480-488 at v0.15.0) and is never
+   cleared; `status.observedGeneration` is the Knative Service's generation
+   (L503), which counts the rendered Knative Service's changes (template and
+   traffic), not the InferenceService's.
 7. Deployment mode (`kserve_version` picks the release's rules): the
    annotation `serving.kserve.io/deploymentMode`, else the cluster's default
    (`default_mode`); 0.15 reads only Serverless, RawDeployment and
@@ -350,19 +356,19 @@ class KServeController:
             revision.message = "Initial scale was never achieved"
 
     def _desired_traffic(self, service: Service) -> list[tuple[str, int, str | None]]:
-        """KServe's traffic targets, with `latestRevision` resolved to latestReadyRevision."""
-        latest = service.latest_ready
-        if latest is None:
+        """The Knative Service's traffic as its Route resolves it: `latestRevision` to
+        latestReadyRevision, and no targets while no revision is Ready (knative v0.44.0
+        route/traffic/traffic.go addConfigurationTarget L354-377)."""
+        if service.latest_ready is None:
             return []
-        annotations = service.body["metadata"].get("annotations") or {}
-        tag = "latest" if annotations.get(TAG_ROUTING) == "true" else None
-        canary = service.body["spec"]["predictor"].get("canaryTrafficPercent")
-        if canary is not None and service.rolled_out:
-            targets = [(latest, canary, tag)]
-            if canary < 100:
-                targets.append((service.rolled_out, 100 - canary, "prev"))
-            return targets
-        return [(latest, 100, tag)]
+        return [
+            (
+                service.latest_ready if target.get("latestRevision") else target["revisionName"],
+                target["percent"],
+                target["tag"],
+            )
+            for target in self._ksvc_traffic(service)
+        ]
 
     def _ksvc_traffic(self, service: Service) -> list[dict[str, Any]]:
         """The Knative Service's spec.traffic as KServe writes it (ksvc_reconciler.go
@@ -374,7 +380,9 @@ class KServeController:
         if canary is not None and service.rolled_out:
             targets = [{"latestRevision": True, "percent": canary, "tag": tag}]
             if canary < 100:
-                targets.append({"revisionName": service.rolled_out, "percent": 100 - canary})
+                targets.append(
+                    {"revisionName": service.rolled_out, "percent": 100 - canary, "tag": "prev"}
+                )
             return targets
         return [{"latestRevision": True, "percent": 100, "tag": tag}]
 

@@ -451,6 +451,7 @@ def test_quantities_compile_as_kubernetes_reads_them():
     assert spec["memoryLimit"] == 2.0
 
 
+@pytest.mark.slow  # a `python -m kubeflow.compile` process: it imports TFX
 def test_compile_command_states_the_supported_backends(tmp_path):
     out = tmp_path / "pipeline.yaml"
     proc = subprocess.run(
@@ -468,6 +469,7 @@ def test_compile_command_states_the_supported_backends(tmp_path):
     assert out.exists()
 
 
+@pytest.mark.slow  # a `python -m kubeflow.compile` process: it imports TFX
 def test_compile_command_reports_a_bad_config_and_writes_nothing(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(_with("components.Trainer.resources", {"gpu": -2})))

@@ -13,8 +13,9 @@ import sys
 
 import pytest
 
+from kubeflow.step_attempt import written_locations
 from kubeflow.step_entrypoint import step_uris
-from pipeline.object_store import ObjectStoreError, check_uri
+from pipeline.object_store import ObjectStoreError, check_uri, remove_folder_markers
 from tests.conftest import REPO_ROOT, read_taxi_rows, write_csv
 from tests.s3_standin import s3_standin
 
@@ -123,3 +124,79 @@ def test_s3_data_roots_are_checked_like_local_ones(store, tmp_path, case, files,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert message in proc.stdout, proc.stdout
+
+
+def test_folder_markers_are_removed_and_every_other_key_kept(store, monkeypatch, tmp_path):
+    for name, value in store.shell_environment(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    client = store.client()
+    kept = ["sweep/run/Trainer/model/saved_model.pb", "sweep/run/Trainer/model/empty_file",
+            "sweep/elsewhere/"]  # fmt: skip
+    markers = ["sweep/run/Trainer/", "sweep/run/Trainer/model/", "sweep/run/Trainer/model/a/b/"]
+    for key in kept + markers:
+        client.put_object(Bucket="pipelines", Key=key, Body=b"x" if key.endswith(".pb") else b"")
+    # A non-empty key ending in "/" is data, not a marker.
+    client.put_object(Bucket="pipelines", Key="sweep/run/Trainer/odd/", Body=b"data")
+    kept.append("sweep/run/Trainer/odd/")
+
+    removed = remove_folder_markers(["s3://pipelines/sweep/run/Trainer", "/local/path"])
+
+    assert sorted(removed) == sorted(f"s3://pipelines/{key}" for key in markers)
+    assert sorted(store.keys("s3://pipelines/sweep/")) == sorted(kept)
+    assert remove_folder_markers(["s3://pipelines/sweep/run/Trainer"]) == []
+    assert remove_folder_markers(["/local/path", "gs://bucket/x"]) == []
+
+
+def test_a_delete_the_store_refuses_is_an_error_naming_the_store(store, monkeypatch, tmp_path):
+    for name, value in store.shell_environment(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+    with pytest.raises(
+        ObjectStoreError,
+        match=r"object store http://127\.0\.0\.1:\d+, bucket "
+        r"'pipelines': s3://pipelines/sweep/: .*SignatureDoesNotMatch",
+    ):
+        remove_folder_markers(["s3://pipelines/sweep"])
+
+
+def test_a_step_writes_in_its_task_directory_and_where_its_outputs_metadata_points(tmp_path):
+    output_file = tmp_path / "executor_output.json"
+    output_file.write_text(json.dumps({"artifacts": {"pushed_model": {"artifacts": [{
+        "uri": "s3://b/run/Pusher/pushed_model",
+        "metadata": {"pushed_destination": "s3://serving/taxi/17", "pushed": 1, "x": "local"},
+    }]}}}))  # fmt: skip
+    executor_input = {"outputs": {"outputFile": str(output_file)}}
+    uris = ["s3://b/run/Pusher/pushed_model", "s3://b/run/Pusher/executor-logs"]
+    assert written_locations(uris, executor_input) == ["s3://b/run/Pusher", "s3://serving/taxi/17"]
+
+
+@pytest.mark.slow
+def test_an_attempt_removes_the_folder_markers_left_in_its_outputs(store, tmp_path):
+    """As tensorflow-io may leave them (pipeline.object_store.remove_folder_markers):
+    the attempt ends with none under its task directory, its files and record kept."""
+    task = "s3://pipelines/attempt/run/Transform"
+    executor_input = {"outputs": {
+        "artifacts": {"transform_graph": {"artifacts": [{"uri": f"{task}/transform_graph"}]}},
+        "outputFile": str(tmp_path / "executor_output.json"),
+    }}  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c",
+         "import json, sys, boto3\n"
+         "from tfx.dsl.io import fileio\n"
+         "from pipeline.object_store import exit_process, register_filesystems\n"
+         "from kubeflow.step_attempt import recorded_attempt\n"
+         "register_filesystems()\n"
+         "with recorded_attempt(json.loads(sys.argv[1])):\n"
+         "    with fileio.open(sys.argv[2] + '/transform_graph/graph.pb', 'w') as f: f.write('g')\n"
+         "    for key in ('attempt/run/Transform/', 'attempt/run/Transform/transform_graph/'):\n"
+         "        boto3.client('s3').put_object(Bucket='pipelines', Key=key, Body=b'')\n"
+         "exit_process(0)", json.dumps(executor_input), task],
+        cwd=REPO_ROOT, env=store.shell_environment(tmp_path), capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert store.folder_markers("s3://pipelines/attempt/") == []
+    assert sorted(store.keys("s3://pipelines/attempt/")) == [
+        "attempt/run/Transform/step_record.json",
+        "attempt/run/Transform/transform_graph/graph.pb",
+    ]

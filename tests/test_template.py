@@ -307,6 +307,7 @@ def test_an_update_brings_the_templates_fix_and_keeps_the_forks_edits(tmp_path, 
     assert "churn-risk" in run.stdout
 
 
+@pytest.mark.slow  # `copier update` renders the template twice and merges with git
 def test_a_fork_that_edited_a_template_file_gets_conflict_markers_there_only(tmp_path):
     template = make_template_repo(tmp_path / "template")
     project = copy_project(template, tmp_path / "fork")

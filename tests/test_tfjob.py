@@ -177,6 +177,7 @@ def test_the_pod_engine_ignores_the_tfjob_sections_needs():
         checked(settings_with(**{"config_variant": "gpu_1x"}))
 
 
+@pytest.mark.slow  # a `python -m kubeflow.compile` process: it imports TFX
 def test_compile_refuses_a_tfjob_with_a_single_replica_strategy(tmp_path):
     raw = copy.deepcopy(RAW_SETTINGS)
     raw["training"]["engine"] = "tfjob"

@@ -134,8 +134,8 @@ class Rollout:
         existing = self.cluster.get_service(self.namespace, self.name)
         if existing is None:
             return self._first(None)
-        self._check_mode(existing)
         status = PredictorStatus.of(existing)
+        self._check_mode(existing, status)
         rolled_out = self._rolled_out(existing, status)
         if rolled_out is None:
             return self._first(status)
@@ -149,8 +149,7 @@ class Rollout:
             )
         return self._canary(status, rolled_out)
 
-    def _check_mode(self, existing: Mapping[str, Any]) -> None:
-        status = PredictorStatus.of(existing)
+    def _check_mode(self, existing: Mapping[str, Any], status: PredictorStatus) -> None:
         mode = (
             manifest.metadata_annotations(existing).get(manifest.DEPLOYMENT_MODE_ANNOTATION)
             or status.deployment_mode

@@ -86,13 +86,14 @@ class StepRecord:
         )
 
 
-def _parent(uri: str) -> str:
-    return uri.rstrip("/").rsplit("/", 1)[0]
+def task_directory(output_uri: str) -> str:
+    """The directory KFP gives a task, which holds its outputs: an output URI's parent."""
+    return output_uri.rstrip("/").rsplit("/", 1)[0]
 
 
 def record_path(output_uris: list[str]) -> str | None:
     """Where a step with these output artifacts keeps its record; None without outputs."""
-    return f"{_parent(sorted(output_uris)[0])}/{RECORD_FILE}" if output_uris else None
+    return f"{task_directory(sorted(output_uris)[0])}/{RECORD_FILE}" if output_uris else None
 
 
 def read_record(path: str) -> StepRecord | None:
