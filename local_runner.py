@@ -1,4 +1,4 @@
-"""Runs the pipeline on this machine: TFX's launcher per component, SQLite ML Metadata.
+"""Runs the pipeline on this machine: TFX's launcher per step, SQLite ML Metadata.
 
     python local_runner.py                      # embedded Chicago taxi sample and task
     python local_runner.py --data-root DIR --schema-dir SCHEMA_DIR --output-dir OUT
@@ -35,7 +35,7 @@ EXIT_INTERRUPTED = 130
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description="Run the TFX pipeline locally (TFX's launcher per component, SQLite metadata)."
+        description="Run the TFX pipeline locally (TFX's launcher per step, SQLite metadata)."
     )
     parser.add_argument(
         "--data-root",
@@ -58,7 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--train-steps", type=int, help="training steps (default from config)")
     parser.add_argument("--eval-steps", type=int, help="validation steps (default from config)")
     parser.add_argument(
-        "--no-cache", action="store_true", help="re-run every component instead of reusing results"
+        "--no-cache", action="store_true", help="re-run every step instead of reusing results"
     )
     parser.add_argument(
         "--config",
@@ -74,7 +74,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--sequential",
         action="store_true",
-        help="run one component at a time in this process, as TFX's LocalDagRunner does "
+        help="run one step at a time in this process, as TFX's LocalDagRunner does "
         "(default: a second process runs data validation beside Transform)",
     )
     parser.add_argument(

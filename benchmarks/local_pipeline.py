@@ -13,7 +13,7 @@ repository so the inner-loop edit below never touches the checkout.
 Each round runs ours, then the anchor (the order alternates between rounds),
 every run in a fresh process on a fresh output directory with no cache. Wall
 time is from spawning the process to its exit, Python start-up and imports
-included, as a user waits for them. Per-component times come from ML
+included, as a user waits for them. Per-step times come from ML
 Metadata; eval accuracy is TFMA's on the eval split (CsvExampleGen's split is
 a content hash, so both see the same rows).
 
@@ -53,7 +53,7 @@ RETRAINED = ("DataDriftGate", "Trainer", "LatestServedModel", "Evaluator", "Push
 
 
 def _summary(metadata_path: Path, pipeline_name: str, run_dir: Path) -> dict:
-    """Component states and times and eval metrics of the newest run in a store.
+    """Step states and times and eval metrics of the newest run in a store.
 
     Artifact URIs may be relative to the directory the pipeline ran in (the
     anchor's are), so read from there, after importing our own modules (the
@@ -66,7 +66,7 @@ def _summary(metadata_path: Path, pipeline_name: str, run_dir: Path) -> dict:
         "os.chdir(sys.argv[3])\n"
         "s = summarize_latest_run(metadata.sqlite_metadata_connection_config(sys.argv[1]),"
         " sys.argv[2])\n"
-        "print(json.dumps({'components': {c.node_id: [c.state, c.seconds] for c in s.components},"
+        "print(json.dumps({'steps': {r.step_id: [r.state, r.seconds] for r in s.steps},"
         " 'metrics': s.metrics, 'blessed': s.blessed,"
         " 'pushed': s.pushed_destination}))\n"
     )
@@ -157,7 +157,7 @@ def run_ours(copy: Path, out: Path) -> tuple[dict, dict]:
         rerun |= _summary(out / "metadata.sqlite", OUR_PIPELINE, copy)
     finally:
         model_py.write_text(original)
-    ran = {node for node, (state, _) in rerun["components"].items() if state == "complete"}
+    ran = {step for step, (state, _) in rerun["steps"].items() if state == "complete"}
     if ran != set(RETRAINED):
         raise SystemExit(f"after a model-only edit, expected {RETRAINED} to run, got {sorted(ran)}")
     return cold, rerun
@@ -184,7 +184,7 @@ def run_native_keras(workdir: Path) -> dict:
     return {"wall": wall, **_summary(out / "m.db", "native_keras", workdir)}
 
 
-# Component ids differ between the DAGs; group them for the table.
+# Step ids differ between the DAGs; group them for the table.
 _GROUPS = {
     "ExampleGen": ("CsvExampleGen",),
     "StatisticsGen": ("StatisticsGen",),
@@ -206,7 +206,7 @@ def _seconds(runs: list[dict], ids: tuple[str, ...] | None = None) -> str:
     def one(run: dict) -> float:
         if ids is None:
             return run["wall"]
-        return sum(seconds for node, (_, seconds) in run["components"].items() if node in ids)
+        return sum(seconds for step, (_, seconds) in run["steps"].items() if step in ids)
 
     values = [one(r) for r in runs]
     shown = " / ".join(f"{v:.1f}" for v in values)

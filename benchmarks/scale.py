@@ -13,7 +13,7 @@ that is the check of the threshold.
 
 For each size, `local_runner.py --data-root DIR --no-report` runs in a fresh
 process on a fresh output directory (its defaults: Beam mode chosen by size).
-Per-component seconds come from ML Metadata. Peak memory, sampled twice a
+Per-step seconds come from ML Metadata. Peak memory, sampled twice a
 second over the runner and all its child processes: the sum of their
 proportional set sizes (what the machine gives them: a shared page counts
 once in all), and in brackets the sum of their resident sizes (which counts
@@ -59,7 +59,7 @@ SAMPLE = DATA_ROOT / "data.csv"
 BASE_SIZES = (15_000, 150_000, 1_500_000)
 ANCHOR_ROWS = 150_000
 EVAL_BATCH = 8192
-COMPONENTS = ("CsvExampleGen", "StatisticsGen", "Transform", "Trainer", "Evaluator")
+STEPS = ("CsvExampleGen", "StatisticsGen", "Transform", "Trainer", "Evaluator")
 
 
 def write_rows(path: Path, rows: int) -> int:
@@ -250,13 +250,13 @@ def floors(csv: Path, out: Path, workdir: Path) -> dict:
     }
 
 
-def _component(run: dict, node: str) -> float:
-    return run["components"].get(node, [None, float("nan")])[1]
+def _step_seconds(run: dict, step: str) -> float:
+    return run["steps"].get(step, [None, float("nan")])[1]
 
 
 def table(results: list[dict], anchor: dict | None) -> str:
     rows: list[tuple[str, ...]] = [
-        ("rows", "CSV MB", "Beam", "wall s", "rows/s", *COMPONENTS, "peak GB (RSS sum)", "accuracy",
+        ("rows", "CSV MB", "Beam", "wall s", "rows/s", *STEPS, "peak GB (RSS sum)", "accuracy",
          "ExampleGen floor s", "Evaluator floor s", "ExampleGen / floor", "Evaluator / floor")
     ]  # fmt: skip
     for r in results:
@@ -268,13 +268,13 @@ def table(results: list[dict], anchor: dict | None) -> str:
                 run["beam_mode"] + (" (forced)" if r.get("forced") else ""),
                 f"{run['wall']:.0f}",
                 f"{r['rows'] / run['wall']:,.0f}",
-                *(f"{_component(run, c):.1f}" for c in COMPONENTS),
+                *(f"{_step_seconds(run, c):.1f}" for c in STEPS),
                 f"{run['peak'] / 1e9:.2f} ({run['peak_rss'] / 1e9:.2f})",
                 f"{run['metrics'].get('binary_accuracy', float('nan')):.4f}",
                 f"{floor['example_gen']:.2f} (parse {floor['parse']:.2f})",
                 f"{floor['evaluator']:.2f} ({floor['eval_rows']:,.0f} rows)",
-                f"{_component(run, 'CsvExampleGen') / floor['example_gen']:.1f}x",
-                f"{_component(run, 'Evaluator') / floor['evaluator']:.1f}x",
+                f"{_step_seconds(run, 'CsvExampleGen') / floor['example_gen']:.1f}x",
+                f"{_step_seconds(run, 'Evaluator') / floor['evaluator']:.1f}x",
             )
         )
     if anchor is not None:
@@ -286,7 +286,7 @@ def table(results: list[dict], anchor: dict | None) -> str:
                 "",
                 f"{anchor['wall']:.0f}",
                 f"{ANCHOR_ROWS / anchor['wall']:,.0f}",
-                *(f"{_component(anchor, c):.1f}" for c in COMPONENTS),
+                *(f"{_step_seconds(anchor, c):.1f}" for c in STEPS),
                 f"{anchor['peak'] / 1e9:.2f} ({anchor['peak_rss'] / 1e9:.2f})",
                 f"{anchor['metrics'].get('binary_accuracy', float('nan')):.4f}",
                 f"ratio ours / template: {ours['wall'] / anchor['wall']:.2f}x",

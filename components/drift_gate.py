@@ -25,7 +25,7 @@ waits for this step, so nothing is trained or pushed; the error names the
 feature, the measure, the value and the threshold. `warn` only reports. With
 nothing served, or a served version without statistics, the step passes and
 says so. It reads state outside the pipeline, so it never comes from cache
-(pipeline.pipeline.UNCACHED_NODES).
+(`cached=False` in pipeline/steps.py).
 """
 
 # No `from __future__ import annotations`: the @component decorator reads

@@ -10,8 +10,8 @@ Model artifact. With nothing served yet it emits an empty artifact marked
 baseline" (so only absolute thresholds apply, as on a first run).
 
 It reads state outside the pipeline, so it must never be served from cache:
-`pipeline.pipeline.UNCACHED_NODES` lists it and both runners switch caching
-off for it.
+its entry in pipeline/steps.py says `cached=False`, and both runners switch
+caching off for it.
 """
 
 # No `from __future__ import annotations`: the @component decorator reads

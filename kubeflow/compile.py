@@ -6,15 +6,16 @@ The DAG is the same `create_pipeline(...)` that runs locally. TFX's
 KubeflowV2DagRunner writes the pipeline spec (schema 2.1.0); this module then
 adds what TFX leaves out, in the form today's KFP SDK writes it:
 
-* per-component CPU/memory/accelerator requests and limits on every container
+* per-step CPU/memory/accelerator requests and limits on every container
   step, ExampleGen and the schema importer included;
 * the Kubernetes platform section (node selectors, tolerations) that KFP reads,
   as `kfp.kubernetes.add_node_selector` / `add_toleration` produce it;
 * defaults for the runtime parameters (`data_root`, `train_args`) and the
   pipeline root;
 * caching switched off for steps that read or change state outside the
-  pipeline (`kubeflow.pipeline_steps.UNCACHED_STEPS`: the input snapshot, the
-  drift gate, the served-model lookup, the Deploy step);
+  pipeline (`cached=False` in the step registry, pipeline/steps.py and
+  kubeflow/pipeline_steps.py: the input snapshot, the drift gate, the
+  served-model lookup, the Deploy step);
 * retries (`retryPolicy`) per step, from the `retries:` settings
   (kubeflow/settings/retries.py);
 * with `training.engine: tfjob`, the Trainer as kubeflow/tfjob/'s
@@ -74,6 +75,7 @@ from kubeflow.tfx_spec import (
     pass_parameters_into_sub_dags,
     type_final_status_parameters,
 )
+from pipeline.steps import DAG_STEPS, TRAINER
 
 # The project checkout this module compiles from: schema_dir is relative to it.
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -152,11 +154,11 @@ def secret_as_env(object_store: ObjectStore | None) -> list[dict[str, Any]]:
     ]
 
 
-def beam_args_for(settings: KubeflowSettings, component_id: str) -> list[str]:
+def beam_args_for(settings: KubeflowSettings, step_id: str) -> list[str]:
     """The Beam step's engine arguments; with an S3 store, what its workers need to reach it."""
     from pipeline.object_store import BEAM_PLUGIN_MODULE
 
-    engine = settings.beam_for(component_id)
+    engine = settings.beam_for(step_id)
     args = engine.pipeline_args(settings.image)
     if settings.object_store is not None:
         args.append(f"--beam_plugins={BEAM_PLUGIN_MODULE}")
@@ -175,7 +177,7 @@ def build_tfx_pipeline(settings: KubeflowSettings):
 
     from kubeflow.pipeline_steps import KubeflowSteps
     from pipeline.config import variant
-    from pipeline.pipeline import BEAM_COMPONENT_IDS, TRAINER, create_pipeline
+    from pipeline.pipeline import create_pipeline
     from schemas import load_schema_dir
 
     check_beam_options(settings)
@@ -208,8 +210,8 @@ def build_tfx_pipeline(settings: KubeflowSettings):
         enable_cache=config.enable_cache,
         # Each Beam step gets exactly its engine's arguments (`beam:` settings).
         beam_pipeline_args=(),
-        beam_pipeline_args_by_component={
-            cid: beam_args_for(settings, cid) for cid in BEAM_COMPONENT_IDS
+        beam_pipeline_args_by_step={
+            step: beam_args_for(settings, step) for step in DAG_STEPS.beam_ids
         },
         # An input snapshot first, the Trainer on a TFJob where set, the run report last.
         runner_steps=KubeflowSteps(tfjob=tfjob_spec(settings), serving=settings.serving),
@@ -218,8 +220,6 @@ def build_tfx_pipeline(settings: KubeflowSettings):
 
 def step_deadlines(settings: KubeflowSettings) -> dict[str, int]:
     """Seconds each step may run, for the steps whose settings bound it."""
-    from pipeline.pipeline import TRAINER
-
     trainer = settings.training.step_deadline()
     return {} if trainer is None else {TRAINER: trainer}
 
@@ -279,7 +279,7 @@ def check_beam_options(settings: KubeflowSettings) -> None:
     """Fails on a Beam option this Beam does not know, naming the setting that holds it."""
     known = known_beam_options()
     engines = [("beam.defaults", settings.default_beam)] + [
-        (f"beam.components.{cid}", engine) for cid, engine in sorted(settings.beam.items())
+        (f"beam.components.{step}", engine) for step, engine in sorted(settings.beam.items())
     ]
     for where, engine in engines:
         for name in engine.options:
@@ -389,23 +389,18 @@ def complete_spec(
 
 
 def compile_pipeline(settings: KubeflowSettings) -> tuple[dict[str, Any], dict[str, Any]]:
-    from kubeflow.pipeline_steps import UNCACHED_STEPS, create_run_status_step
+    from kubeflow.pipeline_steps import KUBEFLOW_STEPS, create_run_status_step
 
     dag = build_tfx_pipeline(settings)
     tfx_spec = _tfx_pipeline_spec(dag, settings.image, create_run_status_step(dag))
-    return complete_spec(tfx_spec, settings, UNCACHED_STEPS, step_deadlines(settings))
+    return complete_spec(tfx_spec, settings, KUBEFLOW_STEPS.uncached_ids, step_deadlines(settings))
 
 
-def pipeline_beam_component_ids() -> set[str]:
-    from pipeline.pipeline import BEAM_COMPONENT_IDS
+def pipeline_step_ids() -> set[str]:
+    """Every step of a Kubeflow run: the ids the settings may name."""
+    from kubeflow.pipeline_steps import KUBEFLOW_STEPS
 
-    return set(BEAM_COMPONENT_IDS)
-
-
-def pipeline_component_ids() -> set[str]:
-    from kubeflow.pipeline_steps import STEP_IDS
-
-    return set(STEP_IDS)
+    return set(KUBEFLOW_STEPS.ids)
 
 
 def pipeline_retry_roles() -> RetryRoles:
@@ -435,8 +430,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings(
             args.config,
-            pipeline_component_ids(),
-            pipeline_beam_component_ids(),
+            pipeline_step_ids(),
+            set(DAG_STEPS.beam_ids),
             pipeline_retry_roles(),
         )
         spec, platform = compile_pipeline(settings)

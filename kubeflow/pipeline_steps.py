@@ -15,9 +15,11 @@ Kubeflow, `KubeflowSteps`:
   Kubeflow DAG, so a step writes the report the local runner writes itself.
 
 `create_run_status_step` is the exit handler (kubeflow/steps/run_status.py),
-which KFP runs after the DAG however it ended. This module also holds the
-Kubeflow policies that name the DAG's steps: which never retry, which retry
-by default, and which run every time.
+which KFP runs after the DAG however it ended. This module also declares
+the steps only Kubeflow has, in the shape of the DAG's own
+(pipeline/steps.py); `KUBEFLOW_STEPS`, both together, is what the settings
+may name, what retries by default or never, what runs every time, and what
+fills the run reports.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 from google.protobuf import json_format
@@ -43,56 +44,50 @@ from kubeflow.steps.run_report import RunReport
 from kubeflow.steps.run_status import RunStatus
 from kubeflow.tfjob.component import TFJobTrainer
 from kubeflow.tfjob.spec import TFJobSpec
-from pipeline import pipeline as dag
-from pipeline.runner_steps import DagNodes, FirstSteps, RunnerSteps
+from pipeline.runner_steps import DagSteps, FirstSteps, RunnerSteps
+from pipeline.steps import DAG_STEPS, EXAMPLE_GEN, PUSHER, Retry, Step, Steps
 from trainer.dataset import DatasetSpec
 
 # Stable ids of the steps only Kubeflow has.
 INPUT_SNAPSHOT = "InputSnapshot"
-RUN_REPORT = "RunReport"
 DEPLOY = "Deploy"
-# The exit handler: not one of the DAG's nodes, but a task of the spec's root.
+RUN_REPORT = "RunReport"
+# The exit handler: not one of the DAG's steps, but a task of the spec's root.
 RUN_STATUS = "RunStatus"
-KUBEFLOW_STEP_IDS = (INPUT_SNAPSHOT, DEPLOY, RUN_REPORT, RUN_STATUS)
-# Every step the settings may name (`components:`, `retries.components:`).
-STEP_IDS = (*dag.COMPONENT_IDS, *KUBEFLOW_STEP_IDS)
-
-# Steps that read state outside the pipeline and so must run every time: the
-# input data, the InferenceService, and what the shared DAG already marks (the
-# serving directory).
-UNCACHED_STEPS = (INPUT_SNAPSHOT, DEPLOY, *dag.UNCACHED_NODES)
-
-# Retries (kubeflow/settings/retries.py). By default the steps whose failures
-# are mostly infrastructure (an object store that timed out, a node that went
-# away; which of them Argo retries: docs/kubeflow-operations.md) retry; the
-# gates, which fail on data only, never may.
-RETRIED_BY_DEFAULT = (*dag.BEAM_COMPONENT_IDS, dag.TRAINER)
-NEVER_RETRIED = MappingProxyType(
-    {
-        dag.DATA_GATE: "it fails on the data's anomalies, which a retry reads again unchanged",
-        dag.DRIFT_GATE: "it fails on the data's drift, which a retry measures again unchanged",
-        DEPLOY: "it rolls a failed version back, and a retry would roll the same version out again",
-    }
+# The input snapshot and Deploy read state outside the pipeline (the input
+# data, the InferenceService), so they run every time.
+KUBEFLOW_ONLY_STEPS = Steps(
+    (
+        Step(INPUT_SNAPSHOT, (SNAPSHOT_KEY,), cached=False),
+        Step(
+            DEPLOY,
+            ("deployment",),
+            cached=False,
+            retry=Retry.never(
+                "it rolls a failed version back, and a retry would roll the same version out again"
+            ),
+            report={"deployment": "deployment"},
+        ),
+        Step(RUN_REPORT, ("report", "metrics")),
+        Step(RUN_STATUS, ("report",)),
+    )
 )
+# Every step of a Kubeflow run: what the settings may name (`components:`,
+# `retries.components:`).
+KUBEFLOW_STEPS = DAG_STEPS + KUBEFLOW_ONLY_STEPS
 RETRY_ROLES = RetryRoles(
-    retried_by_default=frozenset(RETRIED_BY_DEFAULT), never_retried=dict(NEVER_RETRIED)
+    retried_by_default=frozenset(KUBEFLOW_STEPS.retried_by_default),
+    never_retried=dict(KUBEFLOW_STEPS.never_retried),
 )
 
-# Which output of which node fills each part of a run report
-# (the fields of ArtifactUris and RunOutputs, components/report/), for the exit handler.
-REPORT_OUTPUTS = MappingProxyType(
-    {
-        "examples": (dag.EXAMPLE_GEN, "examples"),
-        "statistics": (dag.STATISTICS_GEN, "statistics"),
-        "anomalies": (dag.EXAMPLE_VALIDATOR, "anomalies"),
-        "drift": (dag.DRIFT_GATE, "drift"),
-        "model_run": (dag.TRAINER, "model_run"),
-        "evaluation": (dag.EVALUATOR, "evaluation"),
-        "blessing": (dag.EVALUATOR, "blessing"),
-        "baseline": (dag.BASELINE, "baseline_model"),
-        "pushed": (dag.PUSHER, "pushed_model"),
+
+def report_outputs(step_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """Report field -> (step id, output key), for the steps among `step_ids`."""
+    return {
+        field: (step, key)
+        for field, (step, key) in KUBEFLOW_STEPS.report_outputs.items()
+        if step in step_ids
     }
-)
 
 
 @dataclass(frozen=True)
@@ -129,30 +124,22 @@ class KubeflowSteps(RunnerSteps):
             custom_config=custom_config | self.tfjob.to_custom_config(), **trainer_args
         )
 
-    def after(self, nodes: DagNodes) -> Sequence[BaseComponent]:
+    def after(self, dag: DagSteps) -> Sequence[BaseComponent]:
         steps: list[BaseComponent] = []
-        deployment = None
         if self.serving is not None:
-            deploy = Deploy(
-                pushed_model=nodes.pusher.outputs["pushed_model"],
-                examples=nodes.example_gen.outputs["examples"],
-                serving=json.dumps(self.serving.to_json(), sort_keys=True),
-            ).with_id(DEPLOY)
-            steps.append(deploy)
-            deployment = deploy.outputs["deployment"]
+            steps.append(
+                Deploy(
+                    pushed_model=dag[PUSHER].outputs["pushed_model"],
+                    examples=dag[EXAMPLE_GEN].outputs["examples"],
+                    serving=json.dumps(self.serving.to_json(), sort_keys=True),
+                ).with_id(DEPLOY)
+            )
+        built = DagSteps(dag.pipeline_name, dag.built + tuple(steps))
+        # RunReport names each input after the output key that fills it.
         report = RunReport(
-            examples=nodes.example_gen.outputs["examples"],
-            statistics=nodes.statistics_gen.outputs["statistics"],
-            drift=nodes.drift_gate.outputs["drift"],
-            anomalies=nodes.example_validator.outputs["anomalies"],
-            model_run=nodes.trainer.outputs["model_run"],
-            evaluation=nodes.evaluator.outputs["evaluation"],
-            blessing=nodes.evaluator.outputs["blessing"],
-            baseline_model=nodes.baseline.outputs["baseline_model"],
-            pushed_model=nodes.pusher.outputs["pushed_model"],
-            pipeline_name=nodes.pipeline_name,
-            component_ids=json.dumps([c.id for c in nodes.components] + [s.id for s in steps]),
-            deployment=deployment,
+            pipeline_name=built.pipeline_name,
+            component_ids=json.dumps(list(built.ids)),
+            **{key: built[step].outputs[key] for step, key in report_outputs(built.ids).values()},
         ).with_id(RUN_REPORT)
         return (*steps, report)
 
@@ -163,12 +150,13 @@ def create_run_status_step(pipeline: Pipeline) -> BaseComponent:
     KFP runs it after the DAG has ended, however it ended; it takes no
     artifacts, so it is handed the DAG's shape and finds what each step
     recorded (kubeflow/steps/run_status.py). Pass it to the Kubeflow V2
-    runner's `set_exit_handler`; it is not one of the DAG's nodes.
+    runner's `set_exit_handler`; it is not one of the DAG's steps.
     """
+    order = [c.id for c in pipeline.components]
     steps = {
-        "order": [c.id for c in pipeline.components],
+        "order": order,
         "upstream": {c.id: sorted(n.id for n in c.upstream_nodes) for c in pipeline.components},
-        "outputs": {role: list(source) for role, source in REPORT_OUTPUTS.items()},
+        "outputs": {role: list(source) for role, source in report_outputs(order).items()},
     }
     return RunStatus(
         final_status=FinalStatusStr(),

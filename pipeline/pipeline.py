@@ -34,7 +34,21 @@ from components.example_gen import CsvExampleGen
 from components.pusher import Pusher
 from components.served_model import LatestServedModel
 from pipeline import fingerprint
-from pipeline.runner_steps import DagNodes, RunnerSteps
+from pipeline.runner_steps import DagSteps, RunnerSteps
+from pipeline.steps import (
+    BASELINE,
+    DAG_STEPS,
+    DATA_GATE,
+    DRIFT_GATE,
+    EVALUATOR,
+    EXAMPLE_GEN,
+    EXAMPLE_VALIDATOR,
+    PUSHER,
+    SCHEMA_IMPORTER,
+    STATISTICS_GEN,
+    TRAINER,
+    TRANSFORM,
+)
 from trainer.config import TrainerConfig
 from trainer.dataset import LABEL_KEY, DatasetSpec
 from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
@@ -43,38 +57,6 @@ from trainer.preprocessing import FORCE_TF_COMPAT_V1, preprocessing_fn
 from trainer.run import EXAMPLES_KEY as TRAINER_EXAMPLES_KEY
 from trainer.run import run_fn
 
-# Stable node ids: metadata, caching and the Kubeflow spec all key on them.
-EXAMPLE_GEN = "CsvExampleGen"
-STATISTICS_GEN = "StatisticsGen"
-SCHEMA_IMPORTER = "SchemaImporter"
-EXAMPLE_VALIDATOR = "ExampleValidator"
-DATA_GATE = "DataValidationGate"
-DRIFT_GATE = "DataDriftGate"
-TRANSFORM = "Transform"
-TRAINER = "Trainer"
-BASELINE = "LatestServedModel"
-EVALUATOR = "Evaluator"
-PUSHER = "Pusher"
-COMPONENT_IDS = (
-    EXAMPLE_GEN,
-    STATISTICS_GEN,
-    SCHEMA_IMPORTER,
-    EXAMPLE_VALIDATOR,
-    DATA_GATE,
-    DRIFT_GATE,
-    TRANSFORM,
-    TRAINER,
-    BASELINE,
-    EVALUATOR,
-    PUSHER,
-)
-# Nodes that run a Beam pipeline (TFX's BaseBeamComponent): each can get its
-# own Beam engine on Kubeflow (kubeflow/pipeline.yaml, `beam:`).
-BEAM_COMPONENT_IDS = (EXAMPLE_GEN, STATISTICS_GEN, TRANSFORM, EVALUATOR)
-# Nodes that read state outside the pipeline and so must run every time: the
-# served model's training statistics, and the serving directory.
-UNCACHED_NODES = (DRIFT_GATE, BASELINE)
-
 
 def function_path(fn: Callable) -> str:
     """`module.function` for a function TFX must import by name at run time."""
@@ -82,7 +64,7 @@ def function_path(fn: Callable) -> str:
 
 
 def code_fingerprint_config(fn: Callable) -> dict[str, str]:
-    """`custom_config` entry that ties a component's cache key to the code `fn` runs."""
+    """`custom_config` entry that ties a step's cache key to the code `fn` runs."""
     return {fingerprint.CUSTOM_CONFIG_KEY: fingerprint.code_fingerprint(fn)}
 
 
@@ -189,7 +171,7 @@ def create_pipeline(
     enable_cache: bool,
     beam_pipeline_args: Sequence[str] = (),
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
-    beam_pipeline_args_by_component: Mapping[str, Sequence[str]] | None = None,
+    beam_pipeline_args_by_step: Mapping[str, Sequence[str]] | None = None,
     materialize_transform: bool = True,
     runner_steps: RunnerSteps | None = None,
 ) -> Pipeline:
@@ -206,8 +188,8 @@ def create_pipeline(
     `train_steps` parameter must be a str parameter holding TrainArgs JSON,
     `{"num_steps": N}` (see kubeflow/compile.py).
 
-    `beam_pipeline_args_by_component` adds Beam arguments to single Beam steps
-    (ids in BEAM_COMPONENT_IDS), after the pipeline-wide `beam_pipeline_args`:
+    `beam_pipeline_args_by_step` adds Beam arguments to single Beam steps
+    (`DAG_STEPS.beam_ids`, pipeline/steps.py), after the pipeline-wide `beam_pipeline_args`:
     one step on Dataflow, say, while the others run in their own pod.
 
     `materialize_transform=False`: Transform writes its graph but no
@@ -220,15 +202,15 @@ def create_pipeline(
     `kubeflow.pipeline_steps.KubeflowSteps`.
     """
     runner_steps = runner_steps or RunnerSteps()
-    per_component_beam_args = dict(beam_pipeline_args_by_component or {})
-    not_beam = sorted(set(per_component_beam_args) - set(BEAM_COMPONENT_IDS))
+    per_step_beam_args = dict(beam_pipeline_args_by_step or {})
+    not_beam = sorted(set(per_step_beam_args) - set(DAG_STEPS.beam_ids))
     if not_beam:
         raise ValueError(
-            f"beam_pipeline_args_by_component: {not_beam} run no Beam; "
-            f"the Beam steps are {list(BEAM_COMPONENT_IDS)}"
+            f"beam_pipeline_args_by_step: {not_beam} run no Beam; "
+            f"the Beam steps are {list(DAG_STEPS.beam_ids)}"
         )
     first = runner_steps.before_example_gen(data_root=data_root, dataset=dataset)
-    components = list(first.steps)
+    steps = list(first.steps)
     example_gen = CsvExampleGen(
         input_base=data_root,
         input_pattern=dataset.input.pattern,
@@ -329,7 +311,7 @@ def create_pipeline(
         ),
     ).with_id(PUSHER)
 
-    components += [
+    steps += [
         example_gen,
         statistics_gen,
         schema_importer,
@@ -342,30 +324,14 @@ def create_pipeline(
         evaluator,
         pusher,
     ]
-    for component in components:
-        if component.id in per_component_beam_args:
-            component.with_beam_pipeline_args(list(per_component_beam_args[component.id]))
-    components += runner_steps.after(
-        DagNodes(
-            pipeline_name=dataset.name,
-            example_gen=example_gen,
-            statistics_gen=statistics_gen,
-            schema_importer=schema_importer,
-            example_validator=example_validator,
-            data_gate=data_gate,
-            drift_gate=drift_gate,
-            transform=transform,
-            trainer=trainer,
-            baseline=baseline,
-            evaluator=evaluator,
-            pusher=pusher,
-            components=tuple(components),
-        )
-    )
+    for step in steps:
+        if step.id in per_step_beam_args:
+            step.with_beam_pipeline_args(list(per_step_beam_args[step.id]))
+    steps += runner_steps.after(DagSteps(pipeline_name=dataset.name, built=tuple(steps)))
     return Pipeline(
         pipeline_name=dataset.name,
         pipeline_root=pipeline_root,
-        components=components,
+        components=steps,
         enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=list(beam_pipeline_args),

@@ -9,7 +9,7 @@ points while it builds:
   data);
 * `trainer`: the Trainer component, from the stock Trainer's arguments
   (Kubeflow: a Trainer whose step trains on a TFJob);
-* `after`: steps that read what the DAG's nodes produce (Kubeflow: the run
+* `after`: steps that read what the DAG's steps produce (Kubeflow: the run
   report, written by a last step because nothing runs after a Kubeflow DAG).
 
 The base class adds nothing: that is the local runner's DAG. Kubeflow's
@@ -43,27 +43,23 @@ class FirstSteps:
 
 
 @dataclass(frozen=True)
-class DagNodes:
-    """The DAG's nodes, handed to `RunnerSteps.after`: wire new steps to their outputs.
+class DagSteps:
+    """The DAG's steps as built, handed to `RunnerSteps.after`: wire new steps to their outputs.
 
-    `components` is every node built so far, in the order they were added
-    (the runner's first steps included); `pipeline_name` is the DAG's name.
+    `built` is every step built so far, in the order they were added (the
+    runner's first steps included); `dag[step_id]` is one of them.
+    `pipeline_name` is the DAG's name.
     """
 
     pipeline_name: str
+    built: tuple[BaseComponent, ...]
 
-    example_gen: BaseComponent
-    statistics_gen: BaseComponent
-    schema_importer: BaseComponent
-    example_validator: BaseComponent
-    data_gate: BaseComponent
-    drift_gate: BaseComponent
-    transform: BaseComponent
-    trainer: BaseComponent
-    baseline: BaseComponent
-    evaluator: BaseComponent
-    pusher: BaseComponent
-    components: tuple[BaseComponent, ...]
+    def __getitem__(self, step_id: str) -> BaseComponent:
+        return {step.id: step for step in self.built}[step_id]
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(step.id for step in self.built)
 
 
 class RunnerSteps:
@@ -78,5 +74,5 @@ class RunnerSteps:
         """The Trainer component; `trainer_args` are the stock Trainer's keyword arguments."""
         return Trainer(**trainer_args)
 
-    def after(self, nodes: DagNodes) -> Sequence[BaseComponent]:
+    def after(self, dag: DagSteps) -> Sequence[BaseComponent]:
         return ()

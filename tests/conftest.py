@@ -337,8 +337,8 @@ class TwoLocalRuns:
 
     output_dir: Path
     exit_codes: tuple[int, int]
-    first: object  # RunSummary
-    second: object  # RunSummary
+    first: object  # RunReport (pipeline.local.run_summary.summarize_latest_run)
+    second: object  # RunReport
     first_stdout: str
     second_stdout: str
     first_version: Path

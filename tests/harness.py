@@ -32,8 +32,9 @@ from tfx.utils import proto_utils
 
 from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow.steps.step_records import RECORD_FILE, StepRecord
-from pipeline import pipeline as dag
+from pipeline import steps as dag
 from pipeline.config import PipelineConfig
+from pipeline.pipeline import create_pipeline
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, load_schema
 from tests.raw_examples import serialize_rows
 from tests.span_data import span_schema_dir
@@ -114,7 +115,7 @@ def build(tmp_path, config: PipelineConfig | None = None, *, dataset=None, **ext
     from schemas import load_schema_dir
 
     config = config or PipelineConfig()
-    return dag.create_pipeline(
+    return create_pipeline(
         dataset=dataset or load_schema_dir().spec,
         pipeline_root=str(tmp_path / "root"),
         data_root=str(tmp_path / "data"),
@@ -301,7 +302,7 @@ MINIO = {
 
 TRAIN_STEPS = 20
 EXECUTION_TIMEOUT_S = 900
-RETRIED = (*dag.BEAM_COMPONENT_IDS, dag.TRAINER)
+RETRIED = (*dag.DAG_STEPS.beam_ids, dag.TRAINER)
 INFERENCE_SERVICE = "taxi-big-tipper"
 SERVING = {
     "inference_service": INFERENCE_SERVICE,
@@ -329,7 +330,7 @@ def local_settings(tmp: Path, data_root: Path | str, **overrides) -> Path:
         # The checked-in policy, without the minute's wait before a retry.
         retries={
             "defaults": {"max_retries": 0},
-            "components": {cid: {"max_retries": 2, "backoff": "0s"} for cid in RETRIED},
+            "components": {step: {"max_retries": 2, "backoff": "0s"} for step in RETRIED},
         },
     )
     settings.pop("schedule", None)
@@ -418,7 +419,7 @@ def status_report(execution: dict) -> tuple[str, dict[str, str]]:
     assert step["status"] == "SUCCESS", step["log_tail"]
     (report,) = step["outputs"]["report"]
     html = Path(report).read_text()
-    states = {e["data-node"]: e["data-state"] for e in with_attr(parse(html), "data-node")}
+    states = {e["data-step"]: e["data-state"] for e in with_attr(parse(html), "data-step")}
     return html, states
 
 

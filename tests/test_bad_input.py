@@ -7,7 +7,7 @@ from tfx.orchestration import metadata as tfx_metadata
 
 import local_runner
 from components.report import render
-from pipeline import pipeline as dag
+from pipeline import steps as dag
 from pipeline.local.run_summary import summarize_latest_run
 from tests.conftest import read_taxi_rows, write_csv
 from tests.harness import ANOMALOUS_FEATURE, CASES, parse, with_attr, wrong_type
@@ -52,7 +52,7 @@ def test_bad_data_stops_before_trainer(tmp_path, capsys, case):
         tfx_metadata.sqlite_metadata_connection_config(str(tmp_path / "out" / "metadata.sqlite")),
         "taxi-big-tipper",
     )
-    ran = {c.node_id: c.state for c in summary.components}
+    ran = {s.step_id: s.state for s in summary.steps}
     assert ran[dag.DATA_GATE] == "failed"
     # Transform runs beside validation, and may fail on the same data; the gate's
     # error is the one reported, and nothing after the gate runs.
@@ -63,7 +63,7 @@ def check_failed_run_report(output_dir, case):
     """A failed run's report: what ran, the anomaly, the error; no later sections."""
     html = (output_dir / "reports" / render.LATEST).read_text()
     elements = parse(html)
-    states = {a["data-node"]: a["data-state"] for a in with_attr(elements, "data-node")}
+    states = {a["data-step"]: a["data-state"] for a in with_attr(elements, "data-step")}
     assert states[dag.STATISTICS_GEN] == "complete"
     assert states[dag.DATA_GATE] == "failed"
     assert states[dag.TRAINER] == states[dag.PUSHER] == "not run"
@@ -87,7 +87,7 @@ def test_no_report_flag_writes_no_report(tmp_path, capsys):
     assert not (tmp_path / "out" / "reports").exists()
 
 
-def test_empty_file_stops_before_any_component(tmp_path, capsys):
+def test_empty_file_stops_before_any_step(tmp_path, capsys):
     data_root = tmp_path / "data"
     data_root.mkdir()
     (data_root / "data.csv").write_text("")

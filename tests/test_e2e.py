@@ -18,7 +18,7 @@ def test_first_run_pushes_a_model_that_scores_raw_rows(two_local_runs, taxi_spec
     runs = two_local_runs
     assert runs.exit_codes == (0, 0)
     first = runs.first
-    assert first.blessed is True and not first.has_baseline
+    assert first.blessed is True and first.baseline_path is None
     assert first.metrics["binary_accuracy"] >= 0.8
     assert first.pushed_destination == str(runs.first_version)
     assert "Blessing: BLESSED" in runs.first_stdout
@@ -50,6 +50,6 @@ def test_second_run_is_evaluated_against_the_served_model_and_leaves_it_untouche
     runs = two_local_runs
     second = runs.second
     assert second.run_id != runs.first.run_id
-    assert second.has_baseline
+    assert second.baseline_path is not None
     assert "binary_accuracy_diff" in second.metrics
     assert runs.served_files_after_second == runs.served_files_before_second

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from pipeline import fingerprint
-from pipeline import pipeline as dag
+from pipeline import steps as dag
 from tests.harness import build
 from trainer.preprocessing import preprocessing_fn
 from trainer.run import run_fn

@@ -14,11 +14,11 @@ import yaml
 from kubeflow import compile as kfp_compile
 from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow import tfx_spec
-from kubeflow.compile import pipeline_component_ids
+from kubeflow.compile import pipeline_step_ids
 from kubeflow.settings import load_settings, parse_settings
 from kubeflow.settings.fields import SettingsError
 from pipeline import fingerprint
-from pipeline import pipeline as dag
+from pipeline import steps as dag
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, golden_path, update_goldens
 from tests.harness import EXPECTED_EDGES, MINIO, RUN_REPORT_EDGES, build
 from trainer.preprocessing import preprocessing_fn
@@ -26,15 +26,15 @@ from trainer.run import run_fn
 
 # The steps of the checked-in settings' spec: every step but Deploy, which only a
 # `serving:` section adds (tests/test_kserve.py).
-COMPONENT_IDS = pipeline_component_ids() - {kubeflow_steps.DEPLOY}
-BEAM_STEPS = kfp_compile.pipeline_beam_component_ids()
+STEP_IDS = pipeline_step_ids() - {kubeflow_steps.DEPLOY}
+BEAM_STEPS = set(dag.DAG_STEPS.beam_ids)
 RAW_SETTINGS = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
 
 
 @pytest.fixture(scope="module")
 def settings():
     return load_settings(
-        TEMPLATE_SETTINGS_FILE, COMPONENT_IDS, BEAM_STEPS, kfp_compile.pipeline_retry_roles()
+        TEMPLATE_SETTINGS_FILE, STEP_IDS, BEAM_STEPS, kfp_compile.pipeline_retry_roles()
     )
 
 
@@ -60,14 +60,14 @@ def _platform(spec, platform):
     return {task: executors.get(label, {}) for task, label in labels.items()}
 
 
-def test_same_components_and_edges_as_the_local_dag(compiled):
+def test_same_steps_and_edges_as_the_local_dag(compiled):
     spec, _ = compiled
     root = spec["root"]["dag"]["tasks"]
     # The DAG runs inside TFX's exit-handler sub-DAG; the exit handler waits for all of it.
     assert set(root) == {kubeflow_steps.RUN_STATUS, "tfx-dag"}
     assert root[kubeflow_steps.RUN_STATUS]["dependentTasks"] == ["tfx-dag"]
     tasks = spec["components"]["tfx-dag"]["dag"]["tasks"]
-    assert set(tasks) == COMPONENT_IDS - {kubeflow_steps.RUN_STATUS}
+    assert set(tasks) == STEP_IDS - {kubeflow_steps.RUN_STATUS}
     edges = {(up, task) for task, body in tasks.items() for up in body.get("dependentTasks", [])}
     assert edges == EXPECTED_EDGES | RUN_REPORT_EDGES | {
         (kubeflow_steps.INPUT_SNAPSHOT, dag.EXAMPLE_GEN)
@@ -164,16 +164,16 @@ def test_gpu_node_selector_and_toleration_only_where_configured(compiled):
         "nodeSelector": {"labels": {"cloud.google.com/gke-accelerator": "nvidia-l4"}},
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     }
-    for task in COMPONENT_IDS - {dag.TRAINER}:
+    for task in STEP_IDS - {dag.TRAINER}:
         assert placements[task] == {
             "nodeSelector": {"labels": {"cloud.google.com/gke-nodepool": "cpu-pool"}}
         }
 
 
-def test_every_component_has_resources_including_examplegen_and_importer(compiled):
+def test_every_step_has_resources_including_examplegen_and_importer(compiled):
     spec, _ = compiled
     executors = _executors(spec)
-    for task in COMPONENT_IDS:
+    for task in STEP_IDS:
         assert executors[task]["container"]["resources"]["resourceCpuLimit"], task
     assert executors[dag.EXAMPLE_GEN]["container"]["resources"]["resourceMemoryLimit"] == "16Gi"
     assert executors[dag.SCHEMA_IMPORTER]["container"]["resources"]["resourceMemoryLimit"] == "8Gi"
@@ -241,7 +241,7 @@ def test_the_projects_own_settings_compile():
     from kubeflow.settings import DEFAULT_SETTINGS_FILE
 
     own = load_settings(
-        DEFAULT_SETTINGS_FILE, COMPONENT_IDS, BEAM_STEPS, kfp_compile.pipeline_retry_roles()
+        DEFAULT_SETTINGS_FILE, STEP_IDS, BEAM_STEPS, kfp_compile.pipeline_retry_roles()
     )
     spec, _ = kfp_compile.compile_pipeline(own)
     assert spec["defaultPipelineRoot"] == own.pipeline_root
@@ -431,7 +431,7 @@ _DELETE = object()
 )
 def test_configuration_errors_name_the_field(path, value, message):
     with pytest.raises(SettingsError, match=message):
-        parse_settings(_with(path, value), COMPONENT_IDS)
+        parse_settings(_with(path, value), STEP_IDS)
 
 
 def test_quantities_compile_as_kubernetes_reads_them():
@@ -440,7 +440,7 @@ def test_quantities_compile_as_kubernetes_reads_them():
         "components.Trainer.resources",
         {"cpu_request": "1k", "cpu_limit": "2k", "memory_request": "1.5Gi", "memory_limit": "2G"},
     )
-    placement = parse_settings(raw, COMPONENT_IDS).placement_for(dag.TRAINER)
+    placement = parse_settings(raw, STEP_IDS).placement_for(dag.TRAINER)
     spec = kfp_compile.resource_spec(placement)
     assert (spec["cpuRequest"], spec["cpuLimit"], spec["resourceCpuRequest"]) == (
         1000.0,
@@ -547,7 +547,7 @@ def test_default_beam_engine_runs_each_beam_step_in_its_pod(compiled):
 
 def test_one_step_on_dataflow_another_on_flink_the_rest_unchanged():
     raw = _with("beam.components", {"Transform": DATAFLOW, "Evaluator": FLINK})
-    settings = parse_settings(raw, COMPONENT_IDS, BEAM_STEPS)
+    settings = parse_settings(raw, STEP_IDS, BEAM_STEPS)
     spec, _ = kfp_compile.compile_pipeline(settings)
 
     transform = _beam_args(spec, dag.TRANSFORM)
@@ -593,7 +593,7 @@ def test_docker_workers_when_set_explicitly():
         "engine": "flink",
         "options": {"job_endpoint": "flink-jobserver.flink:8099", "environment_type": "DOCKER"},
     }
-    settings = parse_settings(_with("beam.defaults", engine), COMPONENT_IDS, BEAM_STEPS)
+    settings = parse_settings(_with("beam.defaults", engine), STEP_IDS, BEAM_STEPS)
     args = settings.beam_for(dag.TRANSFORM).pipeline_args(settings.image)
     assert args == [
         "--runner=PortableRunner",
@@ -615,7 +615,7 @@ def test_portable_and_dataflow_workers_get_beams_s3_options_but_no_credentials()
             "CsvExampleGen": {"engine": "direct"},
         },
     }
-    spec, _ = kfp_compile.compile_pipeline(parse_settings(raw, COMPONENT_IDS, BEAM_STEPS))
+    spec, _ = kfp_compile.compile_pipeline(parse_settings(raw, STEP_IDS, BEAM_STEPS))
     expected = {
         "--s3_region_name=us-east-1",
         "--s3_endpoint_url=http://minio-service.kubeflow:9000",
@@ -650,7 +650,7 @@ def test_spark_through_an_external_worker_pool():
             "environment_config": "localhost:50000",
         },
     }
-    settings = parse_settings(_with("beam.defaults", engine), COMPONENT_IDS, BEAM_STEPS)
+    settings = parse_settings(_with("beam.defaults", engine), STEP_IDS, BEAM_STEPS)
     args = settings.beam_for(dag.STATISTICS_GEN).pipeline_args(settings.image)
     assert args == [
         "--runner=PortableRunner",
@@ -737,12 +737,12 @@ def test_spark_through_an_external_worker_pool():
 )
 def test_beam_configuration_errors_name_the_field(path, value, message):
     with pytest.raises(SettingsError, match=message):
-        parse_settings(_with(path, value), COMPONENT_IDS, BEAM_STEPS)
+        parse_settings(_with(path, value), STEP_IDS, BEAM_STEPS)
 
 
 def test_unknown_beam_option_fails_the_compile_with_a_suggestion():
     engine = {**DATAFLOW, "options": {**DATAFLOW["options"], "max_num_worker": 5}}
-    settings = parse_settings(_with("beam.components.Transform", engine), COMPONENT_IDS, BEAM_STEPS)
+    settings = parse_settings(_with("beam.components.Transform", engine), STEP_IDS, BEAM_STEPS)
     with pytest.raises(
         SettingsError,
         match=r"beam.components.Transform.options.max_num_worker: not a pipeline option of "
@@ -756,7 +756,7 @@ def _minio_settings(credentials: bool = True):
     raw["parameters"]["data_root"] = "s3://mlpipeline/data/taxi"
     if not credentials:
         del raw["object_store"]["credentials"]
-    return parse_settings(raw, COMPONENT_IDS, BEAM_STEPS)
+    return parse_settings(raw, STEP_IDS, BEAM_STEPS)
 
 
 @pytest.fixture(scope="module")
@@ -783,7 +783,7 @@ def test_every_step_gets_the_store_for_tensorflow_and_beam(compiled_minio):
     }
     platforms = _platform(spec, platform)
     # Every step, our own components and the run report included.
-    assert set(_executors(spec)) == COMPONENT_IDS
+    assert set(_executors(spec)) == STEP_IDS
     for task, executor in _executors(spec).items():
         container = executor["container"]
         assert {e["name"]: e["value"] for e in container["env"]} == expected_env, task

@@ -45,7 +45,7 @@ import yaml
 
 from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow.tfx_spec import all_tasks, executor_labels
-from pipeline import pipeline as dag
+from pipeline import steps as dag
 from tests.conftest import REPO_ROOT, read_taxi_rows
 from tests.harness import (
     ANOMALOUS_FEATURE,

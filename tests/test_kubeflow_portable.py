@@ -29,11 +29,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubeflow.compile import pipeline_beam_component_ids, pipeline_component_ids
+from kubeflow.compile import pipeline_step_ids
 from kubeflow.settings import KubeflowSettings, load_settings
 from kubeflow.worker_pool import sidecar_container
 from pipeline.beam import JOB_SERVICE_TIMEOUT_S
-from pipeline.pipeline import BEAM_COMPONENT_IDS
+from pipeline.steps import DAG_STEPS
 from tests.conftest import read_taxi_rows, write_csv
 from tests.harness import (
     DATA_ROOT,
@@ -131,7 +131,7 @@ def flink_settings(path: Path, job_endpoint: str, pool_address: str) -> Kubeflow
         }
     }
     path.write_text(yaml.safe_dump(raw))
-    return load_settings(path, pipeline_component_ids(), pipeline_beam_component_ids())
+    return load_settings(path, pipeline_step_ids(), set(DAG_STEPS.beam_ids))
 
 
 @pytest.fixture(scope="module")
@@ -144,9 +144,7 @@ def portable(tmp_path_factory):
         store.upload(write_csv(tmp / "data.csv", header, rows), f"{DATA_ROOT}/data.csv")
         settings_file = s3_settings(tmp, store.endpoint)
         # The sidecar's environment is the store's; the Beam addresses come after.
-        settings = load_settings(
-            settings_file, pipeline_component_ids(), pipeline_beam_component_ids()
-        )
+        settings = load_settings(settings_file, pipeline_step_ids(), set(DAG_STEPS.beam_ids))
         secrets = {settings.object_store.credentials.secret: store.secret_data()}
         pool_env = pod_environment(sidecar_container(settings), secrets, tmp)
         # Flink's job server is Java and touches no artifact; this one gets no store access.
@@ -192,7 +190,7 @@ def test_every_beam_step_ran_as_a_job_of_the_job_service(portable):
     assert all(step["status"] == "SUCCESS" for step in steps.values())
     # From the job service's own records: one finished job per Beam step.
     states = [beam_job_api_pb2.JobState.Enum.Name(job.state) for job in portable["jobs"]]
-    assert states == ["DONE"] * len(BEAM_COMPONENT_IDS), states
+    assert states == ["DONE"] * len(DAG_STEPS.beam_ids), states
 
 
 def test_pushed_model_scores_raw_rows(portable, taxi_spec):
@@ -203,8 +201,8 @@ def test_beam_steps_hand_workers_the_store_but_no_secret(portable):
     spec, _ = list(yaml.safe_load_all(portable["package"].read_text()))
     text = portable["package"].read_text()
     assert all(value not in text for value in portable["secret"].values())
-    for cid in BEAM_COMPONENT_IDS:
-        args = spec["deploymentSpec"]["executors"][f"{cid}_executor"]["container"]["args"]
+    for step in DAG_STEPS.beam_ids:
+        args = spec["deploymentSpec"]["executors"][f"{step}_executor"]["container"]["args"]
         assert "--environment_type=EXTERNAL" in args
         assert f"--s3_endpoint_url={portable['endpoint']}" in args
         assert "--s3_region_name=us-east-1" in args

@@ -21,7 +21,7 @@ from kubeflow import compile as kfp_compile
 from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow import tfx_spec
 from kubeflow.settings import parse_settings
-from pipeline import pipeline as dag
+from pipeline import steps as dag
 from tests.conftest import TEMPLATE_SETTINGS_FILE
 from tests.harness import MINIO, run_in_reference_env
 
@@ -35,13 +35,13 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
         # With serving on KServe: the Deploy step, checked like every other.
         raw.update(MINIO, serving={"inference_service": "taxi", "service_account": "kserve-minio"})
     settings = parse_settings(
-        raw, kfp_compile.pipeline_component_ids(), retry_roles=kfp_compile.pipeline_retry_roles()
+        raw, kfp_compile.pipeline_step_ids(), retry_roles=kfp_compile.pipeline_retry_roles()
     )
     spec, platform = kfp_compile.compile_pipeline(settings)
     package = tmp_path / "pipeline.yaml"
     kfp_compile.write_package(package, spec, platform)
     labels = tfx_spec.executor_labels(spec)
-    steps = sorted(set(kfp_compile.pipeline_component_ids()) & set(labels))
+    steps = sorted(set(kfp_compile.pipeline_step_ids()) & set(labels))
     assert (kubeflow_steps.DEPLOY in steps) == (store == "minio")
     placements = {
         task: {
@@ -84,7 +84,7 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
         assert tasks[task].get("retryPolicy") == reference[task]["retry_policy"], task
     # The checked-in settings retry the Beam steps and the Trainer, and never a gate.
     retried = {task for task in tasks if "retryPolicy" in tasks[task]}
-    assert retried == {*dag.BEAM_COMPONENT_IDS, dag.TRAINER}
+    assert retried == {*dag.DAG_STEPS.beam_ids, dag.TRAINER}
 
     # The exit handler and KFP's own artifact types, as kfp compiles a dsl.ExitHandler.
     exit_reference = reference["exit_handler"]

@@ -34,7 +34,7 @@ import yaml
 
 from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow.tfjob.manifest import CONTAINER_NAME, RUN_ID_LABEL
-from pipeline import pipeline as dag
+from pipeline import steps as dag
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, read_taxi_rows
 from tests.harness import (
     INFERENCE_SERVICE,

@@ -45,7 +45,7 @@ def runner_command(data_root: Path, output_dir: Path, *extra: str) -> list[str]:
 
 def states(output_dir: Path) -> dict[str, str]:
     connection = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
-    return {c.node_id: c.state for c in summarize_latest_run(connection, PIPELINE_NAME).components}
+    return {s.step_id: s.state for s in summarize_latest_run(connection, PIPELINE_NAME).steps}
 
 
 def versions(output_dir: Path) -> list[str]:
@@ -55,7 +55,7 @@ def versions(output_dir: Path) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_code_edits_rerun_exactly_the_components_that_run_that_code(tmp_path, taxi_slice):
+def test_code_edits_rerun_exactly_the_steps_that_run_that_code(tmp_path, taxi_slice):
     project = copy_tracked_files(tmp_path / "project", skip=("data/", "tests/"))
     output_dir = tmp_path / "out"
 

@@ -10,8 +10,9 @@ import pytest
 import tensorflow_model_analysis as tfma
 
 from kubeflow import pipeline_steps as kubeflow_steps
-from pipeline import pipeline as dag
+from pipeline import steps as dag
 from pipeline.config import PipelineConfig
+from pipeline.pipeline import build_eval_config
 from tests.harness import EXPECTED_EDGES, RUN_REPORT_EDGES, build
 from trainer.config import TrainerConfig
 from trainer.dataset import DatasetSpec, DriftSpec, FeatureDrift, InputSpec
@@ -22,7 +23,7 @@ def edges(pipeline) -> set[tuple[str, str]]:
     return {(up.id, node.id) for node in pipeline.components for up in node.upstream_nodes}
 
 
-def test_components_and_edges(tmp_path):
+def test_steps_and_edges(tmp_path):
     pipeline = build(tmp_path)
     ids = [c.id for c in pipeline.components]
     assert sorted(ids) == sorted(
@@ -101,8 +102,8 @@ def test_kubeflow_steps_train_on_a_tfjob_with_the_stock_trainers_arguments(tmp_p
 
 def test_the_local_dag_has_no_kubeflow_step(tmp_path):
     ids = {c.id for c in build(tmp_path).components}
-    assert ids == set(dag.COMPONENT_IDS)
-    assert not ids & set(kubeflow_steps.KUBEFLOW_STEP_IDS)
+    assert ids == set(dag.DAG_STEPS.ids)
+    assert not ids & set(kubeflow_steps.KUBEFLOW_ONLY_STEPS.ids)
 
 
 def test_the_dataset_specs_input_and_drift_reach_their_steps(tmp_path, taxi_spec):
@@ -183,7 +184,7 @@ def test_transform_and_trainer_receive_the_dataset_spec(tmp_path, taxi_spec):
 
 def test_thresholds_gate_the_overall_slice_only(taxi_spec):
     evaluation = dataclasses.replace(taxi_spec.evaluation, margin=0.2, max_drop=0.02)
-    eval_config = dag.build_eval_config(dataclasses.replace(taxi_spec, evaluation=evaluation))
+    eval_config = build_eval_config(dataclasses.replace(taxi_spec, evaluation=evaluation))
     (spec,) = eval_config.metrics_specs
     accuracy = next(m for m in spec.metrics if m.class_name == "BinaryAccuracy")
     assert not accuracy.HasField("threshold")
@@ -209,7 +210,7 @@ def _gate(eval_config):
 
 def test_regression_is_gated_on_rmse_from_below(tmp_path):
     spec = regression_spec()
-    eval_config = dag.build_eval_config(spec)
+    eval_config = build_eval_config(spec)
     metric, threshold = _gate(eval_config)
     assert json.loads(metric.config)["name"] == "root_mean_squared_error"
     # RMSE at most 0.9 x the label's std dev (the mean predictor's RMSE).
@@ -227,7 +228,7 @@ def test_multiclass_reports_accuracy_and_per_class_metrics():
         label={"task": "multiclass", "column": "y", "classes": ["a", "b", "c"]},
         evaluation={"naive_value": 0.4},
     )
-    eval_config = dag.build_eval_config(spec)
+    eval_config = build_eval_config(spec)
     metric, threshold = _gate(eval_config)
     assert metric.class_name == "SparseCategoricalAccuracy"
     assert json.loads(metric.config)["name"] == "accuracy"
@@ -254,12 +255,12 @@ def test_per_step_beam_args_follow_the_pipeline_wide_ones(tmp_path):
     pipeline = build(
         tmp_path,
         beam_pipeline_args=["--direct_num_workers=2"],
-        beam_pipeline_args_by_component={dag.TRANSFORM: ["--direct_num_workers=8"]},
+        beam_pipeline_args_by_step={dag.TRANSFORM: ["--direct_num_workers=8"]},
     )
     args = {
         c.id: c.executor_spec.beam_pipeline_args
         for c in pipeline.components
-        if c.id in dag.BEAM_COMPONENT_IDS
+        if c.id in dag.DAG_STEPS.beam_ids
     }
     # Beam reads the last of a repeated flag: the step's own value wins.
     assert args[dag.TRANSFORM] == ["--direct_num_workers=2", "--direct_num_workers=8"]
@@ -268,4 +269,86 @@ def test_per_step_beam_args_follow_the_pipeline_wide_ones(tmp_path):
 
 def test_per_step_beam_args_for_a_step_without_beam_is_an_error(tmp_path):
     with pytest.raises(ValueError, match=r"\['Trainer'\] run no Beam"):
-        build(tmp_path, beam_pipeline_args_by_component={dag.TRAINER: ["--runner=DataflowRunner"]})
+        build(tmp_path, beam_pipeline_args_by_step={dag.TRAINER: ["--runner=DataflowRunner"]})
+
+
+# --- the step registry (pipeline/steps.py, kubeflow/pipeline_steps.py) ---------
+
+
+def test_each_step_declares_the_outputs_its_component_has(tmp_path):
+    from kubeflow.pipeline_steps import create_run_status_step
+    from kubeflow.settings.serving import parse_serving
+
+    serving = parse_serving({"inference_service": "taxi"}, "gs://bucket/serving")
+    pipeline = build(tmp_path, runner_steps=kubeflow_steps.KubeflowSteps(serving=serving))
+    built = [*pipeline.components, create_run_status_step(pipeline)]
+    assert sorted(c.id for c in built) == sorted(kubeflow_steps.KUBEFLOW_STEPS.ids)
+    for component in built:
+        declared = kubeflow_steps.KUBEFLOW_STEPS[component.id].outputs
+        assert set(component.outputs) == set(declared), component.id
+    # Without materialization Transform declares one output fewer, none of another step's.
+    unmaterialized = {c.id: c for c in build(tmp_path, materialize_transform=False).components}
+    assert set(unmaterialized[dag.TRANSFORM].outputs) < set(dag.DAG_STEPS[dag.TRANSFORM].outputs)
+
+
+def test_beam_steps_and_only_they_are_tfx_beam_components(tmp_path):
+    from tfx.dsl.components.base.base_beam_component import BaseBeamComponent
+
+    beam = {c.id for c in build(tmp_path).components if isinstance(c, BaseBeamComponent)}
+    assert beam == set(dag.DAG_STEPS.beam_ids)
+
+
+def test_every_report_field_is_filled_by_one_step_output_and_read_by_a_report():
+    import dataclasses as dc
+
+    from components.report.contents import ArtifactUris, RunReport
+    from components.report.outputs import RunOutputs
+    from kubeflow.steps.run_report import RunReport as RunReportStep
+
+    report_fields = {f.name for f in dc.fields(ArtifactUris)} | {
+        f.name for f in dc.fields(RunOutputs) if f.name != "uris"
+    }
+    outputs = kubeflow_steps.KUBEFLOW_STEPS.report_outputs
+    # The DAG fills what the readers read; Deploy adds its outcome on Kubeflow.
+    assert set(dag.DAG_STEPS.report_outputs) == report_fields
+    assert set(outputs) - report_fields == {"deployment"}
+    assert "deployment" in {f.name for f in dc.fields(RunReport)}
+    # The RunReport step's inputs are named after the output keys that fill them.
+    inputs = set(RunReportStep.SPEC_CLASS.INPUTS)
+    assert inputs == {key for _step, key in outputs.values()}
+
+
+def test_a_step_registry_refuses_a_step_named_twice_and_an_undeclared_report_output():
+    from pipeline.steps import Retry, Step, Steps
+
+    with pytest.raises(ValueError, match=r"each step id names one step; \['A'\] name more"):
+        Steps((Step("A", ("x",)), Step("A", ("y",))))
+    with pytest.raises(ValueError, match=r"each report field names one step; \['f'\]"):
+        Steps((Step("A", ("x",), report={"f": "x"}), Step("B", ("y",), report={"f": "y"})))
+    with pytest.raises(ValueError, match=r"A: reports \['z'\], which are not among its outputs"):
+        Step("A", ("x",), report={"f": "z"})
+    with pytest.raises(ValueError, match="a reason goes with 'never'"):
+        Retry("never")
+    with pytest.raises(ValueError, match="a reason goes with 'never'"):
+        Retry("by_default", "because")
+    steps = Steps((Step("A", ("x",), report={"f": "x"}), Step("B", ("y",), cached=False)))
+    assert steps.report_outputs == {"f": ("A", "x")}
+    assert steps.uncached_ids == ("B",)
+    with pytest.raises(KeyError):
+        steps["C"]
+
+
+def test_kubeflow_roles_come_from_the_registry():
+    steps = kubeflow_steps.KUBEFLOW_STEPS
+    assert kubeflow_steps.RETRY_ROLES.retried_by_default == {*dag.DAG_STEPS.beam_ids, dag.TRAINER}
+    assert set(kubeflow_steps.RETRY_ROLES.never_retried) == {
+        dag.DATA_GATE,
+        dag.DRIFT_GATE,
+        kubeflow_steps.DEPLOY,
+    }
+    assert set(steps.uncached_ids) == {
+        kubeflow_steps.INPUT_SNAPSHOT,
+        kubeflow_steps.DEPLOY,
+        dag.DRIFT_GATE,
+        dag.BASELINE,
+    }

@@ -16,11 +16,11 @@ from kubeflow import tfx_spec
 from kubeflow.settings import parse_settings
 from kubeflow.settings.fields import SettingsError
 from kubeflow.settings.retries import DEFAULT_RETRY, RetryPolicy
-from pipeline import pipeline as dag
+from pipeline import steps as dag
 from tests.conftest import TEMPLATE_SETTINGS_FILE
 from tests.harness import run_in_reference_env
 
-COMPONENT_IDS = kfp_compile.pipeline_component_ids()
+STEP_IDS = kfp_compile.pipeline_step_ids()
 ROLES = kfp_compile.pipeline_retry_roles()
 RAW_SETTINGS = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
 
@@ -31,17 +31,17 @@ def settings_with_retries(retries):
         raw.pop("retries", None)
     else:
         raw["retries"] = retries
-    return parse_settings(raw, COMPONENT_IDS, retry_roles=ROLES)
+    return parse_settings(raw, STEP_IDS, retry_roles=ROLES)
 
 
 def test_checked_in_settings_state_the_defaults():
     """The file's `retries:` section is what a file without one gets: the file documents it."""
     checked_in = settings_with_retries(RAW_SETTINGS["retries"]).retries
     absent = settings_with_retries(None).retries
-    for step in COMPONENT_IDS:
+    for step in STEP_IDS:
         assert checked_in.policy_for(step) == absent.policy_for(step), step
-    retried = {s for s in COMPONENT_IDS if absent.policy_for(s).max_retries}
-    assert retried == {*dag.BEAM_COMPONENT_IDS, dag.TRAINER}
+    retried = {s for s in STEP_IDS if absent.policy_for(s).max_retries}
+    assert retried == {*dag.DAG_STEPS.beam_ids, dag.TRAINER}
     assert absent.policy_for(dag.TRAINER) == DEFAULT_RETRY
 
 
@@ -79,7 +79,7 @@ def test_compiled_tasks_carry_their_policy_and_gates_none():
     assert tasks[dag.TRAINER]["retryPolicy"]["maxRetryCount"] == 3
     assert tasks[dag.PUSHER]["retryPolicy"]["maxRetryCount"] == 1
     assert tasks[kubeflow_steps.RUN_STATUS]["retryPolicy"]["maxRetryCount"] == 1
-    for gate in kubeflow_steps.NEVER_RETRIED:
+    for gate in kubeflow_steps.KUBEFLOW_STEPS.never_retried:
         if gate != kubeflow_steps.DEPLOY:  # compiled only with `serving:`
             assert "retryPolicy" not in tasks[gate], gate
     assert "retryPolicy" not in tasks["tfx-dag"]  # a DAG, not a step
@@ -168,8 +168,8 @@ def test_without_roles_no_step_retries_by_default():
     """The submit tool knows task ids only; nothing it reads depends on retries."""
     raw = copy.deepcopy(RAW_SETTINGS)
     raw.pop("retries")
-    retries = parse_settings(raw, COMPONENT_IDS).retries
-    assert all(retries.policy_for(s).max_retries == 0 for s in COMPONENT_IDS)
+    retries = parse_settings(raw, STEP_IDS).retries
+    assert all(retries.policy_for(s).max_retries == 0 for s in STEP_IDS)
 
 
 def tfjob_settings(trainer_retries: dict | None, deadline: str = "6h"):
@@ -182,7 +182,7 @@ def tfjob_settings(trainer_retries: dict | None, deadline: str = "6h"):
     raw["components"][dag.TRAINER] = {"resources": {"cpu_request": "1", "memory_request": "2Gi"}}
     if trainer_retries is not None:
         raw["retries"]["components"][dag.TRAINER] = trainer_retries
-    return parse_settings(raw, COMPONENT_IDS, retry_roles=ROLES)
+    return parse_settings(raw, STEP_IDS, retry_roles=ROLES)
 
 
 def test_default_windows_cover_each_steps_real_duration():
@@ -190,7 +190,7 @@ def test_default_windows_cover_each_steps_real_duration():
     retries no more after it and kills a retry still running."""
     spec, _ = kfp_compile.compile_pipeline(settings_with_retries(RAW_SETTINGS["retries"]))
     tasks = tfx_spec.all_tasks(spec)
-    for step in (*dag.BEAM_COMPONENT_IDS, dag.TRAINER):
+    for step in (*dag.DAG_STEPS.beam_ids, dag.TRAINER):
         assert tasks[step]["retryPolicy"]["backoffMaxDuration"] == "86400s", step
     # On a TFJob the Trainer's window holds all three attempts at the 6 h deadline,
     # and the two backoffs (60 s, 120 s) between them.

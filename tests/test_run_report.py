@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from components.report import contents, render
-from components.report.contents import ComponentRun, RunReport
+from components.report.contents import RunReport, StepRun
 from tests.harness import parse, with_attr
 from trainer.run import epoch_plan
 
@@ -84,9 +84,9 @@ def test_a_run_that_failed_before_any_artifact_still_renders_every_section():
     report = RunReport(
         pipeline_name="p",
         run_id="r1",
-        components=(
-            ComponentRun("CsvExampleGen", "failed", 1_000, 2_500),
-            ComponentRun("Trainer", "not run"),
+        steps=(
+            StepRun("CsvExampleGen", "failed", 1_000, 2_500),
+            StepRun("Trainer", "not run"),
         ),
         error="InputDataError: <no rows> & more",
     )
@@ -95,8 +95,8 @@ def test_a_run_that_failed_before_any_artifact_still_renders_every_section():
     for section in render.SECTIONS:
         assert with_attr(elements, "id", id=section), section
     assert "InputDataError: &lt;no rows&gt; &amp; more" in html  # escaped, not markup
-    assert with_attr(elements, "data-node", data_node="Trainer", data_state="not run")
-    (example_gen,) = with_attr(elements, "data-node", data_node="CsvExampleGen")
+    assert with_attr(elements, "data-step", data_step="Trainer", data_state="not run")
+    (example_gen,) = with_attr(elements, "data-step", data_step="CsvExampleGen")
     assert float(example_gen["data-seconds"]) == pytest.approx(1.5)
     assert "FAILED" in html
     assert_self_contained(html)
@@ -171,16 +171,16 @@ def test_report_is_self_contained(second_report):
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_report_components_equal_mlmd(two_local_runs, second_report):
+def test_report_steps_equal_mlmd(two_local_runs, second_report):
     _, elements = second_report
-    rows = with_attr(elements, "data-node")
-    from pipeline.pipeline import COMPONENT_IDS
+    rows = with_attr(elements, "data-step")
+    from pipeline.steps import DAG_STEPS
 
-    assert sorted(r["data-node"] for r in rows) == sorted(COMPONENT_IDS)
-    for component in two_local_runs.second.components:
-        (row,) = [r for r in rows if r["data-node"] == component.node_id]
-        assert row["data-state"] == component.state
-        assert float(row["data-seconds"]) == pytest.approx(component.seconds)
+    assert sorted(r["data-step"] for r in rows) == sorted(DAG_STEPS.ids)
+    for step in two_local_runs.second.steps:
+        (row,) = [r for r in rows if r["data-step"] == step.step_id]
+        assert row["data-state"] == step.state
+        assert float(row["data-seconds"]) == pytest.approx(step.seconds)
     for section in render.SECTIONS:
         assert with_attr(elements, "id", id=section), f"section {section} missing"
 
@@ -333,7 +333,7 @@ def test_kubeflow_run_report_step_writes_the_report_from_its_input_artifacts(
 
     from kubeflow.steps.kfp_artifacts import HTML, Metrics
     from kubeflow.steps.run_report import BASELINE_PREFIX, BLESSED_METRIC, RunReport
-    from pipeline import pipeline as dag
+    from pipeline import steps as dag
 
     store = metadata_store.MetadataStore(
         tfx_metadata.sqlite_metadata_connection_config(
@@ -375,7 +375,7 @@ def test_kubeflow_run_report_step_writes_the_report_from_its_input_artifacts(
     executor.Do(
         input_dict,
         {"report": [output], "metrics": [metrics]},
-        {"pipeline_name": "taxi-big-tipper", "component_ids": json.dumps(dag.COMPONENT_IDS)},
+        {"pipeline_name": "taxi-big-tipper", "component_ids": json.dumps(dag.DAG_STEPS.ids)},
     )
 
     # The KFP UI's metrics: the overall ones, the baseline's, the blessing.
@@ -398,7 +398,7 @@ def test_kubeflow_run_report_step_writes_the_report_from_its_input_artifacts(
     elements = parse(html)
     for section in render.SECTIONS:
         assert with_attr(elements, "id", id=section), section
-    assert {a["data-node"] for a in with_attr(elements, "data-node")} == set(dag.COMPONENT_IDS)
+    assert {a["data-step"] for a in with_attr(elements, "data-step")} == set(dag.DAG_STEPS.ids)
     local = parse((two_local_runs.output_dir / "reports" / render.LATEST).read_text())
     # Same artifacts, same numbers as the local report.
     for attribute in (

@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 
 from components.served_model import TRAINING_STATISTICS_FILE
-from pipeline import pipeline as dag
+from pipeline import steps as dag
 from tests.conftest import snapshot_files
 from tests.harness import parse, with_attr
 from tests.span_data import (
@@ -39,7 +39,7 @@ class Run:
     exit_code: int
     stdout: str
     stderr: str
-    summary: object  # pipeline.local.run_summary.RunSummary
+    summary: object  # components.report.contents.RunReport (pipeline/local/run_summary.py)
     served: list[Path]  # serving_model/ versions after the run
     served_files: dict  # every served file -> its digest, after the run
 
@@ -86,7 +86,7 @@ def span_runs(tmp_path_factory):
 
 
 def states(run: Run) -> dict[str, str]:
-    return {c.node_id: c.state for c in run.summary.components}
+    return {s.step_id: s.state for s in run.summary.steps}
 
 
 def examples_read(output_dir: Path) -> int:

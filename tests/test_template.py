@@ -135,20 +135,17 @@ GKE, EKS = "cloud.google.com/gke-", "eks.amazonaws.com/nodegroup"
 def test_the_answers_set_the_kubeflow_settings_and_the_dataset_directory(
     template, tmp_path, cloud, cpu_label, gpu_label
 ):
-    from kubeflow.compile import (
-        pipeline_beam_component_ids,
-        pipeline_component_ids,
-        pipeline_retry_roles,
-    )
+    from kubeflow.compile import pipeline_retry_roles, pipeline_step_ids
     from kubeflow.settings import load_settings
+    from pipeline.steps import DAG_STEPS
     from schemas import load_schema_dir
 
     answers = {**FORK_ANSWERS, "cloud": cloud}
     project = copy_project(template, tmp_path / "project", **answers)
     settings = load_settings(
         project / "kubeflow" / "pipeline.yaml",
-        pipeline_component_ids(),
-        pipeline_beam_component_ids(),
+        pipeline_step_ids(),
+        set(DAG_STEPS.beam_ids),
         pipeline_retry_roles(),
     )
     assert settings.image == f"{answers['image_registry']}/churn-risk:0.1.0"

@@ -37,13 +37,13 @@ from kubeflow.tfjob.manifest import (
     tfjob_manifest,
 )
 from kubeflow.tfjob.spec import TFJobSpec, TFJobSpecError
-from pipeline import pipeline as dag
+from pipeline import steps as dag
 from pipeline.config import variant
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE
 from tests.harness import MINIO, run_in_reference_env
 from tests.kubernetes_standin import KubernetesStandin, webhook_errors
 
-COMPONENT_IDS = kfp_compile.pipeline_component_ids()
+STEP_IDS = kfp_compile.pipeline_step_ids()
 RAW_SETTINGS = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
 NAMESPACE = "team-a"
 TOKEN = "token"
@@ -66,7 +66,7 @@ def settings_with(**changes):
             target.pop(key, None)
         else:
             target[key] = value
-    return parse_settings(raw, COMPONENT_IDS)
+    return parse_settings(raw, STEP_IDS)
 
 
 def checked(settings) -> None:
@@ -83,7 +83,7 @@ def checked(settings) -> None:
 
 
 def test_checked_in_settings_train_in_the_pod_and_hold_a_valid_tfjob_section():
-    settings = parse_settings(RAW_SETTINGS, COMPONENT_IDS)
+    settings = parse_settings(RAW_SETTINGS, STEP_IDS)
     assert settings.training.engine == "pod"
     assert kfp_compile.tfjob_spec(settings) is None
     tfjob = settings.training.tfjob

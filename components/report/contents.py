@@ -26,14 +26,14 @@ _EPOCH_TAG_PREFIX = "epoch_"
 _VALIDATION_PREFIX = "val_"
 
 
-# --- components ---------------------------------------------------------------
+# --- steps --------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class ComponentRun:
-    """One DAG node in this run: its state, and when it ran (ms since the epoch)."""
+class StepRun:
+    """One step of the DAG in this run: its state, and when it ran (ms since the epoch)."""
 
-    node_id: str
+    step_id: str
     state: str
     started_ms: int | None = None
     ended_ms: int | None = None
@@ -309,6 +309,16 @@ class ThresholdCheck:
     observed: float | None
     passed: bool
 
+    def describe(self) -> str:
+        """`metric (diff) = 0.1234 breaks the change vs. baseline threshold`, say."""
+        change = self.kind == "change"
+        observed = "n/a" if self.observed is None else f"{self.observed:.4f}"
+        where = "" if self.slice_name == OVERALL_SLICE else f" on {self.slice_name}"
+        return (
+            f"{self.metric}{' (diff)' if change else ''} = {observed}{where} breaks the "
+            f"{'change vs. baseline' if change else 'value'} threshold"
+        )
+
 
 @dataclass(frozen=True)
 class Evaluation:
@@ -507,9 +517,11 @@ class InputData:
 
 @dataclass(frozen=True)
 class RunReport:
+    """What one run did: the local runner's summary and report, and both Kubeflow reports."""
+
     pipeline_name: str
     run_id: str
-    components: tuple[ComponentRun, ...]
+    steps: tuple[StepRun, ...]
     input: InputData | None = None
     drift: DriftResult | None = None
     statistics: tuple[SplitStatistics, ...] = ()
@@ -530,11 +542,35 @@ class RunReport:
 
     @property
     def outcome(self) -> str:
-        if self.error or any(c.state == "failed" for c in self.components):
+        if self.error or any(s.state == "failed" for s in self.steps):
             return "failed"
         if self.blessed is None:
             return "not evaluated"
         return "blessed" if self.blessed else "not blessed"
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The candidate's metrics on the whole eval split, and each `<metric>_diff` vs. the
+        baseline, named as TFMA's `load_eval_result` names them."""
+        overall = [
+            s
+            for s in (self.evaluation.slices if self.evaluation else ())
+            if s.slice_name == OVERALL_SLICE
+        ]
+        values = {}
+        for name, comparison in overall[0].metrics.items() if overall else ():
+            if comparison.candidate is not None:
+                values[name] = comparison.candidate
+            if comparison.diff is not None:
+                metric, per_class, class_id = name.partition(" (class ")
+                values[f"{metric}_diff{per_class}{class_id}"] = comparison.diff
+        return values
+
+    @property
+    def failed_thresholds(self) -> tuple[ThresholdCheck, ...]:
+        return tuple(
+            t for t in (self.evaluation.thresholds if self.evaluation else ()) if not t.passed
+        )
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,18 @@
 """The report's fields that come from a run's output artifacts, wherever they were found.
 
-On Kubeflow two steps write a report. The RunReport step, last in the DAG,
-gets the artifacts as its inputs (properties from KFP's metadata store); the
-RunStatus exit handler, which runs even after a failure, finds them in the
-steps' own records (the metadata each step's executor output carried). Both
-hand this module the artifacts' URIs and properties as plain values.
+Three readers find them, each by the step and output key that fill a report
+field (the step registry's report roles, pipeline/steps.py). Locally, the
+run's summary reads them from ML Metadata (pipeline/local/run_summary.py).
+On Kubeflow, the RunReport step, last in the DAG, gets the artifacts as its
+inputs (properties from KFP's metadata store); the RunStatus exit handler,
+which runs even after a failure, finds them in the steps' own records (the
+metadata each step's executor output carried). Each hands this module the
+artifacts' URIs and properties as plain values.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +53,24 @@ class RunOutputs:
     blessing: Properties | None = None
     baseline: Properties | None = None
     pushed: Properties | None = None
+
+    @classmethod
+    def from_artifacts(cls, found: Mapping[str, tuple[str, Properties]]) -> RunOutputs:
+        """From report field -> (URI, properties) of the artifact that fills it.
+
+        A field of ArtifactUris takes the URI, a field of this class the
+        properties; any other field (the Deploy step's outcome, which the
+        RunReport step reads itself) is not this class's.
+        """
+        uris = {
+            f.name: found[f.name][0] for f in dataclasses.fields(ArtifactUris) if f.name in found
+        }
+        properties = {
+            f.name: dict(found[f.name][1])
+            for f in dataclasses.fields(cls)
+            if f.name != "uris" and f.name in found
+        }
+        return cls(uris=ArtifactUris(**uris), **properties)
 
 
 def property_value(properties: Properties, name: str) -> object:

@@ -21,9 +21,9 @@ from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 
 from components.report.contents import (
-    ComponentRun,
     FeatureStatistics,
     SliceMetrics,
+    StepRun,
     TrainingCurves,
 )
 
@@ -60,26 +60,26 @@ def _figure(width: float, height: float) -> Figure:
     return plt.figure(figsize=(width, height))
 
 
-def timeline(components: Sequence[ComponentRun]) -> str:
-    """One bar per component from its start to its end, coloured by state."""
-    timed = [c for c in components if c.started_ms is not None and c.ended_ms is not None]
+def timeline(steps: Sequence[StepRun]) -> str:
+    """One bar per step from its start to its end, coloured by state."""
+    timed = [s for s in steps if s.started_ms is not None and s.ended_ms is not None]
     with plt.rc_context(_STYLE):
-        fig = _figure(7.0, 0.25 * max(len(components), 1) + 0.6)
+        fig = _figure(7.0, 0.25 * max(len(steps), 1) + 0.6)
         ax = fig.add_subplot()
-        start = min((c.started_ms for c in timed if c.started_ms is not None), default=0)
-        for row, c in enumerate(components):
-            if c.started_ms is None or c.ended_ms is None:
+        start = min((s.started_ms for s in timed if s.started_ms is not None), default=0)
+        for row, s in enumerate(steps):
+            if s.started_ms is None or s.ended_ms is None:
                 continue
-            left = (c.started_ms - start) / 1e3
+            left = (s.started_ms - start) / 1e3
             ax.barh(
                 row,
-                max(c.seconds or 0.0, 0.05),
+                max(s.seconds or 0.0, 0.05),
                 left=left,
-                color=STATE_COLORS.get(c.state, "#cccccc"),
+                color=STATE_COLORS.get(s.state, "#cccccc"),
             )
-        ax.set_yticks(range(len(components)), [f"{c.node_id} ({c.state})" for c in components])
+        ax.set_yticks(range(len(steps)), [f"{s.step_id} ({s.state})" for s in steps])
         ax.invert_yaxis()
-        ax.set_xlabel("seconds since the first component started")
+        ax.set_xlabel("seconds since the first step started")
         return _to_svg(fig)
 
 

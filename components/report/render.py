@@ -100,7 +100,7 @@ def render_html(report: RunReport) -> str:
         .render(
             report=report,
             sections=SECTIONS,
-            timeline=plots.timeline(report.components) if report.components else None,
+            timeline=plots.timeline(report.steps) if report.steps else None,
             features=features,
             curves=curves,
             slice_charts=slice_charts,

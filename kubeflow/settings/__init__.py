@@ -73,24 +73,24 @@ class KubeflowSettings:
     training: Training = field(default_factory=Training)
     serving: Serving | None = None
 
-    def placement_for(self, component_id: str) -> Placement:
-        """The component's own placement, or the defaults."""
-        return self.placements.get(component_id, self.default_placement)
+    def placement_for(self, step_id: str) -> Placement:
+        """The step's own placement, or the defaults."""
+        return self.placements.get(step_id, self.default_placement)
 
-    def beam_for(self, component_id: str) -> BeamEngine:
+    def beam_for(self, step_id: str) -> BeamEngine:
         """The Beam step's own engine, or the default one."""
-        return self.beam.get(component_id, self.default_beam)
+        return self.beam.get(step_id, self.default_beam)
 
 
 def parse_settings(
     values: Mapping[str, Any],
-    component_ids: set[str],
-    beam_component_ids: set[str] | None = None,
+    step_ids: set[str],
+    beam_step_ids: set[str] | None = None,
     retry_roles: RetryRoles | None = None,
 ) -> KubeflowSettings:
-    """Validates raw YAML values against the pipeline's real component ids.
+    """Validates raw YAML values against the pipeline's real step ids.
 
-    `beam_component_ids`, the steps that run Beam, bounds `beam.components`;
+    `beam_step_ids`, the steps that run Beam, bounds `beam.components`;
     None skips that check (the submit tool, which has no Beam, knows only task ids).
     `retry_roles` says which steps retry by default and which never may
     (settings/retries.py); None gives no step a default.
@@ -122,11 +122,11 @@ def parse_settings(
     if train_steps <= 0:
         raise SettingsError(f"parameters.train_steps: must be > 0, got {train_steps}")
     default = parse_placement(values.get("defaults"), "defaults")
-    entries = component_entries(values.get("components"), "components", component_ids)
+    entries = component_entries(values.get("components"), "components", step_ids)
     placements = {
-        cid: parse_placement(spec, f"components.{cid}", default) for cid, spec in entries.items()
+        step: parse_placement(spec, f"components.{step}", default) for step, spec in entries.items()
     }
-    default_beam, beam = parse_beam(values.get("beam"), beam_component_ids)
+    default_beam, beam = parse_beam(values.get("beam"), beam_step_ids)
     object_store = None
     if values.get("object_store") is not None:
         object_store = parse_object_store(values["object_store"])
@@ -138,7 +138,7 @@ def parse_settings(
         ),
     }
     paths = {key: store_path(value, key, object_store) for key, value in raw_paths.items()}
-    retries = parse_retries(values.get("retries"), component_ids, retry_roles)
+    retries = parse_retries(values.get("retries"), step_ids, retry_roles)
     return KubeflowSettings(
         image=image,
         pipeline_root=paths["pipeline_root"],
@@ -176,8 +176,8 @@ def _schema_dir(value: str) -> str:
 
 def load_settings(
     path: Path,
-    component_ids: set[str],
-    beam_component_ids: set[str] | None = None,
+    step_ids: set[str],
+    beam_step_ids: set[str] | None = None,
     retry_roles: RetryRoles | None = None,
 ) -> KubeflowSettings:
     try:
@@ -187,5 +187,5 @@ def load_settings(
     except yaml.YAMLError as err:
         raise SettingsError(f"{path} is not valid YAML: {err}") from None
     return parse_settings(
-        expect(values or {}, dict, str(path)), component_ids, beam_component_ids, retry_roles
+        expect(values or {}, dict, str(path)), step_ids, beam_step_ids, retry_roles
     )

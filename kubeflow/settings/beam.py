@@ -139,19 +139,18 @@ def _beam_engine(values: Any, where: str) -> BeamEngine:
 
 
 def parse_beam(
-    values: Any, beam_component_ids: set[str] | None
+    values: Any, beam_step_ids: set[str] | None
 ) -> tuple[BeamEngine, dict[str, BeamEngine]]:
     values = expect(values or {}, dict, "beam")
     no_unknown(values, {"defaults", "components"}, "beam")
     default = _beam_engine(values.get("defaults"), "beam.defaults")
     components = expect(values.get("components") or {}, dict, "beam.components")
-    if beam_component_ids is not None:
-        others = sorted(set(components) - beam_component_ids)
+    if beam_step_ids is not None:
+        others = sorted(set(components) - beam_step_ids)
         if others:
             raise SettingsError(
-                f"beam.components: {others} run no Beam; the Beam steps are "
-                f"{sorted(beam_component_ids)}"
+                f"beam.components: {others} run no Beam; the Beam steps are {sorted(beam_step_ids)}"
             )
     return default, {
-        cid: _beam_engine(spec, f"beam.components.{cid}") for cid, spec in components.items()
+        step: _beam_engine(spec, f"beam.components.{step}") for step, spec in components.items()
     }

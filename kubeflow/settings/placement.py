@@ -33,7 +33,7 @@ def quantity_value(text: str) -> Decimal:
 
 @dataclass(frozen=True)
 class Resources:
-    """Kubernetes requests/limits for one component. Quantities use Kubernetes syntax."""
+    """Kubernetes requests/limits for one step. Quantities use Kubernetes syntax."""
 
     cpu_request: str | None = None
     cpu_limit: str | None = None
@@ -81,7 +81,7 @@ class Toleration:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where and with what one component runs."""
+    """Where and with what one step runs."""
 
     resources: Resources = field(default_factory=Resources)
     node_selector: Mapping[str, str] = field(default_factory=dict)

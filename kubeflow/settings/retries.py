@@ -163,8 +163,8 @@ class Retries:
     default: RetryPolicy = RetryPolicy()
     components: Mapping[str, RetryPolicy] = field(default_factory=dict)
 
-    def policy_for(self, component_id: str) -> RetryPolicy:
-        return self.components.get(component_id, self.default)
+    def policy_for(self, step_id: str) -> RetryPolicy:
+        return self.components.get(step_id, self.default)
 
 
 def duration_seconds(text: str) -> int:
@@ -241,7 +241,7 @@ def _renamed_retry_fields(values: dict[str, Any], where: str) -> dict[str, Any]:
     return values
 
 
-def parse_retries(values: Any, component_ids: set[str], roles: RetryRoles | None) -> Retries:
+def parse_retries(values: Any, step_ids: set[str], roles: RetryRoles | None) -> Retries:
     """The `retries:` section; absent, the steps retried by default get DEFAULT_RETRY.
 
     `defaults` is the policy of every step without its own entry except the
@@ -249,20 +249,20 @@ def parse_retries(values: Any, component_ids: set[str], roles: RetryRoles | None
     """
     roles = roles or RetryRoles()
     if values is None:
-        return Retries(components={cid: DEFAULT_RETRY for cid in roles.retried_by_default})
+        return Retries(components={step: DEFAULT_RETRY for step in roles.retried_by_default})
     values = expect(values, dict, "retries")
     no_unknown(values, {"defaults", "components"}, "retries")
     default = _retry_policy(values.get("defaults"), "retries.defaults", RetryPolicy())
-    entries = component_entries(values.get("components"), "retries.components", component_ids)
+    entries = component_entries(values.get("components"), "retries.components", step_ids)
     policies = {
-        cid: _retry_policy(spec, f"retries.components.{cid}", default)
-        for cid, spec in entries.items()
+        step: _retry_policy(spec, f"retries.components.{step}", default)
+        for step, spec in entries.items()
     }
-    for cid, why in roles.never_retried.items():
-        if policies.get(cid, RetryPolicy()).max_retries:
+    for step, why in roles.never_retried.items():
+        if policies.get(step, RetryPolicy()).max_retries:
             raise SettingsError(
-                f"retries.components.{cid}.max_retries: {cid} must not retry: {why}"
+                f"retries.components.{step}.max_retries: {step} must not retry: {why}"
             )
         # The defaults never reach a gate.
-        policies.setdefault(cid, RetryPolicy())
+        policies.setdefault(step, RetryPolicy())
     return Retries(default=default, components=policies)

@@ -34,9 +34,9 @@ from tfx.types import standard_artifacts
 from tfx.utils import io_utils
 
 from components.drift_gate import DataDrift
-from components.served_model import is_served_baseline
 from kubeflow.steps.deploy import Deployment, read_outcome
 from kubeflow.steps.kfp_artifacts import HTML, Metrics, shown_as
+from pipeline.steps import DAG_STEPS
 
 # The prefix of the served baseline's value of a metric in `metrics`.
 BASELINE_PREFIX = "baseline_"
@@ -92,6 +92,10 @@ def deployment_metrics(outcome: "dict | None") -> "dict[str, float]":
     return values
 
 
+# Each input is named after the output key that fills it, and the step
+# registry's report roles (pipeline/steps.py) say which report field it is;
+# KubeflowSteps.after wires them from the same roles. `component_ids` keeps
+# its name: it is the compiled spec's parameter.
 @component
 def RunReport(
     examples: InputArtifact[standard_artifacts.Examples],
@@ -119,29 +123,31 @@ def RunReport(
     from components.report.outputs import RunOutputs, report_fields
     from components.report.render import render_html
 
+    inputs = {
+        "examples": examples,
+        "statistics": statistics,
+        "anomalies": anomalies,
+        "drift": drift,
+        "model_run": model_run,
+        "evaluation": evaluation,
+        "blessing": blessing,
+        "baseline_model": baseline_model,
+        "pushed_model": pushed_model,
+    }
     fields = report_fields(
-        RunOutputs(
-            uris=report_contents.ArtifactUris(
-                statistics=statistics.uri,
-                anomalies=anomalies.uri,
-                drift=drift.uri,
-                model_run=model_run.uri,
-                evaluation=evaluation.uri,
-            ),
-            examples=artifact_properties(examples),
-            blessing=artifact_properties(blessing),
-            baseline=artifact_properties(baseline_model)
-            if is_served_baseline(baseline_model)
-            else None,
-            pushed=artifact_properties(pushed_model),
+        RunOutputs.from_artifacts(
+            {
+                role: (inputs[key].uri, artifact_properties(inputs[key]))
+                for role, (_step, key) in DAG_STEPS.report_outputs.items()
+            }
         )
     )
     contents = report_contents.RunReport(
         pipeline_name=pipeline_name,
         # A Kubeflow step does not see its run's id; its output directory is unique per run.
         run_id=os.path.dirname(report.uri.rstrip("/")),
-        components=tuple(
-            report_contents.ComponentRun(node, "succeeded") for node in json.loads(component_ids)
+        steps=tuple(
+            report_contents.StepRun(step, "succeeded") for step in json.loads(component_ids)
         ),
         notes=(
             "Written by the RunReport step after every other step succeeded; "

@@ -196,12 +196,9 @@ def run_outputs(
 ):
     """What the steps that succeeded in this run produced, for the report's sections.
 
-    `roles` maps each field of ArtifactUris (a URI) and of RunOutputs (an
-    artifact's properties) to the [step, output] that fills it.
+    `roles` maps each report field to the [step, output key] that fills it
+    (the step registry's report roles).
     """
-    import dataclasses
-
-    from components.report.contents import ArtifactUris
     from components.report.outputs import RunOutputs
 
     found = {}
@@ -209,14 +206,8 @@ def run_outputs(
         record = records.get(step)
         artifact = record.output(output) if record and states.get(step) == "succeeded" else None
         if artifact is not None:
-            found[role] = artifact
-    uris = {f.name: found[f.name].uri for f in dataclasses.fields(ArtifactUris) if f.name in found}
-    properties = {
-        f.name: dict(found[f.name].metadata)
-        for f in dataclasses.fields(RunOutputs)
-        if f.name in found
-    }
-    return RunOutputs(uris=ArtifactUris(**uris), **properties)
+            found[role] = (artifact.uri, artifact.metadata)
+    return RunOutputs.from_artifacts(found)
 
 
 @exit_handler
@@ -230,7 +221,7 @@ def RunStatus(
     """Writes the run's status report at `report`.
 
     `steps` is the DAG as JSON: `{"order": [ids], "upstream": {id: [ids]},
-    "outputs": {RunOutputs field: [id, output key]}}`; `task_name` is this
+    "outputs": {report field: [id, output key]}}`; `task_name` is this
     step's own task name, which locates the run's directory in its output URI.
     """
     from components.report import contents as report_contents
@@ -270,8 +261,8 @@ def RunStatus(
     contents = report_contents.RunReport(
         pipeline_name=pipeline_name,
         run_id=run_dir or report.uri,
-        components=tuple(
-            report_contents.ComponentRun(
+        steps=tuple(
+            report_contents.StepRun(
                 step,
                 states[step],
                 started_ms=records[step].attempts[0].started_ms if step in records else None,

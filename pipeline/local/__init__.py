@@ -5,7 +5,7 @@
 * node_process.py  the second process that runs one node while this one runs another
 * node_launch.py   one node through TFX's own launcher, in either process
 * run_lock.py      one run per output directory
-* run_summary.py   the run's summary, read back from ML Metadata
+* run_summary.py   the run's report, read back from ML Metadata, and its closing summary
 
 Kubeflow runs the same DAG (`create_pipeline`) as a compiled spec instead.
 """

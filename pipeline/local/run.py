@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING
 from pipeline.beam import BeamMode
 
 if TYPE_CHECKING:
+    from components.report.contents import RunReport
     from pipeline.config import PipelineConfig
     from pipeline.inputs import CsvDataRoot
     from pipeline.local.node_process import NodeProcess
-    from pipeline.local.run_summary import RunSummary
     from trainer.dataset import DatasetSpec
 
 # The pipeline that owns an output directory; another one gets a clear refusal.
@@ -50,7 +50,7 @@ class LocalRunOptions:
     `dataset`, `schema_file`, `spec_file`: a checked dataset directory
     (`schemas.load_schema_dir`). `data_root`: a local directory (absolute) or
     an s3:// or gs:// prefix. `config`: a variant of pipeline/config.py with
-    any overrides applied. `sequential`: one component at a time, in this
+    any overrides applied. `sequential`: one step at a time, in this
     process. `fail_if_not_blessed`: raise NotBlessedError when the candidate
     is not blessed. `verbose`: every TFX and TensorFlow log line.
     """
@@ -75,8 +75,9 @@ class LocalRunOptions:
             raise ValueError(f"output_dir: must be a Path, got {self.output_dir!r}")
 
 
-def run_local(options: LocalRunOptions) -> RunSummary:
-    """Runs the DAG once; returns the run's summary. Raises on a failed run (the
+def run_local(options: LocalRunOptions) -> RunReport:
+    """Runs the DAG once; returns the run's summary, its report without the
+    statistics, anomalies and training sections. Raises on a failed run (the
     error says why), and NotBlessedError with `fail_if_not_blessed`."""
     # Only light modules before the lock: a second run is refused at once.
     from pipeline.inputs import check_csv_data_root
@@ -204,7 +205,7 @@ def _run_pipeline(
     checked: CsvDataRoot,
     output_dir: Path,
     node_process: NodeProcess | None = None,
-) -> RunSummary:
+) -> RunReport:
     from tfx.orchestration import metadata as tfx_metadata
 
     from pipeline.beam import (
@@ -213,9 +214,10 @@ def _run_pipeline(
         data_size_bytes,
         local_step_beam_args,
     )
-    from pipeline.local.run_summary import summarize_run
+    from pipeline.local.run_summary import summarize_run, summary_text
     from pipeline.local.scheduler import run_locally
-    from pipeline.pipeline import EXAMPLE_GEN, create_pipeline
+    from pipeline.pipeline import create_pipeline
+    from pipeline.steps import EXAMPLE_GEN
     from pipeline.transform_output import materialize_transform
 
     # TensorFlow, TFX and Beam leave millions of long-lived objects behind their
@@ -240,7 +242,7 @@ def _run_pipeline(
         trainer_config=config.trainer,
         enable_cache=config.enable_cache,
         beam_pipeline_args=beam_pipeline_args(beam_mode),
-        beam_pipeline_args_by_component=local_step_beam_args(beam_mode, example_gen=EXAMPLE_GEN),
+        beam_pipeline_args_by_step=local_step_beam_args(beam_mode, example_gen=EXAMPLE_GEN),
         materialize_transform=materialized,
         metadata_connection_config=metadata,
     )
@@ -262,19 +264,18 @@ def _run_pipeline(
     try:
         run_locally(pipeline, run_id, node_process)
     except Exception as err:
-        # A failed run still gets its report, up to the failing component.
+        # A failed run still gets its report, up to the failing step.
         if options.write_report:
             write_run_report(metadata, spec.name, run_id, output_dir, error=error_text(err))
         raise
     summary = summarize_run(metadata, spec.name, run_id)
-    print(summary.format(), flush=True)
+    print(summary_text(summary), flush=True)
     if options.write_report:
-        write_run_report(metadata, spec.name, run_id, output_dir, summary=summary)
+        write_run_report(metadata, spec.name, run_id, output_dir)
     if options.fail_if_not_blessed and summary.blessed is False:
+        failed = [t.describe() for t in summary.failed_thresholds]
         raise NotBlessedError(
-            "the candidate was not blessed: " + "; ".join(summary.validation_failures)
-            if summary.validation_failures
-            else "the candidate was not blessed"
+            "the candidate was not blessed" + (": " + "; ".join(failed) if failed else "")
         )
     return summary
 
@@ -285,32 +286,32 @@ def error_text(err: BaseException) -> str:
 
 
 def write_run_report(
-    metadata, pipeline_name: str, run_id: str, output_dir: Path, *, summary=None, error=None
+    metadata, pipeline_name: str, run_id: str, output_dir: Path, *, error: str | None = None
 ) -> Path | None:
     """Writes OUTPUT_DIR/reports/<run id>.html and latest.html, and prints where.
 
-    The report never changes a run's outcome: if writing it fails, that is
-    said on stderr and the run's own exit code stands.
+    Steps of the DAG that did not run (a failure stopped it before them) are
+    listed as "not run". The report never changes a run's outcome: if writing
+    it fails, that is said on stderr and the run's own exit code stands.
     """
+    import dataclasses
     import time
 
-    from components.report.contents import RunReport
+    from components.report.contents import RunReport, StepRun
     from components.report.render import LATEST, write_report
     from pipeline.local.run_summary import summarize_run
-    from pipeline.pipeline import COMPONENT_IDS
+    from pipeline.steps import DAG_STEPS
 
     started = time.monotonic()
     try:
-        if summary is None:
-            try:
-                summary = summarize_run(metadata, pipeline_name, run_id)
-            except LookupError:  # Failed before any component ran.
-                summary = None
-        report = (
-            summary.report(expected_nodes=COMPONENT_IDS, error=error)
-            if summary is not None
-            else RunReport(pipeline_name, run_id, components=(), error=error)
-        )
+        try:
+            report = summarize_run(metadata, pipeline_name, run_id, sections=True)
+        except LookupError:  # Failed before any step ran.
+            report = RunReport(pipeline_name, run_id, steps=(), error=error)
+        else:
+            ran = {s.step_id for s in report.steps}
+            not_run = tuple(StepRun(s, "not run") for s in DAG_STEPS.ids if s not in ran)
+            report = dataclasses.replace(report, steps=report.steps + not_run, error=error)
         path = write_report(report, output_dir / "reports")
     except Exception as err:  # Reported, never raised: see the docstring.
         print(f"warning: run report not written: {error_text(err)}", file=sys.stderr, flush=True)

@@ -1,37 +1,21 @@
-"""What a finished run did, read back from ML Metadata.
+"""What a finished run did, read back from ML Metadata as its `RunReport`.
 
-Used by `local_runner.py` for its closing summary and by the benchmark for
-per-component timings, so both report exactly what TFX recorded.
+Used by `local_runner.py` for its closing summary (`summary_text`) and its
+HTML report, and by the benchmark for per-step timings, so each shows
+exactly what TFX recorded. Each report field's artifact is the output that
+the step registry names for it (`DAG_STEPS.report_outputs`,
+pipeline/steps.py), as on Kubeflow.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-import tensorflow_model_analysis as tfma
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
-from tfx.types.standard_component_specs import BASELINE_MODEL_KEY
 
-from components.drift_gate import DataDrift, DriftResult, read_result
-from components.pusher import (
-    ALREADY_SERVED_PROPERTY,
-    PUSHED_DESTINATION_PROPERTY,
-    PUSHED_PROPERTY,
-)
-from components.report.contents import (
-    ArtifactUris,
-    ComponentRun,
-    InputData,
-    RunReport,
-    read_artifacts,
-)
-from components.served_model import (
-    HAS_MODEL_PROPERTY,
-    SERVED_PATH_PROPERTY,
-    describe_signatures,
-    serving_signatures,
-)
+from components.report.contents import RunReport, StepRun
+from components.report.outputs import RunOutputs, report_fields
+from components.served_model import describe_signatures
+from pipeline.steps import DAG_STEPS
 
 _STATE_NAMES = {
     metadata_store_pb2.Execution.COMPLETE: "complete",
@@ -40,105 +24,56 @@ _STATE_NAMES = {
     metadata_store_pb2.Execution.RUNNING: "running",
     metadata_store_pb2.Execution.CANCELED: "canceled",
 }
-
-# MLMD artifact type -> the ArtifactUris field the run report reads it from.
-_REPORTED_ARTIFACT_TYPES = {
-    "ExampleStatistics": "statistics",
-    "ExampleAnomalies": "anomalies",
-    "ModelRun": "model_run",
-    "ModelEvaluation": "evaluation",
-}
+# The report fields the closing summary shows; the HTML report reads them all
+# (statistics, anomalies and the Trainer's logs too).
+_SUMMARY_FIELDS = frozenset({"examples", "drift", "evaluation", "blessing", "baseline", "pushed"})
+_OUTPUT_EVENTS = (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
 
 
-@dataclass
-class RunSummary:
-    run_id: str
-    components: list[ComponentRun] = field(default_factory=list)
-    metrics: dict[str, float] = field(default_factory=dict)
-    validation_failures: list[str] = field(default_factory=list)
-    has_baseline: bool = False
-    baseline_path: str | None = None
-    blessed: bool | None = None
-    pushed_destination: str | None = None
-    already_served_path: str | None = None
-    signatures: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    pipeline_name: str = ""
-    artifact_uris: ArtifactUris = field(default_factory=ArtifactUris)
-    input: InputData | None = None
-    drift: DriftResult | None = None
-
-    def format(self) -> str:
-        lines = [f"Run {self.run_id}"]
-        lines += [
-            f"  {c.node_id:<28} {c.state:<9} {c.seconds or 0.0:6.1f} s" for c in self.components
-        ]
-        if self.input is not None and self.input.spans:
-            spans = ", ".join(map(str, self.input.spans))
-            version = f", version {self.input.version}" if self.input.version is not None else ""
-            lines.append(f"Input: span{'s' if len(self.input.spans) > 1 else ''} {spans}{version}")
-        if self.drift is not None:
-            if self.drift.note:
-                lines.append(f"Drift: {self.drift.note}")
-            if self.drift.comparisons:
-                drifted = [c for c in self.drift.comparisons if c.drifted]
-                lines.append(
-                    f"Drift vs. served model {self.drift.baseline_version}'s training data: "
-                    f"{len(self.drift.comparisons) - len(drifted)} of "
-                    f"{len(self.drift.comparisons)} features within their thresholds"
-                )
-                lines += [f"  {c.status}: {c.describe()}" for c in drifted]
-        if self.metrics:
-            shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(self.metrics.items()))
-            lines.append(f"Evaluation (eval split): {shown}")
-        lines.append(
-            f"Baseline: model served at {self.baseline_path}"
-            if self.has_baseline
-            else "Baseline: none (nothing served yet; absolute thresholds only)"
-        )
-        if self.blessed is None:
-            lines.append("Blessing: not evaluated")
-        else:
-            lines.append(f"Blessing: {'BLESSED' if self.blessed else 'NOT BLESSED'}")
-        lines += [f"  failed: {f}" for f in self.validation_failures]
-        if self.pushed_destination:
-            lines.append(f"Pushed model: {self.pushed_destination}")
-            if self.signatures:
-                lines.append(f"  signatures: {describe_signatures(self.signatures)}")
-        elif self.already_served_path:
+def summary_text(report: RunReport) -> str:
+    """The lines a local run ends with: each step, the input, drift, evaluation and push."""
+    lines = [f"Run {report.run_id}"]
+    lines += [f"  {s.step_id:<28} {s.state:<9} {s.seconds or 0.0:6.1f} s" for s in report.steps]
+    if report.input is not None and report.input.spans:
+        spans = ", ".join(map(str, report.input.spans))
+        version = f", version {report.input.version}" if report.input.version is not None else ""
+        lines.append(f"Input: span{'s' if len(report.input.spans) > 1 else ''} {spans}{version}")
+    if report.drift is not None:
+        if report.drift.note:
+            lines.append(f"Drift: {report.drift.note}")
+        if report.drift.comparisons:
+            drifted = [c for c in report.drift.comparisons if c.drifted]
             lines.append(
-                "Pushed model: none (the candidate is the model already served at "
-                f"{self.already_served_path}; no duplicate version)"
+                f"Drift vs. served model {report.drift.baseline_version}'s training data: "
+                f"{len(report.drift.comparisons) - len(drifted)} of "
+                f"{len(report.drift.comparisons)} features within their thresholds"
             )
-        else:
-            lines.append("Pushed model: none (serving directory untouched)")
-        return "\n".join(lines)
-
-    def report(
-        self, *, expected_nodes: tuple[str, ...] = (), error: str | None = None
-    ) -> RunReport:
-        """The run report: this summary plus what the run's artifacts hold.
-
-        Nodes in `expected_nodes` with no execution in this run (a failure
-        stopped the DAG before them) are listed as "not run".
-        """
-        ran = {c.node_id for c in self.components}
-        components = tuple(self.components) + tuple(
-            ComponentRun(node, "not run") for node in expected_nodes if node not in ran
+            lines += [f"  {c.status}: {c.describe()}" for c in drifted]
+    if report.metrics:
+        shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(report.metrics.items()))
+        lines.append(f"Evaluation (eval split): {shown}")
+    lines.append(
+        f"Baseline: model served at {report.baseline_path}"
+        if report.baseline_path is not None
+        else "Baseline: none (nothing served yet; absolute thresholds only)"
+    )
+    if report.blessed is None:
+        lines.append("Blessing: not evaluated")
+    else:
+        lines.append(f"Blessing: {'BLESSED' if report.blessed else 'NOT BLESSED'}")
+    lines += [f"  failed: {t.describe()}" for t in report.failed_thresholds]
+    if report.pushed_destination:
+        lines.append(f"Pushed model: {report.pushed_destination}")
+        if report.signatures:
+            lines.append(f"  signatures: {describe_signatures(report.signatures)}")
+    elif report.already_served_path:
+        lines.append(
+            "Pushed model: none (the candidate is the model already served at "
+            f"{report.already_served_path}; no duplicate version)"
         )
-        return RunReport(
-            pipeline_name=self.pipeline_name,
-            run_id=self.run_id,
-            components=components,
-            input=self.input,
-            drift=self.drift,  # read once, from the gate's artifact, for the summary too
-            blessed=self.blessed,
-            baseline_path=self.baseline_path if self.has_baseline else None,
-            pushed_destination=self.pushed_destination,
-            already_served_path=self.already_served_path,
-            signatures=self.signatures,
-            error=error,
-            **read_artifacts(self.artifact_uris),
-        )
+    else:
+        lines.append("Pushed model: none (serving directory untouched)")
+    return "\n".join(lines)
 
 
 def _property_value(value: metadata_store_pb2.Value) -> object:
@@ -146,39 +81,17 @@ def _property_value(value: metadata_store_pb2.Value) -> object:
     return getattr(value, kind) if kind else None
 
 
-def _overall_metrics(evaluation_uri: str) -> dict[str, float]:
-    result = tfma.load_eval_result(evaluation_uri)
-    for slice_key, metrics in result.slicing_metrics:
-        if slice_key == ():
-            values = {}
-            for _output, by_class in metrics.items():
-                for sub_key, by_name in by_class.items():
-                    # Per-class metrics (multiclass) come under "classId:N".
-                    suffix = f" (class {sub_key.removeprefix('classId:')})" if sub_key else ""
-                    for name, value in by_name.items():
-                        if "doubleValue" in value:
-                            values[name + suffix] = float(value["doubleValue"])
-            return values
-    return {}
+def _properties(artifact: metadata_store_pb2.Artifact) -> dict[str, object]:
+    """An artifact's properties and custom properties, as plain values."""
+    return {
+        name: _property_value(value)
+        for properties in (artifact.properties, artifact.custom_properties)
+        for name, value in properties.items()
+    }
 
 
-def _validation_failures(evaluation_uri: str) -> list[str]:
-    validation = tfma.load_validation_result(evaluation_uri)
-    failures = []
-    for per_slice in validation.metric_validations_per_slice:
-        for failure in per_slice.failures:
-            threshold = failure.metric_threshold
-            kind = "change vs. baseline" if threshold.HasField("change_threshold") else "value"
-            failures.append(
-                f"{failure.metric_key.name}"
-                f"{' (diff)' if failure.metric_key.is_diff else ''}"
-                f" = {failure.metric_value.double_value.value:.4f} breaks the {kind} threshold"
-            )
-    return failures
-
-
-def _node_contexts(store: metadata_store.MetadataStore, pipeline_name: str) -> dict[int, str]:
-    """Context id -> node id, for the nodes of `pipeline_name`."""
+def _step_contexts(store: metadata_store.MetadataStore, pipeline_name: str) -> dict[int, str]:
+    """Context id -> step id, for the steps of `pipeline_name` (TFX's "node" contexts)."""
     prefix = f"{pipeline_name}."
     return {
         c.id: c.name[len(prefix) :]
@@ -187,10 +100,10 @@ def _node_contexts(store: metadata_store.MetadataStore, pipeline_name: str) -> d
     }
 
 
-def _node_id(store, execution, nodes: dict[int, str]) -> str | None:
+def _step_id(store, execution, steps: dict[int, str]) -> str | None:
     for context in store.get_contexts_by_execution(execution.id):
-        if context.id in nodes:
-            return nodes[context.id]
+        if context.id in steps:
+            return steps[context.id]
     return None
 
 
@@ -199,102 +112,85 @@ def latest_run_id(
 ) -> str:
     """The newest run of `pipeline_name`, for a store this process did not run itself."""
     store = metadata_store.MetadataStore(connection_config)
-    nodes = _node_contexts(store, pipeline_name)
+    steps = _step_contexts(store, pipeline_name)
     for run in sorted(
         store.get_contexts_by_type("pipeline_run"),
         key=lambda c: c.create_time_since_epoch,
         reverse=True,
     ):
         executions = store.get_executions_by_context(run.id)
-        if executions and _node_id(store, executions[0], nodes) is not None:
+        if executions and _step_id(store, executions[0], steps) is not None:
             return run.name
     raise LookupError(f"no runs of pipeline {pipeline_name!r} in the metadata store")
 
 
 def summarize_latest_run(
-    connection_config: metadata_store_pb2.ConnectionConfig, pipeline_name: str
-) -> RunSummary:
+    connection_config: metadata_store_pb2.ConnectionConfig,
+    pipeline_name: str,
+    *,
+    sections: bool = False,
+) -> RunReport:
     """Summarizes the most recent run of `pipeline_name` in the metadata store."""
     return summarize_run(
-        connection_config, pipeline_name, latest_run_id(connection_config, pipeline_name)
+        connection_config,
+        pipeline_name,
+        latest_run_id(connection_config, pipeline_name),
+        sections=sections,
     )
 
 
 def summarize_run(
-    connection_config: metadata_store_pb2.ConnectionConfig, pipeline_name: str, run_id: str
-) -> RunSummary:
+    connection_config: metadata_store_pb2.ConnectionConfig,
+    pipeline_name: str,
+    run_id: str,
+    *,
+    sections: bool = False,
+) -> RunReport:
     """Summarizes the run `run_id` of `pipeline_name`: the run a process started itself.
 
     Keyed on the run id, never on "the latest run", so a summary describes its
-    own run even when another run wrote to the same store meanwhile.
+    own run even when another run wrote to the same store meanwhile. It reads
+    what `summary_text` shows; with `sections`, every section of the HTML
+    report too.
     """
     store = metadata_store.MetadataStore(connection_config)
-    nodes = _node_contexts(store, pipeline_name)
+    steps = _step_contexts(store, pipeline_name)
 
     run = store.get_context_by_type_and_name("pipeline_run", run_id)
     if run is None:
         raise LookupError(f"no run {run_id!r} in the metadata store")
-    # One MLMD query per execution: look each node up once.
+    # One MLMD query per execution: look each step up once.
     run_executions = store.get_executions_by_context(run.id)
-    node_of = {e.id: _node_id(store, e, nodes) for e in run_executions}
-    executions = [e for e in run_executions if node_of[e.id] is not None]
-    if not executions:
-        raise LookupError(f"run {run_id!r} has no executions of pipeline {pipeline_name!r}")
-
-    summary = RunSummary(run_id=run.name, pipeline_name=pipeline_name)
-    uris: dict[str, str] = {}
-    executions.sort(key=lambda e: e.create_time_since_epoch)
-    events = store.get_events_by_execution_ids([e.id for e in executions])
-    artifact_types = {t.id: t.name for t in store.get_artifact_types()}
-    artifacts = {
-        a.id: a for a in store.get_artifacts_by_id(list({ev.artifact_id for ev in events}))
+    step_of = {
+        e.id: step for e in run_executions if (step := _step_id(store, e, steps)) is not None
     }
-    outputs_by_execution: dict[int, list[metadata_store_pb2.Artifact]] = {}
-    for ev in events:
-        if ev.type == metadata_store_pb2.Event.INPUT:
-            if any(step.key == BASELINE_MODEL_KEY for step in ev.path.steps):
-                props = artifacts[ev.artifact_id].custom_properties
-                if HAS_MODEL_PROPERTY not in props or props[HAS_MODEL_PROPERTY].int_value == 1:
-                    summary.has_baseline = True
-                    if SERVED_PATH_PROPERTY in props:
-                        summary.baseline_path = props[SERVED_PATH_PROPERTY].string_value
-        elif ev.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT):
-            outputs_by_execution.setdefault(ev.execution_id, []).append(artifacts[ev.artifact_id])
+    if not step_of:
+        raise LookupError(f"run {run_id!r} has no executions of pipeline {pipeline_name!r}")
+    executions = sorted(
+        (e for e in run_executions if e.id in step_of), key=lambda e: e.create_time_since_epoch
+    )
 
-    for execution in executions:
-        node_id = node_of[execution.id]
-        if node_id is None:  # not one of the pipeline's nodes (filtered above)
+    # The artifact of each report field: the output its step and key name.
+    field_of = {source: field for field, source in DAG_STEPS.report_outputs.items()}
+    wanted: dict[int, str] = {}
+    for event in store.get_events_by_execution_ids(list(step_of)):
+        if event.type not in _OUTPUT_EVENTS or not event.path.steps:
             continue
-        summary.components.append(
-            ComponentRun(
-                node_id,
-                _STATE_NAMES.get(execution.last_known_state, "unknown"),
-                started_ms=execution.create_time_since_epoch,
-                ended_ms=execution.last_update_time_since_epoch,
+        field = field_of.get((step_of[event.execution_id], event.path.steps[0].key))
+        if field is not None and (sections or field in _SUMMARY_FIELDS):
+            wanted[event.artifact_id] = field
+    found = {wanted[a.id]: (a.uri, _properties(a)) for a in store.get_artifacts_by_id(list(wanted))}
+    return RunReport(
+        pipeline_name=pipeline_name,
+        run_id=run.name,
+        steps=tuple(
+            StepRun(
+                step_of[e.id],
+                _STATE_NAMES.get(e.last_known_state, "unknown"),
+                started_ms=e.create_time_since_epoch,
+                ended_ms=e.last_update_time_since_epoch,
             )
-        )
-        for artifact in outputs_by_execution.get(execution.id, []):
-            type_name = artifact_types[artifact.type_id]
-            if type_name in _REPORTED_ARTIFACT_TYPES:
-                uris[_REPORTED_ARTIFACT_TYPES[type_name]] = artifact.uri
-            if type_name == "Examples" and "span" in artifact.custom_properties:
-                # ExampleGen's (Transform's examples carry no span).
-                summary.input = InputData.from_properties(
-                    {k: _property_value(v) for k, v in artifact.custom_properties.items()}
-                )
-            elif type_name == DataDrift.TYPE_NAME:
-                summary.drift = read_result(artifact.uri)
-            elif type_name == "ModelEvaluation":
-                summary.metrics = _overall_metrics(artifact.uri)
-                summary.validation_failures = _validation_failures(artifact.uri)
-            elif type_name == "ModelBlessing":
-                summary.blessed = bool(artifact.custom_properties["blessed"].int_value)
-            elif type_name == "PushedModel":
-                props = artifact.custom_properties
-                if props.get(PUSHED_PROPERTY) and props[PUSHED_PROPERTY].int_value:
-                    summary.pushed_destination = props[PUSHED_DESTINATION_PROPERTY].string_value
-                    summary.signatures = serving_signatures(summary.pushed_destination)
-                elif ALREADY_SERVED_PROPERTY in props:
-                    summary.already_served_path = props[ALREADY_SERVED_PROPERTY].string_value
-    summary.artifact_uris = ArtifactUris(**uris)
-    return summary
+            for e in executions
+        ),
+        **report_fields(RunOutputs.from_artifacts(found)),
+    )

@@ -26,15 +26,15 @@ from tfx.proto.orchestration import pipeline_pb2
 from components.data_gate import DataValidationError
 from pipeline.local.node_launch import launch_node
 from pipeline.local.node_process import NodeProcess
-from pipeline.pipeline import UNCACHED_NODES
+from pipeline.steps import DAG_STEPS
 
 logger = logging.getLogger(__name__)
 
 
-def compile_with_uncached_nodes(
-    pipeline: Pipeline, uncached: Iterable[str] = UNCACHED_NODES
+def compile_with_uncached_steps(
+    pipeline: Pipeline, uncached: Iterable[str] = DAG_STEPS.uncached_ids
 ) -> pipeline_pb2.Pipeline:
-    """Pipeline IR where the nodes in `uncached` always run, whatever `enable_cache` says.
+    """Pipeline IR where the steps in `uncached` always run, whatever `enable_cache` says.
 
     TFX 1.16 only has a pipeline-wide cache switch; its IR has one per node.
     """
@@ -48,7 +48,7 @@ def compile_with_uncached_nodes(
             found.add(node_id)
     missing = wanted - found
     if missing:
-        raise ValueError(f"no such node(s) in the pipeline: {sorted(missing)}")
+        raise ValueError(f"no such step(s) in the pipeline: {sorted(missing)}")
     return ir
 
 
@@ -143,7 +143,7 @@ def run_locally(pipeline: Pipeline, run_id: str, node_process: NodeProcess | Non
     LocalDagRunner would name the run after the clock itself; binding the id
     first means this process knows which run is its own.
     """
-    ir = compile_with_uncached_nodes(pipeline)
+    ir = compile_with_uncached_steps(pipeline)
     runtime_parameter_utils.substitute_runtime_parameter(
         ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id}
     )
