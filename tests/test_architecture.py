@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO_ROOT
 
 PACKAGES = ("kubeflow", "schemas", "pipeline", "components", "trainer", "benchmarks")
@@ -100,12 +102,14 @@ def mypy(project: Path) -> subprocess.CompletedProcess:
     return run_checker(project, str(MYPY), "--no-incremental", "--no-color-output", timeout=600)
 
 
+@pytest.mark.slow  # mypy over the whole project, in a process of its own
 def test_the_annotations_hold():
     proc = mypy(REPO_ROOT)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "Success: no issues found" in proc.stdout
 
 
+@pytest.mark.slow  # mypy over a copy of the project
 def test_a_call_against_the_annotations_is_named(tmp_path):
     project = copy_project(tmp_path / "project")
     (project / "kubeflow" / "settings" / "miscall.py").write_text(

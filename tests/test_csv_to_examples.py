@@ -225,6 +225,7 @@ def test_staged_files_are_named_in_the_split_and_leftovers_removed(tmp_path):
     assert sorted(p.name for p in (tmp_path / "examples").iterdir()) == ["Split-train"]
 
 
+@pytest.mark.slow  # two ExampleGen Beam pipelines
 def test_a_split_by_a_feature_s_value_is_tfx_s_split(taxi_slice, tmp_path):
     output = example_gen_pb2.Output(
         split_config=example_gen_pb2.SplitConfig(

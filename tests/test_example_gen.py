@@ -131,6 +131,7 @@ def span_root(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.slow  # two ExampleGen Beam pipelines
 def test_without_a_driver_the_executor_resolves_the_latest_span_and_records_it(span_root, tmp_path):
     pattern = "span-{SPAN}/*.csv"
     ours = run_example_gen(

@@ -93,6 +93,7 @@ def test_local_run_reads_its_data_from_s3(store, tmp_path):
     assert len(list((output_dir / "serving_model").iterdir())) == 1
 
 
+@pytest.mark.slow  # a process importing TensorFlow per case
 @pytest.mark.parametrize(
     ("case", "files", "message"),
     [

@@ -7,6 +7,8 @@ extensions this template never uses; the project imports TFX modules directly.
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO_ROOT
 
 
@@ -19,6 +21,7 @@ def last_line_printed_by(code: str) -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.slow  # imports the whole stack in a fresh process
 def test_pipeline_modules_do_not_import_google_cloud_aiplatform():
     code = (
         "import sys, local_runner, pipeline.pipeline, pipeline.local.scheduler, "
