@@ -93,13 +93,15 @@ def task_metrics(dataset: DatasetSpec) -> tuple[list[tfma.MetricConfig], list[tf
     binary: accuracy (TFMA's own). multiclass: accuracy (Keras'
     SparseCategoricalAccuracy, computed by TFMA) plus precision and recall per
     class and a confusion matrix. regression: RMSE and MAE. The gate metric is
-    first; it alone carries the threshold.
+    first; it alone carries the threshold. The Evaluator computes all of these
+    on whole batches (components/batched_metrics.py, `KINDS`).
 
-    Binary has no AUC here: TFMA's AUC updates a 10,000-bucket calibration
-    histogram in Python for every example and slice, a sixth of the Evaluator's
-    time on the taxi sample, for a number nothing gates on. The Trainer's
+    Binary has no AUC here: the batched metrics do not compute it, so adding
+    `tfma.MetricConfig(class_name="AUC")` runs TFMA's per-example evaluator
+    instead (its AUC updates a 10,000-bucket histogram in Python for every
+    example and slice), for a number nothing gates on. The Trainer's
     validation computes AUC on the same eval split every epoch (the report's
-    Training section). For AUC per slice, add `tfma.MetricConfig(class_name="AUC")`.
+    Training section).
     """
     threshold = [
         # Gate on the whole eval set only; slices are reported, not gated.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import socket
@@ -23,11 +24,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_model_analysis as tfma
 import yaml
+from tensorflow_model_analysis.writers import metrics_plots_and_validations_writer as tfma_writer
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.dsl.components.base import base_beam_executor
 from tfx.proto import example_gen_pb2
-from tfx.types import standard_artifacts
+from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import proto_utils
 
 from kubeflow import pipeline_steps as kubeflow_steps
@@ -38,6 +41,7 @@ from pipeline.pipeline import create_pipeline
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, load_schema
 from tests.raw_examples import serialize_rows
 from tests.span_data import span_schema_dir
+from trainer.dataset import load_spec
 from trainer.export import SERVING_SIGNATURE
 from trainer.json_signature import CONTRACT_ASSET, contract_from_dicts, instance_from_example
 from trainer.model import PROBABILITIES_OUTPUT
@@ -480,3 +484,103 @@ def refusing_port() -> Iterator[int]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         yield s.getsockname()[1]
+
+
+# --- the Evaluator ----------------------------------------------------------------------------
+# One Evaluator execution on a finished run's artifacts, and TFMA's outputs read back the way
+# `tfma` reads them, for the tests that compare the batched metrics with TFMA's evaluator.
+
+# Regression errors may differ in the last float32 bits: TFMA sums MAE and MSE in Python floats
+# one example at a time, Keras sums RMSE in float32 per 1,000 examples, the batched path sums
+# float64 with numpy. Everything else (counts, accuracies, precision, recall, matrices) is equal.
+TOLERANT_METRICS = ("mean_absolute_error", "mean_squared_error", "root_mean_squared_error")
+REGRESSION_RELATIVE_TOLERANCE = 1e-6
+
+
+def latest_artifact(directory: Path) -> Path:
+    return max(directory.iterdir(), key=lambda p: int(p.name))
+
+
+def _artifact(cls, uri: Path, splits: list[str] | None = None):
+    artifact = cls()
+    artifact.uri = str(uri)
+    if splits:
+        artifact.split_names = artifact_utils.encode_split_names(splits)
+    return artifact
+
+
+def evaluate(executor_class, run_root: Path, baseline: Path, out: Path, spec: Path):
+    """Runs `executor_class` on the run's eval split, candidate against `baseline`;
+    returns (its output directory, the blessing artifact)."""
+    examples = _artifact(
+        standard_artifacts.Examples,
+        latest_artifact(run_root / "CsvExampleGen" / "examples"),
+        ["train", "eval"],
+    )
+    model = _artifact(standard_artifacts.Model, latest_artifact(run_root / "Trainer" / "model"))
+    baseline_model = _artifact(standard_artifacts.Model, baseline)
+    baseline_model.set_int_custom_property("has_model", 1)
+    evaluation = _artifact(standard_artifacts.ModelEvaluation, out / "evaluation")
+    blessing = _artifact(standard_artifacts.ModelBlessing, out / "blessing")
+    context = base_beam_executor.BaseBeamExecutor.Context(
+        beam_pipeline_args=["--direct_running_mode=in_memory"], tmp_dir=str(out / ".tmp")
+    )
+    executor_class(context).Do(
+        {"examples": [examples], "model": [model], "baseline_model": [baseline_model]},
+        {"evaluation": [evaluation], "blessing": [blessing]},
+        {
+            "eval_config": proto_utils.proto_to_json(dag.build_eval_config(load_spec(spec))),
+            "example_splits": json.dumps(["eval"]),
+            "fairness_indicator_thresholds": "null",
+        },
+    )
+    return out / "evaluation", blessing
+
+
+def _metric_value(value) -> object:
+    which = value.WhichOneof("type")
+    return value.double_value.value if which == "double_value" else str(getattr(value, which))
+
+
+def read_evaluation(out: Path) -> tuple[dict, dict, tfma.ValidationResult]:
+    """({slice: {metric key: value}}, {slice: {plot key: value}}, validation) as TFMA reads them."""
+    metrics = {
+        str(m.slice_key): {str(kv.key): _metric_value(kv.value) for kv in m.metric_keys_and_values}
+        for m in tfma_writer.load_and_deserialize_metrics(str(out))
+    }
+    plots = {
+        str(p.slice_key): {str(kv.key): str(kv.value) for kv in p.plot_keys_and_values}
+        for p in tfma_writer.load_and_deserialize_plots(str(out))
+    }
+    return metrics, plots, tfma.load_validation_result(str(out))
+
+
+def _failures(validation: tfma.ValidationResult) -> set[tuple[str, str]]:
+    return {
+        (str(s.slice_key), str(f.metric_key))
+        for s in validation.metric_validations_per_slice
+        for f in s.failures
+    }
+
+
+def assert_same_evaluation(ours: tuple, theirs: tuple) -> None:
+    """Same slices, keys and values (regression errors to a relative 1e-6), plots, validation."""
+    assert ours[0].keys() == theirs[0].keys()
+    for slice_key, values in theirs[0].items():
+        assert ours[0][slice_key].keys() == values.keys(), slice_key
+        for key, expected in values.items():
+            got = ours[0][slice_key][key]
+            if isinstance(expected, float) and math.isnan(expected):
+                assert math.isnan(got), (slice_key, key)
+            elif any(f'name: "{name}"' in key for name in TOLERANT_METRICS):
+                tolerance = REGRESSION_RELATIVE_TOLERANCE
+                assert got == pytest.approx(expected, rel=tolerance, abs=tolerance), (
+                    slice_key,
+                    key,
+                )
+            else:
+                assert got == expected, (slice_key, key)
+    assert ours[1] == theirs[1]
+    assert ours[2].validation_ok == theirs[2].validation_ok
+    assert _failures(ours[2]) == _failures(theirs[2])
+    assert ours[2].missing_slices == theirs[2].missing_slices

@@ -14,9 +14,12 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from tfx.components.evaluator import executor as stock_evaluator
 
+from components.evaluator import ServedBaselineExecutor
 from schemas import load_schema_dir, read_schema
 from tests.conftest import REPO_ROOT
+from tests.harness import assert_same_evaluation, evaluate, latest_artifact, read_evaluation
 from tests.raw_examples import serialize_rows
 from tests.synthetic import TASK_LABELS, write_dataset
 from trainer.export import SERVING_SIGNATURE
@@ -58,6 +61,16 @@ def test_draft_then_run_trains_blesses_and_pushes(tmp_path, task):
     assert "Blessing: BLESSED" in ran.stdout, ran.stdout
     (version,) = sorted((output_dir / "serving_model").iterdir())
     assert f"Pushed model: {version}" in ran.stdout
+
+    # The batched metrics are TFMA's on this task: the run's Evaluator, ours and TFX's, with
+    # the trained model as its own baseline (so diff keys and the change threshold are there).
+    root = output_dir / "pipeline_root"
+    model = latest_artifact(root / "Trainer" / "model")
+    spec_file = schema_dir / "dataset.yaml"
+    ours, blessing = evaluate(ServedBaselineExecutor, root, model, tmp_path / "ours", spec_file)
+    tfx_s, _ = evaluate(stock_evaluator.Executor, root, model, tmp_path / "tfx", spec_file)
+    assert_same_evaluation(read_evaluation(ours), read_evaluation(tfx_s))
+    assert blessing.get_int_custom_property("blessed") == 1
 
     # The pushed model scores raw rows, label left out, and beats the naive model.
     spec = load_schema_dir(schema_dir).spec

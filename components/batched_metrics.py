@@ -1,0 +1,527 @@
+"""TFMA's metrics, plots and validation, computed on whole batches.
+
+TFMA 0.47.1 has no batched metrics path: it unbatches every extract into one
+dict per example, fans each example out to its slices, and feeds every metric
+combiner one example at a time (tensorflow_model_analysis/evaluators/
+metrics_plots_and_validations_evaluator.py L298-426, L862-933). This module is
+an evaluator that runs instead, on the batches the PredictionsExtractor
+emits, before `ExtractUnbatchedInputs`:
+
+1. each batch is sliced with numpy, as `slicer_lib.SingleSliceSpec.
+   generate_slices` slices an example (slicer/slicer_lib.py L175-243; values
+   from transformed features first, then raw ones, slice_accessor.py L38-96);
+2. each (batch, slice) becomes one fixed-size array of sums per metric key
+   (counts, confusion counts at 0.5, error sums, a class x class matrix);
+3. `beam.CombinePerKey` adds them per slice, so memory is per slice, not per
+   example, and the step scales out like any Beam combine;
+4. each slice's sums become TFMA's values under TFMA's own keys, from
+   `metric_specs.keys_and_metrics_from_specs`; then TFMA's diff metrics,
+   `metrics_validator.validate_metrics` and the default writers run unchanged.
+
+The values are TFMA's (tests/test_batched_metrics.py runs both on the same
+batches): BinaryAccuracy, Precision and Recall count `prediction > 0.5` with
+fractional labels (contrib/aggregates/binary_confusion_matrices.py L146-164,
+metric_util.py L731-757); Keras' SparseCategoricalAccuracy is the float32
+ratio Keras returns; MeanAbsoluteError and MeanSquaredError skip NaN errors
+(mean_regression_error.py L393-437); Keras' RootMeanSquaredError is summed in
+float64, where TFMA sums float32 per 1,000 examples (so the two agree to
+float32 rounding); MultiClassConfusionMatrixPlot is TFMA's matrix at
+threshold 0 (multi_class_confusion_matrix_metrics.py L252-288).
+
+`unsupported(eval_config)` names what this path does not compute (AUC, other
+metrics, metric options, weights, several outputs, query keys, cross slices,
+confidence intervals, minimum slice sizes); the caller then runs TFMA's own
+evaluator instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+import tensorflow_model_analysis as tfma
+from tensorflow_model_analysis import constants
+from tensorflow_model_analysis.evaluators import evaluator, metrics_validator
+from tensorflow_model_analysis.evaluators import (
+    metrics_plots_and_validations_evaluator as tfma_evaluator,
+)
+from tensorflow_model_analysis.metrics import metric_specs, metric_types
+from tensorflow_model_analysis.metrics import multi_class_confusion_matrix_metrics as mc_matrices
+from tensorflow_model_analysis.slicer import slicer_lib
+from tensorflow_model_analysis.utils import model_util
+
+STAGE_NAME = "EvaluateMetricsAndPlotsOnBatches"
+
+# A MetricKey or PlotKey (tensorflow_model_analysis/metrics/metric_types.py L242-253).
+Key = Any
+Sums = np.ndarray
+SliceKey = tuple[tuple[str, Any], ...]
+
+# TFMA's default decision thresholds: BinaryAccuracy, Precision and Recall
+# (confusion_matrix_metrics.py L405-407); the plot (multi_class_confusion_matrix_plot.py L78-79).
+_THRESHOLD = 0.5
+_PLOT_THRESHOLD = 0.0
+
+
+def _divide(numerator: float, denominator: float) -> float:
+    """TFMA's `_divide_only_positive_denominator` (confusion_matrix_metrics.py L1316-1317)."""
+    return numerator / denominator if denominator > 0 else float("nan")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """One model's labels and predictions for the rows of one slice of a batch, 2-D."""
+
+    labels: np.ndarray
+    predictions: np.ndarray
+
+
+def _pairs(inputs: Inputs, sub_key: metric_types.SubKey | None) -> tuple[np.ndarray, np.ndarray]:
+    """(label, prediction) per value, as TFMA's `to_label_prediction_example_weight` flattens."""
+    labels, predictions = inputs.labels, inputs.predictions
+    if sub_key is not None and sub_key.class_id is not None:
+        if predictions.shape[1] < 2:
+            raise ValueError(f"class_id {sub_key.class_id} needs one prediction per class")
+        if sub_key.class_id >= predictions.shape[1]:
+            raise ValueError(f"class_id {sub_key.class_id} out of range of the predictions")
+        if labels.shape[1] == predictions.shape[1]:
+            labels = labels[:, sub_key.class_id]
+        else:
+            labels = (labels[:, 0] == sub_key.class_id).astype(np.float64)
+        return labels, predictions[:, sub_key.class_id]
+    if labels.shape[1] == 1 and predictions.shape[1] > 1:  # a sparse label, one-hot
+        labels = (labels == np.arange(predictions.shape[1])).astype(np.float64)
+    return labels.ravel(), predictions.ravel()
+
+
+def _confusion(inputs: Inputs, sub_key: metric_types.SubKey | None) -> Sums:
+    """[tp, tn, fp, fn] at TFMA's threshold, labels split as fractional labels."""
+    labels, predictions = _pairs(inputs, sub_key)
+    labels = labels.astype(np.float64)
+    if np.any((labels < 0) | (labels > 1)):
+        raise ValueError(f"label must be within [0, 1]: labels={labels[:10]}")
+    positive = predictions > _THRESHOLD
+    return np.array(
+        [
+            labels[positive].sum(),
+            (1 - labels[~positive]).sum(),
+            (1 - labels[positive]).sum(),
+            labels[~positive].sum(),
+        ]
+    )
+
+
+def _argmax_hits(inputs: Inputs, sub_key: metric_types.SubKey | None) -> Sums:
+    """[matches, count], as Keras' sparse_categorical_accuracy counts them."""
+    predicted = np.argmax(inputs.predictions, axis=1)
+    return np.array([np.sum(predicted == inputs.labels[:, 0]), len(predicted)], dtype=np.float64)
+
+
+def _errors(power: int, skip_nan: bool) -> Callable[[Inputs, Any], Sums]:
+    def sums(inputs: Inputs, sub_key: metric_types.SubKey | None) -> Sums:
+        labels, predictions = _pairs(inputs, sub_key)
+        # The difference in the inputs' own dtype, as TFMA and Keras take it; sums in float64.
+        errors = np.abs(labels - predictions).astype(np.float64) ** power
+        if skip_nan:
+            errors = errors[~np.isnan(errors)]
+        return np.array([errors.sum(), errors.size], dtype=np.float64)
+
+    return sums
+
+
+def _matrix(inputs: Inputs, sub_key: metric_types.SubKey | None) -> Sums:
+    """Counts [actual, predicted + 1]; predicted is -1 where the top score is <= 0."""
+    classes = inputs.predictions.shape[1]
+    if classes < 2:
+        raise ValueError("a multi-class confusion matrix needs one prediction per class")
+    labels = inputs.labels
+    actual = np.argmax(labels, axis=1) if labels.shape[1] > 1 else labels[:, 0].astype(np.int64)
+    if np.any((actual < 0) | (actual >= classes)):
+        raise ValueError(f"labels outside the {classes} predicted classes: {actual[:10]}")
+    predicted = np.argmax(inputs.predictions, axis=1)
+    top = inputs.predictions[np.arange(len(predicted)), predicted]
+    predicted = np.where(top <= _PLOT_THRESHOLD, -1, predicted)
+    counts = np.zeros((classes, classes + 1))
+    np.add.at(counts, (actual, predicted + 1), 1.0)
+    return counts
+
+
+def _plot(counts: Sums) -> Any:
+    matrices = mc_matrices.Matrices()
+    matrices[_PLOT_THRESHOLD] = {
+        mc_matrices.MatrixEntryKey(int(a), int(p) - 1): float(counts[a, p])
+        for a, p in zip(*np.nonzero(counts), strict=True)
+    }
+    return matrices.to_proto().multi_class_confusion_matrix_at_thresholds
+
+
+def _keras_ratio(sums: Sums) -> np.float32:
+    """Keras' Mean: float32 total / float32 count (0 when empty), as TFMA reports it."""
+    total, count = np.float32(sums[0]), np.float32(sums[1])
+    return np.float32(total / count) if count else np.float32(0.0)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How one metric class sums a slice of a batch, and turns the sums into its value."""
+
+    sums: Callable[[Inputs, metric_types.SubKey | None], Sums]
+    value: Callable[[Sums], Any]
+    plot: bool = False
+
+
+KINDS: dict[str, Kind] = {
+    "ExampleCount": Kind(
+        lambda inputs, _: np.array([len(inputs.labels)], dtype=np.float64),
+        lambda s: float(s[0]),
+    ),
+    "BinaryAccuracy": Kind(_confusion, lambda s: _divide(s[0] + s[1], s.sum())),
+    "Precision": Kind(_confusion, lambda s: _divide(s[0], s[0] + s[2])),
+    "Recall": Kind(_confusion, lambda s: _divide(s[0], s[0] + s[3])),
+    "SparseCategoricalAccuracy": Kind(_argmax_hits, _keras_ratio),
+    "MeanAbsoluteError": Kind(_errors(1, skip_nan=True), lambda s: _divide(s[0], s[1])),
+    "MeanSquaredError": Kind(_errors(2, skip_nan=True), lambda s: _divide(s[0], s[1])),
+    "RootMeanSquaredError": Kind(
+        _errors(2, skip_nan=False),
+        lambda s: float(np.sqrt(s[0] / s[1])) if s[1] else 0.0,
+    ),
+    "MultiClassConfusionMatrixPlot": Kind(_matrix, _plot, plot=True),
+}
+
+
+# The kinds TFMA computes per class when a spec binarizes by class_ids.
+_BINARIZED = ("BinaryAccuracy", "Precision", "Recall")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One output key of the evaluation and the kind that computes it."""
+
+    key: Key
+    kind: str
+
+
+def _config_options(config: tfma.MetricConfig) -> set[str]:
+    return set(json.loads(config.config or "{}")) - {"name"}
+
+
+def unsupported(eval_config: tfma.EvalConfig) -> str | None:
+    """Why the batched path cannot compute `eval_config` exactly as TFMA does, or None."""
+    options = eval_config.options
+    if options.compute_confidence_intervals.value:
+        return "confidence intervals"
+    if options.min_slice_size.value > 1:
+        return "min_slice_size"
+    if eval_config.cross_slicing_specs:
+        return "cross_slicing_specs"
+    if any(spec.slice_keys_sql for spec in eval_config.slicing_specs):
+        return "slice_keys_sql"
+    for model in eval_config.model_specs:
+        if model.example_weight_key or model.example_weight_keys:
+            return f"example weights (model {model.name!r})"
+        if model.label_keys or model.prediction_keys:
+            return f"several outputs (model {model.name!r})"
+    for spec in eval_config.metrics_specs:
+        if spec.output_names or spec.query_key or spec.HasField("aggregate"):
+            return "output_names, query_key or aggregate in a metrics spec"
+        if spec.cross_slice_thresholds:
+            return "cross-slice thresholds"
+        binarize = spec.binarize
+        if binarize.top_k_list.values or binarize.k_list.values:
+            return "top_k or k binarization"
+        for config in spec.metrics:
+            if config.class_name not in KINDS or config.module:
+                return f"metric {config.class_name!r}"
+            if binarize.class_ids.values and config.class_name not in _BINARIZED:
+                return f"{config.class_name} per class_id"
+            if _config_options(config):
+                return f"{config.class_name} options {sorted(_config_options(config))}"
+    if any(key.example_weighted for key, _, _ in _keys(eval_config)):
+        return "example-weighted metrics"
+    return None
+
+
+def _keys(eval_config: tfma.EvalConfig) -> Iterator[tuple[Key, Any, Any]]:
+    return metric_specs.keys_and_metrics_from_specs(eval_config, eval_config.metrics_specs)
+
+
+def metrics_of(eval_config: tfma.EvalConfig) -> list[Metric]:
+    """Every key TFMA would output for `eval_config` (diff keys aside), with its kind."""
+    result = []
+    for key, config, _ in _keys(eval_config):
+        if KINDS[config.class_name].plot:
+            key = metric_types.PlotKey(
+                name=key.name,
+                model_name=key.model_name,
+                output_name=key.output_name,
+                sub_key=key.sub_key,
+                example_weighted=key.example_weighted,
+            )
+        result.append(Metric(key, config.class_name))
+    return result
+
+
+# --- Slicing a batch ---------------------------------------------------------------------
+
+
+def _rows_and_values(value: Any, batch_size: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(row, value) pairs of one feature of a batch; None where the batch has no such feature."""
+    if value is None:
+        return None
+    if hasattr(value, "indices") and hasattr(value, "values"):  # VarLen or sparse: rows first
+        return np.asarray(value.indices)[:, 0], np.asarray(value.values).ravel()
+    if hasattr(value, "nested_row_splits"):  # ragged: map each value up to its row
+        values = np.asarray(value.values)
+        width = values[0].size if values.ndim > 1 and len(values) else 1
+        rows = np.repeat(np.arange(len(values)), width)
+        for splits in reversed(value.nested_row_splits):
+            rows = np.repeat(np.arange(len(splits) - 1), np.diff(splits))[rows]
+        return rows, values.ravel()
+    if not isinstance(value, np.ndarray | list):
+        raise ValueError(f"feature had unsupported type: {type(value).__name__}")
+    array = np.asarray(value, dtype=object) if isinstance(value, list) else value
+    if array.dtype != object or array.size == 0 or np.ndim(array.flat[0]) == 0:
+        per_row = array.reshape(batch_size, -1)
+        return np.repeat(np.arange(batch_size), per_row.shape[1]), per_row.ravel()
+    # Rows of different lengths (an object array of arrays): one row at a time.
+    flat = [np.asarray(row).ravel() for row in array]
+    rows = np.repeat(np.arange(len(flat)), [f.size for f in flat])
+    return rows, np.concatenate(flat) if flat else np.zeros(0)
+
+
+def _column(
+    features_dicts: Sequence[Mapping[str, Any]],
+    default: Mapping[str, Any] | None,
+    column: str,
+    batch_size: int,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """A column's (row, value) pairs: transformed features first, then raw (SliceAccessor)."""
+    found = [
+        pairs
+        for d in features_dicts
+        if (pairs := _rows_and_values(d.get(column), batch_size)) is not None
+    ]
+    if not found and default is not None:
+        pairs = _rows_and_values(default.get(column), batch_size)
+        found = [pairs] if pairs is not None else []
+    if not found:
+        return None
+    return np.concatenate([r for r, _ in found]), np.concatenate([v for _, v in found])
+
+
+def _slice_value(value: Any, column: str) -> Any:
+    """A slice key's value as `generate_slices` writes it: text for bytes, Python numbers."""
+    value = value.tolist() if isinstance(value, np.generic) else value
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f'Found non-UTF8 feature value {value!r} in column "{column}"') from e
+    return value
+
+
+def _matches(values: np.ndarray, wanted: Any) -> np.ndarray:
+    """Which values equal a `feature_values` entry, with `generate_slices`' str/bytes rules."""
+    candidates = [wanted]
+    if isinstance(wanted, str):
+        candidates.append(wanted.encode())
+    else:
+        candidates.append(str(wanted))
+    return np.array([v in candidates for v in values.tolist()], dtype=bool)
+
+
+def _spec_masks(
+    spec: slicer_lib.SingleSliceSpec,
+    lookup: Callable[[str], tuple[np.ndarray, np.ndarray] | None],
+    batch_size: int,
+) -> Iterator[tuple[SliceKey, np.ndarray]]:
+    """(slice key, rows mask) for each slice of `spec` present in the batch."""
+    selected = np.ones(batch_size, dtype=bool)
+    fixed = []
+    for column, wanted in spec._value_matches:  # sorted (column, value), slicer_lib.py L130-136
+        pairs = lookup(column)
+        if pairs is None:
+            return
+        rows, values = pairs
+        mask = np.zeros(batch_size, dtype=bool)
+        mask[rows[_matches(values, wanted)]] = True
+        selected &= mask
+        fixed.append((column, wanted))
+    per_column = []
+    for column in sorted(spec._columns):
+        pairs = lookup(column)
+        if pairs is None:
+            return
+        rows, values = pairs
+        distinct, inverse = np.unique(values, return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.searchsorted(inverse[order], np.arange(len(distinct) + 1))
+        masks = []
+        for i, value in enumerate(distinct):
+            mask = np.zeros(batch_size, dtype=bool)
+            mask[rows[order[bounds[i] : bounds[i + 1]]]] = True
+            masks.append(((column, _slice_value(value, column)), mask))
+        per_column.append(masks)
+    for combination in itertools.product(*per_column):
+        mask = selected.copy()
+        for _, column_mask in combination:
+            mask &= column_mask
+        if mask.any():
+            yield tuple(sorted(fixed + [entry for entry, _ in combination])), mask
+
+
+def slice_masks(
+    extracts: Mapping[str, Any],
+    specs: Sequence[slicer_lib.SingleSliceSpec],
+    model_names: Sequence[str],
+    batch_size: int,
+) -> dict[SliceKey, np.ndarray]:
+    """Rows of the batch in each slice; an example in a slice twice counts once (TFMA's set)."""
+    transformed = extracts.get(constants.TRANSFORMED_FEATURES_KEY)
+    features_dicts: list[Mapping[str, Any]] = []
+    if transformed is not None:
+        if len(model_names) == 1:
+            features_dicts = [transformed]
+        else:
+            features_dicts = [transformed[n] for n in model_names if n in transformed]
+    default = extracts.get(constants.FEATURES_KEY)
+    cache: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
+
+    def lookup(column: str) -> tuple[np.ndarray, np.ndarray] | None:
+        if column not in cache:
+            cache[column] = _column(features_dicts, default, column, batch_size)
+        return cache[column]
+
+    result: dict[SliceKey, np.ndarray] = {}
+    for spec in specs:
+        for key, mask in _spec_masks(spec, lookup, batch_size):
+            result[key] = result[key] | mask if key in result else mask
+    return result
+
+
+# --- Summing and combining ---------------------------------------------------------------
+
+
+def _as_2d(value: Any, what: str) -> np.ndarray:
+    if isinstance(value, Mapping):
+        raise ValueError(
+            f"batched metrics need one {what} array per model, got a dict with keys "
+            f"{sorted(value)}: a multi-output model needs TFMA's evaluator"
+        )
+    array = np.asarray(value)
+    return array.reshape(len(array), -1)
+
+
+def model_inputs(extracts: Mapping[str, Any], model_name: str) -> Inputs:
+    """One model's labels and predictions, keyed by model name when there are several."""
+    labels = extracts[constants.LABELS_KEY]
+    predictions = extracts[constants.PREDICTIONS_KEY]
+    if model_name:
+        predictions = predictions[model_name]
+        if isinstance(labels, Mapping) and model_name in labels:
+            labels = labels[model_name]
+    return Inputs(_as_2d(labels, "label"), _as_2d(predictions, "prediction"))
+
+
+class SumPerSlice(beam.DoFn):
+    """A batch of extracts -> (slice key, {metric key: sums}) for each slice in it."""
+
+    def __init__(self, eval_config: tfma.EvalConfig, metrics: Sequence[Metric]):
+        self._metrics = list(metrics)
+        self._specs = [slicer_lib.SingleSliceSpec(spec=s) for s in eval_config.slicing_specs]
+        self._model_names = [m.name for m in eval_config.model_specs]
+
+    def process(self, extracts: Mapping[str, Any]) -> Iterator[tuple[SliceKey, dict[Key, Sums]]]:
+        inputs = {n: model_inputs(extracts, n) for n in {m.key.model_name for m in self._metrics}}
+        batch_size = len(next(iter(inputs.values())).labels) if inputs else 0
+        masks = slice_masks(extracts, self._specs, self._model_names, batch_size)
+        for slice_key, mask in masks.items():
+            sliced = {n: Inputs(i.labels[mask], i.predictions[mask]) for n, i in inputs.items()}
+            yield (
+                slice_key,
+                {
+                    m.key: KINDS[m.kind].sums(sliced[m.key.model_name], m.key.sub_key)
+                    for m in self._metrics
+                },
+            )
+
+
+class AddSums(beam.CombineFn):
+    """Adds {metric key: sums} dicts; the accumulator is one small array per key."""
+
+    def create_accumulator(self) -> dict[Key, Sums]:
+        return {}
+
+    def add_input(self, accumulator: dict[Key, Sums], sums: dict[Key, Sums]) -> dict[Key, Sums]:
+        for key, value in sums.items():
+            accumulator[key] = accumulator[key] + value if key in accumulator else value
+        return accumulator
+
+    def merge_accumulators(self, accumulators: Iterable[dict[Key, Sums]]) -> dict[Key, Sums]:
+        result: dict[Key, Sums] = {}
+        for accumulator in accumulators:
+            self.add_input(result, accumulator)
+        return result
+
+    def extract_output(self, accumulator: dict[Key, Sums]) -> dict[Key, Sums]:
+        return accumulator
+
+
+def values_of(sums: Mapping[Key, Sums], metrics: Sequence[Metric]) -> dict[Key, Any]:
+    return {m.key: KINDS[m.kind].value(sums[m.key]) for m in metrics}
+
+
+@beam.ptransform_fn
+def EvaluateOnBatches(
+    extracts: beam.PCollection, eval_config: tfma.EvalConfig
+) -> evaluator.Evaluation:
+    """Batched extracts -> TFMA's {'metrics', 'plots', 'attributions', 'validations'}."""
+    metrics = metrics_of(eval_config)
+    baseline = model_util.get_baseline_model_spec(eval_config)
+    sliced = (
+        extracts
+        | "SumPerSlice" >> beam.ParDo(SumPerSlice(eval_config, metrics))
+        | "AddPerSlice" >> beam.CombinePerKey(AddSums())
+        | "Values" >> beam.MapTuple(lambda key, sums: (key, values_of(sums, metrics)))
+        # TFMA's own step: adds `candidate - baseline` under is_diff keys (evaluator L628-669).
+        | "AddDiffMetrics"
+        >> tfma_evaluator._AddDerivedCrossSliceAndDiffMetrics(
+            [], [], [], baseline.name if baseline else None
+        )
+    )
+    by_type = tfma_evaluator._filter_by_key_type  # TFMA's split by key type, L680-705
+    result = {
+        constants.METRICS_KEY: sliced | "Metrics" >> beam.Map(by_type, metric_types.MetricKey),
+        constants.PLOTS_KEY: sliced | "Plots" >> beam.Map(by_type, metric_types.PlotKey),
+        constants.ATTRIBUTIONS_KEY: sliced
+        | "Attributions" >> beam.Map(by_type, metric_types.AttributionsKey),
+    }
+    result[constants.VALIDATIONS_KEY] = result[constants.METRICS_KEY] | "Validate" >> beam.Map(
+        metrics_validator.validate_metrics, eval_config
+    )
+    return result
+
+
+def batched_evaluator(eval_config: tfma.EvalConfig, run_after: str) -> evaluator.Evaluator:
+    """The evaluator, on the extracts of stage `run_after` (batched: before the unbatch)."""
+    reason = unsupported(eval_config)
+    if reason:
+        raise ValueError(f"batched metrics do not compute {reason}; use TFMA's evaluator")
+    return evaluator.Evaluator(
+        stage_name=STAGE_NAME,
+        run_after=run_after,
+        ptransform=EvaluateOnBatches(eval_config=eval_config),
+    )
+
+
+def log_fallback(reason: str) -> None:
+    logging.warning(
+        "Evaluator: batched metrics do not compute %s; TFMA's per-example evaluator runs instead",
+        reason,
+    )
