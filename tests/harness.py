@@ -37,7 +37,7 @@ from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow.steps.step_records import RECORD_FILE, StepRecord
 from pipeline import steps as dag
 from pipeline.config import PipelineConfig
-from pipeline.pipeline import create_pipeline
+from pipeline.pipeline import build_eval_config, create_pipeline
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, load_schema
 from tests.raw_examples import serialize_rows
 from tests.span_data import span_schema_dir
@@ -529,7 +529,7 @@ def evaluate(executor_class, run_root: Path, baseline: Path, out: Path, spec: Pa
         {"examples": [examples], "model": [model], "baseline_model": [baseline_model]},
         {"evaluation": [evaluation], "blessing": [blessing]},
         {
-            "eval_config": proto_utils.proto_to_json(dag.build_eval_config(load_spec(spec))),
+            "eval_config": proto_utils.proto_to_json(build_eval_config(load_spec(spec))),
             "example_splits": json.dumps(["eval"]),
             "fairness_indicator_thresholds": "null",
         },
