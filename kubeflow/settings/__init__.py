@@ -4,7 +4,7 @@ Every mistake is reported at compile time with the field that holds it
 (`components.Trainer.resources.gpu: must be >= 0, got -1`), instead of as a
 pod that never schedules. One module per section of the file:
 
-* fields.py        SettingsError and the checks every section shares
+* fields.py        SettingsError, and the field kit (trainer/fields.py) bound to it
 * placement.py     `defaults:`, `components:`: resources, GPUs, node selectors, tolerations
 * object_store.py  `object_store:`: the S3 store behind s3:// paths, its credentials secret
 * beam.py          `beam:`: where each Beam step runs its Beam pipeline
@@ -13,12 +13,12 @@ pod that never schedules. One module per section of the file:
 * schedule.py      `schedule:`: recurring runs
 * serving.py       `serving:`: the KServe InferenceService a pushed version goes to
 
-The checks are plain functions rather than pydantic models: most of them are
-Kubernetes' and KFP's rules (quantities parsed as the Kubernetes client
-parses them, a request within its limit, a retry window that holds the
-Trainer's deadline, Beam options that this Beam defines), and each message
-says what to write instead, which pydantic's errors would have to be
-rewritten into anyway.
+The checks are the kit's plain functions rather than pydantic models (the
+dataset spec reads with the same kit): most of them are Kubernetes' and
+KFP's rules (quantities parsed as the Kubernetes client parses them, a
+request within its limit, a retry window that holds the Trainer's deadline,
+Beam options that this Beam defines), and each message says what to write
+instead, which pydantic's errors would have to be rewritten into anyway.
 """
 
 from __future__ import annotations
