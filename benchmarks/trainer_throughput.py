@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.dataset import LABEL_KEY, load_spec
+from trainer.dataset_spec import LABEL_KEY, load_spec
 from trainer.model import random_model_inputs
 
 # The embedded taxi task's model (read as a plain file: no TensorFlow needed here).

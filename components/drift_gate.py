@@ -8,7 +8,7 @@ statistics are the ones the Pusher wrote into the served version
 under the serving directory, on both runners, as `LatestServedModel` finds the
 model.
 
-Thresholds come from the dataset spec's `drift:` section (trainer.dataset.
+Thresholds come from the dataset spec's `drift:` section (trainer.dataset_spec.
 DriftSpec): L-infinity distance for string features; for numeric ones,
 Jensen-Shannon divergence over quantile histograms, or the quantile shift.
 TFDV measures the first two. Its equal-width histograms make the divergence
@@ -51,7 +51,7 @@ from tfx.utils import io_utils
 from components.data_gate import DataValidationError
 from components.pusher import TRAINING_SPLIT
 from components.served_model import served_statistics
-from trainer.dataset import DriftSpec
+from trainer.dataset_spec import DriftSpec
 
 DRIFT_FILE = "drift.json"
 # TFDV's measurement types, by our measure names.

@@ -251,7 +251,7 @@ def tfjob_spec(settings: KubeflowSettings) -> TFJobSpec | None:
 
 def image_schema_path(settings: KubeflowSettings) -> str:
     """The schema file's path inside the pipeline image."""
-    from trainer.dataset import SCHEMA_FILE_NAME
+    from trainer.dataset_spec import SCHEMA_FILE_NAME
 
     return f"{settings.project_root_in_image}/{settings.schema_dir}/{SCHEMA_FILE_NAME}"
 

@@ -46,7 +46,7 @@ from kubeflow.tfjob.component import TFJobTrainer
 from kubeflow.tfjob.spec import TFJobSpec
 from pipeline.runner_steps import DagSteps, FirstSteps, RunnerSteps
 from pipeline.steps import DAG_STEPS, EXAMPLE_GEN, PUSHER, Retry, Step, Steps
-from trainer.dataset import DatasetSpec
+from trainer.dataset_spec import DatasetSpec
 
 # Stable ids of the steps only Kubeflow has.
 INPUT_SNAPSHOT = "InputSnapshot"

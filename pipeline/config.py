@@ -15,7 +15,8 @@ from trainer.config import RuntimeConfig, TrainerConfig
 @dataclass(frozen=True)
 class PipelineConfig:
     """Everything about the DAG that is neither a path (the runner's job) nor about the
-    dataset (its spec, `trainer/dataset.py`, names the pipeline and sets the blessing rules)."""
+    dataset (its spec, `trainer/dataset_spec.py`, names the pipeline and sets the blessing
+    rules)."""
 
     train_steps: int = 200
     eval_steps: int = 20

@@ -50,7 +50,7 @@ from pipeline.steps import (
     TRANSFORM,
 )
 from trainer.config import TrainerConfig
-from trainer.dataset import LABEL_KEY, DatasetSpec
+from trainer.dataset_spec import LABEL_KEY, DatasetSpec
 from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 from trainer.model import output_name
 from trainer.preprocessing import FORCE_TF_COMPAT_V1, preprocessing_fn

@@ -2,7 +2,7 @@
 
 A schema directory holds `schema.pbtxt` (what the data must look like; the
 ExampleValidator checks it) and `dataset.yaml` (label, task, feature kinds,
-slices, thresholds: `trainer/dataset.py`). `python -m schemas.draft` writes
+slices, thresholds: `trainer/dataset_spec.py`). `python -m schemas.draft` writes
 both from a CSV directory. The embedded taxi task's are in `chicago_taxi/`,
 shipped with the package so an installed image has them too.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.dataset import (
+from trainer.dataset_spec import (
     SCHEMA_FILE_NAME,
     SPEC_FILE_NAME,
     DatasetSpec,

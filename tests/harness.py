@@ -41,7 +41,7 @@ from pipeline.pipeline import build_eval_config, create_pipeline
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, load_schema
 from tests.raw_examples import serialize_rows
 from tests.span_data import span_schema_dir
-from trainer.dataset import load_spec
+from trainer.dataset_spec import load_spec
 from trainer.export import SERVING_SIGNATURE
 from trainer.json_signature import CONTRACT_ASSET, contract_from_dicts, instance_from_example
 from trainer.model import PROBABILITIES_OUTPUT

@@ -14,7 +14,7 @@ import yaml
 
 from schemas import DEFAULT_SCHEMA_DIR
 from tests.conftest import read_taxi_rows, write_csv
-from trainer.dataset import SPEC_FILE_NAME
+from trainer.dataset_spec import SPEC_FILE_NAME
 
 SPAN_PATTERN = "span-{SPAN}/*.csv"
 # Enough rows that two samples of one distribution stay well within the

@@ -31,7 +31,7 @@ from components.evaluation_extractors import PRUNE_STAGE_NAME
 from components.evaluator import batched_arguments, batched_metrics_in_tfx
 from pipeline.pipeline import build_eval_config
 from tests.harness import assert_same_evaluation, read_evaluation
-from trainer.dataset import DatasetSpec, parse_spec
+from trainer.dataset_spec import DatasetSpec, parse_spec
 
 LABELS = {
     "binary": {"task": "binary", "column": "y", "classes": ["no", "yes"]},

@@ -14,9 +14,13 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 import local_runner
 from pipeline.local import run as local_run
 from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir, read_schema
-from schemas.draft import DRIFT_FLOORS, DraftError, draft, infer_task, main, read_profiles
+from schemas.draft import DraftError, draft, main
+from schemas.draft.noise import DRIFT_FLOORS
+from schemas.draft.profiles import read_profiles
+from schemas.draft.task import infer_task
+from tests.conftest import REPO_ROOT, update_goldens
 from tests.synthetic import TASK_LABELS, write_dataset
-from trainer.dataset import DatasetSpecError, parse_spec
+from trainer.dataset_spec import DatasetSpecError, field_reference, parse_spec
 
 VALID = {
     "name": "shop",
@@ -126,6 +130,25 @@ def test_the_valid_spec_parses_and_round_trips():
 def test_a_bad_spec_is_refused_naming_the_field(path, value, message):
     with pytest.raises(DatasetSpecError, match=message):
         parse_spec(changed(path, value))
+
+
+def test_the_docs_field_reference_is_the_declarations():
+    """docs/dataset-spec.md's table is made from the fields' declarations, so a field
+    added to the spec without its docs fails here (UPDATE_GOLDENS=1 rewrites it)."""
+    page = REPO_ROOT / "docs" / "dataset-spec.md"
+    begin, end = (
+        "<!-- fields: generated from trainer/dataset_spec.py -->\n",
+        "<!-- end of fields -->\n",
+    )
+    before, rest = page.read_text().split(begin)
+    table, after = rest.split(end)
+    if update_goldens():
+        page.write_text(before + begin + field_reference() + end + after)
+        table = field_reference()
+    assert table == field_reference(), "rewrite the table with UPDATE_GOLDENS=1"
+    assert (
+        "| `features.<column>.buckets` | an integer >= 2 | bucketized: 10, hashed: 1024 |" in table
+    )
 
 
 def test_regression_needs_a_positive_std_and_has_no_classes():
@@ -493,11 +516,16 @@ def test_a_file_that_is_not_csv_is_one_line_naming_it(tmp_path, capsys, line):
 
 
 def test_the_noise_sample_is_drawn_across_the_data_not_from_its_head(tmp_path):
-    from schemas.draft import _sample_frame
+    from schemas.draft.noise import sample_frame
+    from schemas.draft.profiles import read_data
 
     sorted_rows = tmp_path / "sorted.csv"
     sorted_rows.write_text("x\n" + "".join(f"{i}\n" for i in range(1000)))
-    frame = _sample_frame([str(sorted_rows)], {"x": "int"}, limit=50)
+
+    def sample():
+        return sample_frame(read_data([str(sorted_rows)], ["x"], sample_size=50), {"x": "int"})
+
+    frame = sample()
     assert len(frame) == 50
     assert frame["x"].max() > 500  # the head alone would stop at 49
-    assert frame["x"].equals(_sample_frame([str(sorted_rows)], {"x": "int"}, limit=50)["x"])
+    assert frame["x"].equals(sample()["x"])

@@ -27,7 +27,7 @@ from components.served_model import (
 )
 from tests.conftest import load_schema
 from tests.span_data import SHIFTED_FEATURE, shifted, span_rows
-from trainer.dataset import DriftSpec, FeatureDrift
+from trainer.dataset_spec import DriftSpec, FeatureDrift
 
 DRIFT = DriftSpec(
     features={

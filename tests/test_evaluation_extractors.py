@@ -20,7 +20,7 @@ from components.evaluation_extractors import (
 from components.evaluator import ServedBaselineExecutor
 from pipeline.pipeline import build_eval_config
 from tests.harness import assert_same_evaluation, evaluate, latest_artifact, read_evaluation
-from trainer.dataset import load_spec
+from trainer.dataset_spec import load_spec
 
 SPEC = Path(__file__).resolve().parents[1] / "schemas" / "chicago_taxi" / "dataset.yaml"
 

@@ -130,7 +130,12 @@ def test_project_fingerprints_cover_the_right_modules():
     transform_code = set(fingerprint.first_party_modules(preprocessing_fn.__module__))
     trainer_code = set(fingerprint.first_party_modules(run_fn.__module__))
     # The custom hooks and the spec module are code Transform runs: editing them re-runs it.
-    assert {"trainer.preprocessing", "trainer.custom", "trainer.dataset"} <= transform_code
+    assert {
+        "trainer.preprocessing",
+        "trainer.custom",
+        "trainer.dataset_spec",
+        "trainer.fields",
+    } <= transform_code
     assert "trainer.model" not in transform_code
     assert {"trainer.run", "trainer.model", "trainer.data", "trainer.export"} <= trainer_code
 

@@ -10,7 +10,7 @@ import tensorflow as tf
 from schemas import load_schema_dir
 from trainer.config import ModelConfig
 from trainer.custom_loop import per_example_loss, per_example_score
-from trainer.dataset import LABEL_KEY, parse_spec
+from trainer.dataset_spec import LABEL_KEY, parse_spec
 from trainer.model import (
     build_model,
     compile_model,

@@ -15,7 +15,7 @@ from pipeline.config import PipelineConfig
 from pipeline.pipeline import build_eval_config
 from tests.harness import EXPECTED_EDGES, RUN_REPORT_EDGES, build
 from trainer.config import TrainerConfig
-from trainer.dataset import DatasetSpec, DriftSpec, FeatureDrift, InputSpec
+from trainer.dataset_spec import DatasetSpec, DriftSpec, FeatureDrift, InputSpec
 from trainer.run import EXAMPLES_KEY
 
 
@@ -239,7 +239,7 @@ def test_multiclass_reports_accuracy_and_per_class_metrics():
 
 
 def regression_spec(**changes) -> DatasetSpec:
-    from trainer.dataset import parse_spec
+    from trainer.dataset_spec import parse_spec
 
     values = {
         "name": "houses",

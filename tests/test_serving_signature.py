@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from tests.harness import ROWS, contract, examples, instances, rows_with_gaps
 from tests.tf_serving_standin import ModelServer, served_version
-from trainer.dataset import DatasetSpecError
+from trainer.dataset_spec import DatasetSpecError
 from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 from trainer.json_signature import (
     JSON_SIGNATURE,
@@ -232,7 +232,7 @@ def test_column_names_that_tensors_cannot_hold_become_input_names(taxi_spec):
     assert input_name("_id") == "f_id"
     import dataclasses
 
-    from trainer.dataset import FeatureSpec
+    from trainer.dataset_spec import FeatureSpec
 
     clash = dataclasses.replace(
         taxi_spec,

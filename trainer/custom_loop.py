@@ -18,7 +18,7 @@ from collections.abc import Callable
 import keras
 import tensorflow as tf
 
-from trainer.dataset import GATE_METRICS, LabelSpec
+from trainer.dataset_spec import GATE_METRICS, LabelSpec
 from trainer.model import loss_and_metrics
 
 logger = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from trainer.dataset import DatasetSpec
+from trainer.dataset_spec import DatasetSpec
 from trainer.json_signature import CONTRACT_ASSET, JSON_SIGNATURE, JsonInput, json_inputs
 from trainer.model import output_name
 from trainer.transform_graph import TransformGraph

@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from trainer.dataset import DatasetSpec, DatasetSpecError
+from trainer.dataset_spec import DatasetSpec, DatasetSpecError
 
 JSON_SIGNATURE = "serving_json"
 CONTRACT_ASSET = "assets.extra/serving_json.json"

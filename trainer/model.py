@@ -11,7 +11,7 @@ from __future__ import annotations
 import keras
 
 from trainer.config import ModelConfig
-from trainer.dataset import GATE_METRICS, LABEL_KEY, LabelSpec
+from trainer.dataset_spec import GATE_METRICS, LABEL_KEY, LabelSpec
 
 # The serving signature's output: class probabilities, or the regression value.
 PROBABILITIES_OUTPUT = "probabilities"

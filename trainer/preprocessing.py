@@ -2,7 +2,7 @@
 
 The same graph runs in the Transform component (full pass over the data) and,
 through the exported serving signature, on every raw example at inference time.
-What it computes follows the dataset spec (`trainer/dataset.py`), which TFX
+What it computes follows the dataset spec (`trainer/dataset_spec.py`), which TFX
 hands over in the Transform's `custom_config`.
 """
 
@@ -15,7 +15,13 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from trainer import custom
-from trainer.dataset import LABEL_KEY, DatasetSpec, DatasetSpecError, LabelSpec, transformed_name
+from trainer.dataset_spec import (
+    LABEL_KEY,
+    DatasetSpec,
+    DatasetSpecError,
+    LabelSpec,
+    transformed_name,
+)
 
 # tf.Transform traces `preprocessing_fn` as one TF1-style graph instead of as
 # tf.functions, which made the Transform step markedly faster on the taxi sample

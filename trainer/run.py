@@ -16,7 +16,7 @@ from tfx.components.trainer.fn_args_utils import FnArgs
 from trainer.config import TrainerConfig
 from trainer.custom_loop import fit_with_custom_loop
 from trainer.data import distributed_dataset
-from trainer.dataset import LABEL_KEY, DatasetSpec
+from trainer.dataset_spec import LABEL_KEY, DatasetSpec
 from trainer.export import export_serving_model
 from trainer.model import build_model, compile_model, model_input_sizes
 from trainer.runtime import resolve_runtime

@@ -4,7 +4,7 @@ Every mistake is reported at compile time with the field that holds it
 (`components.Trainer.resources.gpu: must be >= 0, got -1`), instead of as a
 pod that never schedules. One module per section of the file:
 
-* fields.py        SettingsError and the checks every section shares
+* fields.py        SettingsError, and the field kit (trainer/fields.py) bound to it
 * placement.py     `defaults:`, `components:`: resources, GPUs, node selectors, tolerations
 * object_store.py  `object_store:`: the S3 store behind s3:// paths, its credentials secret
 * beam.py          `beam:`: where each Beam step runs its Beam pipeline
@@ -13,12 +13,12 @@ pod that never schedules. One module per section of the file:
 * schedule.py      `schedule:`: recurring runs
 * serving.py       `serving:`: the KServe InferenceService a pushed version goes to
 
-The checks are plain functions rather than pydantic models: most of them are
-Kubernetes' and KFP's rules (quantities parsed as the Kubernetes client
-parses them, a request within its limit, a retry window that holds the
-Trainer's deadline, Beam options that this Beam defines), and each message
-says what to write instead, which pydantic's errors would have to be
-rewritten into anyway.
+The checks are the kit's plain functions rather than pydantic models (the
+dataset spec reads with the same kit): most of them are Kubernetes' and
+KFP's rules (quantities parsed as the Kubernetes client parses them, a
+request within its limit, a retry window that holds the Trainer's deadline,
+Beam options that this Beam defines), and each message says what to write
+instead, which pydantic's errors would have to be rewritten into anyway.
 """
 
 from __future__ import annotations
@@ -34,9 +34,8 @@ from kubeflow.settings.beam import BeamEngine, parse_beam
 from kubeflow.settings.fields import (
     SettingsError,
     absolute_path,
+    check,
     component_entries,
-    expect,
-    no_unknown,
     required_str,
 )
 from kubeflow.settings.object_store import ObjectStore, parse_object_store, store_path
@@ -112,13 +111,13 @@ def parse_settings(
         "training",
         "serving",
     }
-    no_unknown(values, known, "settings")
+    check.no_unknown(values, known, "settings")
     image = required_str(values, "image")
     if any(c.isspace() for c in image):
         raise SettingsError(f"image: {image!r} contains white space")
-    parameters = expect(values.get("parameters") or {}, dict, "parameters")
-    no_unknown(parameters, {"data_root", "train_steps"}, "parameters")
-    train_steps = expect(parameters.get("train_steps", 1000), int, "parameters.train_steps")
+    parameters = check.typed(values.get("parameters") or {}, dict, "parameters")
+    check.no_unknown(parameters, {"data_root", "train_steps"}, "parameters")
+    train_steps = check.typed(parameters.get("train_steps", 1000), int, "parameters.train_steps")
     if train_steps <= 0:
         raise SettingsError(f"parameters.train_steps: must be > 0, got {train_steps}")
     default = parse_placement(values.get("defaults"), "defaults")
@@ -149,7 +148,7 @@ def parse_settings(
         ),
         data_root=paths["parameters.data_root"],
         train_steps=train_steps,
-        config_variant=expect(values.get("config_variant", "default"), str, "config_variant"),
+        config_variant=check.typed(values.get("config_variant", "default"), str, "config_variant"),
         default_placement=default,
         placements=placements,
         schedule=parse_schedule(values.get("schedule")),
@@ -187,5 +186,5 @@ def load_settings(
     except yaml.YAMLError as err:
         raise SettingsError(f"{path} is not valid YAML: {err}") from None
     return parse_settings(
-        expect(values or {}, dict, str(path)), step_ids, beam_step_ids, retry_roles
+        check.typed(values or {}, dict, str(path)), step_ids, beam_step_ids, retry_roles
     )

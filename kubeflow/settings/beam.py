@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubeflow.settings.fields import SettingsError, expect, no_unknown
+from kubeflow.settings.fields import SettingsError, check
+from trainer.fields import field_names
 
 _BEAM_OPTION = re.compile(r"^[a-z][a-z0-9_]*$")
 _HOST_PORT = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?:[0-9]{1,5}$")
@@ -80,20 +81,18 @@ def _beam_option_value(value: Any, where: str) -> BeamOptionValue:
             raise SettingsError(f"{where}: an empty list sets nothing; remove it")
         # A list repeats the flag: each item is one plain value.
         return tuple(
-            expect(item, (str, int, float), f"{where}[{i}]") for i, item in enumerate(value)
+            check.typed(item, (str, int, float), f"{where}[{i}]") for i, item in enumerate(value)
         )
     if value is False or value is None:
         raise SettingsError(f"{where}: {value!r} sets nothing; remove the option instead")
-    return expect(value, (str, int, float, bool), where)
+    return check.typed(value, (str, int, float, bool), where)
 
 
 def _beam_engine(values: Any, where: str) -> BeamEngine:
-    values = expect(values or {}, dict, where)
-    no_unknown(values, {"engine", "options"}, where)
-    engine = values.get("engine", "direct")
-    if engine not in BEAM_ENGINES:
-        raise SettingsError(f"{where}.engine: must be one of {BEAM_ENGINES}, got {engine!r}")
-    raw = expect(values.get("options") or {}, dict, f"{where}.options")
+    values = check.typed(values or {}, dict, where)
+    check.no_unknown(values, field_names(BeamEngine), where)
+    engine = check.choice(values.get("engine", "direct"), BEAM_ENGINES, f"{where}.engine")
+    raw = check.typed(values.get("options") or {}, dict, f"{where}.options")
     options: dict[str, BeamOptionValue] = {}
     for name, value in raw.items():
         option = f"{where}.options.{name}"
@@ -141,10 +140,10 @@ def _beam_engine(values: Any, where: str) -> BeamEngine:
 def parse_beam(
     values: Any, beam_step_ids: set[str] | None
 ) -> tuple[BeamEngine, dict[str, BeamEngine]]:
-    values = expect(values or {}, dict, "beam")
-    no_unknown(values, {"defaults", "components"}, "beam")
+    values = check.typed(values or {}, dict, "beam")
+    check.no_unknown(values, {"defaults", "components"}, "beam")
     default = _beam_engine(values.get("defaults"), "beam.defaults")
-    components = expect(values.get("components") or {}, dict, "beam.components")
+    components = check.typed(values.get("components") or {}, dict, "beam.components")
     if beam_step_ids is not None:
         others = sorted(set(components) - beam_step_ids)
         if others:

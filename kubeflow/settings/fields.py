@@ -1,5 +1,10 @@
-"""What every section of the Kubeflow settings is checked with: the error, the
-field-naming checks, and the name patterns Kubernetes allows."""
+"""The Kubeflow settings' error, the field kit bound to it, and what the sections
+share beyond it: a few field forms and the name patterns Kubernetes allows.
+
+The kit itself (checks, declarations) is trainer/fields.py, the one the dataset
+spec reads with too; SettingsError words its messages as the settings always
+have (`must be a int, got 'x'`, `unknown field(s) ['replicas']`).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ import re
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
+
+from trainer.fields import Checks, FieldError, Kind
 
 LABEL_NAME = re.compile(
     r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
@@ -17,32 +24,33 @@ SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
-class SettingsError(ValueError):
+class SettingsError(FieldError):
     """A Kubeflow setting is missing or malformed; the message names the field."""
 
+    @classmethod
+    def wrong_kind(cls, where: str, kind: Kind, value: object) -> FieldError:
+        if kind.choices:
+            return cls(f"{where}: must be one of {kind.choices}, got {value!r}")
+        names = " or ".join(t.__name__ for t in kind.types)
+        return cls(f"{where}: must be a {names}, got {value!r}")
 
-def expect(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise SettingsError(f"{where}: must be a {names}, got {value!r}")
-    return value
+    @classmethod
+    def unknown_fields(cls, where: str, unknown: list[str], known: list[str]) -> FieldError:
+        return cls(f"{where}: unknown field(s) {unknown}; known: {sorted(known)}")
 
 
-def no_unknown(values: Mapping[str, Any], known: set[str], where: str) -> None:
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise SettingsError(f"{where}: unknown field(s) {unknown}; known: {sorted(known)}")
+check = Checks(SettingsError)
 
 
 def required_str(values: Mapping[str, Any], key: str) -> str:
     value = values.get(key)
     if value is None or (isinstance(value, str) and not value.strip()):
         raise SettingsError(f"{key}: required")
-    return expect(value, str, key)
+    return check.typed(value, str, key)
 
 
 def absolute_path(value: object, key: str) -> str:
-    path: str = expect(value, str, key)
+    path: str = check.typed(value, str, key)
     if not PurePosixPath(path).is_absolute():
         raise SettingsError(f"{key}: {path!r} must be an absolute path")
     return path.rstrip("/") or "/"
@@ -50,7 +58,7 @@ def absolute_path(value: object, key: str) -> str:
 
 def component_entries(value: Any, where: str, component_ids: set[str]) -> dict[str, Any]:
     """`value`, a mapping from the pipeline's component ids to their own settings."""
-    entries = expect(value or {}, dict, where)
+    entries = check.typed(value or {}, dict, where)
     unknown = sorted(set(entries) - component_ids)
     if unknown:
         raise SettingsError(

@@ -6,8 +6,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from kubeflow.settings.fields import SECRET_NAME, SettingsError, absolute_path, expect, no_unknown
+from kubeflow.settings.fields import SECRET_NAME, SettingsError, absolute_path, check
 from pipeline import object_store as store
+from trainer.fields import field_names
 
 _ENDPOINT = re.compile(r"^https?://[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?(:[0-9]{1,5})?/?$")
 _REGION = re.compile(r"^[a-z0-9][-a-z0-9]*$")
@@ -78,16 +79,16 @@ class ObjectStore:
 
 
 def _credentials(values: Any, where: str) -> SecretCredentials:
-    values = expect(values, dict, where)
-    known = {"secret", "access_key_id_key", "secret_access_key_key"}
-    no_unknown(values, known, where)
+    values = check.typed(values, dict, where)
+    known = field_names(SecretCredentials)
+    check.no_unknown(values, known, where)
     for key in sorted(known):
         if not values.get(key):
             raise SettingsError(
                 f"{where}.{key}: required (credentials come from a Kubernetes Secret: its name "
                 "and the data keys holding the access key id and the secret access key)"
             )
-        expect(values[key], str, f"{where}.{key}")
+        check.typed(values[key], str, f"{where}.{key}")
     if not SECRET_NAME.match(values["secret"]):
         raise SettingsError(f"{where}.secret: {values['secret']!r} is not a Kubernetes Secret name")
     for key in ("access_key_id_key", "secret_access_key_key"):
@@ -102,14 +103,14 @@ def _credentials(values: Any, where: str) -> SecretCredentials:
 
 def parse_object_store(values: Any) -> ObjectStore:
     where = "object_store"
-    values = expect(values, dict, where)
+    values = check.typed(values, dict, where)
     if "verify_tls" in values:
         raise SettingsError(
             f"{where}.verify_tls: turning TLS verification off is not supported: Beam's S3 "
             "client (boto3) has no setting for it. Mount the store's CA certificate into the "
             f"image or pod and set {where}.ca_file, or use the store's http:// endpoint"
         )
-    no_unknown(values, {"endpoint", "region", "ca_file", "credentials"}, where)
+    check.no_unknown(values, field_names(ObjectStore), where)
     region = values.get("region")
     if not region:
         raise SettingsError(
@@ -120,7 +121,7 @@ def parse_object_store(values: Any) -> ObjectStore:
         raise SettingsError(f"{where}.region: {region!r} is not a region name (e.g. us-east-1)")
     endpoint = values.get("endpoint")
     if endpoint is not None:
-        expect(endpoint, str, f"{where}.endpoint")
+        check.typed(endpoint, str, f"{where}.endpoint")
         if endpoint.startswith("minio://"):
             raise SettingsError(
                 f"{where}.endpoint: {endpoint!r}: give the store's S3 API address, "

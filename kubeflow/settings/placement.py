@@ -16,7 +16,8 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from kubeflow.settings.fields import LABEL_NAME, SettingsError, expect, no_unknown
+from kubeflow.settings.fields import LABEL_NAME, SettingsError, check
+from trainer.fields import choice, field_names
 
 # What open-source KFP and the NVIDIA device plugin call a GPU.
 DEFAULT_ACCELERATOR = "nvidia.com/gpu"
@@ -117,13 +118,12 @@ def _request_within_limit(resources: Resources, where: str) -> None:
 
 
 def _resources(values: Any, where: str) -> Resources:
-    values = expect(values or {}, dict, where)
-    known = {"cpu_request", "cpu_limit", "memory_request", "memory_limit", "gpu", "accelerator"}
-    no_unknown(values, known, where)
-    gpu = expect(values.get("gpu", 0), int, f"{where}.gpu")
+    values = check.typed(values or {}, dict, where)
+    check.no_unknown(values, field_names(Resources), where)
+    gpu = check.typed(values.get("gpu", 0), int, f"{where}.gpu")
     if gpu < 0:
         raise SettingsError(f"{where}.gpu: must be >= 0, got {gpu}")
-    accelerator = expect(
+    accelerator = check.typed(
         values.get("accelerator", DEFAULT_ACCELERATOR), str, f"{where}.accelerator"
     )
     if not LABEL_NAME.match(accelerator):
@@ -141,7 +141,7 @@ def _resources(values: Any, where: str) -> Resources:
 
 
 def _node_selector(values: Any, where: str) -> dict[str, str]:
-    values = expect(values or {}, dict, where)
+    values = check.typed(values or {}, dict, where)
     for key, value in values.items():
         if not isinstance(key, str) or not LABEL_NAME.match(key):
             raise SettingsError(f"{where}: {key!r} is not a Kubernetes label name")
@@ -153,16 +153,14 @@ def _node_selector(values: Any, where: str) -> dict[str, str]:
 
 
 def _toleration(values: Any, where: str) -> Toleration:
-    values = expect(values, dict, where)
-    no_unknown(values, {"key", "operator", "value", "effect", "toleration_seconds"}, where)
-    operator = values.get("operator", "Equal")
-    if operator not in TOLERATION_OPERATORS:
-        raise SettingsError(
-            f"{where}.operator: must be one of {TOLERATION_OPERATORS}, got {operator!r}"
-        )
-    effect = values.get("effect")
-    if effect is not None and effect not in TOLERATION_EFFECTS:
-        raise SettingsError(f"{where}.effect: must be one of {TOLERATION_EFFECTS}, got {effect!r}")
+    values = check.typed(values, dict, where)
+    check.no_unknown(values, field_names(Toleration), where)
+    operator = check.choice(
+        values.get("operator", "Equal"), TOLERATION_OPERATORS, f"{where}.operator"
+    )
+    effect = check.kind(
+        values.get("effect"), choice(TOLERATION_EFFECTS).or_none(), f"{where}.effect"
+    )
     key = values.get("key")
     if key is not None and (not isinstance(key, str) or not LABEL_NAME.match(key)):
         raise SettingsError(f"{where}.key: {key!r} is not a Kubernetes taint key")
@@ -173,7 +171,7 @@ def _toleration(values: Any, where: str) -> Toleration:
         raise SettingsError(f"{where}.key: required when operator is Equal")
     seconds = values.get("toleration_seconds")
     if seconds is not None:
-        expect(seconds, int, f"{where}.toleration_seconds")
+        check.typed(seconds, int, f"{where}.toleration_seconds")
         if effect != "NoExecute":
             raise SettingsError(f"{where}.toleration_seconds: only valid with effect NoExecute")
     return Toleration(
@@ -182,10 +180,10 @@ def _toleration(values: Any, where: str) -> Toleration:
 
 
 def parse_placement(values: Any, where: str, fallback: Placement | None = None) -> Placement:
-    values = expect(values or {}, dict, where)
-    no_unknown(values, {"resources", "node_selector", "tolerations"}, where)
+    values = check.typed(values or {}, dict, where)
+    check.no_unknown(values, field_names(Placement), where)
     fallback = fallback or Placement()
-    tolerations = expect(values.get("tolerations", []) or [], list, f"{where}.tolerations")
+    tolerations = check.typed(values.get("tolerations", []) or [], list, f"{where}.tolerations")
     return Placement(
         resources=(
             _resources(values["resources"], f"{where}.resources")

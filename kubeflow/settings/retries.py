@@ -66,12 +66,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kubeflow.settings.fields import SettingsError, component_entries, expect, no_unknown
+from kubeflow.settings.fields import SettingsError, check, component_entries
+from trainer.fields import field_names
 
 DURATION = re.compile(r"^([0-9]+)(s|m|h|d)$")
 _SECONDS_PER_UNIT = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
-# The fields of a policy in the settings file.
-FIELDS = ("max_retries", "backoff", "backoff_factor", "retry_window")
 # Settings files written before the field was named for what KFP does with it.
 DEPRECATED_FIELDS = {"backoff_max": "retry_window"}
 # The window of a step with no deadline of its own: a Beam step or a Trainer in
@@ -185,9 +184,9 @@ def format_duration(seconds: float) -> str:
 
 
 def _retry_policy(values: Any, where: str, fallback: RetryPolicy) -> RetryPolicy:
-    values = expect(values or {}, dict, where)
+    values = check.typed(values or {}, dict, where)
     values = _renamed_retry_fields(values, where)
-    no_unknown(values, set(FIELDS), where)
+    check.no_unknown(values, field_names(RetryPolicy), where)
     count = values.get("max_retries", fallback.max_retries)
     if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= 10:
         raise SettingsError(f"{where}.max_retries: must be an integer 0..10, got {count!r}")
@@ -250,8 +249,8 @@ def parse_retries(values: Any, step_ids: set[str], roles: RetryRoles | None) -> 
     roles = roles or RetryRoles()
     if values is None:
         return Retries(components={step: DEFAULT_RETRY for step in roles.retried_by_default})
-    values = expect(values, dict, "retries")
-    no_unknown(values, {"defaults", "components"}, "retries")
+    values = check.typed(values, dict, "retries")
+    check.no_unknown(values, {"defaults", "components"}, "retries")
     default = _retry_policy(values.get("defaults"), "retries.defaults", RetryPolicy())
     entries = component_entries(values.get("components"), "retries.components", step_ids)
     policies = {

@@ -2,35 +2,39 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from kubeflow.settings.fields import SettingsError, expect, no_unknown, required_str
+from kubeflow.settings.fields import SettingsError, check, required_str
+from trainer.fields import declare, field_names, typed
 
 
 @dataclass(frozen=True)
 class Schedule:
-    cron: str
-    experiment: str
-    max_concurrency: int = 1
-    catchup: bool = False
+    cron: str = field(
+        metadata=declare(typed(str), "when runs start: KFP's cron, 6 fields from the seconds")
+    )
+    experiment: str = field(
+        default="default", metadata=declare(typed(str), "the KFP experiment the runs join")
+    )
+    max_concurrency: int = field(
+        default=1, metadata=declare(typed(int), "runs of the schedule that may run at once")
+    )
+    catchup: bool = field(
+        default=False, metadata=declare(typed(bool), "start the runs a paused schedule missed")
+    )
 
 
 def parse_schedule(values: Any) -> Schedule | None:
     """The `schedule:` section; absent or empty, runs are submitted one at a time."""
     if not values:
         return None
-    raw = expect(values, dict, "schedule")
-    no_unknown(raw, {"cron", "experiment", "max_concurrency", "catchup"}, "schedule")
+    raw = check.typed(values, dict, "schedule")
+    check.no_unknown(raw, field_names(Schedule), "schedule")
     cron = required_str(raw, "cron") if "cron" in raw else required_str({}, "schedule.cron")
     if len(cron.split()) != 6:
         raise SettingsError(
             f"schedule.cron: {cron!r} must have 6 fields (KFP cron starts with seconds: "
             "'0 0 3 * * *' is 03:00 daily)"
         )
-    return Schedule(
-        cron=cron,
-        experiment=expect(raw.get("experiment", "default"), str, "schedule.experiment"),
-        max_concurrency=expect(raw.get("max_concurrency", 1), int, "schedule.max_concurrency"),
-        catchup=expect(raw.get("catchup", False), bool, "schedule.catchup"),
-    )
+    return check.read(Schedule, raw, "schedule", cron=cron)

@@ -13,7 +13,7 @@ checks those objects before it applies anything.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.metadata import version as version_of
 from typing import Any, Literal
 
@@ -22,13 +22,13 @@ from kubeflow.settings.fields import (
     NAMESPACE,
     SECRET_NAME,
     SettingsError,
-    expect,
-    no_unknown,
+    check,
     required_str,
 )
 from kubeflow.settings.placement import Placement, parse_placement
 from kubeflow.settings.retries import duration_seconds
 from pipeline import object_store as store
+from trainer.fields import declare, field_names, typed
 
 # An InferenceService's name: a DNS-1035 label. KServe derives
 # `<name>-predictor-<revision>` from it, which must stay within 63 characters.
@@ -56,10 +56,18 @@ DEFAULT_TOLERANCE = 1e-4
 class Smoke:
     """The request sent to a new revision before it is promoted."""
 
-    rows: int = DEFAULT_SMOKE_ROWS
-    # Largest absolute difference allowed between the revision's answer and
-    # the pushed model's own scoring of the same rows.
-    tolerance: float = DEFAULT_TOLERANCE
+    rows: int = field(
+        default=DEFAULT_SMOKE_ROWS,
+        metadata=declare(typed(int), "rows of the eval data sent, 1 to 100"),
+    )
+    tolerance: float = field(
+        default=DEFAULT_TOLERANCE,
+        metadata=declare(
+            typed(int, float),
+            "the largest absolute difference allowed between the revision's answer and the "
+            "pushed model's own scoring of the same rows, in [0, 1)",
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -112,17 +120,12 @@ class Serving:
 
 def _smoke(values: Any) -> Smoke:
     where = "serving.smoke"
-    values = expect(values or {}, dict, where)
-    no_unknown(values, {"rows", "tolerance"}, where)
-    rows = expect(values.get("rows", DEFAULT_SMOKE_ROWS), int, f"{where}.rows")
-    if not 1 <= rows <= 100:
-        raise SettingsError(f"{where}.rows: must be between 1 and 100, got {rows}")
-    tolerance = expect(
-        values.get("tolerance", DEFAULT_TOLERANCE), (int, float), f"{where}.tolerance"
-    )
-    if not 0 <= tolerance < 1:
-        raise SettingsError(f"{where}.tolerance: must be in [0, 1), got {tolerance}")
-    return Smoke(rows=rows, tolerance=float(tolerance))
+    smoke = check.read(Smoke, check.typed(values or {}, dict, where), where)
+    if not 1 <= smoke.rows <= 100:
+        raise SettingsError(f"{where}.rows: must be between 1 and 100, got {smoke.rows}")
+    if not 0 <= smoke.tolerance < 1:
+        raise SettingsError(f"{where}.tolerance: must be in [0, 1), got {smoke.tolerance}")
+    return replace(smoke, tolerance=float(smoke.tolerance))
 
 
 def parse_serving(values: Any, serving_model_dir: str) -> Serving | None:
@@ -130,22 +133,8 @@ def parse_serving(values: Any, serving_model_dir: str) -> Serving | None:
     if not values:
         return None
     where = "serving"
-    raw = expect(values, dict, where)
-    known = {
-        "inference_service",
-        "namespace",
-        "service_account",
-        "storage_root",
-        "predictor",
-        "canary_traffic_percent",
-        "ready_timeout",
-        "promotion",
-        "smoke",
-        "runtime",
-        "runtime_version",
-        "kserve_version",
-    }
-    no_unknown(raw, known, where)
+    raw = check.typed(values, dict, where)
+    check.no_unknown(raw, field_names(Serving), where)
     name = required_str(
         {f"{where}.inference_service": raw.get("inference_service")}, f"{where}.inference_service"
     )
@@ -159,7 +148,7 @@ def parse_serving(values: Any, serving_model_dir: str) -> Serving | None:
     if namespace is not None and (not isinstance(namespace, str) or not NAMESPACE.match(namespace)):
         raise SettingsError(f"{where}.namespace: {namespace!r} is not a namespace name")
     storage_root = raw.get("storage_root") or f"{serving_model_dir.rstrip('/')}-kserve"
-    expect(storage_root, str, f"{where}.storage_root")
+    check.typed(storage_root, str, f"{where}.storage_root")
     scheme = store.uri_scheme(storage_root)
     if scheme not in (*STORAGE_SCHEMES, None):
         raise SettingsError(
@@ -174,7 +163,7 @@ def parse_serving(values: Any, serving_model_dir: str) -> Serving | None:
         )
     service_account = raw.get("service_account")
     if service_account is not None:
-        expect(service_account, str, f"{where}.service_account")
+        check.typed(service_account, str, f"{where}.service_account")
         if not SECRET_NAME.match(service_account):
             raise SettingsError(
                 f"{where}.service_account: {service_account!r} is not a service account name"
@@ -185,7 +174,7 @@ def parse_serving(values: Any, serving_model_dir: str) -> Serving | None:
             "KServe's storage initializer reads the S3 keys, endpoint and region from a secret "
             "of the predictor's service account (docs/serving.md shows both objects)"
         )
-    canary = expect(
+    canary = check.typed(
         raw.get("canary_traffic_percent", DEFAULT_CANARY_PERCENT),
         int,
         f"{where}.canary_traffic_percent",
@@ -196,7 +185,7 @@ def parse_serving(values: Any, serving_model_dir: str) -> Serving | None:
             "version takes its share only after it is Ready, and all of the traffic only "
             "after its smoke request agrees (0: no traffic until then)"
         )
-    ready_timeout = expect(
+    ready_timeout = check.typed(
         raw.get("ready_timeout", DEFAULT_READY_TIMEOUT), str, f"{where}.ready_timeout"
     )
     try:
@@ -205,10 +194,8 @@ def parse_serving(values: Any, serving_model_dir: str) -> Serving | None:
         raise SettingsError(f"{where}.ready_timeout: {err}") from None
     if seconds <= 0:
         raise SettingsError(f"{where}.ready_timeout: must be more than 0s")
-    promotion = raw.get("promotion", "after_smoke")
-    if promotion not in PROMOTIONS:
-        raise SettingsError(f"{where}.promotion: must be one of {PROMOTIONS}, got {promotion!r}")
-    runtime = expect(raw.get("runtime", tf_serving.DEFAULT_RUNTIME), str, f"{where}.runtime")
+    promotion = check.choice(raw.get("promotion", "after_smoke"), PROMOTIONS, f"{where}.promotion")
+    runtime = check.typed(raw.get("runtime", tf_serving.DEFAULT_RUNTIME), str, f"{where}.runtime")
     if not _RUNTIME_NAME.match(runtime):
         raise SettingsError(f"{where}.runtime: {runtime!r} is not a ClusterServingRuntime name")
     return Serving(
@@ -232,7 +219,7 @@ def _runtime_version(value: Any, where: str) -> str | None:
     the one the image exports with (the Deploy step checks it again on the SavedModel)."""
     if value is None:
         return None
-    version = expect(value, str, where)
+    version = check.typed(value, str, where)
     if version.endswith(tf_serving.GPU_SUFFIX):
         raise SettingsError(
             f"{where}: {version!r}: name the release alone; the Deploy step adds "
@@ -248,7 +235,7 @@ def _runtime_version(value: Any, where: str) -> str | None:
 def _kserve_version(value: Any, where: str) -> str:
     if isinstance(value, float):
         raise SettingsError(f"{where}: write it quoted ('0.17'): YAML reads 0.20 as 0.2")
-    version = expect(value or DEFAULT_KSERVE_VERSION, str, where)
+    version = check.typed(value or DEFAULT_KSERVE_VERSION, str, where)
     match = _KSERVE_VERSION.match(version)
     if not match or (0, int(match.group(1))) < OLDEST_KSERVE:
         raise SettingsError(

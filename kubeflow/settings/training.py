@@ -13,10 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kubeflow.settings.fields import NAMESPACE, SECRET_NAME, SettingsError, expect, no_unknown
+from kubeflow.settings.fields import NAMESPACE, SECRET_NAME, SettingsError, check
 from kubeflow.settings.placement import Placement, parse_placement
 from kubeflow.settings.retries import DURATION, duration_seconds
 from kubeflow.tfjob.spec import CLEAN_POD_POLICIES, TFJobSpec
+from trainer.fields import field_names
 
 if TYPE_CHECKING:
     from trainer.config import RuntimeConfig
@@ -125,26 +126,14 @@ def check_training(
 def parse_training(values: Any) -> Training:
     """The `training:` section; `training.tfjob` is checked whichever engine is chosen."""
     where = "training"
-    values = expect(values or {}, dict, where)
-    no_unknown(values, {"engine", "tfjob"}, where)
-    engine = values.get("engine", "pod")
-    if engine not in ENGINES:
-        raise SettingsError(f"{where}.engine: must be one of {ENGINES}, got {engine!r}")
+    values = check.typed(values or {}, dict, where)
+    check.no_unknown(values, field_names(Training), where)
+    engine = check.choice(values.get("engine", "pod"), ENGINES, f"{where}.engine")
     where = "training.tfjob"
-    raw = expect(values.get("tfjob") or {}, dict, where)
-    known = {
-        "workers",
-        "resources",
-        "node_selector",
-        "tolerations",
-        "namespace",
-        "service_account",
-        "deadline",
-        "backoff_limit",
-        "clean_pod_policy",
-        "ttl_after_finished",
-    }
-    no_unknown(raw, known, where)
+    raw = check.typed(values.get("tfjob") or {}, dict, where)
+    # The replicas' placement is written inline, beside the job's own fields.
+    own = [name for name in field_names(TFJobSettings) if name != "placement"]
+    check.no_unknown(raw, [*own, *field_names(Placement)], where)
     workers = raw.get("workers", 1)
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise SettingsError(

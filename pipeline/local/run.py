@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from pipeline.config import PipelineConfig
     from pipeline.inputs import CsvDataRoot
     from pipeline.local.node_process import NodeProcess
-    from trainer.dataset import DatasetSpec
+    from trainer.dataset_spec import DatasetSpec
 
 # The pipeline that owns an output directory; another one gets a clear refusal.
 PIPELINE_NAME_FILE = ".pipeline_name"

@@ -11,17 +11,41 @@ with errors that name the field, before anything heavy starts. The spec
 travels to Transform and Trainer inside their `custom_config` as JSON, so a
 compiled Kubeflow pipeline carries it too, and an edit to it re-runs what it
 changes.
+
+Each field is declared once, on its dataclass (kind, default, meaning:
+trainer/fields.py); that declaration reads it, refuses unknown fields beside
+it, writes it back (`to_dict`), lists it in the docs' field reference
+(docs/dataset-spec.md) and gives the schema draft its defaults.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
+
+from trainer.fields import (
+    BOOLEAN,
+    LIST,
+    MAPPING,
+    NUMBER,
+    REFERENCE_HEADER,
+    STRING,
+    STRINGS,
+    Checks,
+    FieldError,
+    choice,
+    declare,
+    defaults_by,
+    field_names,
+    integer,
+    plain,
+    reference_rows,
+    without_defaults,
+)
 
 SPEC_FILE_NAME = "dataset.yaml"
 SCHEMA_FILE_NAME = "schema.pbtxt"
@@ -52,17 +76,6 @@ KIND_VALUE_TYPES: dict[str, tuple[str, ...]] = {
 }
 
 
-# Settings of each feature kind, with their defaults (the drafter writes them
-# out, so a user sees them). `id` has no default: its range is the data's.
-FEATURE_SETTINGS: dict[str, dict[str, object]] = {
-    "numeric": {"missing_markers": ()},
-    "bucketized": {"buckets": 10, "missing_markers": ()},
-    "categorical": {"max_values": 1000, "oov_buckets": 10, "closed": False},
-    "hashed": {"buckets": 1024},
-    "id": {"num_values": None},
-}
-
-
 # Span placeholders in `input.pattern`, as TFX's ExampleGen reads them.
 SPAN_PLACEHOLDER = re.compile(r"\{SPAN(?::(\d+))?\}")
 VERSION_PLACEHOLDER = re.compile(r"\{VERSION(?::(\d+))?\}")
@@ -78,10 +91,15 @@ DRIFT_MEASURE_VALUE_TYPES: dict[str, tuple[str, ...]] = {
 # units of the old data's spread, and a shift may be several of them).
 DRIFT_MEASURE_MAXIMUM = {"l_infinity": 1.0, "jensen_shannon": 1.0, "quantile_shift": 100.0}
 DriftMode = Literal["fail", "warn"]
+# Class names: plain values, read as text (YAML reads `[0, 1]` as numbers).
+CLASS_NAMES = replace(LIST, convert=lambda values: tuple(str(c) for c in values), none=())
 
 
-class DatasetSpecError(ValueError):
+class DatasetSpecError(FieldError):
     """The dataset spec is malformed or does not fit the data; the message names the field."""
+
+
+check = Checks(DatasetSpecError)
 
 
 def transformed_name(column: str) -> str:
@@ -116,13 +134,60 @@ class FeatureSpec:
         are clipped, a missing value is 0.
     """
 
-    kind: FeatureKind
-    buckets: int | None = None
-    max_values: int | None = None
-    oov_buckets: int | None = None
-    num_values: int | None = None
-    missing_markers: tuple[str, ...] = ()
-    closed: bool = False
+    kind: FeatureKind = field(
+        metadata=declare(
+            choice(FeatureKind),
+            "how the column is encoded; a kind takes the settings whose default names it",
+        )
+    )
+    buckets: int | None = field(
+        default=None,
+        metadata=declare(
+            integer(minimum=2),
+            "quantile buckets (bucketized) or hash buckets (hashed)",
+            defaults_by={"bucketized": 10, "hashed": 1024},
+        ),
+    )
+    max_values: int | None = field(
+        default=None,
+        metadata=declare(
+            integer(minimum=1),
+            "the vocabulary's size: the most frequent values Transform keeps",
+            defaults_by={"categorical": 1000},
+        ),
+    )
+    oov_buckets: int | None = field(
+        default=None,
+        metadata=declare(
+            integer(minimum=1),
+            "buckets for values the vocabulary does not hold",
+            defaults_by={"categorical": 10},
+        ),
+    )
+    num_values: int | None = field(
+        default=None,
+        metadata=declare(
+            integer(minimum=2),
+            "ids are 0..num_values-1; required (the range is the data's)",
+            defaults_by={"id": None},
+        ),
+    )
+    missing_markers: tuple[str, ...] = field(
+        default=(),
+        metadata=declare(
+            STRINGS,
+            "cells that mean no value (e.g. [NA]) in a column of numbers read as strings",
+            defaults_by={"numeric": (), "bucketized": ()},
+        ),
+    )
+    closed: bool = field(
+        default=False,
+        metadata=declare(
+            BOOLEAN,
+            "every value is listed in the schema: a new one stops a run",
+            defaults_by={"categorical": False},
+        ),
+    )
 
     def category_count(self) -> int | None:
         """Model input size: categories for an embedding, None for a dense float."""
@@ -144,40 +209,60 @@ class FeatureSpec:
         return value
 
     def to_dict(self) -> dict[str, Any]:
-        values = {k: v for k, v in asdict(self).items() if v is not None}
-        if self.missing_markers:
-            values["missing_markers"] = list(self.missing_markers)
-        else:
-            values.pop("missing_markers")
-        if not self.closed:
-            values.pop("closed")
-        return values
+        return without_defaults(plain(self), FeatureSpec)
+
+
+# Settings of each feature kind, with their defaults (the drafter writes them
+# out, so a user sees them). `id` has no default: its range is the data's.
+FEATURE_SETTINGS: dict[str, dict[str, object]] = {
+    kind: defaults_by(FeatureSpec, kind) for kind in get_args(FeatureKind)
+}
 
 
 @dataclass(frozen=True)
 class LabelSpec:
-    """What the model predicts.
+    """What the model predicts: a raw `column`, or a label `derive`d from `columns`."""
 
-    Attributes:
-      task: binary, multiclass or regression.
-      column: the raw column holding the label; or None with `derive`.
-      derive: name of a function in `trainer/custom.py` that computes the label
-        from the raw `columns` (a class index, or a float for regression).
-      columns: raw columns a derived label reads. Those that are not features
-        are dropped from serving requests, as `column` is.
-      classes: class names in index order (binary: [negative, positive]); the
-        model's probabilities follow this order.
-      mean, std: the label's mean and standard deviation (regression): the
-        model predicts in standard units and rescales with them.
-    """
-
-    task: Task
-    column: str | None = None
-    derive: str | None = None
-    columns: tuple[str, ...] = ()
-    classes: tuple[str, ...] = ()
-    mean: float | None = None
-    std: float | None = None
+    task: Task = field(metadata=declare(choice(Task), "what the model predicts"))
+    column: str | None = field(
+        default=None,
+        metadata=declare(STRING.or_none(), "the raw column holding the label; or use `derive`"),
+    )
+    derive: str | None = field(
+        default=None,
+        metadata=declare(
+            STRING.or_none(),
+            "a function in trainer/custom.py that computes the label from the raw `columns` "
+            "(a class index, or a float for regression)",
+        ),
+    )
+    columns: tuple[str, ...] = field(
+        default=(),
+        metadata=declare(
+            STRINGS,
+            "the raw columns a derived label reads; those that are not features are left out "
+            "of serving requests, as `column` is",
+        ),
+    )
+    classes: tuple[str, ...] = field(
+        default=(),
+        metadata=declare(
+            CLASS_NAMES,
+            "class names in index order (binary: [negative, positive]); the model's "
+            "probabilities follow it",
+        ),
+    )
+    mean: float | None = field(
+        default=None,
+        metadata=declare(
+            NUMBER.or_none(),
+            "regression: the label's mean; the model predicts in standard units",
+        ),
+    )
+    std: float | None = field(
+        default=None,
+        metadata=declare(NUMBER.or_none(), "regression: the label's standard deviation (> 0)"),
+    )
 
     @property
     def source_columns(self) -> tuple[str, ...]:
@@ -189,10 +274,7 @@ class LabelSpec:
         return len(self.classes)
 
     def to_dict(self) -> dict[str, Any]:
-        values = asdict(self)
-        values["columns"] = list(self.columns)
-        values["classes"] = list(self.classes)
-        return {k: v for k, v in values.items() if v not in (None, [], ())}
+        return without_defaults(plain(self), LabelSpec)
 
 
 @dataclass(frozen=True)
@@ -203,20 +285,33 @@ class EvaluationSpec:
     error of a naive model (always the majority class; for regression always
     the mean, whose RMSE is the label's standard deviation) by `margin`.
 
-    Attributes:
-      metric: the gated metric; fixed by the task (see GATE_METRICS).
-      naive_value: the naive model's value of `metric` on the data.
-      margin: the share of the naive model's error the candidate must remove,
-        in [0, 1]. 0.1: accuracy >= 1 - 0.9 * (1 - majority share), or
-        RMSE <= 0.9 * std.
-      max_drop: how much worse than the baseline (the model being served) the
-        candidate may be, in the metric's units, and still be blessed.
+    `margin` 0.1: accuracy >= 1 - 0.9 * (1 - majority share), or RMSE <= 0.9 * std.
     """
 
-    metric: str
-    naive_value: float
-    margin: float = 0.1
-    max_drop: float = 0.01
+    metric: str = field(
+        metadata=declare(
+            STRING,
+            "the gated metric, fixed by the task",
+            defaults_by={task: metric for task, (metric, _) in GATE_METRICS.items()},
+        )
+    )
+    naive_value: float = field(
+        metadata=declare(NUMBER, "the naive model's value of `metric` on the data")
+    )
+    margin: float = field(
+        default=0.1,
+        metadata=declare(
+            NUMBER, "the share of the naive model's error the candidate must remove, in [0, 1]"
+        ),
+    )
+    max_drop: float = field(
+        default=0.01,
+        metadata=declare(
+            NUMBER,
+            "how much worse than the model being served the candidate may be, in the "
+            "metric's units, and still be blessed",
+        ),
+    )
 
     @property
     def higher_is_better(self) -> bool:
@@ -230,27 +325,34 @@ class EvaluationSpec:
         return (1.0 - self.margin) * self.naive_value
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain(self)
 
 
 @dataclass(frozen=True)
 class InputSpec:
     """Where under the data root a run's CSV files are.
 
-    Attributes:
-      pattern: None for a plain directory of CSV files (every file under the
-        data root). Otherwise a pattern relative to the data root with TFX's
-        span placeholders: `{SPAN}` (or `{SPAN:4}`, zero-padded) or the date
-        `{YYYY}`, `{MM}`, `{DD}` (the span is the day's number since
-        1970-01-01), and optionally `{VERSION}`: `span-{SPAN}/*.csv`,
-        `{YYYY}-{MM}-{DD}/*.csv`. A run reads the latest span, in its latest
-        version.
-      spans: how many of the latest spans a run reads (a rolling window); 1,
-        the default, reads the latest only.
+    A pattern holds TFX's span placeholders: `{SPAN}` (or `{SPAN:4}`,
+    zero-padded) or the date `{YYYY}`, `{MM}`, `{DD}` (the span is the day's
+    number since 1970-01-01), and optionally `{VERSION}`. A run reads the
+    latest span, in its latest version.
     """
 
-    pattern: str | None = None
-    spans: int = 1
+    pattern: str | None = field(
+        default=None,
+        metadata=declare(
+            STRING.or_none(),
+            "the files of a span, relative to the data root (`span-{SPAN}/*.csv`, "
+            "`{YYYY}-{MM}-{DD}/*.csv`); none: every CSV file under the data root",
+        ),
+    )
+    spans: int = field(
+        default=1,
+        metadata=declare(
+            integer(minimum=1),
+            "how many of the latest spans a run reads (a rolling window); needs `pattern`",
+        ),
+    )
 
     @property
     def has_spans(self) -> bool:
@@ -289,20 +391,39 @@ class DriftSpec:
         return cls(features={name: FeatureDrift(**f) for name, f in values.items()})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)  # The fields in the file's order.
 class DatasetSpec:
     """A dataset and its task: see the module docstring and docs/bring-your-own-data.md."""
 
-    name: str
-    label: LabelSpec
-    features: Mapping[str, FeatureSpec]
-    evaluation: EvaluationSpec
-    ignore: tuple[str, ...] = ()
-    slices: tuple[str, ...] = ()
+    name: str = field(
+        metadata=declare(
+            STRING,
+            f"the pipeline's name: `{PIPELINE_NAME_PATTERN.pattern}` (Kubeflow Pipelines' rule)",
+        )
+    )
+    label: LabelSpec = field(metadata=declare(MAPPING, "what the model predicts"))
+    features: Mapping[str, FeatureSpec] = field(
+        metadata=declare(MAPPING, "the raw columns the model reads, by name, and their encoding")
+    )
+    ignore: tuple[str, ...] = field(
+        default=(),
+        metadata=declare(STRINGS, "raw columns that are neither the label nor a feature"),
+    )
+    slices: tuple[str, ...] = field(
+        default=(),
+        metadata=declare(STRINGS, "columns whose values the metrics are also reported by"),
+    )
+    evaluation: EvaluationSpec = field(metadata=declare(MAPPING, "when a candidate is blessed"))
     # Read by the pipeline's ExampleGen and drift gate, not by Transform or the
     # Trainer: not in `to_dict()`, so an edit to either re-runs neither.
-    input: InputSpec = InputSpec()
-    drift: DriftSpec = field(default_factory=lambda: DriftSpec(features={}))
+    input: InputSpec = field(
+        default=InputSpec(),
+        metadata=declare(MAPPING, "where a run's files are", serialized=False),
+    )
+    drift: DriftSpec = field(
+        default_factory=lambda: DriftSpec(features={}),
+        metadata=declare(MAPPING, "drift thresholds per feature", serialized=False),
+    )
 
     @property
     def task(self) -> str:
@@ -322,14 +443,7 @@ class DatasetSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """What Transform and the Trainer read (and their cache keys hold): not input or drift."""
-        return {
-            "name": self.name,
-            "label": self.label.to_dict(),
-            "features": {k: f.to_dict() for k, f in self.features.items()},
-            "ignore": list(self.ignore),
-            "slices": list(self.slices),
-            "evaluation": self.evaluation.to_dict(),
-        }
+        return plain(self)
 
     def to_custom_config(self) -> dict[str, str]:
         """The entry for a component's `custom_config` (plain JSON, survives compilation)."""
@@ -421,114 +535,47 @@ class DatasetSpec:
 # --- Parsing, with errors that name the field ---------------------------------
 
 
-def _type_name(value: object) -> str:
-    return type(value).__name__
-
-
-def _mapping(value: object, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise DatasetSpecError(f"{path}: expected a mapping, got {_type_name(value)}")
-    return value
-
-
-def _reject_unknown(values: Mapping[str, Any], known: Sequence[str], path: str) -> None:
-    unknown = sorted(set(values) - set(known))
-    if unknown:
-        where = f"{path}: " if path else ""
-        raise DatasetSpecError(
-            f"{where}unknown field(s) {', '.join(unknown)}; known: {', '.join(known)}"
-        )
-
-
-def _str(value: object, path: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise DatasetSpecError(f"{path}: expected a non-empty string, got {value!r}")
-    return value
-
-
-def _str_list(value: object, path: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise DatasetSpecError(f"{path}: expected a list, got {_type_name(value)}")
-    return tuple(_str(v, f"{path}[{i}]") for i, v in enumerate(value))
-
-
-def _int(value: object, path: str, *, minimum: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise DatasetSpecError(f"{path}: expected an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _float(value: object, path: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise DatasetSpecError(f"{path}: expected a number, got {value!r}")
-    return float(value)
-
-
-def _choice(value: object, literal: Any, path: str) -> Any:
-    """`value`, checked to be one of the `Literal` type's values (so typed as that Literal)."""
-    choices = get_args(literal)
-    if value not in choices:
-        raise DatasetSpecError(f"{path}: {value!r} is not one of {', '.join(choices)}")
-    return value
-
-
 def _parse_feature(name: str, values: object) -> FeatureSpec:
-    path = f"features.{name}"
-    values = _mapping(values, path)
-    kind = _choice(values.get("kind"), FeatureKind, f"{path}.kind")
-    given = {k: v for k, v in values.items() if k != "kind"}
-    _reject_unknown(given, ["kind", *FEATURE_SETTINGS[kind]], path)
-    settings = {**FEATURE_SETTINGS[kind], **given}
-    if kind == "id" and settings["num_values"] is None:
-        raise DatasetSpecError(f"{path}.num_values: required for kind id (ids are 0..num_values-1)")
-    minimums = {"buckets": 2, "max_values": 1, "oov_buckets": 1, "num_values": 2}
-    markers = _str_list(settings.pop("missing_markers", None) or None, f"{path}.missing_markers")
-    closed = settings.pop("closed", False)
-    if not isinstance(closed, bool):
-        raise DatasetSpecError(f"{path}.closed: expected true or false, got {closed!r}")
-    return FeatureSpec(
-        kind=kind,
-        missing_markers=markers,
-        closed=closed,
-        **{k: _int(v, f"{path}.{k}", minimum=minimums[k]) for k, v in settings.items()},
-    )
+    where = f"features.{name}"
+    values = check.mapping(values, where)
+    kind = check.choice(values.get("kind"), FeatureKind, f"{where}.kind")
+    settings = FEATURE_SETTINGS[kind]
+    check.no_unknown(values, ["kind", *settings], where)
+    if kind == "id" and values.get("num_values") is None:
+        raise DatasetSpecError(
+            f"{where}.num_values: required for kind id (ids are 0..num_values-1)"
+        )
+    return check.read(FeatureSpec, {**settings, **values}, where)
 
 
 def _parse_label(values: object) -> LabelSpec:
-    values = _mapping(values, "label")
-    _reject_unknown(
-        values, ["task", "column", "derive", "columns", "classes", "mean", "std"], "label"
-    )
-    task = _choice(values.get("task"), Task, "label.task")
+    values = check.mapping(values, "label")
+    check.no_unknown(values, field_names(LabelSpec), "label")
+    task = check.choice(values.get("task"), Task, "label.task")
     column = values.get("column")
     derive = values.get("derive")
     if (column is None) == (derive is None):
         raise DatasetSpecError("label: give exactly one of `column` (a raw column) or `derive`")
     if column is not None:
-        column = _str(column, "label.column")
+        column = check.string(column, "label.column")
         if "columns" in values:
             raise DatasetSpecError("label.columns: only for a derived label (`derive`)")
     else:
-        derive = _str(derive, "label.derive")
+        derive = check.string(derive, "label.derive")
         if not derive.isidentifier():
             raise DatasetSpecError(
                 f"label.derive: {derive!r} is not a function name in trainer/custom.py"
             )
         if not values.get("columns"):
             raise DatasetSpecError("label.columns: a derived label names the raw columns it reads")
-    columns = _str_list(values.get("columns"), "label.columns")
-    raw_classes = values.get("classes")
-    if raw_classes is not None and not isinstance(raw_classes, list):
-        raise DatasetSpecError(f"label.classes: expected a list, got {_type_name(raw_classes)}")
-    classes = tuple(str(c) for c in raw_classes or ())
-    mean = std = None
+    label = check.read(LabelSpec, values, "label", task=task, column=column, derive=derive)
+    classes = label.classes
     if task == "regression":
         if classes:
             raise DatasetSpecError("label.classes: a regression label has no classes")
-        mean = _float(values.get("mean"), "label.mean")
-        std = _float(values.get("std"), "label.std")
+        # Required for regression: None is refused, naming the field.
+        check.number(label.mean, "label.mean")
+        std = check.number(label.std, "label.std")
         if std <= 0:
             raise DatasetSpecError(f"label.std: must be > 0, got {std}")
     else:
@@ -548,59 +595,49 @@ def _parse_label(values: object) -> LabelSpec:
             )
         if len(set(classes)) != len(classes):
             raise DatasetSpecError(f"label.classes: duplicates in {list(classes)}")
-    return LabelSpec(
-        task=task,
-        column=column,
-        derive=derive,
-        columns=columns,
-        classes=classes,
-        mean=mean,
-        std=std,
-    )
+    return label
 
 
 def _parse_evaluation(values: object, task: str) -> EvaluationSpec:
-    values = _mapping(values, "evaluation")
-    _reject_unknown(values, ["metric", "naive_value", "margin", "max_drop"], "evaluation")
+    values = check.mapping(values, "evaluation")
+    check.no_unknown(values, field_names(EvaluationSpec), "evaluation")
     metric, higher_is_better = GATE_METRICS[task]
     if values.get("metric", metric) != metric:
         raise DatasetSpecError(
             f"evaluation.metric: a {task} task is gated on {metric}, got {values['metric']!r}"
         )
-    naive_value = _float(values.get("naive_value"), "evaluation.naive_value")
+    evaluation = check.read(EvaluationSpec, values, "evaluation", metric=metric)
+    naive_value = evaluation.naive_value
     if higher_is_better and not 0.0 <= naive_value <= 1.0:
         raise DatasetSpecError(f"evaluation.naive_value: {metric} is in [0, 1], got {naive_value}")
     if not higher_is_better and naive_value <= 0:
         raise DatasetSpecError(f"evaluation.naive_value: an RMSE must be > 0, got {naive_value}")
-    margin = _float(values.get("margin", 0.1), "evaluation.margin")
-    if not 0.0 <= margin <= 1.0:
+    if not 0.0 <= evaluation.margin <= 1.0:
         raise DatasetSpecError(
             f"evaluation.margin: the share of the naive model's error to remove, in [0, 1]; "
-            f"got {margin}"
+            f"got {evaluation.margin}"
         )
-    max_drop = _float(values.get("max_drop", 0.01), "evaluation.max_drop")
+    max_drop = evaluation.max_drop
     if max_drop < 0 or (higher_is_better and max_drop > 1):
         raise DatasetSpecError(
             f"evaluation.max_drop: must be >= 0{' and <= 1' if higher_is_better else ''}, "
             f"got {max_drop}"
         )
-    return EvaluationSpec(metric=metric, naive_value=naive_value, margin=margin, max_drop=max_drop)
+    return evaluation
 
 
 def parse_input(values: object) -> InputSpec:
     """The `input:` section (None: a plain directory of CSV files); errors name the field."""
     if values is None:
         return InputSpec()
-    values = _mapping(values, "input")
-    _reject_unknown(values, ["pattern", "spans"], "input")
-    spans = _int(values.get("spans", 1), "input.spans", minimum=1)
-    if values.get("pattern") is None:
+    data_input = check.read(InputSpec, values, "input")
+    pattern, spans = data_input.pattern, data_input.spans
+    if pattern is None:
         if spans != 1:
             raise DatasetSpecError(
                 "input.spans: a window of spans needs input.pattern, e.g. span-{SPAN}/*.csv"
             )
         return InputSpec()
-    pattern = _str(values["pattern"], "input.pattern")
     if pattern.startswith("/") or "://" in pattern or ".." in pattern.split("/"):
         raise DatasetSpecError(
             f"input.pattern: {pattern!r} must be relative to the data root, "
@@ -634,55 +671,51 @@ def parse_input(values: object) -> InputSpec:
             f"input.pattern: {pattern!r} has a placeholder other than {{SPAN}}, {{SPAN:N}}, "
             "{VERSION}, {VERSION:N}, {YYYY}, {MM}, {DD}"
         )
-    return InputSpec(pattern=pattern, spans=spans)
+    return data_input
 
 
 def _parse_drift(values: object, features: Mapping[str, FeatureSpec]) -> DriftSpec:
     if values is None:
         return DriftSpec(features={})
-    values = _mapping(values, "drift")
-    _reject_unknown(values, ["mode", "features"], "drift")
-    default_mode = _choice(values.get("mode", "fail"), DriftMode, "drift.mode")
+    values = check.mapping(values, "drift")
+    check.no_unknown(values, ["mode", "features"], "drift")
+    default_mode = check.choice(values.get("mode", "fail"), DriftMode, "drift.mode")
     measures = get_args(DriftMeasure)
     parsed = {}
-    for name, entry in _mapping(values.get("features") or {}, "drift.features").items():
-        path = f"drift.features.{name}"
+    for name, entry in check.mapping(values.get("features") or {}, "drift.features").items():
+        where = f"drift.features.{name}"
         if name not in features:
             raise DatasetSpecError(
-                f"{path}: {name!r} is not under `features:`; drift is checked on features"
+                f"{where}: {name!r} is not under `features:`; drift is checked on features"
             )
-        entry = _mapping(entry, path)
-        _reject_unknown(entry, [*measures, "mode"], path)
+        entry = check.mapping(entry, where)
+        check.no_unknown(entry, [*measures, "mode"], where)
         given = [m for m in measures if m in entry]
         if len(given) != 1:
-            raise DatasetSpecError(f"{path}: give exactly one of {', '.join(measures)}")
-        threshold = _float(entry[given[0]], f"{path}.{given[0]}")
+            raise DatasetSpecError(f"{where}: give exactly one of {', '.join(measures)}")
+        threshold = check.number(entry[given[0]], f"{where}.{given[0]}")
         maximum = DRIFT_MEASURE_MAXIMUM[given[0]]
         if not 0.0 < threshold <= maximum:
             raise DatasetSpecError(
-                f"{path}.{given[0]}: a threshold in (0, {maximum:g}], got {threshold}"
+                f"{where}.{given[0]}: a threshold in (0, {maximum:g}], got {threshold}"
             )
-        mode = _choice(entry.get("mode", default_mode), DriftMode, f"{path}.mode")
+        mode = check.choice(entry.get("mode", default_mode), DriftMode, f"{where}.mode")
         parsed[str(name)] = FeatureDrift(measure=given[0], threshold=threshold, mode=mode)
     return DriftSpec(features=parsed)
 
 
 def parse_spec(values: object) -> DatasetSpec:
     """A DatasetSpec from plain values (parsed YAML or JSON); errors name the field."""
-    values = _mapping(values, "dataset spec")
-    _reject_unknown(
-        values,
-        ["name", "label", "features", "ignore", "slices", "evaluation", "input", "drift"],
-        "",
-    )
-    name = _str(values.get("name"), "name")
+    values = check.mapping(values, "dataset spec")
+    check.no_unknown(values, field_names(DatasetSpec), "")
+    name = check.string(values.get("name"), "name")
     if not PIPELINE_NAME_PATTERN.fullmatch(name):
         raise DatasetSpecError(
             f"name: {name!r} must match {PIPELINE_NAME_PATTERN.pattern} (it is the pipeline "
             "name, and Kubeflow Pipelines' rule applies locally too)"
         )
     label = _parse_label(values.get("label"))
-    raw_features = _mapping(values.get("features"), "features")
+    raw_features = check.mapping(values.get("features"), "features")
     if not raw_features:
         raise DatasetSpecError("features: the model needs at least one feature")
     features = {str(k): _parse_feature(str(k), v) for k, v in raw_features.items()}
@@ -694,8 +727,8 @@ def parse_spec(values: object) -> DatasetSpec:
                 f"features.{column}: {column!r} and {other!r} both become model input "
                 f"{transformed_name(column)!r}; rename a column or ignore one"
             )
-    ignore = _str_list(values.get("ignore"), "ignore")
-    slices = _str_list(values.get("slices"), "slices")
+    ignore = check.strings(values.get("ignore"), "ignore")
+    slices = check.strings(values.get("slices"), "slices")
     if label.column in features:
         raise DatasetSpecError(f"features.{label.column}: the label cannot also be a feature")
     both = sorted(set(ignore) & (set(features) | set(label.source_columns)))
@@ -712,6 +745,19 @@ def parse_spec(values: object) -> DatasetSpec:
         input=parse_input(values.get("input")),
         drift=_parse_drift(values.get("drift"), features),
     )
+
+
+def field_reference() -> str:
+    """The docs' table of the spec's declared fields (docs/dataset-spec.md holds it)."""
+    sections = (
+        ("", DatasetSpec),
+        ("label", LabelSpec),
+        ("features.<column>", FeatureSpec),
+        ("evaluation", EvaluationSpec),
+        ("input", InputSpec),
+    )
+    rows = [row for where, cls in sections for row in reference_rows(cls, where)]
+    return "\n".join([*REFERENCE_HEADER, *rows]) + "\n"
 
 
 def load_spec(path: str | Path) -> DatasetSpec:
