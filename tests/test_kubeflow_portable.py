@@ -213,7 +213,9 @@ def test_job_endpoint_where_nothing_listens_fails_the_step_naming_it(tmp_path):
     header, rows = read_taxi_rows(limit=50)
     data_root = tmp_path / "data"
     write_csv(data_root / "data.csv", header, rows)
-    settings_file = local_settings(tmp_path, data_root)
+    # One attempt: what a dead endpoint's failure says is the subject here; that a failed
+    # Beam step is retried is tests/test_retries.py's (executed packages, per backend).
+    settings_file = local_settings(tmp_path, data_root, retries={"defaults": {"max_retries": 0}})
     with refusing_port() as dead, refusing_port() as no_pool:
         flink_settings(settings_file, f"localhost:{dead}", f"localhost:{no_pool}")
         package = compile_package(settings_file, tmp_path / "pipeline.yaml")
