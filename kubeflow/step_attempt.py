@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -120,8 +120,9 @@ def recorded_attempt(executor_input: dict[str, Any]) -> Iterator[AttemptOutcome]
         if isinstance(err, SystemExit):
             text = f"exited with code {err.code}"
         record(step_records.finish_attempt, step_records.FAILED, error=text[:MAX_ERROR_CHARS])
-        _remove_folder_markers(uris, executor_input)
+        _remove_folder_markers(uris, _outputs(executor_input))
         raise
+    outputs = _outputs(executor_input)
     if outcome.exit_code:
         record(
             step_records.finish_attempt,
@@ -129,20 +130,18 @@ def recorded_attempt(executor_input: dict[str, Any]) -> Iterator[AttemptOutcome]
             error=f"exited with code {outcome.exit_code}",
         )
     else:
-        record(
-            step_records.finish_attempt, step_records.SUCCEEDED, outputs=_outputs(executor_input)
-        )
-    _remove_folder_markers(uris, executor_input)
+        record(step_records.finish_attempt, step_records.SUCCEEDED, outputs=outputs)
+    _remove_folder_markers(uris, outputs)
 
 
-def written_locations(output_uris: list[str], executor_input: dict[str, Any]) -> list[str]:
+def written_locations(output_uris: list[str], outputs: Mapping[str, Sequence[Any]]) -> list[str]:
     """Where a step writes: its task directory (its outputs' parent) and every
     s3:// location its outputs' metadata names (the Pusher's pushed version)."""
     from kubeflow.steps.step_records import task_directory
 
     named = [
         value
-        for artifacts in _outputs(executor_input).values()
+        for artifacts in outputs.values()
         for artifact in artifacts
         for value in artifact.metadata.values()
         if isinstance(value, str) and value.startswith("s3://")
@@ -150,7 +149,7 @@ def written_locations(output_uris: list[str], executor_input: dict[str, Any]) ->
     return sorted({*(task_directory(uri) for uri in output_uris), *named})
 
 
-def _remove_folder_markers(output_uris: list[str], executor_input: dict[str, Any]) -> None:
+def _remove_folder_markers(output_uris: list[str], outputs: Mapping[str, Sequence[Any]]) -> None:
     """Removes the folder markers the attempt left where it wrote (pipeline.object_store
     .remove_folder_markers says how tensorflow-io leaves them): a downstream step's
     launcher would fail to download them. Never fails the step; says what is left."""
@@ -158,7 +157,7 @@ def _remove_folder_markers(output_uris: list[str], executor_input: dict[str, Any
 
     from pipeline import object_store
 
-    locations = written_locations(output_uris, executor_input)
+    locations = written_locations(output_uris, outputs)
     try:
         removed = object_store.remove_folder_markers(locations)
     except Exception as err:  # The step's own outcome stands; see the docstring.

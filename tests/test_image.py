@@ -36,27 +36,25 @@ from kubeflow.settings import PROJECT_ROOT_IN_IMAGE
 from tests.conftest import REPO_ROOT
 
 LOCK = (REPO_ROOT / "uv.lock").read_text()
+# The Dockerfile's instructions, as BuildKit's parser reads them.
+INSTRUCTIONS = tuple(dockerfile.parse_file(str(REPO_ROOT / "Dockerfile")))
 GOLDEN_SPEC = REPO_ROOT / "tests" / "golden" / "kubeflow_pipeline.yaml"
 # A first-party module the image's build imports, to leave out for the negative case.
 REPORT_PLOTS = "components/report/plots.py"
 
 
-def _instructions() -> list[dockerfile.Command]:
-    return list(dockerfile.parse_file(str(REPO_ROOT / "Dockerfile")))
-
-
 def _only(cmd: str) -> dockerfile.Command:
-    (found,) = [i for i in _instructions() if i.cmd == cmd]
+    (found,) = [i for i in INSTRUCTIONS if i.cmd == cmd]
     return found
 
 
 def _copies(*, from_image: bool) -> list[dockerfile.Command]:
     """The COPY instructions from another image (`--from=`), or from the build context."""
-    return [i for i in _instructions() if i.cmd == "COPY" and bool(i.flags) == from_image]
+    return [i for i in INSTRUCTIONS if i.cmd == "COPY" and bool(i.flags) == from_image]
 
 
 def _env() -> dict[str, str]:
-    (env,) = [i for i in _instructions() if i.cmd == "ENV"]
+    (env,) = [i for i in INSTRUCTIONS if i.cmd == "ENV"]
     return dict(zip(env.value[::2], env.value[1::2], strict=True))
 
 
@@ -81,7 +79,7 @@ def lay_out_image(root: Path, context: list[str]) -> Path:
     """The image's files under `root`, copied as the Dockerfile's COPY instructions
     (from the build context) copy them; returns where the image's WORKDIR lands."""
     workdir = Path("/")
-    for instruction in _instructions():
+    for instruction in INSTRUCTIONS:
         if instruction.cmd == "WORKDIR":
             workdir = workdir / instruction.value[0]
         elif instruction.cmd == "COPY" and not instruction.flags:  # from the build context
@@ -140,7 +138,7 @@ def image(tmp_path_factory) -> tuple[Path, Path]:
 
 def _project_build_step() -> dockerfile.Command:
     """The RUN that installs the project and checks its imports (after `COPY . .`)."""
-    runs = [i for i in _instructions() if i.cmd == "RUN"]
+    runs = [i for i in INSTRUCTIONS if i.cmd == "RUN"]
     (step,) = [r for r in runs if "compileall" in r.value[0]]
     return step
 
@@ -216,7 +214,7 @@ def test_base_image_cuda_matches_tensorflow_build():
 
 
 def test_gpu_extra_pins_the_cudnn_tensorflow_was_built_with():
-    syncs = [c for i in _instructions() if i.cmd == "RUN" for c in _build_commands(i)]
+    syncs = [c for i in INSTRUCTIONS if i.cmd == "RUN" for c in _build_commands(i)]
     syncs = [c for c in syncs if c[:2] == ["uv", "sync"]]
     assert syncs and all({"--locked", "--no-dev"} <= set(c) for c in syncs)
     assert all(c[c.index("--extra") + 1] == "gpu" for c in syncs)
@@ -227,7 +225,7 @@ def test_gpu_extra_pins_the_cudnn_tensorflow_was_built_with():
 
 def test_image_uses_the_uv_and_python_of_the_dev_environment():
     (dev_uv,) = re.findall(r'^UV_VERSION="([^"]+)"', (REPO_ROOT / "dev").read_text(), re.M)
-    installs = [c for i in _instructions() if i.cmd == "RUN" for c in _build_commands(i)]
+    installs = [c for i in INSTRUCTIONS if i.cmd == "RUN" for c in _build_commands(i)]
     assert ["python3", "-m", "pip", "install", "--no-cache-dir", f"uv=={dev_uv}"] in installs
     settings = yaml.safe_load((REPO_ROOT / "kubeflow" / "pipeline.yaml").read_text())
     assert "project_root_in_image" not in settings  # the default is the image's layout

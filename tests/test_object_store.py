@@ -160,15 +160,18 @@ def test_a_delete_the_store_refuses_is_an_error_naming_the_store(store, monkeypa
         remove_folder_markers(["s3://pipelines/sweep"])
 
 
-def test_a_step_writes_in_its_task_directory_and_where_its_outputs_metadata_points(tmp_path):
-    output_file = tmp_path / "executor_output.json"
-    output_file.write_text(json.dumps({"artifacts": {"pushed_model": {"artifacts": [{
-        "uri": "s3://b/run/Pusher/pushed_model",
-        "metadata": {"pushed_destination": "s3://serving/taxi/17", "pushed": 1, "x": "local"},
-    }]}}}))  # fmt: skip
-    executor_input = {"outputs": {"outputFile": str(output_file)}}
+def test_a_step_writes_in_its_task_directory_and_where_its_outputs_metadata_points():
+    from kubeflow.steps.step_records import OutputArtifact
+
+    pushed = OutputArtifact(
+        uri="s3://b/run/Pusher/pushed_model",
+        metadata={"pushed_destination": "s3://serving/taxi/17", "pushed": 1, "x": "local"},
+    )
     uris = ["s3://b/run/Pusher/pushed_model", "s3://b/run/Pusher/executor-logs"]
-    assert written_locations(uris, executor_input) == ["s3://b/run/Pusher", "s3://serving/taxi/17"]
+    assert written_locations(uris, {"pushed_model": (pushed,)}) == [
+        "s3://b/run/Pusher",
+        "s3://serving/taxi/17",
+    ]
 
 
 @pytest.mark.slow
