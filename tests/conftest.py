@@ -65,7 +65,35 @@ SLOW_FIXTURES = frozenset({"taxi_trainer_inputs", "small_model_base", "two_local
 # run, fails and says to mark it: the fast tier stays fast by design. Generous,
 # as two xdist workers share two cores.
 FAST_TEST_LIMIT_S = 10.0
+# The order xdist hands modules to workers in (./dev runs it with --dist
+# loadscope --no-loadscope-reorder, so collection order is that order): the
+# longest modules first, longest-processing-time first, so that none of them
+# starts late and runs alone while the other worker idles; then the other
+# slow modules; then the fast ones, hundreds of short tests that fill the end.
+# The longest are docs/tests.md's ten slowest (tests/test_docs.py checks that
+# each module there is named here), in the order of their time there.
+LONGEST_MODULES = (
+    "tests.test_kubeflow_executed",
+    "tests.test_kubeflow_cluster_services",
+    "tests.test_kubeflow_tfjob_executed",
+    "tests.test_local_loop",
+    "tests.test_spans",
+    "tests.test_drafted_spans",
+    "tests.test_bring_your_own_data",
+)
 _SPENT = pytest.StashKey[float]()
+
+
+def module_rank(slow_modules: set[str]) -> Callable[[pytest.Item], tuple[int, int]]:
+    """The sort key of LONGEST_MODULES' order: longest, then other slow, then fast."""
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        name = item.module.__name__
+        if name in LONGEST_MODULES:
+            return (0, LONGEST_MODULES.index(name))
+        return (1 if name in slow_modules else 2, 0)
+
+    return rank
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -73,10 +101,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    # The modules with slow tests first: under xdist they start on the workers
-    # first, so that no long module is left to run alone at the end.
-    has_slow = {item.module.__name__ for item in items if "slow" in item.keywords}
-    items.sort(key=lambda item: item.module.__name__ not in has_slow)
+    items.sort(key=module_rank({item.module.__name__ for item in items if "slow" in item.keywords}))
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items:
         return

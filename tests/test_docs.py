@@ -101,3 +101,16 @@ def test_every_test_the_docs_name_exists():
     }
     assert len(cited) > 20  # the tables are read, not skipped
     assert sorted((page, name) for page, name in cited if name not in defined) == []
+
+
+def test_the_ten_slowest_tests_modules_are_scheduled_first():
+    """xdist hands out modules in LONGEST_MODULES' order (tests/conftest.py): a module
+    that enters the tests page's ten slowest but not that list would start late and
+    could run alone at the end, as the longest module did before the list."""
+    from tests.conftest import LONGEST_MODULES
+
+    page = (REPO_ROOT / "docs" / "tests.md").read_text()
+    table = page.split("## The ten slowest", 1)[1].split("\n## ", 1)[0]
+    slowest = re.findall(r"^\| \d+ \| `(test_[a-z0-9_]+)\.py", table, re.MULTILINE)
+    assert len(slowest) == 10
+    assert sorted({f"tests.{m}" for m in slowest} - set(LONGEST_MODULES)) == []

@@ -2,7 +2,7 @@
 
 kubeflow/reference/launcher_download.py ports `DownloadBlob` and
 `downloadFile` (kubeflow/pipelines 2.17.0); the executed package on s3://
-(tests/test_kubeflow_object_store.py) runs every step behind it.
+(tests/test_kubeflow_cluster_services.py) runs every step behind it.
 """
 
 from __future__ import annotations
