@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.targets import Target, targets_table
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_ROOT = REPO_ROOT / "data" / "chicago_taxi"
 OURS, ANCHOR, NATIVE_KERAS = "this template", "TFX taxi template", "TFX native-Keras example"
@@ -254,6 +256,21 @@ def table(results: dict[str, list[dict]], reruns: list[dict]) -> str:
     )
 
 
+# Issue 43's targets for the embedded sample (docs/benchmarks.md).
+COLD_TARGET = 0.5  # a cold run, as a share of the TFX taxi template's wall time
+INNER_LOOP_TARGET = 0.3  # a rerun after a model-only edit, as a share of a cold run
+
+
+def local_targets(results: dict[str, list[dict]], reruns: list[dict]) -> list[Target]:
+    cold = statistics.median(r["wall"] for r in results[OURS])
+    anchor = statistics.median(r["wall"] for r in results[ANCHOR])
+    rerun = statistics.median(r["wall"] for r in reruns)
+    return [
+        Target("cold run / TFX taxi template", cold / anchor, COLD_TARGET),
+        Target("rerun after a model-only edit / cold run", rerun / cold, INNER_LOOP_TARGET),
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2, help="runs of each pipeline (>= 2)")
@@ -285,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"round {round_index + 1}: {NATIVE_KERAS} ...", flush=True)
                 results[NATIVE_KERAS].append(run_native_keras(workdir))
     print(table(results, reruns))
+    print()
+    print(targets_table(local_targets(results, reruns)))
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import csv
 import io
@@ -69,29 +70,34 @@ FAST_TEST_LIMIT_S = 10.0
 # loadscope --no-loadscope-reorder, so collection order is that order): the
 # longest modules first, longest-processing-time first, so that none of them
 # starts late and runs alone while the other worker idles; then the other
-# slow modules; then the fast ones, hundreds of short tests that fill the end.
+# slow modules, the most slow tests first; then the fast ones, hundreds of
+# short tests that fill the end.
 # The longest are docs/tests.md's ten slowest (tests/test_docs.py checks that
-# each module there is named here), in the order of their time there.
+# each module there is named here), in the order of their modules' whole time.
 LONGEST_MODULES = (
     "tests.test_kubeflow_executed",
     "tests.test_kubeflow_cluster_services",
     "tests.test_kubeflow_tfjob_executed",
     "tests.test_local_loop",
+    "tests.test_bring_your_own_data",
     "tests.test_spans",
     "tests.test_drafted_spans",
-    "tests.test_bring_your_own_data",
 )
 _SPENT = pytest.StashKey[float]()
 
 
-def module_rank(slow_modules: set[str]) -> Callable[[pytest.Item], tuple[int, int]]:
-    """The sort key of LONGEST_MODULES' order: longest, then other slow, then fast."""
+def module_rank(items: list[pytest.Item]) -> Callable[[pytest.Item], tuple[int, int]]:
+    """The sort key of the order above: LONGEST_MODULES, then the other modules with
+    slow tests, the most slow tests first, then the fast modules."""
+    slow_tests = collections.Counter(
+        item.module.__name__ for item in items if "slow" in item.keywords
+    )
 
     def rank(item: pytest.Item) -> tuple[int, int]:
         name = item.module.__name__
         if name in LONGEST_MODULES:
             return (0, LONGEST_MODULES.index(name))
-        return (1 if name in slow_modules else 2, 0)
+        return (1, -slow_tests[name]) if slow_tests[name] else (2, 0)
 
     return rank
 
@@ -101,7 +107,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    items.sort(key=module_rank({item.module.__name__ for item in items if "slow" in item.keywords}))
+    items.sort(key=module_rank(items))
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items:
         return

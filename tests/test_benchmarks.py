@@ -1,0 +1,42 @@
+"""The benchmark scripts' targets: computed from the measurements they print, met or not."""
+
+from __future__ import annotations
+
+from benchmarks.local_pipeline import ANCHOR, OURS, local_targets
+from benchmarks.scale import ANCHOR_ROWS, LARGE_ROWS, scale_targets
+from benchmarks.targets import Target, targets_table
+
+
+def run(wall: float, evaluator: float = 0.0, peak_gb: float = 0.0) -> dict:
+    return {"wall": wall, "peak": peak_gb * 1e9, "steps": {"Evaluator": [None, evaluator]}}
+
+
+def test_a_target_is_met_at_its_limit_and_not_above():
+    assert Target("t", 0.5, 0.5).met
+    assert not Target("t", 0.51, 0.5).met
+    table = targets_table([Target("cold", 0.58, 0.5), Target("peak", 3.2, 4.0, "GB")])
+    assert "| cold   | 0.50x   | 0.58x    | NO  |" in table
+    assert "| peak   | 4.00 GB | 3.20 GB  | yes |" in table
+
+
+def test_local_targets_are_medians_side_by_side():
+    results = {OURS: [run(30), run(34), run(32)], ANCHOR: [run(60), run(64), run(70)]}
+    cold, inner = local_targets(results, [run(8), run(10), run(9)])
+    assert cold.measured == 32 / 64 and cold.met
+    assert inner.measured == 9 / 32 and inner.met
+
+
+def test_scale_targets_read_the_large_size_the_runner_chose():
+    floor = {"evaluator": 2.0}
+    results = [
+        {"rows": ANCHOR_ROWS, "forced": False, "ours": run(50), "floor": floor},
+        {"rows": LARGE_ROWS, "forced": True, "ours": run(900, 500, 9.0), "floor": floor},
+        {"rows": LARGE_ROWS, "forced": False, "ours": run(120, 30, 3.5), "floor": floor},
+    ]
+    ratio, evaluator, memory = scale_targets(results, anchor=run(100))
+    assert (ratio.measured, evaluator.measured, memory.measured) == (1.2, 15.0, 3.5)
+    assert [t.met for t in (ratio, evaluator, memory)] == [True, False, True]
+    # Without the anchor there is nothing to compare the wall time with; without the
+    # large size, nothing to check.
+    assert len(scale_targets(results, anchor=None)) == 2
+    assert scale_targets(results[:1], anchor=run(100)) == []
