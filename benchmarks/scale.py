@@ -3,6 +3,7 @@
     ./dev exec python -m benchmarks.scale                       # 15k, 150k, 1.5M, above threshold
     ./dev exec python -m benchmarks.scale --rows 15000 150000   # chosen sizes
     ./dev exec python -m benchmarks.scale --no-anchor             # without the TFX taxi template
+    ./dev exec python -m benchmarks.scale --chosen-mode-only      # no forced other-mode runs
 
 Each size is the embedded taxi sample repeated to that many rows (one
 header), as a user's first larger CSV. One default size is the first one
@@ -343,6 +344,11 @@ def main(argv: list[str] | None = None) -> int:
         "--rows", type=int, nargs="+", help="sizes (default: 15k, 150k, 1.5M, above the threshold)"
     )
     parser.add_argument("--no-anchor", action="store_true", help="skip the TFX taxi template")
+    parser.add_argument(
+        "--chosen-mode-only",
+        action="store_true",
+        help="skip the forced runs in the other Beam mode (the threshold's check)",
+    )
     parser.add_argument("--json", type=Path, help="also write the measurements here")
     args = parser.parse_args(argv)
     sizes = sorted(set(args.rows or [*BASE_SIZES, rows_above_threshold()]))
@@ -355,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
             size = write_rows(data_dir / "data.csv", rows)
             print(f"{rows:,} rows ({size / 1e6:.0f} MB): this template ...", flush=True)
             out = workdir / f"out-{rows}"
-            if rows in threshold_pair(sizes):
+            if rows in threshold_pair(sizes) and not args.chosen_mode_only:
                 other = "in_memory" if size > IN_MEMORY_MAX_BYTES else "multi_processing"
                 print(f"  forced {other} ...", flush=True)
                 forced = run_ours(data_dir, out, other)

@@ -22,6 +22,9 @@ batched evaluator to that one call; the name is restored when `Do` returns.
 Where the batched path does not compute the eval config (AUC, weights, ...;
 `batched_metrics.unsupported`) or the extractors are a module's own, TFMA's
 evaluator runs, and the log says why.
+
+It reads the eval split in batches of up to 8,192 rows (`byte_size_batches`):
+TFMA's costs are per batch, and Beam's tuning stops at 1,000 rows.
 """
 
 from __future__ import annotations
@@ -31,18 +34,22 @@ from collections.abc import Iterator
 from typing import Any
 
 import tensorflow_model_analysis as tfma
+from absl import flags
 from tensorflow_model_analysis.api import model_eval_lib
 from tfx import types
 from tfx.components.evaluator import component as evaluator_component
 from tfx.components.evaluator import executor as evaluator_executor
 from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_component_specs
+from tfx_bsl.coders import batch_util  # noqa: F401  (defines the flag: _BYTE_SIZE_BATCHING)
 
 from components import batched_metrics, evaluation_extractors
 from components.served_model import is_served_baseline
 
 # TFX reads `custom_extractors` from the module these name (tfx udf_utils).
 _MODULE_KEYS = ("module_file", "module_path")
+# tfx_bsl's flag (coders/batch_util.py), defined when tfx_bsl's batch_util is imported.
+_BYTE_SIZE_BATCHING = "tfxio_use_byte_size_batching"
 
 
 def drop_empty_baseline(
@@ -119,6 +126,32 @@ def batched_metrics_in_tfx() -> Iterator[None]:
         evaluator_executor.tfma = stock
 
 
+@contextlib.contextmanager
+def byte_size_batches() -> Iterator[None]:
+    """The examples are read in batches of up to 8,192 rows (20 MiB) while `Do` builds
+    its Beam pipeline, instead of batches Beam tunes between 1 and 1,000 rows.
+
+    TFX's executor reads the eval split through `tfxio.BeamSource()` with no batch
+    size, so tfx_bsl lets `beam.BatchElements` tune it, capped at 1,000 rows
+    (tfx_bsl 1.16, coders/batch_util.py L64-98); every batch then pays TFMA's
+    fixed costs once per model (decoding, the model call, pruning, slicing). Its
+    own flag `tfxio_use_byte_size_batching` switches to batches by size (its
+    docstring: "Experimental"), read when the pipeline is built, so it holds on
+    any runner. The metrics are sums per slice: the same whatever the batches
+    (tests/test_batched_metrics.py). The flag counts only once absl's flags are
+    parsed; a local run never parses them (TFX's entrypoint on Kubeflow does), so
+    they are marked parsed, which leaves every other flag's value as it is.
+    """
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS.mark_as_parsed()
+    before = flags.FLAGS[_BYTE_SIZE_BATCHING].value
+    flags.FLAGS[_BYTE_SIZE_BATCHING].value = True
+    try:
+        yield
+    finally:
+        flags.FLAGS[_BYTE_SIZE_BATCHING].value = before
+
+
 class ServedBaselineExecutor(evaluator_executor.Executor):
     def Do(
         self,
@@ -128,7 +161,7 @@ class ServedBaselineExecutor(evaluator_executor.Executor):
     ) -> None:
         if not any(exec_properties.get(k) for k in _MODULE_KEYS):
             exec_properties = {**exec_properties, "module_path": evaluation_extractors.__name__}
-        with batched_metrics_in_tfx():
+        with batched_metrics_in_tfx(), byte_size_batches():
             super().Do(drop_empty_baseline(input_dict), output_dict, exec_properties)
 
 

@@ -311,3 +311,19 @@ def test_tfx_s_executor_sees_tfma_again_after_do():
         assert stock_evaluator.tfma is not stock
         assert stock_evaluator.tfma.EvalConfig is tfma.EvalConfig
     assert stock_evaluator.tfma is stock
+
+
+def test_the_eval_split_is_read_in_batches_of_up_to_8192_rows_while_do_builds_its_pipeline():
+    """TFX's `tfxio.BeamSource()` takes its batching from these kwargs when the pipeline is
+    built: Beam's tuning capped at 1,000 rows by default, 8,192 rows (20 MiB) inside."""
+    from tfx_bsl.coders import batch_util
+
+    from components.evaluator import byte_size_batches
+
+    assert batch_util.GetBatchElementsKwargs(None)["max_batch_size"] == 1000
+    with byte_size_batches():
+        inside = batch_util.GetBatchElementsKwargs(None)
+        assert inside["max_batch_size"] == inside["min_batch_size"] == 20 * 1024 * 1024
+        # Bytes, each record counted as at least 2,560: at most 8,192 rows a batch.
+        assert inside["element_size_fn"](b"x") * 8192 == inside["max_batch_size"]
+    assert batch_util.GetBatchElementsKwargs(None)["max_batch_size"] == 1000
