@@ -32,6 +32,14 @@ threshold 0 (multi_class_confusion_matrix_metrics.py L252-288).
 metrics, metric options, weights, several outputs, query keys, cross slices,
 confidence intervals, minimum slice sizes); the caller then runs TFMA's own
 evaluator instead.
+
+The per-slice sums of step 3 are also what a later run reuses: given
+`record_path`, the evaluator writes the candidate's sums there (JSON, keys
+without their model name, `recorded_sums`); given `baseline_sums` (a record's
+sums read back by `stored_sums`), the extracts hold the candidate alone, and
+the stored sums join the candidate's per slice under the baseline's keys
+before step 4, so the values, diffs and validation are computed by the same
+code as when both models are scored.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +64,7 @@ from tensorflow_model_analysis.metrics import metric_specs, metric_types
 from tensorflow_model_analysis.metrics import multi_class_confusion_matrix_metrics as mc_matrices
 from tensorflow_model_analysis.slicer import slicer_lib
 from tensorflow_model_analysis.utils import model_util
+from tfx.dsl.io import fileio
 
 STAGE_NAME = "EvaluateMetricsAndPlotsOnBatches"
 
@@ -430,15 +440,33 @@ def model_inputs(extracts: Mapping[str, Any], model_name: str) -> Inputs:
 
 
 class SumPerSlice(beam.DoFn):
-    """A batch of extracts -> (slice key, {metric key: sums}) for each slice in it."""
+    """A batch of extracts -> (slice key, {metric key: sums}) for each slice in it.
 
-    def __init__(self, eval_config: tfma.EvalConfig, metrics: Sequence[Metric]):
+    `extract_models`: the models whose outputs the extracts hold (default: the
+    config's); TFMA keys labels, predictions and transformed features by model
+    name only when there are several.
+    """
+
+    def __init__(
+        self,
+        eval_config: tfma.EvalConfig,
+        metrics: Sequence[Metric],
+        extract_models: Sequence[str] | None = None,
+    ):
         self._metrics = list(metrics)
         self._specs = [slicer_lib.SingleSliceSpec(spec=s) for s in eval_config.slicing_specs]
-        self._model_names = [m.name for m in eval_config.model_specs]
+        self._model_names = list(
+            extract_models
+            if extract_models is not None
+            else [m.name for m in eval_config.model_specs]
+        )
 
     def process(self, extracts: Mapping[str, Any]) -> Iterator[tuple[SliceKey, dict[Key, Sums]]]:
-        inputs = {n: model_inputs(extracts, n) for n in {m.key.model_name for m in self._metrics}}
+        several = len(self._model_names) > 1
+        inputs = {
+            n: model_inputs(extracts, n if several else "")
+            for n in {m.key.model_name for m in self._metrics}
+        }
         batch_size = len(next(iter(inputs.values())).labels) if inputs else 0
         masks = slice_masks(extracts, self._specs, self._model_names, batch_size)
         for slice_key, mask in masks.items():
@@ -477,23 +505,128 @@ def values_of(sums: Mapping[Key, Sums], metrics: Sequence[Metric]) -> dict[Key, 
     return {m.key: KINDS[m.kind].value(sums[m.key]) for m in metrics}
 
 
+# --- Sums recorded for a later run -------------------------------------------------------
+
+# {slice key: {metric key: sums}}: one model's sums over a whole evaluation.
+SlicedSums = Mapping[SliceKey, Mapping[Key, Sums]]
+
+
+def key_text(key: Key) -> str:
+    """A metric or plot key as a record names it: TFMA's text form, without the model name."""
+    return str(key._replace(model_name=""))
+
+
+def recorded_sums(
+    sliced: Iterable[tuple[SliceKey, Mapping[Key, Sums]]], baseline_name: str | None
+) -> list[dict[str, Any]]:
+    """The candidate's sums per slice, as JSON data (the baseline's keys left out)."""
+    entries = [
+        {
+            "slice": [list(column_value) for column_value in slice_key],
+            "sums": {
+                key_text(k): v.tolist()
+                for k, v in sorted(sums.items(), key=lambda item: key_text(item[0]))
+                if baseline_name is None or k.model_name != baseline_name
+            },
+        }
+        for slice_key, sums in sliced
+    ]
+    return sorted(entries, key=lambda e: json.dumps(e["slice"]))
+
+
+def stored_sums(entries: Sequence[Mapping[str, Any]], keys: Iterable[Key]) -> dict[SliceKey, dict]:
+    """`recorded_sums` read back under `keys` (the baseline's); ValueError unless the
+    record holds exactly those keys in every slice."""
+    by_text = {key_text(k): k for k in keys}
+    result: dict[SliceKey, dict] = {}
+    for entry in entries:
+        if set(entry["sums"]) != set(by_text):
+            missing = sorted(set(by_text) - set(entry["sums"]))
+            extra = sorted(set(entry["sums"]) - set(by_text))
+            raise ValueError(
+                f"the recorded metrics are not this config's (missing {missing}, extra {extra})"
+            )
+        slice_key = tuple((column, value) for column, value in entry["slice"])
+        result[slice_key] = {
+            by_text[text]: np.asarray(value, dtype=np.float64)
+            for text, value in entry["sums"].items()
+        }
+    return result
+
+
+def _write_record(
+    sliced: list[tuple[SliceKey, Mapping[Key, Sums]]],
+    record: Mapping[str, Any],
+    path: str,
+    baseline_name: str | None,
+) -> None:
+    fileio.makedirs(os.path.dirname(path))  # TFMA's writers may not have made it yet
+    with fileio.open(path, "w") as f:
+        f.write(json.dumps({**record, "candidate_sums": recorded_sums(sliced, baseline_name)}))
+
+
+def _with_stored(
+    slice_key: SliceKey, grouped: Mapping[str, Iterable[Mapping[Key, Sums]]]
+) -> tuple[SliceKey, dict[Key, Sums]]:
+    computed, stored = list(grouped["computed"]), list(grouped["stored"])
+    if len(computed) != 1 or len(stored) != 1:
+        # Slices depend on the examples and the config alone, which the record matched.
+        raise ValueError(
+            f"slice {slice_key}: in the candidate's evaluation {len(computed)} time(s), "
+            f"in the stored baseline's {len(stored)}; they must have the same slices"
+        )
+    return slice_key, {**computed[0], **stored[0]}
+
+
 @beam.ptransform_fn
 def EvaluateOnBatches(
-    extracts: beam.PCollection, eval_config: tfma.EvalConfig
+    extracts: beam.PCollection,
+    eval_config: tfma.EvalConfig,
+    baseline_sums: SlicedSums | None = None,
+    record: Mapping[str, Any] | None = None,
+    record_path: str | None = None,
 ) -> evaluator.Evaluation:
-    """Batched extracts -> TFMA's {'metrics', 'plots', 'attributions', 'validations'}."""
+    """Batched extracts -> TFMA's {'metrics', 'plots', 'attributions', 'validations'}.
+
+    `baseline_sums`: the baseline's sums (`stored_sums`); the extracts then hold the
+    candidate alone. `record_path`: where `record` is written, with the candidate's sums.
+    """
     metrics = metrics_of(eval_config)
     baseline = model_util.get_baseline_model_spec(eval_config)
-    sliced = (
+    baseline_name = baseline.name if baseline else None
+    computed, extract_models = metrics, None
+    if baseline_sums is not None:
+        if baseline_name is None:
+            raise ValueError("baseline_sums given, but the eval config has no baseline model")
+        computed = [m for m in metrics if m.key.model_name != baseline_name]
+        extract_models = [s.name for s in eval_config.model_specs if not s.is_baseline]
+    sums = (
         extracts
-        | "SumPerSlice" >> beam.ParDo(SumPerSlice(eval_config, metrics))
+        | "SumPerSlice" >> beam.ParDo(SumPerSlice(eval_config, computed, extract_models))
         | "AddPerSlice" >> beam.CombinePerKey(AddSums())
+    )
+    if record_path is not None:
+        _ = (
+            sums
+            | "AllSlices" >> beam.combiners.ToList()
+            | "WriteRecord"
+            >> beam.Map(_write_record, dict(record or {}), record_path, baseline_name)
+        )
+    if baseline_sums is not None:
+        stored = extracts.pipeline | "StoredBaselineSums" >> beam.Create(
+            [(k, dict(v)) for k, v in baseline_sums.items()]
+        )
+        sums = (
+            {"computed": sums, "stored": stored}
+            | "JoinStoredBaseline" >> beam.CoGroupByKey()
+            | "WithStoredBaseline" >> beam.MapTuple(_with_stored)
+        )
+    sliced = (
+        sums
         | "Values" >> beam.MapTuple(lambda key, sums: (key, values_of(sums, metrics)))
         # TFMA's own step: adds `candidate - baseline` under is_diff keys (evaluator L628-669).
         | "AddDiffMetrics"
-        >> tfma_evaluator._AddDerivedCrossSliceAndDiffMetrics(
-            [], [], [], baseline.name if baseline else None
-        )
+        >> tfma_evaluator._AddDerivedCrossSliceAndDiffMetrics([], [], [], baseline_name)
     )
     by_type = tfma_evaluator._filter_by_key_type  # TFMA's split by key type, L680-705
     result = {
@@ -508,15 +641,27 @@ def EvaluateOnBatches(
     return result
 
 
-def batched_evaluator(eval_config: tfma.EvalConfig, run_after: str) -> evaluator.Evaluator:
-    """The evaluator, on the extracts of stage `run_after` (batched: before the unbatch)."""
+def batched_evaluator(
+    eval_config: tfma.EvalConfig,
+    run_after: str,
+    baseline_sums: SlicedSums | None = None,
+    record: Mapping[str, Any] | None = None,
+    record_path: str | None = None,
+) -> evaluator.Evaluator:
+    """The evaluator, on the extracts of stage `run_after` (batched: before the unbatch);
+    `EvaluateOnBatches` says what the other arguments do."""
     reason = unsupported(eval_config)
     if reason:
         raise ValueError(f"batched metrics do not compute {reason}; use TFMA's evaluator")
     return evaluator.Evaluator(
         stage_name=STAGE_NAME,
         run_after=run_after,
-        ptransform=EvaluateOnBatches(eval_config=eval_config),
+        ptransform=EvaluateOnBatches(
+            eval_config=eval_config,
+            baseline_sums=baseline_sums,
+            record=record,
+            record_path=record_path,
+        ),
     )
 
 

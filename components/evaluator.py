@@ -23,6 +23,15 @@ Where the batched path does not compute the eval config (AUC, weights, ...;
 `batched_metrics.unsupported`) or the extractors are a module's own, TFMA's
 evaluator runs, and the log says why.
 
+With a baseline, the baseline's metrics may come from the run that pushed it
+(components/evaluation_record.py): when the served version's record says that
+run evaluated this very model on these examples with this eval config, the
+extractors are rebuilt for the candidate alone (the baseline is neither
+loaded nor run), and the batched evaluator adds the recorded sums under the
+baseline's keys before TFMA's diff and validation steps. Anything else, the
+fallback to TFMA's evaluator included, scores both models. One log line and
+the evaluation's `baseline_metrics` property say which happened, and why.
+
 It reads the eval split in batches of up to 8,192 rows (`byte_size_batches`):
 TFMA's costs are per batch, and Beam's tuning stops at 1,000 rows.
 """
@@ -30,21 +39,27 @@ TFMA's costs are per batch, and Beam's tuning stops at 1,000 rows.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import tensorflow_model_analysis as tfma
-from absl import flags
+from absl import flags, logging
 from tensorflow_model_analysis.api import model_eval_lib
+from tensorflow_model_analysis.utils import model_util
 from tfx import types
 from tfx.components.evaluator import component as evaluator_component
 from tfx.components.evaluator import executor as evaluator_executor
 from tfx.dsl.components.base import executor_spec
-from tfx.types import standard_component_specs
+from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import path_utils, proto_utils
 from tfx_bsl.coders import batch_util  # noqa: F401  (defines the flag: _BYTE_SIZE_BATCHING)
 
-from components import batched_metrics, evaluation_extractors
-from components.served_model import is_served_baseline
+from components import batched_metrics, evaluation_extractors, evaluation_record
+from components.evaluation_record import COMPUTED, NO_BASELINE, REUSED
+from components.served_model import EVALUATED_FILE, is_served_baseline, model_digest
 
 # TFX reads `custom_extractors` from the module these name (tfx udf_utils).
 _MODULE_KEYS = ("module_file", "module_path")
@@ -68,14 +83,109 @@ def drop_empty_baseline(
     return result
 
 
+@dataclass
+class EvaluationPlan:
+    """What `ServedBaselineExecutor` hands `batched_arguments` for one evaluation.
+
+    `record`: what this run evaluates (evaluation_record.record_of), written to
+    `record_path` with the candidate's sums. `stored_sums`: the served baseline's
+    recorded sums, when its record matches; else `why_scored` says why not.
+    `outcome` (`REUSED`, `COMPUTED` + why, `NO_BASELINE`) and `batched` are set by
+    `batched_arguments`.
+    """
+
+    record: dict[str, Any]
+    record_path: str
+    has_baseline: bool
+    stored_sums: list[dict[str, Any]] | None = None
+    why_scored: str = ""
+    outcome: str = NO_BASELINE
+    batched: bool = False
+
+
+def plan_evaluation(
+    input_dict: dict[str, list[types.Artifact]],
+    output_dict: dict[str, list[types.Artifact]],
+    exec_properties: dict[str, Any],
+) -> EvaluationPlan | None:
+    """The record of this evaluation and whether the baseline's metrics can be reused;
+    None where TFX's executor will not evaluate an eval config (it raises, or runs
+    the legacy feature_slicing_spec path)."""
+    evaluation = output_dict.get(standard_component_specs.EVALUATION_KEY)
+    models = input_dict.get(standard_component_specs.MODEL_KEY)
+    examples = input_dict.get(standard_component_specs.EXAMPLES_KEY)
+    config_json = exec_properties.get(standard_component_specs.EVAL_CONFIG_KEY)
+    if not (evaluation and models and examples and config_json):
+        return None
+    eval_config = proto_utils.json_to_proto(config_json, tfma.EvalConfig())
+    splits = json.loads(
+        exec_properties.get(standard_component_specs.EXAMPLE_SPLITS_KEY) or "null"
+    ) or ["eval"]  # TFX's default (executor.py L222-227)
+    schema = input_dict.get(standard_component_specs.SCHEMA_KEY)
+    candidate_dir = _serving_dir(models[0])
+    baselines = input_dict.get(standard_component_specs.BASELINE_MODEL_KEY) or []
+    baseline_dir = _serving_dir(baselines[0]) if baselines else None
+    record = evaluation_record.record_of(
+        candidate_dir=candidate_dir,
+        model_dirs=[candidate_dir] + ([baseline_dir] if baseline_dir else []),
+        examples=examples,
+        splits=splits,
+        schema_uri=artifact_utils.get_single_uri(schema) if schema else None,
+        exec_properties=exec_properties,
+        eval_config=eval_config,
+    )
+    plan = EvaluationPlan(
+        record=record,
+        record_path=os.path.join(artifact_utils.get_single_uri(evaluation), EVALUATED_FILE),
+        has_baseline=baseline_dir is not None,
+    )
+    if baselines:
+        served = _serving_dir(baselines[0])
+        stored = evaluation_record.read_served_record(served)
+        why = evaluation_record.why_not_reusable(stored, record, lambda: model_digest(served))
+        if why is None and stored is not None:
+            plan.stored_sums = stored["candidate_sums"]
+        plan.why_scored = why or ""
+    return plan
+
+
+def _serving_dir(model: types.Artifact) -> str:
+    return path_utils.serving_model_path(model.uri, path_utils.is_old_model_artifact(model))
+
+
+def _candidate_only(
+    config: tfma.EvalConfig,
+    eval_shared_model: Any,
+    tensor_adapter_config: Any,
+) -> list[Any]:
+    """Our extractors for the candidate alone, as TFMA builds them for a single model."""
+    candidate_spec = next(s for s in config.model_specs if not s.is_baseline)
+    candidate = next(m for m in eval_shared_model if m.model_name == candidate_spec.name)
+    single = tfma.EvalConfig()
+    single.CopyFrom(config)
+    del single.model_specs[:]
+    single.model_specs.add().CopyFrom(candidate_spec)
+    single.model_specs[0].name = ""
+    # The extractors read the model spec and the slices; TFMA refuses change thresholds
+    # without a baseline (utils/config_util.py L126-131), and no metric is computed from here.
+    del single.metrics_specs[:]
+    return evaluation_extractors.custom_extractors(
+        eval_shared_model=candidate._replace(model_name=""),
+        eval_config=single,
+        tensor_adapter_config=tensor_adapter_config,
+    )
+
+
 def batched_arguments(
     *,
     eval_shared_model: Any,
     eval_config: tfma.EvalConfig | None,
     extractors: list[Any] | None,
+    plan: EvaluationPlan | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """`tfma.ExtractEvaluateAndWriteResults`'s arguments, with batched metrics where they apply."""
+    """`tfma.ExtractEvaluateAndWriteResults`'s arguments, with batched metrics where they
+    apply, and the baseline's recorded sums where `plan` has them."""
     stages = [e.stage_name for e in extractors or []]
     models = eval_shared_model if isinstance(eval_shared_model, list) else [eval_shared_model]
     reason = "no eval_config" if eval_config is None else batched_metrics.unsupported(eval_config)
@@ -86,16 +196,53 @@ def batched_arguments(
         for m in models
     ):  # TFMA adds a Keras model's compiled metrics (evaluator.py L816-823)
         reason = "a Keras model's own compiled metrics"
+    why_scored = plan.why_scored if plan else ""
     if reason is not None:
         batched_metrics.log_fallback(reason)
+        why_scored = f"TFMA's evaluator scores both models ({reason})"
     else:
         assert eval_config is not None and extractors is not None
         # The config TFMA gives its own evaluator (model names, baseline, defaults).
         config = model_eval_lib._update_eval_config_with_defaults(eval_config, eval_shared_model)
+        baseline = model_util.get_baseline_model_spec(config)
+        baseline_sums = None
+        if plan is not None and plan.stored_sums is not None and baseline is not None:
+            keys = [m.key for m in batched_metrics.metrics_of(config)]
+            try:
+                baseline_sums = batched_metrics.stored_sums(
+                    plan.stored_sums, [k for k in keys if k.model_name == baseline.name]
+                )
+            except ValueError as e:
+                why_scored = str(e)
+        if baseline_sums is not None:
+            extractors = _candidate_only(
+                config, eval_shared_model, kwargs.get("tensor_adapter_config")
+            )
+            stages = [e.stage_name for e in extractors]
         at = stages.index(evaluation_extractors.PRUNE_STAGE_NAME)
         # Nothing reads unbatched extracts any more: the extractors end at the pruned batches.
         extractors = extractors[: at + 1]
-        kwargs["evaluators"] = [batched_metrics.batched_evaluator(config, run_after=stages[at])]
+        if plan is not None:
+            plan.batched = True
+            plan.outcome = _outcome(plan, baseline_sums is not None, why_scored)
+        kwargs["evaluators"] = [
+            batched_metrics.batched_evaluator(
+                config,
+                run_after=stages[at],
+                baseline_sums=baseline_sums,
+                record=_with_outcome(plan),
+                record_path=plan.record_path if plan else None,
+            )
+        ]
+    if plan is not None and not plan.batched:
+        plan.outcome = _outcome(plan, False, why_scored)
+    if plan is not None and plan.has_baseline:
+        logging.info(
+            "Evaluator: baseline metrics %s",
+            "reused from the run that pushed the baseline (same model, examples, eval config)"
+            if plan.outcome == REUSED
+            else plan.outcome,
+        )
     return {
         "eval_shared_model": eval_shared_model,
         "eval_config": eval_config,
@@ -104,22 +251,36 @@ def batched_arguments(
     }
 
 
+def _outcome(plan: EvaluationPlan, reused: bool, why_scored: str) -> str:
+    if not plan.has_baseline:
+        return NO_BASELINE
+    return REUSED if reused else COMPUTED + why_scored
+
+
+def _with_outcome(plan: EvaluationPlan | None) -> dict[str, Any] | None:
+    if plan is None:
+        return None
+    return {**plan.record, evaluation_record.BASELINE_METRICS_PROPERTY: plan.outcome}
+
+
 class _TfmaWithBatchedMetrics:
     """The `tfma` module as TFX's executor sees it during `Do`: one call changed."""
+
+    def __init__(self, plan: EvaluationPlan | None = None):
+        self.plan = plan
 
     def __getattr__(self, name: str) -> Any:
         return getattr(tfma, name)
 
-    @staticmethod
-    def ExtractEvaluateAndWriteResults(**kwargs: Any) -> Any:
-        return tfma.ExtractEvaluateAndWriteResults(**batched_arguments(**kwargs))
+    def ExtractEvaluateAndWriteResults(self, **kwargs: Any) -> Any:
+        return tfma.ExtractEvaluateAndWriteResults(**batched_arguments(plan=self.plan, **kwargs))
 
 
 @contextlib.contextmanager
-def batched_metrics_in_tfx() -> Iterator[None]:
+def batched_metrics_in_tfx(plan: EvaluationPlan | None = None) -> Iterator[None]:
     """TFX's executor module sees `_TfmaWithBatchedMetrics` as `tfma`, then TFMA again."""
     stock = evaluator_executor.tfma
-    evaluator_executor.tfma = _TfmaWithBatchedMetrics()
+    evaluator_executor.tfma = _TfmaWithBatchedMetrics(plan)
     try:
         yield
     finally:
@@ -152,6 +313,14 @@ def byte_size_batches() -> Iterator[None]:
         flags.FLAGS[_BYTE_SIZE_BATCHING].value = before
 
 
+def with_our_extractors(exec_properties: dict[str, Any]) -> dict[str, Any]:
+    """The properties with components/evaluation_extractors.py as TFX's module, unless
+    the Evaluator was given a module of its own."""
+    if any(exec_properties.get(k) for k in _MODULE_KEYS):
+        return exec_properties
+    return {**exec_properties, "module_path": evaluation_extractors.__name__}
+
+
 class ServedBaselineExecutor(evaluator_executor.Executor):
     def Do(
         self,
@@ -159,10 +328,21 @@ class ServedBaselineExecutor(evaluator_executor.Executor):
         output_dict: dict[str, list[types.Artifact]],
         exec_properties: dict[str, Any],
     ) -> None:
-        if not any(exec_properties.get(k) for k in _MODULE_KEYS):
-            exec_properties = {**exec_properties, "module_path": evaluation_extractors.__name__}
-        with batched_metrics_in_tfx(), byte_size_batches():
-            super().Do(drop_empty_baseline(input_dict), output_dict, exec_properties)
+        exec_properties = with_our_extractors(exec_properties)
+        input_dict = drop_empty_baseline(input_dict)
+        plan = plan_evaluation(input_dict, output_dict, exec_properties)
+        with batched_metrics_in_tfx(plan), byte_size_batches():
+            super().Do(input_dict, output_dict, exec_properties)
+        if plan is None:
+            return
+        if not plan.batched:  # no sums to record: what was evaluated, and how
+            evaluation_record.write_record(plan.record_path, _with_outcome(plan) or {})
+        evaluation = artifact_utils.get_single_instance(
+            output_dict[standard_component_specs.EVALUATION_KEY]
+        )
+        evaluation.set_string_custom_property(
+            evaluation_record.BASELINE_METRICS_PROPERTY, plan.outcome
+        )
 
 
 class Evaluator(evaluator_component.Evaluator):

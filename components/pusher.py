@@ -15,6 +15,13 @@ which TF Serving and `latest_served_version` take as "this version is
 complete". The drift gate reads them back. The copy is the stock executor's,
 otherwise unchanged.
 
+Given `evaluation` (the Evaluator's output), a push also copies what that
+Evaluator recorded (components/evaluation_record.py: what it evaluated and
+the candidate's metric sums per slice) into the new version at
+`components.served_model.SERVED_EVALUATION_FILE`, so that the next run's
+Evaluator can take the baseline's metrics from it instead of scoring the
+served model again.
+
 A push also writes `components.served_model.PUSH_RECORD_FILE`, naming the
 execution's own output URI. On Kubeflow a Pusher whose pod died after the
 copy is run again (a retry, with the same output URI); it then finds the
@@ -42,7 +49,9 @@ from tfx.types.component_spec import ChannelParameter
 from tfx.utils import io_utils, proto_utils
 
 from components.served_model import (
+    EVALUATED_FILE,
     PUSH_RECORD_FILE,
+    SERVED_EVALUATION_FILE,
     TRAINING_STATISTICS_FILE,
     latest_served_version,
     model_digest,
@@ -53,6 +62,7 @@ ALREADY_SERVED_PROPERTY = "already_served"
 PUSHED_PROPERTY = "pushed"
 PUSHED_DESTINATION_PROPERTY = "pushed_destination"
 TRAINING_STATISTICS_KEY = "training_statistics"
+EVALUATION_KEY = standard_component_specs.EVALUATION_KEY
 # The split whose statistics describe the data a model learned from.
 TRAINING_SPLIT = "train"
 
@@ -97,23 +107,22 @@ class NoDuplicatePushExecutor(pusher_executor.Executor):
                 self._MarkNotPushed(model_push)
                 model_push.set_string_custom_property(ALREADY_SERVED_PROPERTY, duplicate)
                 return
-            statistics = input_dict.get(TRAINING_STATISTICS_KEY)
-            if statistics:
-                self._push_with_statistics(
-                    input_dict, output_dict, destination, statistics_file(statistics[0])
-                )
+            extras = pushed_extras(input_dict)
+            if extras:
+                self._push_with_extras(input_dict, output_dict, destination, extras)
                 return
         super().Do(input_dict, output_dict, exec_properties)
 
-    def _push_with_statistics(
+    def _push_with_extras(
         self,
         input_dict: dict[str, list[types.Artifact]],
         output_dict: dict[str, list[types.Artifact]],
         destination: pusher_pb2.PushDestination,
-        statistics_path: str,
+        extras: dict[str, str],
     ) -> None:
-        """The stock filesystem push (UNIX-timestamp versions), with the statistics
-        written before `saved_model.pb`."""
+        """The stock filesystem push (UNIX-timestamp versions), with `extras` (path in
+        the version -> file to copy there) and the push record written before
+        `saved_model.pb`."""
         model_push = artifact_utils.get_single_instance(
             output_dict[standard_component_specs.PUSHED_MODEL_KEY]
         )
@@ -124,9 +133,8 @@ class NoDuplicatePushExecutor(pusher_executor.Executor):
             logging.info("Destination %s already exists, skipping this push.", serving_path)
         else:
             io_utils.copy_dir(model_path, serving_path, deny_regex_patterns=[r"saved_model\.pb"])
-            io_utils.copy_file(
-                statistics_path, os.path.join(serving_path, TRAINING_STATISTICS_FILE)
-            )
+            for relative, source in extras.items():
+                io_utils.copy_file(source, os.path.join(serving_path, relative))
             io_utils.write_string_file(
                 os.path.join(serving_path, PUSH_RECORD_FILE),
                 json.dumps({"pushed_model": model_push.uri}),
@@ -135,7 +143,7 @@ class NoDuplicatePushExecutor(pusher_executor.Executor):
                 os.path.join(model_path, "saved_model.pb"),
                 os.path.join(serving_path, "saved_model.pb"),
             )
-            logging.info("Model and its training statistics written to %s.", serving_path)
+            logging.info("Model and %s written to %s.", ", ".join(sorted(extras)), serving_path)
         io_utils.copy_dir(model_path, model_push.uri)
         self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=model_version)
 
@@ -147,6 +155,23 @@ def pushed_by(served_path: str) -> str | None:
         return None
     with fileio.open(path) as f:
         return json.load(f).get("pushed_model")
+
+
+def pushed_extras(input_dict: dict[str, list[types.Artifact]]) -> dict[str, str]:
+    """What a push adds to the model: path in the version -> the file to copy there
+    (the training statistics, and the Evaluator's record where it wrote one)."""
+    extras = {}
+    statistics = input_dict.get(TRAINING_STATISTICS_KEY)
+    if statistics:
+        extras[TRAINING_STATISTICS_FILE] = statistics_file(statistics[0])
+    evaluation = input_dict.get(EVALUATION_KEY)
+    if evaluation:
+        record = os.path.join(evaluation[0].uri, EVALUATED_FILE)
+        if fileio.exists(record):
+            extras[SERVED_EVALUATION_FILE] = record
+        else:
+            logging.info("The evaluation has no %s: the next run scores this model again.", record)
+    return extras
 
 
 def statistics_file(statistics: types.Artifact) -> str:
@@ -163,11 +188,13 @@ class PusherSpec(standard_component_specs.PusherSpec):
         TRAINING_STATISTICS_KEY: ChannelParameter(
             type=standard_artifacts.ExampleStatistics, optional=True
         ),
+        EVALUATION_KEY: ChannelParameter(type=standard_artifacts.ModelEvaluation, optional=True),
     }
 
 
 class Pusher(pusher_component.Pusher):
-    """`tfx.components.Pusher` with `NoDuplicatePushExecutor` and `training_statistics`."""
+    """`tfx.components.Pusher` with `NoDuplicatePushExecutor`, `training_statistics` and
+    `evaluation`."""
 
     SPEC_CLASS = PusherSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(NoDuplicatePushExecutor)
@@ -179,13 +206,15 @@ class Pusher(pusher_component.Pusher):
         model_blessing: types.BaseChannel,
         push_destination: pusher_pb2.PushDestination,
         training_statistics: types.BaseChannel | None = None,
+        evaluation: types.BaseChannel | None = None,
     ):
         spec = PusherSpec(
             model=model,
             model_blessing=model_blessing,
             push_destination=push_destination,
             training_statistics=training_statistics,
+            evaluation=evaluation,
             pushed_model=types.Channel(type=standard_artifacts.PushedModel),
         )
-        # pusher_component.Pusher.__init__ builds TFX's own spec; ours has one more input.
+        # pusher_component.Pusher.__init__ builds TFX's own spec; ours has two more inputs.
         base_component.BaseComponent.__init__(self, spec=spec)

@@ -19,6 +19,7 @@ caching off for it.
 
 import hashlib
 import os
+from typing import Any
 
 from absl import logging
 from tfx import types
@@ -45,8 +46,15 @@ TRAINING_STATISTICS_FILE = "assets.extra/training_statistics/FeatureStats.pb"
 # Inside a served version: which Pusher execution wrote it (its output URI,
 # unique per execution). A retried Pusher finds its own earlier push by it.
 PUSH_RECORD_FILE = "assets.extra/push.json"
+# Beside the Evaluator's output (TFMA reads only the files it wrote there): what
+# it evaluated, and the candidate's metric sums per slice
+# (components/evaluation_record.py). The Pusher copies it into the version it
+# pushes, where a later Evaluator with the same examples and eval config reuses
+# it for its baseline.
+EVALUATED_FILE = "evaluated.json"
+SERVED_EVALUATION_FILE = "assets.extra/evaluation.json"
 # What the Pusher adds to the model it copies; not part of the model.
-PUSHER_FILES = (TRAINING_STATISTICS_FILE, PUSH_RECORD_FILE)
+PUSHER_FILES = (TRAINING_STATISTICS_FILE, PUSH_RECORD_FILE, SERVED_EVALUATION_FILE)
 
 
 def latest_served_version(serving_model_dir: str) -> "str | None":
@@ -79,25 +87,32 @@ def served_statistics(serving_model_dir: str) -> "tuple[str, str | None] | None"
     return version, path if fileio.exists(path) else None
 
 
-def model_digest(model_dir: str) -> str:
-    """SHA-256 over a SavedModel directory: every file's relative path and bytes.
-
-    Two directories with equal digests serve the same model; the Pusher uses
-    this to avoid pushing the model that is already being served. What the
-    Pusher adds to a served version (PUSHER_FILES) is not part of the model.
-    """
-    digest = hashlib.sha256()
-    for root, _dirs, files in sorted(fileio.walk(model_dir)):
+def add_directory(digest: "hashlib._Hash", directory: str, skip: "tuple[str, ...]" = ()) -> None:
+    """Adds every file under `directory` to `digest`: its relative path and bytes, in
+    sorted order; files whose relative path is in `skip` are left out."""
+    for root, _dirs, files in sorted(fileio.walk(directory)):
         for name in sorted(files):
             path = os.path.join(root, name)
-            relative = os.path.relpath(path, model_dir)
-            if relative in PUSHER_FILES:
+            relative = os.path.relpath(path, directory)
+            if relative in skip:
                 continue
             digest.update(relative.encode() + b"\0")
             with fileio.open(path, "rb") as f:
                 while chunk := f.read(1 << 20):
                     digest.update(chunk)
             digest.update(b"\0")
+
+
+def model_digest(model_dir: str) -> str:
+    """SHA-256 over a SavedModel directory: every file's relative path and bytes.
+
+    Two directories with equal digests serve the same model; the Pusher uses
+    this to avoid pushing the model that is already being served, and the
+    Evaluator to know its baseline is the model a record evaluated. What the
+    Pusher adds to a served version (PUSHER_FILES) is not part of the model.
+    """
+    digest = hashlib.sha256()
+    add_directory(digest, model_dir, skip=PUSHER_FILES)
     return digest.hexdigest()
 
 
@@ -130,23 +145,34 @@ def LatestServedModel(
     logging.info("Baseline: served version %s (%s).", version, served_path)
 
 
-def serving_signatures(model_dir: str) -> "tuple[tuple[str, tuple[str, ...]], ...]":
-    """The SavedModel's signatures and their input names, read from `saved_model.pb`;
-    none when it is gone (a version Kubeflow's Deploy step rolled back and set aside)."""
+def signature_defs(model_dir: str) -> "dict[str, Any]":
+    """The SavedModel's signatures (SignatureDef protos by name), read from
+    `saved_model.pb`, internal ones (`__saved_model_init_op`) left out; none when
+    the file is gone (a version Kubeflow's Deploy step rolled back and set aside)."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     path = os.path.join(model_dir, "saved_model.pb")
     if not fileio.exists(path):
-        return ()
+        return {}
     saved_model = saved_model_pb2.SavedModel()
     with fileio.open(path, "rb") as f:
         saved_model.ParseFromString(f.read())
-    signatures = {}
-    for meta_graph in saved_model.meta_graphs:
-        for name, signature in meta_graph.signature_def.items():
-            if not name.startswith("__"):  # __saved_model_init_op and the like
-                signatures[name] = tuple(sorted(signature.inputs))
-    return tuple(sorted(signatures.items()))
+    return {
+        name: signature
+        for meta_graph in saved_model.meta_graphs
+        for name, signature in meta_graph.signature_def.items()
+        if not name.startswith("__")
+    }
+
+
+def serving_signatures(model_dir: str) -> "tuple[tuple[str, tuple[str, ...]], ...]":
+    """The SavedModel's signatures and their input names (`signature_defs`)."""
+    return tuple(
+        sorted(
+            (name, tuple(sorted(signature.inputs)))
+            for name, signature in signature_defs(model_dir).items()
+        )
+    )
 
 
 def describe_signatures(signatures: "tuple[tuple[str, tuple[str, ...]], ...]") -> str:

@@ -5,7 +5,8 @@ ExampleGen (the latest span, or a window of spans) -> StatisticsGen ->
 StatisticsGen -> DataDriftGate (against the data behind the served model)
 -> Trainer -> Evaluator (absolute and change thresholds vs. the model
 currently served, i.e. the latest blessed and pushed one) -> Pusher (only if
-blessed; it keeps the training data's statistics with the model). Transform
+blessed; it keeps the training data's statistics and the evaluation's record
+with the model, so the next run's Evaluator need not score it again). Transform
 runs beside the validation branch (ExampleGen -> Transform -> Trainer): the
 gates hold back the Trainer, the first step whose output can reach serving.
 """
@@ -308,6 +309,8 @@ def create_pipeline(
         model_blessing=evaluator.outputs["blessing"],
         # Written into the served version: the next runs' drift gate compares with them.
         training_statistics=statistics_gen.outputs["statistics"],
+        # Its record, written with them: the next runs' Evaluator reuses the baseline's metrics.
+        evaluation=evaluator.outputs["evaluation"],
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=serving_model_dir)
         ),

@@ -33,6 +33,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import proto_utils
 
+from components.served_model import SERVED_EVALUATION_FILE
 from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow.steps.step_records import RECORD_FILE, StepRecord
 from pipeline import steps as dag
@@ -509,9 +510,9 @@ def _artifact(cls, uri: Path, splits: list[str] | None = None):
     return artifact
 
 
-def evaluate(executor_class, run_root: Path, baseline: Path, out: Path, spec: Path):
-    """Runs `executor_class` on the run's eval split, candidate against `baseline`;
-    returns (its output directory, the blessing artifact)."""
+def evaluator_inputs(run_root: Path, baseline: Path, out: Path, spec: Path):
+    """(input_dict, output_dict, exec_properties) of an Evaluator execution on the run's
+    eval split, its candidate against `baseline`, as TFX hands them to the executor."""
     examples = _artifact(
         standard_artifacts.Examples,
         latest_artifact(run_root / "CsvExampleGen" / "examples"),
@@ -522,10 +523,7 @@ def evaluate(executor_class, run_root: Path, baseline: Path, out: Path, spec: Pa
     baseline_model.set_int_custom_property("has_model", 1)
     evaluation = _artifact(standard_artifacts.ModelEvaluation, out / "evaluation")
     blessing = _artifact(standard_artifacts.ModelBlessing, out / "blessing")
-    context = base_beam_executor.BaseBeamExecutor.Context(
-        beam_pipeline_args=["--direct_running_mode=in_memory"], tmp_dir=str(out / ".tmp")
-    )
-    executor_class(context).Do(
+    return (
         {"examples": [examples], "model": [model], "baseline_model": [baseline_model]},
         {"evaluation": [evaluation], "blessing": [blessing]},
         {
@@ -534,7 +532,30 @@ def evaluate(executor_class, run_root: Path, baseline: Path, out: Path, spec: Pa
             "fairness_indicator_thresholds": "null",
         },
     )
-    return out / "evaluation", blessing
+
+
+def without_evaluation_record(baseline: Path, copy: Path) -> Path:
+    """A copy of a served baseline without the record of its pushing run's evaluation,
+    so that the Evaluator scores it (components/evaluation_record.py)."""
+    shutil.copytree(baseline, copy)
+    (copy / "Format-Serving" / SERVED_EVALUATION_FILE).unlink(missing_ok=True)
+    return copy
+
+
+def run_evaluator(executor_class, out: Path, inputs: tuple) -> None:
+    """Runs `executor_class` on `evaluator_inputs(...)`, Beam in memory."""
+    context = base_beam_executor.BaseBeamExecutor.Context(
+        beam_pipeline_args=["--direct_running_mode=in_memory"], tmp_dir=str(out / ".tmp")
+    )
+    executor_class(context).Do(*inputs)
+
+
+def evaluate(executor_class, run_root: Path, baseline: Path, out: Path, spec: Path):
+    """Runs `executor_class` on the run's eval split, candidate against `baseline`;
+    returns (its output directory, the blessing artifact)."""
+    inputs = evaluator_inputs(run_root, baseline, out, spec)
+    run_evaluator(executor_class, out, inputs)
+    return out / "evaluation", inputs[1]["blessing"][0]
 
 
 def _metric_value(value) -> object:

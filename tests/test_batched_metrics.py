@@ -150,11 +150,12 @@ def run_tfma(config: tfma.EvalConfig, data: list[dict], out: Path) -> Path:
     return out
 
 
-def run_batched(config: tfma.EvalConfig, data: list[dict], out: Path) -> Path:
+def run_batched(config: tfma.EvalConfig, data: list[dict], out: Path, **options) -> Path:
+    """Our evaluator on `data`; `options` are EvaluateOnBatches' (recorded or stored sums)."""
     batched = evaluator.Evaluator(
         stage_name=batched_metrics.STAGE_NAME,
         run_after=None,
-        ptransform=batched_metrics.EvaluateOnBatches(eval_config=config),
+        ptransform=batched_metrics.EvaluateOnBatches(eval_config=config, **options),
     )
     _write(config, data, out, [batched], [])
     return out
@@ -183,6 +184,53 @@ def test_batched_metrics_are_tfma_s(task, baseline, tmp_path):
         )
     if baseline:  # a weaker candidate than the baseline fails the change threshold
         assert not theirs[2].validation_ok
+
+
+def one_model(data: list[dict], model: str) -> list[dict]:
+    """Batches with one model's labels and predictions, as TFMA extracts a single model."""
+    return [
+        {**b, "labels": b["labels"][model], "predictions": b["predictions"][model]} for b in data
+    ]
+
+
+@pytest.mark.slow  # three Beam pipelines per task
+@pytest.mark.parametrize("task", ["binary", "multiclass", "regression"])
+def test_a_baseline_s_recorded_sums_give_what_scoring_it_gives(task, tmp_path):
+    """The pushing run scores the future baseline alone and records its sums; a later run
+    scores the candidate alone and adds them: the evaluation of scoring both."""
+    data = batches(task, baseline=True)
+    record_path = tmp_path / "pushed" / "evaluated.json"
+    run_batched(
+        eval_config(task, baseline=False),
+        one_model(data, "baseline"),
+        tmp_path / "pushed",
+        record={"format": 1},
+        record_path=str(record_path),
+    )
+    record = json.loads(record_path.read_text())
+    assert record["format"] == 1
+    config = eval_config(task, baseline=True)
+    baseline_keys = [
+        m.key for m in batched_metrics.metrics_of(config) if m.key.model_name == "baseline"
+    ]
+    stored = batched_metrics.stored_sums(record["candidate_sums"], baseline_keys)
+    reused = read_evaluation(
+        run_batched(config, one_model(data, "candidate"), tmp_path / "reused", baseline_sums=stored)
+    )
+    scored = read_evaluation(run_batched(config, data, tmp_path / "scored"))
+    assert_same_evaluation(reused, scored)
+    if task != "regression":  # sums of counts: equal, not just close
+        assert reused[0] == scored[0]
+    keys = "".join(k for values in reused[0].values() for k in values)
+    assert 'model_name: "baseline"' in keys and "is_diff: true" in keys
+    assert not reused[2].validation_ok  # the weaker candidate fails the change threshold
+
+    if task != "binary":
+        return
+    # A stored baseline that lacks a slice the candidate has is refused, never half-used.
+    stored.pop(next(k for k in stored if k))
+    with pytest.raises(Exception, match="they must have the same slices"):
+        run_batched(config, one_model(data, "candidate"), tmp_path / "short", baseline_sums=stored)
 
 
 def test_the_evaluation_reads_back_as_tfma_s(tmp_path):

@@ -19,7 +19,13 @@ from components.evaluation_extractors import (
 )
 from components.evaluator import ServedBaselineExecutor
 from pipeline.pipeline import build_eval_config
-from tests.harness import assert_same_evaluation, evaluate, latest_artifact, read_evaluation
+from tests.harness import (
+    assert_same_evaluation,
+    evaluate,
+    latest_artifact,
+    read_evaluation,
+    without_evaluation_record,
+)
 from trainer.dataset_spec import load_spec
 
 SPEC = Path(__file__).resolve().parents[1] / "schemas" / "chicago_taxi" / "dataset.yaml"
@@ -66,9 +72,13 @@ def test_sql_slices_are_refused_by_name():
 
 
 def test_the_evaluator_with_pruned_extracts_computes_what_tfx_s_computes(two_local_runs, tmp_path):
-    """The second run's candidate against the served model, slices, change threshold and all."""
+    """The second run's candidate against the served model, slices, change threshold and all
+    (both models scored: tests/test_baseline_reuse.py compares reusing the baseline's
+    metrics with this)."""
     root = two_local_runs.output_dir / "pipeline_root"
-    baseline = latest_artifact(root / "LatestServedModel" / "baseline_model")
+    baseline = without_evaluation_record(
+        latest_artifact(root / "LatestServedModel" / "baseline_model"), tmp_path / "baseline"
+    )
     ours, our_blessing = evaluate(ServedBaselineExecutor, root, baseline, tmp_path / "ours", SPEC)
     stock, blessing = evaluate(stock_evaluator.Executor, root, baseline, tmp_path / "stock", SPEC)
     ours_read, stock_read = read_evaluation(ours), read_evaluation(stock)
