@@ -82,6 +82,7 @@ LONGEST_MODULES = (
     "tests.test_bring_your_own_data",
     "tests.test_spans",
     "tests.test_drafted_spans",
+    "tests.test_template",
 )
 _SPENT = pytest.StashKey[float]()
 
