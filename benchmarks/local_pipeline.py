@@ -181,7 +181,10 @@ def run_native_keras(workdir: Path) -> dict:
     out = workdir / "native_keras"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
-    env = dict(os.environ, TF_USE_LEGACY_KERAS="1")
+    # TFX packages itself into an sdist under the temporary directory at each
+    # Beam step, and never deletes it (docs/beam-on-a-cluster.md): keep it in `out`.
+    (out / "tmp").mkdir()
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TMPDIR=str(out / "tmp"))
     wall = _timed([sys.executable, "-c", code, str(out), str(DATA_ROOT)], workdir, env)
     return {"wall": wall, **_summary(out / "m.db", "native_keras", workdir)}
 

@@ -38,6 +38,7 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -133,12 +134,14 @@ class PeakMemory(threading.Thread):
             self.done.wait(0.5)  # reading smaps is slower than RSS; twice a second
 
 
-def run_measured(command: list[str], cwd: Path) -> tuple[float, tuple[int, int], str]:
+def run_measured(
+    command: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> tuple[float, tuple[int, int], str]:
     """(wall seconds, (peak tree PSS, peak tree RSS) bytes, output) of a command that must
     succeed."""
     started = time.monotonic()
     process = subprocess.Popen(
-        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     memory = PeakMemory(process.pid)
     memory.start()
@@ -172,9 +175,13 @@ def run_anchor(anchor: Path, csv: Path) -> dict:
     for old in data.glob("*.csv"):
         old.unlink()
     shutil.copy2(csv, data / "data.csv")
-    for name in ("tfx_pipeline_output", "tfx_metadata"):
+    for name in ("tfx_pipeline_output", "tfx_metadata", "tmp"):
         shutil.rmtree(anchor / name, ignore_errors=True)
-    wall, peak, _ = run_measured([sys.executable, "local_runner.py"], anchor)
+    # TFX packages itself into an sdist under the temporary directory at each
+    # Beam step, and never deletes it (docs/beam-on-a-cluster.md): keep it here.
+    (anchor / "tmp").mkdir()
+    env = dict(os.environ, TMPDIR=str(anchor / "tmp"))
+    wall, peak, _ = run_measured([sys.executable, "local_runner.py"], anchor, env)
     metadata_path = anchor / "tfx_metadata" / ANCHOR_PIPELINE / "metadata.db"
     summary = _summary(metadata_path, ANCHOR_PIPELINE, anchor)
     return {"wall": wall, "peak": peak[0], "peak_rss": peak[1], **summary}

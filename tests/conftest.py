@@ -10,7 +10,8 @@ import os
 import pickle
 import shutil
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -155,6 +156,23 @@ def write_csv(path: Path, header: list[str], rows: list[dict[str, str]]) -> Path
         writer.writeheader()
         writer.writerows(rows)
     return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def temporary_files_under_basetemp(tmp_path_factory) -> Iterator[Path]:
+    """The temporary directory of each worker and of what it starts is under
+    its basetemp, which pytest rotates (the last three runs are kept).
+
+    What libraries leave there (TensorFlow's autograph sources, Beam's staging
+    directories, executed packages' scratch) then goes with the run instead of
+    filling the host's /tmp run after run.
+    """
+    tmp = tmp_path_factory.getbasetemp() / "tmp"
+    tmp.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(tmp))
+        patch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+        yield tmp
 
 
 @pytest.fixture(scope="session")

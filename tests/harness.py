@@ -38,6 +38,7 @@ from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow.steps.step_records import RECORD_FILE, StepRecord
 from pipeline import steps as dag
 from pipeline.config import PipelineConfig
+from pipeline.local.node_launch import tfx_not_shipped_to_beam_workers
 from pipeline.pipeline import build_eval_config, create_pipeline
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, load_schema
 from tests.raw_examples import serialize_rows
@@ -161,7 +162,9 @@ def run_example_gen(
     context = base_beam_executor.BaseBeamExecutor.Context(
         beam_pipeline_args=list(beam_pipeline_args), tmp_dir=str(out / ".tmp")
     )
-    executor_class(context).Do({}, {"examples": [examples]}, properties)
+    with tfx_not_shipped_to_beam_workers():  # As the local runner launches Beam steps.
+        executor = executor_class(context)
+    executor.Do({}, {"examples": [examples]}, properties)
     return examples
 
 
@@ -547,7 +550,9 @@ def run_evaluator(executor_class, out: Path, inputs: tuple) -> None:
     context = base_beam_executor.BaseBeamExecutor.Context(
         beam_pipeline_args=["--direct_running_mode=in_memory"], tmp_dir=str(out / ".tmp")
     )
-    executor_class(context).Do(*inputs)
+    with tfx_not_shipped_to_beam_workers():  # As the local runner launches Beam steps.
+        executor = executor_class(context)
+    executor.Do(*inputs)
 
 
 def evaluate(executor_class, run_root: Path, baseline: Path, out: Path, spec: Path):

@@ -28,3 +28,26 @@ def test_example_gen_runs_in_memory_when_the_others_use_every_core():
     args = beam_pipeline_args("multi_processing", num_workers=2) + step_args["CsvExampleGen"]
     options = PipelineOptions(args).view_as(DirectOptions)
     assert (options.direct_running_mode, options.direct_num_workers) == ("in_memory", 1)
+
+
+def test_a_local_beam_step_keeps_its_arguments_and_packages_no_tfx(monkeypatch, tmp_path):
+    """A local run's Beam workers are its own subprocesses: TFX must not copy its
+    install into an sdist for them (pipeline/local/node_launch.py)."""
+    from tfx.components.statistics_gen.executor import Executor
+    from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
+    from tfx.utils import dependency_utils
+
+    from pipeline.local.node_launch import tfx_not_shipped_to_beam_workers
+
+    monkeypatch.setattr(dependency_utils, "build_ephemeral_package", lambda: "/tmp/tfx.tar.gz")
+    args = beam_pipeline_args("multi_processing", num_workers=2)
+    context = BaseBeamExecutor.Context(
+        beam_pipeline_args=args, tmp_dir=str(tmp_path), unique_id="StatisticsGen"
+    )
+    with tfx_not_shipped_to_beam_workers():
+        kept = Executor(context)._beam_pipeline_args
+    assert kept[: len(args)] == args
+    assert not [a for a in kept if a.startswith("--extra_package")]
+    # Outside it, TFX's own default: the executor would build and ship the sdist.
+    shipped = Executor(context)._beam_pipeline_args
+    assert "--extra_package=/tmp/tfx.tar.gz" in shipped

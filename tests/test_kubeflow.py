@@ -538,11 +538,43 @@ def test_beam_steps_are_the_pipelines_beam_components(tmp_path):
 
 def test_default_beam_engine_runs_each_beam_step_in_its_pod(compiled):
     spec, _ = compiled
+    image = parse_settings(RAW_SETTINGS, STEP_IDS, BEAM_STEPS).image
     for task in BEAM_STEPS:
         assert _beam_args(spec, task) == [
             "--direct_running_mode=multi_processing",
             "--direct_num_workers=0",
+            f"--sdk_container_image={image}",
         ], task
+
+
+@pytest.mark.parametrize("engine", ["direct", "dataflow", "flink", "spark", "docker"])
+def test_tfx_does_not_package_itself_for_any_engine(engine, monkeypatch):
+    """TFX's own check (tfx/utils/dependency_utils.py) finds the workers' image in
+    every engine's arguments, so no Beam step builds a TFX sdist under /tmp."""
+    from tfx.utils import dependency_utils
+
+    built = []
+    monkeypatch.setattr(dependency_utils, "build_ephemeral_package", lambda: built.append(1))
+    values = {
+        "direct": {"engine": "direct"},
+        "dataflow": DATAFLOW,
+        "flink": FLINK,
+        "spark": {"engine": "spark", "options": {"job_endpoint": "spark-jobserver:8099"}},
+        "docker": {
+            "engine": "flink",
+            "options": {**FLINK["options"], "environment_type": "DOCKER"},
+        },
+    }[engine]
+    settings = parse_settings(_with("beam.defaults", values), STEP_IDS, BEAM_STEPS)
+    args = settings.beam_for(dag.TRANSFORM).pipeline_args(settings.image)
+    assert dependency_utils.make_beam_dependency_flags(args) == args
+    assert built == []
+    # The guard's negative: the same arguments less the image would have TFX package itself.
+    without_image = [a for a in args if not a.startswith("--sdk_container_image=")]
+    monkeypatch.setattr(dependency_utils, "build_ephemeral_package", lambda: "/tmp/tfx.tar.gz")
+    assert dependency_utils.make_beam_dependency_flags(without_image)[-1] == (
+        "--extra_package=/tmp/tfx.tar.gz"
+    )
 
 
 def test_one_step_on_dataflow_another_on_flink_the_rest_unchanged():
@@ -563,6 +595,7 @@ def test_one_step_on_dataflow_another_on_flink_the_rest_unchanged():
         "--environment_config=localhost:50000",
         "--environment_type=EXTERNAL",
         "--job_endpoint=flink-jobserver.flink:8099",
+        f"--sdk_container_image={settings.image}",
     ]
     for task in BEAM_STEPS - {dag.TRANSFORM, dag.EVALUATOR}:
         assert _beam_args(spec, task)[0] == "--direct_running_mode=multi_processing"
@@ -600,6 +633,7 @@ def test_docker_workers_when_set_explicitly():
         f"--environment_config={settings.image}",
         "--environment_type=DOCKER",
         "--job_endpoint=flink-jobserver.flink:8099",
+        f"--sdk_container_image={settings.image}",
     ]
 
 
@@ -657,6 +691,7 @@ def test_spark_through_an_external_worker_pool():
         "--environment_config=localhost:50000",
         "--environment_type=EXTERNAL",
         "--job_endpoint=spark-jobserver:8099",
+        f"--sdk_container_image={settings.image}",
     ]
 
 
