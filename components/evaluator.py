@@ -139,8 +139,8 @@ def plan_evaluation(
         record_path=os.path.join(artifact_utils.get_single_uri(evaluation), EVALUATED_FILE),
         has_baseline=baseline_dir is not None,
     )
-    if baselines:
-        served = _serving_dir(baselines[0])
+    if baseline_dir is not None:
+        served = baseline_dir
         stored = evaluation_record.read_served_record(served)
         why = evaluation_record.why_not_reusable(stored, record, lambda: model_digest(served))
         if why is None and stored is not None:

@@ -65,7 +65,7 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], T]) -> T:
 SLOW_FIXTURES = frozenset({"taxi_trainer_inputs", "small_model_base", "two_local_runs"})
 # A fast-tier test (not marked slow) that takes longer than this, set up and
 # run, fails and says to mark it: the fast tier stays fast by design. Generous,
-# as two xdist workers share two cores.
+# as three xdist workers share two cores (./dev runs a worker per core and one more).
 FAST_TEST_LIMIT_S = 10.0
 # The order xdist hands modules to workers in (./dev runs it with --dist
 # loadscope --no-loadscope-reorder, so collection order is that order): the
