@@ -564,13 +564,16 @@ def test_a_promotion_that_runs_late_fails_the_step_but_does_not_reject_the_versi
         if message.startswith("Giving revision"):
             standin.kserve.hold_routes()
 
+    # Long enough for the new revision to start first on a loaded machine (its TF
+    # Serving stand-in loads the model), so that the wait that runs out is the
+    # promotion's.
     try:
         with pytest.raises(DeployError) as raised:
-            serving_one.go("2", log=hold, ready_timeout="3s").run()
+            serving_one.go("2", log=hold, ready_timeout="10s").run()
     finally:
         standin.kserve.hold_routes(False)
     assert str(raised.value).startswith(
-        f"timed out after 3s waiting for revision {serving_one.name}-predictor"
+        f"timed out after 10s waiting for revision {serving_one.name}-predictor"
     )
     assert not raised.value.rejects
 
