@@ -165,6 +165,15 @@ def run_ours(copy: Path, out: Path) -> tuple[dict, dict]:
     return cold, rerun
 
 
+def template_environment(tmp: Path, **variables: str) -> dict[str, str]:
+    """This process's environment for a run of the TFX template, with `tmp` (made
+    empty) as its temporary directory: TFX packages itself into an sdist there at
+    each Beam step and never deletes it (docs/beam-on-a-cluster.md)."""
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    return dict(os.environ, TMPDIR=str(tmp), **variables)
+
+
 def run_native_keras(workdir: Path) -> dict:
     code = (
         "import sys\n"
@@ -181,10 +190,7 @@ def run_native_keras(workdir: Path) -> dict:
     out = workdir / "native_keras"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
-    # TFX packages itself into an sdist under the temporary directory at each
-    # Beam step, and never deletes it (docs/beam-on-a-cluster.md): keep it in `out`.
-    (out / "tmp").mkdir()
-    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TMPDIR=str(out / "tmp"))
+    env = template_environment(out / "tmp", TF_USE_LEGACY_KERAS="1")
     wall = _timed([sys.executable, "-c", code, str(out), str(DATA_ROOT)], workdir, env)
     return {"wall": wall, **_summary(out / "m.db", "native_keras", workdir)}
 

@@ -38,7 +38,6 @@ import argparse
 import contextlib
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -53,6 +52,7 @@ from benchmarks.local_pipeline import (
     OUR_PIPELINE,
     _summary,
     make_anchor,
+    template_environment,
 )
 from benchmarks.targets import Target, targets_table
 from pipeline.beam import IN_MEMORY_MAX_BYTES
@@ -175,12 +175,9 @@ def run_anchor(anchor: Path, csv: Path) -> dict:
     for old in data.glob("*.csv"):
         old.unlink()
     shutil.copy2(csv, data / "data.csv")
-    for name in ("tfx_pipeline_output", "tfx_metadata", "tmp"):
+    for name in ("tfx_pipeline_output", "tfx_metadata"):
         shutil.rmtree(anchor / name, ignore_errors=True)
-    # TFX packages itself into an sdist under the temporary directory at each
-    # Beam step, and never deletes it (docs/beam-on-a-cluster.md): keep it here.
-    (anchor / "tmp").mkdir()
-    env = dict(os.environ, TMPDIR=str(anchor / "tmp"))
+    env = template_environment(anchor / "tmp")
     wall, peak, _ = run_measured([sys.executable, "local_runner.py"], anchor, env)
     metadata_path = anchor / "tfx_metadata" / ANCHOR_PIPELINE / "metadata.db"
     summary = _summary(metadata_path, ANCHOR_PIPELINE, anchor)

@@ -139,6 +139,16 @@ def build(tmp_path, config: PipelineConfig | None = None, *, dataset=None, **ext
 # For comparing our ExampleGen executor with TFX's stock CSV one, split by split.
 
 
+def beam_executor(executor_class, beam_pipeline_args, out: Path):
+    """A Beam executor with these arguments, built as the local runner builds it
+    (TFX not packaged for its workers: pipeline/local/node_launch.py)."""
+    context = base_beam_executor.BaseBeamExecutor.Context(
+        beam_pipeline_args=list(beam_pipeline_args), tmp_dir=str(out / ".tmp")
+    )
+    with tfx_not_shipped_to_beam_workers():
+        return executor_class(context)
+
+
 def run_example_gen(
     executor_class,
     data_root: Path,
@@ -159,11 +169,7 @@ def run_example_gen(
         "output_file_format": example_gen_pb2.FORMAT_TFRECORDS_GZIP,
         **exec_properties,
     }
-    context = base_beam_executor.BaseBeamExecutor.Context(
-        beam_pipeline_args=list(beam_pipeline_args), tmp_dir=str(out / ".tmp")
-    )
-    with tfx_not_shipped_to_beam_workers():  # As the local runner launches Beam steps.
-        executor = executor_class(context)
+    executor = beam_executor(executor_class, beam_pipeline_args, out)
     executor.Do({}, {"examples": [examples]}, properties)
     return examples
 
@@ -547,12 +553,7 @@ def without_evaluation_record(baseline: Path, copy: Path) -> Path:
 
 def run_evaluator(executor_class, out: Path, inputs: tuple) -> None:
     """Runs `executor_class` on `evaluator_inputs(...)`, Beam in memory."""
-    context = base_beam_executor.BaseBeamExecutor.Context(
-        beam_pipeline_args=["--direct_running_mode=in_memory"], tmp_dir=str(out / ".tmp")
-    )
-    with tfx_not_shipped_to_beam_workers():  # As the local runner launches Beam steps.
-        executor = executor_class(context)
-    executor.Do(*inputs)
+    beam_executor(executor_class, ["--direct_running_mode=in_memory"], out).Do(*inputs)
 
 
 def evaluate(executor_class, run_root: Path, baseline: Path, out: Path, spec: Path):

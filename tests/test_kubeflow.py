@@ -536,14 +536,13 @@ def test_beam_steps_are_the_pipelines_beam_components(tmp_path):
     assert {c.id for c in pipeline.components if isinstance(c, BaseBeamComponent)} == BEAM_STEPS
 
 
-def test_default_beam_engine_runs_each_beam_step_in_its_pod(compiled):
+def test_default_beam_engine_runs_each_beam_step_in_its_pod(compiled, settings):
     spec, _ = compiled
-    image = parse_settings(RAW_SETTINGS, STEP_IDS, BEAM_STEPS).image
     for task in BEAM_STEPS:
         assert _beam_args(spec, task) == [
             "--direct_running_mode=multi_processing",
             "--direct_num_workers=0",
-            f"--sdk_container_image={image}",
+            f"--sdk_container_image={settings.image}",
         ], task
 
 
