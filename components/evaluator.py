@@ -33,7 +33,9 @@ fallback to TFMA's evaluator included, scores both models. One log line and
 the evaluation's `baseline_metrics` property say which happened, and why.
 
 It reads the eval split in batches of up to 8,192 rows (`byte_size_batches`):
-TFMA's costs are per batch, and Beam's tuning stops at 1,000 rows.
+TFMA's costs are per batch, and Beam's tuning stops at 1,000 rows. With our
+extractors, the read decodes only the columns TFMA looks up before the prune,
+and TensorFlow reads the files a batch at a time (components/evaluation_reader.py).
 """
 
 from __future__ import annotations
@@ -57,7 +59,12 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import path_utils, proto_utils
 from tfx_bsl.coders import batch_util  # noqa: F401  (defines the flag: _BYTE_SIZE_BATCHING)
 
-from components import batched_metrics, evaluation_extractors, evaluation_record
+from components import (
+    batched_metrics,
+    evaluation_extractors,
+    evaluation_reader,
+    evaluation_record,
+)
 from components.evaluation_record import COMPUTED, NO_BASELINE, REUSED
 from components.served_model import EVALUATED_FILE, is_served_baseline, model_digest
 
@@ -91,12 +98,14 @@ class EvaluationPlan:
     `record_path` with the candidate's sums. `stored_sums`: the served baseline's
     recorded sums, when its record matches; else `why_scored` says why not.
     `outcome` (`REUSED`, `COMPUTED` + why, `NO_BASELINE`) and `batched` are set by
-    `batched_arguments`.
+    `batched_arguments`. `columns_read`: the only columns the eval split's reader
+    decodes (components/evaluation_reader.py), or None for all of them.
     """
 
     record: dict[str, Any]
     record_path: str
     has_baseline: bool
+    columns_read: frozenset[str] | None = None
     stored_sums: list[dict[str, Any]] | None = None
     why_scored: str = ""
     outcome: str = NO_BASELINE
@@ -139,6 +148,10 @@ def plan_evaluation(
         record_path=os.path.join(artifact_utils.get_single_uri(evaluation), EVALUATED_FILE),
         has_baseline=baseline_dir is not None,
     )
+    if _uses_our_extractors(exec_properties) and not schema:
+        plan.columns_read = evaluation_reader.columns_read(
+            eval_config, [candidate_dir] + ([baseline_dir] if baseline_dir else [])
+        )
     if baseline_dir is not None:
         served = baseline_dir
         stored = evaluation_record.read_served_record(served)
@@ -321,6 +334,12 @@ def with_our_extractors(exec_properties: dict[str, Any]) -> dict[str, Any]:
     return {**exec_properties, "module_path": evaluation_extractors.__name__}
 
 
+def _uses_our_extractors(exec_properties: dict[str, Any]) -> bool:
+    return not exec_properties.get("module_file") and (
+        exec_properties.get("module_path") == evaluation_extractors.__name__
+    )
+
+
 class ServedBaselineExecutor(evaluator_executor.Executor):
     def Do(
         self,
@@ -331,7 +350,12 @@ class ServedBaselineExecutor(evaluator_executor.Executor):
         exec_properties = with_our_extractors(exec_properties)
         input_dict = drop_empty_baseline(input_dict)
         plan = plan_evaluation(input_dict, output_dict, exec_properties)
-        with batched_metrics_in_tfx(plan), byte_size_batches():
+        columns = plan.columns_read if plan else None
+        with (
+            batched_metrics_in_tfx(plan),
+            byte_size_batches(),
+            evaluation_reader.columns_only_in_tfx(columns),
+        ):
             super().Do(input_dict, output_dict, exec_properties)
         if plan is None:
             return

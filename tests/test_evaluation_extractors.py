@@ -11,6 +11,7 @@ from tensorflow_model_analysis.extractors import unbatch_extractor
 from tfx.components.evaluator import executor as stock_evaluator
 from tfx.utils import path_utils
 
+from components import evaluation_reader
 from components.evaluation_extractors import (
     PRUNE_STAGE_NAME,
     custom_extractors,
@@ -71,15 +72,26 @@ def test_sql_slices_are_refused_by_name():
         slice_columns(config)
 
 
-def test_the_evaluator_with_pruned_extracts_computes_what_tfx_s_computes(two_local_runs, tmp_path):
+def test_the_evaluator_with_pruned_extracts_computes_what_tfx_s_computes(
+    two_local_runs, tmp_path, monkeypatch
+):
     """The second run's candidate against the served model, slices, change threshold and all
     (both models scored: tests/test_baseline_reuse.py compares reusing the baseline's
-    metrics with this)."""
+    metrics with this), ours reading only the columns TFMA looks up, TFX's every column."""
     root = two_local_runs.output_dir / "pipeline_root"
     baseline = without_evaluation_record(
         latest_artifact(root / "LatestServedModel" / "baseline_model"), tmp_path / "baseline"
     )
+    read_only = []
+    columns_only = evaluation_reader.columns_only_in_tfx
+    monkeypatch.setattr(
+        evaluation_reader,
+        "columns_only_in_tfx",
+        lambda columns: read_only.append(columns) or columns_only(columns),
+    )
     ours, our_blessing = evaluate(ServedBaselineExecutor, root, baseline, tmp_path / "ours", SPEC)
+    # The slice column, the label and prediction keys, the signatures' one input.
+    assert read_only == [{"payment_type", "label_xf", "probabilities", "examples"}]
     stock, blessing = evaluate(stock_evaluator.Executor, root, baseline, tmp_path / "stock", SPEC)
     ours_read, stock_read = read_evaluation(ours), read_evaluation(stock)
     assert ours_read[0] == stock_read[0]  # binary: counts and accuracy, equal
