@@ -1,7 +1,10 @@
 """Beam options chosen from the size of the data.
 
 On small data Beam's start-up dominates: the in-memory DirectRunner skips the
-worker processes that `multi_processing` starts. Large data wants the cores.
+worker processes that `multi_processing` starts, each of which imports
+TensorFlow. Large data wants the cores, and memory bounded per worker. Locally
+two steps already run at once (StatisticsGen beside Transform), so on two
+cores the workers pay only far above the sample's size.
 The threshold between them comes from whole-DAG runs in both modes at the
 sizes either side of it: `python -m benchmarks.scale` measures them, and
 docs/scale.md holds the figures.
@@ -17,9 +20,10 @@ from pipeline import object_store
 
 BeamMode = Literal["auto", "in_memory", "multi_processing"]
 
-# Above this much input (about 500k taxi rows), parallel workers beat their
-# start-up cost (the module docstring).
-IN_MEMORY_MAX_BYTES = 64 * 1024 * 1024
+# Up to this much input (about 2M taxi rows) the in-memory runner measured both
+# faster and smaller; at twice it the two were level, and beyond it the in-memory
+# runner's memory grows faster (docs/scale.md has the runs).
+IN_MEMORY_MAX_BYTES = 256 * 1024 * 1024
 # A running job service answers at once; Beam itself would wait 60 s and then
 # raise a timeout that names nothing.
 JOB_SERVICE_TIMEOUT_S = 20
