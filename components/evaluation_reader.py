@@ -1,37 +1,48 @@
 """The Evaluator's read of the eval split: the raw records, and only the columns TFMA reads.
 
-TFX's executor reads the split through tfx_bsl's `TFExampleRecord`, which
-decodes every feature of every example into Arrow (tfx 1.16, components/
-evaluator/executor.py L236-255; tfx_bsl 1.16, tfxio/tf_example_record.py
-L353-385). With our extractors nothing reads most of them: the model and the
-Transform replay take the raw records, and the prune (components/
-evaluation_extractors.py) keeps the slice columns alone before anything else
-reads a feature. On 1.5M taxi rows that decode was 5.4 s of a 17.5 s
+TFX's executor reads the split through tfx_bsl's `TFExampleRecord`: Beam's
+TFRecord reader hands on one record at a time, `BatchElements` batches them,
+and tfx_bsl decodes every feature of every example into Arrow (tfx 1.16,
+components/evaluator/executor.py L236-255; tfx_bsl 1.16, tfxio/
+tf_example_record.py L67-86, L353-385). With our extractors nothing reads
+most of those features: the model and the Transform replay take the raw
+records, and the prune (components/evaluation_extractors.py) keeps the slice
+columns alone before anything else reads a feature. On 1.5M taxi rows the
+decode was about 5 s and the record-at-a-time read about 3 s of a 17 s
 Evaluator (docs/scale.md): tfx_bsl parses each `tf.Example` message in full,
 about 11 µs an example, whatever the columns asked for.
 
-So while our extractors run, the executor's reader decodes only the columns
-that TFMA's extractors look up by name before the prune (`columns_read`):
-the slice columns, the label, weight and prediction keys of the model specs,
-and the inputs of the signatures TFMA calls (it feeds a signature from the
-features when they hold its inputs, and the raw records otherwise:
-tensorflow_model_analysis 0.47.1, utils/model_util.py L621-651). Each such
-column is decoded with TensorFlow's `parse_example`, about 0.6 µs an example,
-and typed as tfx_bsl types it. A batch's columns are then those a full decode
-holds for those names, and every lookup TFMA makes finds what it found before.
-One difference, which TFMA does not see: an example without the feature has
-an empty list where tfx_bsl puts a null; TFMA turns both into no values
+So while our extractors run, the executor's reader (`ColumnsOnlyExampleRecord`)
+decodes only the columns that TFMA's extractors look up by name before the
+prune (`columns_read`): the slice columns, the label, weight and prediction
+keys of the model specs, and the inputs of the signatures TFMA calls (it feeds
+a signature from the features when they hold all its inputs, and the raw
+records otherwise: tensorflow_model_analysis 0.47.1, utils/model_util.py
+L621-651). Each such column is parsed with TensorFlow's `parse_example`, about
+0.6 µs an example, and typed as tfx_bsl types it (`ColumnDecoder`). A batch's
+columns are then those a full decode holds for those names, and every lookup
+TFMA makes finds what it found before. What TFMA cannot tell apart is not
+kept apart: a row without the feature is an empty list, where tfx_bsl puts a
+null, and a column without a value in the batch is left out, where tfx_bsl
+may keep it empty; TFMA reads no values from any of them
 (`util.record_batch_to_tensor_values`, a VarLen value per row).
+
+TensorFlow also reads the files, a batch at a time (`_ReadBatches`), where it
+reads them as Beam's reader would (gzip or uncompressed; TFX writes gzip),
+with tfx_bsl's byte-size batches and the record-batch telemetry (not the
+per-record one). Other files go through Beam's reader and `BatchElements`,
+decoded as above.
 
 Where the columns cannot be known (a model spec without a signature name, a
 TFMA preprocessing function, an EvalSavedModel, a SavedModel that cannot be
-read, a schema given to the Evaluator, examples that are not `tf.Example`s),
-`columns_read` returns None and TFX's reader runs unchanged.
+read), or the Evaluator has a schema or examples that are not `tf.Example`s,
+TFX's reader runs unchanged.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -107,25 +118,37 @@ def columns_read(eval_config: tfma.EvalConfig, model_dirs: Sequence[str]) -> fro
 ColumnType = tuple[str, pa.DataType]
 
 
-def _column_type(records: Sequence[bytes], joined: bytes, column: str) -> ColumnType | None:
-    """The column's feature kind and the Arrow type tfx_bsl decodes it to, from the first
-    example that has it with values; None if no example of the batch does. `joined`:
-    the records joined, where one search finds a name no example has."""
+@functools.cache
+def _arrow_types() -> dict[str, pa.DataType]:
+    """The Arrow type tfx_bsl's schema-less decoder gives each feature kind."""
+    example = tf.train.Example()
+    for kind in _KIND_DTYPES:
+        getattr(example.features.feature[kind], kind).value.extend(
+            [b"x"] if kind[0] == "b" else [1]
+        )
+    decoded = example_coder.ExamplesToRecordBatchDecoder().DecodeBatch(
+        [example.SerializeToString()]
+    )
+    return {kind: decoded.schema.field(kind).type for kind in _KIND_DTYPES}
+
+
+def _kind(records: Sequence[bytes], joined: bytes, column: str) -> str | None:
+    """The column's feature kind in the first example that has it with values; None if no
+    example of the batch does. `joined`: the records joined, where one search finds a
+    name no example has."""
     key = column.encode()
     if key not in joined:  # a feature's name is in its example's bytes
         return None
-    decoder = example_coder.ExamplesToRecordBatchDecoder()
     for record in records:
-        if key not in record:
-            continue
-        feature = tf.train.Example.FromString(record).features.feature.get(column)
-        if feature is not None and feature.WhichOneof("kind"):
-            decoded = decoder.DecodeBatch([record])
-            return feature.WhichOneof("kind"), decoded.schema.field(column).type
+        if key in record:
+            feature = tf.train.Example.FromString(record).features.feature.get(column)
+            if feature is not None and feature.WhichOneof("kind"):
+                return feature.WhichOneof("kind")
     return None
 
 
 def _parse(serialized: tf.Tensor, types: Mapping[str, ColumnType]) -> dict[str, pa.Array]:
+    """The columns of `types` that have values in the batch (module docstring)."""
     if not types:
         return {}
     spec = {
@@ -137,7 +160,7 @@ def _parse(serialized: tf.Tensor, types: Mapping[str, ColumnType]) -> dict[str, 
     for column, (_, arrow_type) in sorted(types.items()):
         ragged = parsed[column]
         if not ragged.values.shape[0]:
-            continue  # no values in this batch (module docstring)
+            continue
         values = pa.array(ragged.values.numpy(), type=arrow_type.value_type)
         offsets = pa.array(ragged.row_splits.numpy(), type=pa.int64())
         if pa.types.is_large_list(arrow_type):
@@ -150,40 +173,39 @@ def _parse(serialized: tf.Tensor, types: Mapping[str, ColumnType]) -> dict[str, 
 class ColumnDecoder:
     """Decodes `columns` of serialized `tf.Example`s as tfx_bsl's decoder types them.
 
-    A column's type is learnt from the first example that has it, and kept: a batch
-    whose examples give it another type is parsed again with the types learnt afresh
-    from that batch, as tfx_bsl learns them per batch.
+    A column is parsed with the kind it last had; one never seen with values is
+    parsed as text, which gives no values and no error where no example has it
+    (the usual case: names TFMA looks up in vain) and its values where it is text.
+    A batch that gives a column another kind is parsed again with the kinds
+    learnt from that batch's examples, as tfx_bsl learns them per batch.
     """
 
     def __init__(self, columns: Iterable[str]):
         self._columns = sorted(columns)
         self._types: dict[str, ColumnType] = {}
 
-    def _learn(self, records: Sequence[bytes], columns: Iterable[str]) -> None:
-        joined = b"".join(records)
-        for column in columns:
-            found = _column_type(records, joined, column)
-            if found is not None:
-                self._types[column] = found
-
     def decode(
         self, records: Sequence[bytes], serialized: tf.Tensor | None = None
     ) -> dict[str, pa.Array]:
         """The columns of `records` (`serialized`: the same as a string tensor)."""
         serialized = tf.constant(list(records)) if serialized is None else serialized
-        self._learn(records, [c for c in self._columns if c not in self._types])
+        text = ("bytes_list", _arrow_types()["bytes_list"])
+        guessed = {c: self._types.get(c, text) for c in self._columns}
         try:
-            return _parse(serialized, self._types)
+            arrays = _parse(serialized, guessed)
         except tf.errors.InvalidArgumentError:
-            self._types = {}
-            self._learn(records, self._columns)
-        try:
-            return _parse(serialized, self._types)
-        except tf.errors.InvalidArgumentError as e:
-            raise ValueError(
-                f"the eval split's examples give a feature of {sorted(self._types)} more than "
-                f"one type: {e.message}"
-            ) from e
+            joined = b"".join(records)
+            kinds = {c: _kind(records, joined, c) for c in self._columns}
+            self._types = {c: (k, _arrow_types()[k]) for c, k in kinds.items() if k}
+            try:
+                return _parse(serialized, self._types)
+            except tf.errors.InvalidArgumentError as e:
+                raise ValueError(
+                    f"the eval split's examples give a feature of {sorted(self._types)} more "
+                    f"than one type: {e.message}"
+                ) from e
+        self._types.update((c, guessed[c]) for c in arrays)
+        return arrays
 
 
 def _record_batch(
