@@ -18,6 +18,7 @@ works (`s3://` plus the store's endpoint).
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import sys
@@ -147,12 +148,18 @@ def exit_process(code: int) -> NoReturn:
     method called", exit 134; tensorflow/io#2039, reproduced here with a
     single gfile write). Every output is written and closed by the time a
     step or run returns, so such a process leaves through `os._exit`, which
-    runs no C++ static destructors. Other processes exit normally.
+    runs no C++ static destructors, after Python's exit handlers: TensorFlow's
+    autograph deletes its generated sources from the temporary directory in
+    them. TFMA imports tensorflow-io, so every local run leaves this way.
+    Other processes exit normally.
     """
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
     if s3_used():
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
         os._exit(code)
     sys.exit(code)
 

@@ -59,11 +59,21 @@ def test_code_edits_rerun_exactly_the_steps_that_run_that_code(tmp_path, taxi_sl
     project = copy_tracked_files(tmp_path / "project", skip=("data/", "tests/"))
     output_dir = tmp_path / "out"
 
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+
     def run() -> str:
         proc = subprocess.run(
-            runner_command(taxi_slice, output_dir), cwd=project, capture_output=True, text=True
+            runner_command(taxi_slice, output_dir),
+            cwd=project,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "TMPDIR": str(temporary)},
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
+        # The runner leaves through os._exit after its exit handlers, which delete
+        # TensorFlow's generated sources (pipeline.object_store.exit_process).
+        assert not list(temporary.glob("__autograph_generated_file*"))
         return proc.stdout
 
     def append(relative: str, n: int) -> None:
