@@ -56,6 +56,7 @@ import tensorflow_model_analysis as tfma
 from apache_beam.io.filesystem import CompressionTypes
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_model_analysis.extractors import transformed_features_extractor
+from tensorflow_model_analysis.utils import model_util
 from tfx.components.evaluator import executor as evaluator_executor
 from tfx.dsl.io import fileio
 from tfx_bsl.coders import batch_util, example_coder
@@ -64,8 +65,6 @@ from tfx_bsl.tfxio import record_based_tfxio, telemetry, tf_example_record
 from components import evaluation_extractors
 
 _SAVED_MODEL_FILE = "saved_model.pb"
-# TFMA's Keras input names may carry this suffix (utils/model_util.py L582-592).
-_KERAS_INPUT_SUFFIX = "_input"
 _KIND_DTYPES = {"bytes_list": tf.string, "int64_list": tf.int64, "float_list": tf.float32}
 
 
@@ -108,9 +107,9 @@ def columns_read(eval_config: tfma.EvalConfig, model_dirs: Sequence[str]) -> fro
             return None
         columns.update(inputs)
         columns.update(
-            name.removesuffix(_KERAS_INPUT_SUFFIX)
+            name.removesuffix(model_util.KERAS_INPUT_SUFFIX)
             for name in inputs
-            if name.endswith(_KERAS_INPUT_SUFFIX)
+            if name.endswith(model_util.KERAS_INPUT_SUFFIX)
         )
     return frozenset(columns)
 
@@ -251,8 +250,9 @@ class _ReadBatches(beam.DoFn):
 
     TensorFlow reads the file (its CRCs checked, as Beam's reader checks them) a
     batch of records at a time, and parses the columns from the same tensor; Beam
-    never sees a single record. `batch_size` rows a batch, or tfx_bsl's byte-size
-    batches where it is None (components/evaluator.py turns them on).
+    never sees a single record. Batches are as large as tfx_bsl's `BatchElements`
+    makes them when this is built: `batch_size` rows, byte-size batches where
+    tfx_bsl's flag is on (components/evaluator.py turns it on), else its cap.
     """
 
     def __init__(
@@ -263,14 +263,13 @@ class _ReadBatches(beam.DoFn):
     ):
         self._columns = columns
         self._raw_record_column_name = raw_record_column_name
+        batching = batch_util.GetBatchElementsKwargs(batch_size)
+        self._rows = batching["max_batch_size"]
         self._max_bytes: int | None = None
-        if batch_size is None:
-            self._max_bytes = batch_util._TARGET_BATCH_BYTES_SIZE
-            self._min_record_bytes = -(
-                -self._max_bytes // batch_util._BATCH_SIZE_CAP_WITH_BYTE_TARGET
-            )
-            batch_size = self._max_bytes // self._min_record_bytes
-        self._rows = batch_size
+        if "element_size_fn" in batching:  # byte-size batches: rows up to the bytes / least
+            self._max_bytes = batching["max_batch_size"]
+            self._min_record_bytes = batching["element_size_fn"](b"")
+            self._rows = self._max_bytes // self._min_record_bytes
 
     def setup(self) -> None:
         self._decoder = ColumnDecoder(self._columns)

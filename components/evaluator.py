@@ -148,7 +148,7 @@ def plan_evaluation(
         record_path=os.path.join(artifact_utils.get_single_uri(evaluation), EVALUATED_FILE),
         has_baseline=baseline_dir is not None,
     )
-    if _uses_our_extractors(exec_properties) and not schema:
+    if _uses_our_extractors(exec_properties):  # with a schema, TFX's reader stays
         plan.columns_read = evaluation_reader.columns_read(
             eval_config, [candidate_dir] + ([baseline_dir] if baseline_dir else [])
         )

@@ -118,6 +118,18 @@ def test_batches_hold_at_most_20_mib_each_record_counted_as_at_least_2560_bytes(
     assert byte_size_runs([], max_bytes, least) == [0]
 
 
+def test_the_reader_batches_as_tfx_bsl_s_batching_is_set_when_the_pipeline_is_built():
+    from components.evaluator import byte_size_batches
+
+    with byte_size_batches():  # as the Evaluator builds its pipeline
+        inside = evaluation_reader._ReadBatches(frozenset(), RAW, None)
+    assert (inside._rows, inside._max_bytes) == (8192, 20 * 1024 * 1024)
+    assert inside._min_record_bytes == 2560
+    outside = evaluation_reader._ReadBatches(frozenset(), RAW, None)
+    assert (outside._rows, outside._max_bytes) == (1000, None)  # Beam's tuning cap
+    assert evaluation_reader._ReadBatches(frozenset(), RAW, 64)._rows == 64
+
+
 # --- Which columns TFMA reads ------------------------------------------------------------
 
 
