@@ -245,6 +245,15 @@ def byte_size_runs(records: Sequence[bytes], max_bytes: int, min_record_bytes: i
     return [*bounds, len(records)] if len(records) > bounds[-1] else bounds
 
 
+def _plain_read() -> tf.data.Options:
+    """tf.data without its default graph rewrites and autotuning: a read and a batch
+    have nothing to tune, and the Evaluator measured slower with them (docs/scale.md)."""
+    options = tf.data.Options()
+    options.experimental_optimization.apply_default_optimizations = False
+    options.autotune.enabled = False
+    return options
+
+
 class _ReadBatches(beam.DoFn):
     """A TFRecord file -> record batches of `columns` and the raw records.
 
@@ -273,10 +282,15 @@ class _ReadBatches(beam.DoFn):
 
     def setup(self) -> None:
         self._decoder = ColumnDecoder(self._columns)
+        self._read_options = _plain_read()
 
     def process(self, path: str) -> Iterator[pa.RecordBatch]:
         compression = "GZIP" if _compression(path) == CompressionTypes.GZIP else ""
-        dataset = tf.data.TFRecordDataset(path, compression_type=compression).batch(self._rows)
+        dataset = (
+            tf.data.TFRecordDataset(path, compression_type=compression)
+            .batch(self._rows)
+            .with_options(self._read_options)
+        )
         for serialized in dataset:
             records = serialized.numpy().tolist()
             bounds = [0, len(records)]
