@@ -20,11 +20,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
 
 from tests.harness import ROWS, contract, examples, instances, rows_with_gaps
 from tests.tf_serving_standin import ModelServer, served_version
 from trainer.dataset_spec import DatasetSpecError
-from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
+from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE, _parsed_spec
 from trainer.json_signature import (
     JSON_SIGNATURE,
     input_name,
@@ -154,6 +155,28 @@ def test_saved_model_cli_shows_both_serving_signatures(served, taxi_spec):
     assert by_name["inputs"]["company"] == {"dtype": "DT_STRING", "shape": "(-1)"}
     assert by_name["inputs"]["trip_start_hour"] == {"dtype": "DT_INT64", "shape": "(-1)"}
     assert set(by_name["inputs"]) == set(taxi_spec.features)
+
+
+def test_both_serving_signatures_call_one_copy_of_the_model(served):
+    """The model's layers (its MatMuls) are saved once for serving_default and
+    serving_json together: one function, called by both (trainer/export.py)."""
+    saved_model = saved_model_pb2.SavedModel.FromString(
+        (served_version(served["base"]) / "saved_model.pb").read_bytes()
+    )
+    library = saved_model.meta_graphs[0].graph_def.library
+    with_the_model = [
+        f.signature.name for f in library.function if any(n.op == "MatMul" for n in f.node_def)
+    ]
+    assert len(with_the_model) == 1, with_the_model
+
+
+def test_a_raw_feature_the_signatures_cannot_take_is_refused_naming_it():
+    assert _parsed_spec("fare", tf.io.FixedLenFeature([], tf.float32)) == tf.TensorSpec(
+        [None], tf.float32
+    )
+    ragged = tf.io.RaggedFeature(tf.int64)
+    with pytest.raises(ValueError, match="trip_path: a RaggedFeature"):
+        _parsed_spec("trip_path", ragged)
 
 
 def a_good_instance(served, taxi_trainer_inputs, taxi_spec) -> dict:

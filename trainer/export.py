@@ -36,7 +36,7 @@ _TF_DTYPES = {v: k for k, v in _JSON_DTYPES.items()}
 
 
 class ServingModule(tf.Module):
-    """Owns the model and the Transform graph so the SavedModel tracks both."""
+    """Owns the model's variables and the Transform graph so the SavedModel tracks both."""
 
     def __init__(
         self,
@@ -45,7 +45,10 @@ class ServingModule(tf.Module):
         spec: DatasetSpec,
     ):
         super().__init__(name="serving")
-        self.model = model
+        # The model's variables are tracked, not the model: saving a tracked Keras
+        # model also traces and saves its default signature, which nothing calls.
+        self.model_variables = list(model.variables)
+        self._call_model = model.__call__
         self.transform_graph = transform_graph
         raw_spec = transform_graph.raw_feature_spec
         self._labelled_spec = raw_spec
@@ -54,6 +57,16 @@ class ServingModule(tf.Module):
         self._serving_spec = {k: v for k, v in raw_spec.items() if k not in excluded}
         self._model_inputs = tuple(t.name for t in model.inputs)
         self._output_name = output_name(spec.label)
+        # serving_default and serving_json both call this one function, so the
+        # SavedModel holds the Transform graph and the model once, not once per
+        # signature: a smaller model, saved and loaded sooner.
+        self.predict_raw = tf.function(
+            self._predict,
+            input_signature=[
+                {k: _parsed_spec(k, feature) for k, feature in self._serving_spec.items()}
+            ],
+            autograph=False,
+        )
         self.json_inputs = json_inputs(
             spec, {k: _JSON_DTYPES.get(v.dtype, str(v.dtype)) for k, v in raw_spec.items()}
         )
@@ -68,12 +81,12 @@ class ServingModule(tf.Module):
     def _predict(self, raw: Mapping[str, tf.Tensor | tf.SparseTensor]) -> dict[str, tf.Tensor]:
         transformed = self.transform_graph(raw)
         model_inputs = {k: transformed[k] for k in self._model_inputs}
-        outputs = self.model(model_inputs, training=False)
+        outputs = self._call_model(model_inputs, training=False)
         return {self._output_name: tf.cast(outputs, tf.float32)}
 
     @tf.function(input_signature=[_EXAMPLES_SPEC], autograph=False)
     def serve(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
-        return self._predict(tf.io.parse_example(examples, self._serving_spec))
+        return self.predict_raw(tf.io.parse_example(examples, self._serving_spec))
 
     def _serve_json(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         by_column = {i.column: i for i in self.json_inputs}
@@ -86,12 +99,24 @@ class ServingModule(tf.Module):
             )
             for column, feature in self._serving_spec.items()
         }
-        return self._predict(raw)
+        return self.predict_raw(raw)
 
     @tf.function(input_signature=[_EXAMPLES_SPEC], autograph=False)
     def transform_features(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
         raw = tf.io.parse_example(examples, self._labelled_spec)
         return self.transform_graph(raw)
+
+
+def _parsed_spec(column: str, feature: tf.io.VarLenFeature | tf.io.FixedLenFeature) -> tf.TypeSpec:
+    """What `tf.io.parse_example` gives for `feature` in a batch."""
+    if isinstance(feature, tf.io.VarLenFeature):
+        return tf.SparseTensorSpec([None, None], feature.dtype)
+    if isinstance(feature, tf.io.FixedLenFeature):
+        return tf.TensorSpec([None, *feature.shape], feature.dtype)
+    raise ValueError(
+        f"{column}: a {type(feature).__name__} in Transform's raw feature spec; "
+        "the serving signatures take fixed-length and variable-length features"
+    )
 
 
 def _present(values: tf.Tensor, json_input: JsonInput) -> tf.Tensor:
@@ -152,10 +177,13 @@ def export_serving_model(
 ) -> None:
     """Writes the SavedModel, and beside it the dataset spec and the resolved training config."""
     module = ServingModule(model, transform_graph, spec)
+    # The functions themselves, not concrete functions traced here: TensorFlow
+    # traces again inside the save (its variable policy is part of the key), so
+    # tracing first would trace every signature twice.
     signatures = {
-        SERVING_SIGNATURE: module.serve.get_concrete_function(),
-        JSON_SIGNATURE: module.serve_json.get_concrete_function(),
-        TRANSFORM_SIGNATURE: module.transform_features.get_concrete_function(),
+        SERVING_SIGNATURE: module.serve,
+        JSON_SIGNATURE: module.serve_json,
+        TRANSFORM_SIGNATURE: module.transform_features,
     }
     tf.saved_model.save(module, export_dir, signatures=signatures)
     # assets.extra travels with the model and is ignored by TF Serving.
