@@ -1,6 +1,6 @@
 """Beam options chosen from the size of the data.
 
-On small data Beam's start-up dominates: the in-memory DirectRunner skips the
+On small data Beam's start-up dominates: the in-memory runner skips the
 worker processes that `multi_processing` starts, each of which imports
 TensorFlow. Large data wants the cores, and memory bounded per worker. Locally
 two steps already run at once (StatisticsGen beside Transform), so on two
@@ -24,6 +24,17 @@ BeamMode = Literal["auto", "in_memory", "multi_processing"]
 # faster and smaller; at twice it the two were level, and beyond it the in-memory
 # runner's memory grows faster (docs/scale.md has the runs).
 IN_MEMORY_MAX_BYTES = 256 * 1024 * 1024
+# Beam's own FnApiRunner, named, for the steps that run in memory. The default,
+# DirectRunner, first tries to run each pipeline on Prism (apache_beam 2.74.0,
+# runners/direct/direct_runner.py L203-233): it fetches Prism's binary from GitHub
+# at run time, runs the pipeline there when the fetch works, and otherwise falls
+# back to the FnApiRunner (L234-245), about 0.4 s later and leaving temporary
+# directories behind. Named, an in-memory step runs where its tests ran, with no
+# download. Multi-processing steps keep the DirectRunner: it hands the pipeline's
+# options to the FnApiRunner (L236-243), which passes them to its worker
+# processes (local_job_service.py L204-214; `--beam_plugins` for s3:// among
+# them), and a FnApiRunner named alone has none to pass.
+LOCAL_RUNNER_ARG = "--runner=FnApiRunner"
 # A running job service answers at once; Beam itself would wait 60 s and then
 # raise a timeout that names nothing.
 JOB_SERVICE_TIMEOUT_S = 20
@@ -45,16 +56,14 @@ def choose_beam_mode(data_bytes: int, requested: BeamMode = "auto") -> str:
 
 
 def beam_pipeline_args(mode: str, *, num_workers: int | None = None) -> list[str]:
-    """DirectRunner arguments for `mode` (`in_memory` or `multi_processing`).
+    """Beam arguments for `mode` (`in_memory` or `multi_processing`) on this machine.
 
     `num_workers=None` uses this machine's cores; 0 lets Beam count the cores
     of the machine it runs on (a Kubeflow pod).
     """
     if mode == "in_memory":
-        # Beam's defaults are exactly this (in-memory FnApiRunner, one worker).
-        # Spelling them out made ExampleGen + StatisticsGen slower, back to back
-        # (docs/where-the-time-goes.md), so say nothing.
-        return []
+        # The FnApiRunner's defaults: in memory, one worker.
+        return [LOCAL_RUNNER_ARG]
     if mode == "multi_processing":
         workers = num_workers if num_workers is not None else (os.cpu_count() or 1)
         return ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
@@ -62,7 +71,7 @@ def beam_pipeline_args(mode: str, *, num_workers: int | None = None) -> list[str
 
 
 def local_step_beam_args(mode: str, *, example_gen: str) -> dict[str, list[str]]:
-    """Per-step DirectRunner arguments for a local run in `mode`, on top of
+    """Per-step Beam arguments for a local run in `mode`, on top of
     `beam_pipeline_args(mode)`: `create_pipeline`'s `beam_pipeline_args_by_component`.
 
     ExampleGen (step id `example_gen`) stays in memory. It reads a CSV file in
@@ -74,7 +83,9 @@ def local_step_beam_args(mode: str, *, example_gen: str) -> dict[str, list[str]]
     """
     if mode != "multi_processing":
         return {}
-    return {example_gen: ["--direct_running_mode=in_memory", "--direct_num_workers=1"]}
+    return {
+        example_gen: [LOCAL_RUNNER_ARG, "--direct_running_mode=in_memory", "--direct_num_workers=1"]
+    }
 
 
 def job_endpoint(beam_args: list[str]) -> str | None:

@@ -51,3 +51,45 @@ def test_a_local_beam_step_keeps_its_arguments_and_packages_no_tfx(monkeypatch, 
     # Outside it, TFX's own default: the executor would build and ship the sdist.
     shipped = Executor(context)._beam_pipeline_args
     assert "--extra_package=/tmp/tfx.tar.gz" in shipped
+
+
+def test_an_in_memory_beam_step_runs_on_the_fn_api_runner_and_never_tries_prism(
+    monkeypatch, tmp_path
+):
+    """Beam's default DirectRunner first tries Prism, fetching its binary from GitHub
+    at run time (pipeline/beam.py); the named runner never does. So does ExampleGen,
+    in memory, when the other steps use every core."""
+    import apache_beam as beam
+    from apache_beam.runners.portability import fn_api_runner, prism_runner
+    from apache_beam.testing.util import assert_that, equal_to
+
+    handed_to_prism = []
+
+    def no_prism(runner, pipeline, options):
+        handed_to_prism.append(pipeline)
+        raise RuntimeError("no Prism here")  # the DirectRunner then falls back
+
+    monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", no_prism)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    in_memory = beam_pipeline_args("in_memory")
+    example_gen = local_step_beam_args("multi_processing", example_gen="CsvExampleGen")
+    assert (
+        PipelineOptions(
+            beam_pipeline_args("multi_processing") + example_gen["CsvExampleGen"]
+        ).get_all_options()
+        == PipelineOptions(in_memory).get_all_options()
+    )
+    pipeline = beam.Pipeline(argv=in_memory)
+    counted = pipeline | beam.Create([1, 2, 3]) | beam.combiners.Count.Globally()
+    assert_that(counted, equal_to([3]))
+    pipeline.run().wait_until_finish()
+    assert type(pipeline.runner) is fn_api_runner.FnApiRunner
+    assert handed_to_prism == []
+    assert not list(tmp_path.iterdir())
+
+    # Beam's default, for contrast: the same pipeline goes to Prism first.
+    default = beam.Pipeline(argv=[])
+    assert_that(default | beam.Create([1, 2, 3]) | beam.combiners.Count.Globally(), equal_to([3]))
+    default.run().wait_until_finish()
+    assert handed_to_prism == [default]
