@@ -34,7 +34,7 @@ IN_MEMORY_MAX_BYTES = 256 * 1024 * 1024
 # options to the FnApiRunner (L236-243), which passes them to its worker
 # processes (local_job_service.py L204-214; `--beam_plugins` for s3:// among
 # them), and a FnApiRunner named alone has none to pass.
-LOCAL_RUNNER_ARG = "--runner=FnApiRunner"
+IN_MEMORY_RUNNER_ARG = "--runner=FnApiRunner"
 # A running job service answers at once; Beam itself would wait 60 s and then
 # raise a timeout that names nothing.
 JOB_SERVICE_TIMEOUT_S = 20
@@ -63,7 +63,7 @@ def beam_pipeline_args(mode: str, *, num_workers: int | None = None) -> list[str
     """
     if mode == "in_memory":
         # The FnApiRunner's defaults: in memory, one worker.
-        return [LOCAL_RUNNER_ARG]
+        return [IN_MEMORY_RUNNER_ARG]
     if mode == "multi_processing":
         workers = num_workers if num_workers is not None else (os.cpu_count() or 1)
         return ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
@@ -84,7 +84,11 @@ def local_step_beam_args(mode: str, *, example_gen: str) -> dict[str, list[str]]
     if mode != "multi_processing":
         return {}
     return {
-        example_gen: [LOCAL_RUNNER_ARG, "--direct_running_mode=in_memory", "--direct_num_workers=1"]
+        example_gen: [
+            IN_MEMORY_RUNNER_ARG,
+            "--direct_running_mode=in_memory",
+            "--direct_num_workers=1",
+        ]
     }
 
 

@@ -37,7 +37,7 @@ from components.served_model import SERVED_EVALUATION_FILE
 from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow.steps.step_records import RECORD_FILE, StepRecord
 from pipeline import steps as dag
-from pipeline.beam import LOCAL_RUNNER_ARG
+from pipeline.beam import IN_MEMORY_RUNNER_ARG
 from pipeline.config import PipelineConfig
 from pipeline.local.node_launch import tfx_not_shipped_to_beam_workers
 from pipeline.pipeline import build_eval_config, create_pipeline
@@ -147,7 +147,7 @@ def beam_executor(executor_class, beam_pipeline_args, out: Path):
     args = list(beam_pipeline_args)
     in_memory = "--direct_running_mode=multi_processing" not in args
     if in_memory and not any(a.startswith("--runner=") for a in args):
-        args.insert(0, LOCAL_RUNNER_ARG)
+        args.insert(0, IN_MEMORY_RUNNER_ARG)
     context = base_beam_executor.BaseBeamExecutor.Context(
         beam_pipeline_args=args, tmp_dir=str(out / ".tmp")
     )
