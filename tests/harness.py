@@ -37,7 +37,7 @@ from components.served_model import SERVED_EVALUATION_FILE
 from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow.steps.step_records import RECORD_FILE, StepRecord
 from pipeline import steps as dag
-from pipeline.beam import IN_MEMORY_RUNNER_ARG
+from pipeline.beam import beam_pipeline_args
 from pipeline.config import PipelineConfig
 from pipeline.local.node_launch import tfx_not_shipped_to_beam_workers
 from pipeline.pipeline import build_eval_config, create_pipeline
@@ -137,19 +137,18 @@ def build(tmp_path, config: PipelineConfig | None = None, *, dataset=None, **ext
 
 
 # --- ExampleGen executors run on real rows, and their examples read back ---
+# A local in-memory Beam step's arguments (pipeline/beam.py).
+IN_MEMORY_BEAM_ARGS = tuple(beam_pipeline_args("in_memory"))
+
+
 # For comparing our ExampleGen executor with TFX's stock CSV one, split by split.
 
 
 def beam_executor(executor_class, beam_pipeline_args, out: Path):
-    """A Beam executor with these arguments, built as the local runner builds it:
-    in memory on Beam's FnApiRunner unless they name a runner (pipeline/beam.py),
-    TFX not packaged for its workers (pipeline/local/node_launch.py)."""
-    args = list(beam_pipeline_args)
-    in_memory = "--direct_running_mode=multi_processing" not in args
-    if in_memory and not any(a.startswith("--runner=") for a in args):
-        args.insert(0, IN_MEMORY_RUNNER_ARG)
+    """A Beam executor with these arguments, built as the local runner builds it
+    (TFX not packaged for its workers: pipeline/local/node_launch.py)."""
     context = base_beam_executor.BaseBeamExecutor.Context(
-        beam_pipeline_args=args, tmp_dir=str(out / ".tmp")
+        beam_pipeline_args=list(beam_pipeline_args), tmp_dir=str(out / ".tmp")
     )
     with tfx_not_shipped_to_beam_workers():
         return executor_class(context)
@@ -160,7 +159,7 @@ def run_example_gen(
     data_root: Path,
     out: Path,
     exec_properties: dict,
-    beam_pipeline_args: tuple[str, ...] = ("--direct_running_mode=in_memory",),
+    beam_pipeline_args: tuple[str, ...] = IN_MEMORY_BEAM_ARGS,
 ):
     examples = standard_artifacts.Examples()
     examples.uri = str(out)
@@ -559,7 +558,7 @@ def without_evaluation_record(baseline: Path, copy: Path) -> Path:
 
 def run_evaluator(executor_class, out: Path, inputs: tuple) -> None:
     """Runs `executor_class` on `evaluator_inputs(...)`, Beam in memory."""
-    beam_executor(executor_class, ["--direct_running_mode=in_memory"], out).Do(*inputs)
+    beam_executor(executor_class, IN_MEMORY_BEAM_ARGS, out).Do(*inputs)
 
 
 def evaluate(executor_class, run_root: Path, baseline: Path, out: Path, spec: Path):
