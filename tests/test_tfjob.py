@@ -292,10 +292,10 @@ REPLICA = textwrap.dedent(
     import json, os, sys, time
     task = json.loads(os.environ["TF_CONFIG"])["task"]
     print("replica", task["type"], task["index"], "of", os.environ["JOB_SIZE"], flush=True)
-    time.sleep(float(os.environ.get("SLEEP", "0.5")))
     if task["type"] == "worker" and task["index"] == int(os.environ.get("FAIL_WORKER", "-1")):
         print("worker out of patience", flush=True)
         sys.exit(3)
+    time.sleep(float(os.environ.get("SLEEP", "0.5")))
     print("finished", task["type"], flush=True)
     """
 )
@@ -341,7 +341,10 @@ def test_a_worker_that_exits_non_zero_fails_the_step_with_its_log_and_deletes_th
     with pytest.raises(TFJobFailed) as err:
         run_tfjob(
             Cluster.from_environment(),
-            replica_job("bad-1", FAIL_WORKER="1"),
+            # The Chief outlasts the failing worker: a Chief that finishes first
+            # succeeds the job whatever its workers do (the operator's default
+            # success policy), which a busy machine made this test race into.
+            replica_job("bad-1", FAIL_WORKER="1", SLEEP="10"),
             timing=FAST,
             write=print,
         )
