@@ -130,6 +130,125 @@ def test_feature_charts_draw_every_bar_and_escape_values():
     assert "&lt;a &amp; b&gt;" in text
 
 
+# What a CSV cell can hold that some renderer reads as markup (STYLE.md, habit 21).
+HOSTILE_VALUES = (
+    "$0_to_$10",
+    "C:\\data\\x",
+    "<b>&amp;",
+    "[1]",
+    "#1",
+    "two\nlines",
+    "bell\x07 nul\x00 esc\x1b",
+    "next line\x85 sep\u2028",
+)
+
+
+def hostile_report() -> RunReport:
+    """A report whose every drawn name and value holds one of HOSTILE_VALUES."""
+    from components.report.contents import (
+        Evaluation,
+        FeatureStatistics,
+        MetricComparison,
+        SliceMetrics,
+        SplitStatistics,
+        TrainingCurves,
+    )
+
+    top = tuple((value, 3.0) for value in HOSTILE_VALUES)
+    return RunReport(
+        pipeline_name="p",
+        run_id="r",
+        steps=tuple(StepRun(value, "succeeded", 1_000, 2_000) for value in HOSTILE_VALUES),
+        statistics=(
+            SplitStatistics(
+                "train",
+                30,
+                tuple(
+                    FeatureStatistics(name, "categorical", 30, 30, unique=8, top_values=top)
+                    for name in HOSTILE_VALUES[:2]
+                ),
+            ),
+        ),
+        curves=TrainingCurves(train={value: ((1, 0.5), (2, 0.4)) for value in HOSTILE_VALUES[:2]}),
+        evaluation=Evaluation(
+            slices=tuple(
+                SliceMetrics(f"kind = {value}", {"auc": MetricComparison(0.7, 0.6, 0.1)})
+                for value in HOSTILE_VALUES
+            ),
+            thresholds=(),
+            validation_ok=True,
+            has_baseline=True,
+        ),
+    )
+
+
+def svg_texts(svg: str) -> list[str]:
+    """Every text of an SVG document, read by an XML parser (which refuses broken XML)."""
+    from xml.etree import ElementTree
+
+    tree = ElementTree.fromstring(svg)
+    return ["".join(t.itertext()) for t in tree.iter("{http://www.w3.org/2000/svg}text")]
+
+
+def test_every_chart_draws_values_that_renderers_read_as_markup_as_text():
+    """`$0_to_$10` was mathtext to matplotlib (ValueError); a control character broke
+    the hand-drawn SVG's XML. Each chart now parses, and shows each value."""
+    from components.report import plots
+
+    report = hostile_report()
+    assert report.statistics and report.curves and report.evaluation
+    charts = {
+        "timeline": plots.timeline(report.steps),
+        "feature": plots.feature_distribution([("train", report.statistics[0].features[0])]),
+        "curve": plots.training_curve(report.curves, "$0_to_$10"),
+        "slices": plots.slice_comparison(report.evaluation.slices, "auc"),
+    }
+    for name, svg in charts.items():
+        texts = " ".join(svg_texts(svg))
+        for value in HOSTILE_VALUES:
+            if name == "curve" and value != "$0_to_$10":
+                continue  # one metric per chart
+            assert plots.shown(value)[:19] in texts, (name, value)
+    assert "$0_to_$10" in " ".join(svg_texts(charts["curve"]))
+    assert plots.shown("bell\x07 nul\x00") == "bell\\x07 nul\\x00"
+    assert plots.shown("two\nlines") == "two\\nlines"  # one label, one line
+
+
+def test_the_report_renders_values_that_renderers_read_as_markup():
+    import base64
+
+    html = render.render_html(hostile_report())
+    elements = parse(html)
+    images = [a["src"] for t, a in elements if t == "img"]
+    # The timeline, a chart per feature, a curve per metric, one slice chart.
+    assert len(images) == 1 + 2 + 2 + 1
+    for src in images:
+        svg_texts(base64.b64decode(src.removeprefix("data:image/svg+xml;base64,")).decode())
+    assert not [a for _t, a in elements if "left-out" in a.get("class", "")]
+    assert "&lt;b&gt;&amp;amp;" in html  # the page escapes it too
+
+
+@pytest.mark.parametrize(
+    "chart", ["timeline", "feature_distribution", "training_curve", "slice_comparison"]
+)
+def test_a_chart_that_cannot_be_drawn_is_left_out_with_a_note(monkeypatch, chart):
+    from components.report import plots
+
+    def fail(*_args):
+        raise ValueError("cannot draw this")
+
+    monkeypatch.setattr(plots, chart, fail)
+    html = render.render_html(hostile_report())
+    elements = parse(html)
+    notes = [a for _t, a in elements if "left-out" in a.get("class", "")]
+    assert notes, "no note says what was left out"
+    assert html.count("ValueError: cannot draw this") == len(notes)
+    for section in render.SECTIONS:
+        assert with_attr(elements, "id", id=section), section
+    drawn = len([a for t, a in elements if t == "img"])
+    assert drawn == 1 + 2 + 2 + 1 - len(notes)
+
+
 def test_axis_labels_get_the_digits_that_tell_ticks_apart():
     from components.report.plots import _axis_labels
 

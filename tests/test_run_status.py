@@ -326,3 +326,34 @@ def test_examples_properties_read_through_tfxs_custom_prefix():
         RunOutputs(examples={"custom:span": 3.0, "span": 0, "spans": "2,3", "custom:version": 1.0})
     )
     assert fields["input"].spans == (2, 3) and fields["input"].version == 1
+
+
+def test_the_exit_handler_writes_its_report_when_a_chart_cannot_be_drawn(tmp_path, monkeypatch):
+    """A chart that raises leaves the page without it, saying so; the step succeeds."""
+    from components.report import plots
+    from kubeflow.steps.kfp_artifacts import HTML
+    from kubeflow.steps.run_status import RunStatus
+    from tests.harness import parse
+
+    def fail(*_args):
+        raise ValueError("cannot draw this")
+
+    monkeypatch.setattr(plots, "timeline", fail)
+    report = HTML()
+    report.uri = str(tmp_path / "run-7" / "RunStatus" / "report")
+    RunStatus.EXECUTOR_SPEC.executor_class().Do(
+        {},
+        {"report": [report]},
+        {
+            "final_status": json.dumps({"state": "SUCCEEDED"}),
+            "pipeline_name": "p",
+            "steps": json.dumps({"order": ORDER, "upstream": UPSTREAM, "outputs": {}}),
+            "task_name": "RunStatus",
+        },
+    )
+    html = Path(report.uri).read_text()
+    notes = [a for _t, a in parse(html) if "left-out" in a.get("class", "")]
+    assert len(notes) == 1
+    assert "step timeline chart is left out" in html
+    assert "ValueError: cannot draw this" in html
+    assert {a["data-step"] for _t, a in parse(html) if "data-step" in a} == set(ORDER)

@@ -4,6 +4,12 @@ Each function returns a complete `<svg>` document as a string; `render` embeds
 it as a `data:` image, so the charts' element ids cannot collide and the file
 stays self-contained. Text is left as SVG text in a generic font family: the
 browser draws it with a local font and fetches nothing.
+
+Text from the data (category values, slice names, step ids) is only text:
+matplotlib's mathtext is off (`text.parse_math`), so `$0_to_$10` draws as
+written, and `shown()` turns each character an SVG document cannot hold
+(XML 1.0 has no control characters) or a label should not break on (line
+breaks) into a visible escape such as `\\x07` before any renderer sees it.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ _STYLE = {
     "font.size": 8,
     "axes.spines.top": False,
     "axes.spines.right": False,
+    # Labels come from the data: `$...$` is a price range, not a formula.
+    "text.parse_math": False,
 }
 SPLIT_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd")
 STATE_COLORS = {
@@ -46,6 +54,15 @@ STATE_COLORS = {
     "canceled": "#8c564b",
 }
 CANDIDATE_COLOR, BASELINE_COLOR = "#1f77b4", "#aaaaaa"
+
+
+def shown(text: str) -> str:
+    """`text` as one line that any SVG (XML 1.0) document can hold: every control,
+    format or line-break character, and every other character str.isprintable
+    refuses except a space, as a visible Python escape (`\\n`, `\\x07`, `\\u2028`)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 
 def _to_svg(fig: Figure) -> str:
@@ -77,7 +94,7 @@ def timeline(steps: Sequence[StepRun]) -> str:
                 left=left,
                 color=STATE_COLORS.get(s.state, "#cccccc"),
             )
-        ax.set_yticks(range(len(steps)), [f"{s.step_id} ({s.state})" for s in steps])
+        ax.set_yticks(range(len(steps)), [shown(f"{s.step_id} ({s.state})") for s in steps])
         ax.invert_yaxis()
         ax.set_xlabel("seconds since the first step started")
         return _to_svg(fig)
@@ -113,7 +130,7 @@ def _svg(width: int, height: int, body: Sequence[str]) -> str:
 def _text(x: float, y: float, text: str, anchor: str = "start", size: int = 10) -> str:
     return (
         f'<text x="{_num(x)}" y="{_num(y)}" text-anchor="{anchor}" font-size="{size}">'
-        f"{escape(text)}</text>"
+        f"{escape(shown(text))}</text>"
     )
 
 
@@ -198,8 +215,8 @@ def feature_distribution(per_split: Sequence[tuple[str, FeatureStatistics]]) -> 
         bar_height = row_height / (len(per_split) + 1)
         for row, label in enumerate(labels):
             y = top + row * row_height
-            shown = label if len(label) <= 20 else label[:19] + "…"
-            body.append(_text(left - 4, y + row_height / 2 + 3, shown, "end", 9))
+            short = label if len(label) <= 20 else label[:19] + "…"
+            body.append(_text(left - 4, y + row_height / 2 + 3, short, "end", 9))
             for i, split_shares in enumerate(shares):
                 body.append(
                     f'<rect x="{left}" y="{_num(y + i * bar_height)}" '
@@ -228,7 +245,7 @@ def training_curve(curves: TrainingCurves, metric: str) -> str:
             if series:
                 epochs, values = zip(*series, strict=True)
                 ax.plot(epochs, values, marker="o", markersize=3, color=color, label=label)
-        ax.set_title(metric)
+        ax.set_title(shown(metric))
         ax.set_xlabel("epoch")
         # MaxNLocator's parameter; matplotlib's stubs type the base Locator.
         ax.xaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]
@@ -261,10 +278,10 @@ def slice_comparison(slices: Sequence[SliceMetrics], metric: str) -> str:
             )
         ax.set_yticks(
             [y + (height / 2 if has_baseline else 0) for y in range(len(rows))],
-            [s.slice_name for s in rows],
+            [shown(s.slice_name) for s in rows],
         )
         ax.invert_yaxis()
-        ax.set_title(metric)
+        ax.set_title(shown(metric))
         ax.legend(fontsize=7, frameon=False, loc="lower right")
         return _to_svg(fig)
 

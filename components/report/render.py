@@ -7,9 +7,12 @@ import datetime
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jinja2
+from absl import logging
 
 from components.report import plots
 from components.report.contents import RunReport
@@ -62,8 +65,28 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def _chart(what: str, draw: Callable[..., str], *args: Any, left_out: list[str]) -> str | None:
+    """`draw(*args)`, or None with a note in `left_out` where it raised.
+
+    A chart is never worth the report: the page is written without it, and says
+    so (on Kubeflow, after Deploy has served the model, a report step that
+    raised would fail the run).
+    """
+    try:
+        return draw(*args)
+    except Exception as err:  # Any failure to draw leaves one chart out.
+        logging.warning("Run report: the %s chart was not drawn: %r", what, err)
+        left_out.append(
+            f"The {what} chart is left out: it could not be drawn "
+            f"({type(err).__name__}: {err}). The tables hold its numbers."
+        )
+        return None
+
+
 def render_html(report: RunReport) -> str:
-    """The report as one HTML document with its charts inlined."""
+    """The report as one HTML document with its charts inlined (a chart that cannot be
+    drawn is left out, with a note saying so)."""
+    left_out: list[str] = []
     features = []
     if report.statistics:
         names = sorted({f.name for s in report.statistics for f in s.features})
@@ -76,13 +99,27 @@ def render_html(report: RunReport) -> str:
                     "name": name,
                     "kind": per_split[0][1].kind,
                     "per_split": per_split,
-                    "chart": plots.feature_distribution(per_split),
+                    "chart": _chart(
+                        f"{name} distribution",
+                        plots.feature_distribution,
+                        per_split,
+                        left_out=left_out,
+                    ),
                 }
             )
     curves = []
     if report.curves:
         curves = [
-            {"metric": m, "chart": plots.training_curve(report.curves, m)}
+            {
+                "metric": m,
+                "chart": _chart(
+                    f"{m} training curve",
+                    plots.training_curve,
+                    report.curves,
+                    m,
+                    left_out=left_out,
+                ),
+            }
             for m in report.curves.metrics
         ]
     slice_charts = []
@@ -91,19 +128,34 @@ def render_html(report: RunReport) -> str:
             {m for s in report.evaluation.slices for m in s.metrics} - {"example_count"}
         )
         slice_charts = [
-            {"metric": m, "chart": plots.slice_comparison(report.evaluation.slices, m)}
+            {
+                "metric": m,
+                "chart": _chart(
+                    f"{m} per slice",
+                    plots.slice_comparison,
+                    report.evaluation.slices,
+                    m,
+                    left_out=left_out,
+                ),
+            }
             for m in metric_names
         ]
+    timeline = (
+        _chart("step timeline", plots.timeline, report.steps, left_out=left_out)
+        if report.steps
+        else None
+    )
     return (
         _environment()
         .get_template(TEMPLATE)
         .render(
             report=report,
             sections=SECTIONS,
-            timeline=plots.timeline(report.steps) if report.steps else None,
+            timeline=timeline,
             features=features,
             curves=curves,
             slice_charts=slice_charts,
+            left_out=left_out,
             generated=datetime.datetime.now().isoformat(timespec="seconds"),
         )
     )
