@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime
 import re
 import shutil
 from pathlib import Path
@@ -125,6 +126,12 @@ def test_the_valid_spec_parses_and_round_trips():
         ),
         ("features.color.closed", "yes", r"features\.color\.closed: expected true or false"),
         ("features.size.closed", True, r"features\.size: unknown field\(s\) closed"),
+        # Text YAML read as another type, unquoted: each error says to quote it.
+        ("name", datetime.date(2024, 6, 1), r"name: expected .*, got datetime\.date.*: quote it"),
+        ("name", 2024, r"name: expected a non-empty string, got 2024; unquoted, YAML reads"),
+        ("label.classes", [False, True, "x"], r"label\.classes\[0\]: .*got False; unquoted"),
+        ("label.classes", ["a", None, "c"], r"label\.classes\[1\]: .*got None; unquoted"),
+        ("slices", [True], r"slices\[0\]: expected a non-empty string, got True; unquoted"),
     ],
 )
 def test_a_bad_spec_is_refused_naming_the_field(path, value, message):
@@ -529,3 +536,134 @@ def test_the_noise_sample_is_drawn_across_the_data_not_from_its_head(tmp_path):
     assert len(frame) == 50
     assert frame["x"].max() > 500  # the head alone would stop at 49
     assert frame["x"].equals(sample()["x"])
+
+
+# --- names that YAML (or a comment) would read as something else -----------------
+
+# Text that YAML, unquoted or in a comment, reads as something else.
+YAML_HOSTILE = (
+    "2024-06-01",
+    "2024",
+    "1.50",
+    "no",
+    "null",
+    "~",
+    "#tag",
+    "[a]",
+    "a: b",
+    "- x",
+    "'quoted'",
+    '"dq"',
+    "$0_to_$10",
+    "back\\slash",
+    " lead and trail ",
+    "two\nlines",
+    "next\x85line",
+    "sep\u2028x",
+    "bell\x07",
+    "x" * 1100,
+    "y" * 1021 + " z",
+)
+
+
+@pytest.mark.parametrize("value", YAML_HOSTILE, ids=lambda v: repr(v[:12]))
+def test_drafted_yaml_values_keys_and_comments_read_back_as_written(value):
+    from schemas.draft.render import yaml_key, yaml_scalar
+    from trainer.fields import one_line
+
+    text = (
+        f"# from {one_line(value)}\n"
+        f"name: {yaml_scalar(value)}   # {one_line(value)}\n"
+        f"listed: {yaml_scalar([value, 'b'])}\n"
+        "features:\n"
+        f"  {yaml_key(value, 2)}: {{kind: numeric}}   # {one_line(value)}\n"
+        "  other: {kind: numeric}\n"
+    )
+    assert yaml.safe_load(text) == {
+        "name": value,
+        "listed": [value, "b"],
+        "features": {value: {"kind": "numeric"}, "other": {"kind": "numeric"}},
+    }
+
+
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [
+        # Categorical: they shared one vocabulary file before; now one check refuses them.
+        (["a.b", "a_b"], r"features\.a_b: 'a_b' and 'a\.b' both become model input 'a_b_xf'"),
+        (["a-b", "a b"], r"'a b' and 'a-b' both become .* serving input 'a_b'"),
+        (["_id", "id"], r"'id' and '_id' both become model input 'id_xf'"),
+        (["#"], r"features\.#: column '#' has no letter or digit to name its model input by"),
+        (["label"], r"features\.label: .* would become model input 'label_xf', the label's"),
+    ],
+)
+def test_columns_that_share_a_model_name_are_refused_naming_both(columns, message):
+    spec = copy.deepcopy(VALID)
+    spec["features"] = {c: {"kind": "categorical"} for c in columns}
+    with pytest.raises(DatasetSpecError, match=message):
+        parse_spec(spec)
+
+
+def test_every_column_gets_a_model_name_of_its_own():
+    from trainer.dataset_spec import model_name, model_names
+
+    names = model_names(["価格", "数量", "Größe", "Body Mass (g)", "2024", "a.b"])
+    assert names == {
+        "価格": "u4fa1u683c",
+        "数量": "u6570u91cf",
+        "Größe": "Gru00f6u00dfe",
+        "Body Mass (g)": "Body_Mass__g_",
+        "2024": "2024",
+        "a.b": "a_b",
+    }
+    # tf.Transform's vocabulary-file sanitizing keeps a model name as it is.
+    from tensorflow_transform.analyzers import sanitized_vocab_filename
+
+    for name in names.values():
+        assert sanitized_vocab_filename(name) == name
+    assert model_name("£") == "u00a3"  # was `_xf`, a name with nothing of the column
+
+
+@pytest.mark.parametrize("key", [False, 2024, None, datetime.date(2024, 6, 1)])
+def test_a_column_name_yaml_read_as_another_type_is_refused_with_a_hint(key):
+    spec = copy.deepcopy(VALID)
+    spec["features"][key] = {"kind": "numeric"}
+    with pytest.raises(
+        DatasetSpecError, match=rf"features: the key {re.escape(repr(key))} .*quote"
+    ):
+        parse_spec(spec)
+    spec = copy.deepcopy(VALID)
+    spec["drift"] = {"features": {key: {"l_infinity": 0.1}}}
+    with pytest.raises(DatasetSpecError, match=r"drift\.features: the key .* not a name; unquoted"):
+        parse_spec(spec)
+
+
+@pytest.mark.slow
+def test_a_draft_with_hostile_names_loads_back_as_written(tmp_path):
+    """A data folder named `no` under a parent whose name holds a newline and U+0085,
+    and columns YAML reads as a number, a date, a boolean, a comment, or too long
+    for an implicit key: the drafted spec loads back with every name as written."""
+    import csv
+
+    data_root = tmp_path / "a\n#injected: 1\x85b" / "no"
+    data_root.mkdir(parents=True)
+    columns = ["2024", "2024-06-01", "off", "#tag", "w" * 1100, "species"]
+    with open(data_root / "data.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(columns)
+        for i in range(60):
+            writer.writerow(
+                [i % 7, i * 0.5, ("a", "b", "c")[i % 3], i % 5 * 1.5, i * 0.25, ("p", "q")[i % 2]]
+            )
+    out = tmp_path / "schema"
+    draft(data_root, "species", out)
+    spec = load_schema_dir(out).spec
+    assert spec.name == "no"
+    assert set(spec.features) == set(columns) - {"species"}
+    assert set(spec.drift.features) <= set(spec.features)
+    raw = yaml.safe_load((out / "dataset.yaml").read_text())
+    assert "injected" not in raw
+    assert set(raw) == {"name", "label", "features", "ignore", "slices", "evaluation", "drift"}
+    for name in ("dataset.yaml", "schema.pbtxt"):
+        text = (out / name).read_text()
+        assert "\n#injected" not in text and "\x85" not in text, name

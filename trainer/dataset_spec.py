@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -37,6 +37,7 @@ from trainer.fields import (
     STRINGS,
     Checks,
     FieldError,
+    Kind,
     choice,
     declare,
     defaults_by,
@@ -91,8 +92,15 @@ DRIFT_MEASURE_VALUE_TYPES: dict[str, tuple[str, ...]] = {
 # units of the old data's spread, and a shift may be several of them).
 DRIFT_MEASURE_MAXIMUM = {"l_infinity": 1.0, "jensen_shannon": 1.0, "quantile_shift": 100.0}
 DriftMode = Literal["fail", "warn"]
-# Class names: plain values, read as text (YAML reads `[0, 1]` as numbers).
-CLASS_NAMES = replace(LIST, convert=lambda values: tuple(str(c) for c in values), none=())
+# Class names: text or integers, read as text (YAML reads `[0, 1]` as numbers). Not
+# booleans or null: `[no, yes]` unquoted would read back as "False" and "True".
+CLASS_NAME = Kind(
+    "a class name (text or an integer)",
+    (str, int),
+    lambda v: (isinstance(v, str) and bool(v)) or (isinstance(v, int) and not isinstance(v, bool)),
+    str,
+)
+CLASS_NAMES = replace(LIST, none=(), items=CLASS_NAME)
 
 
 class DatasetSpecError(FieldError):
@@ -102,13 +110,56 @@ class DatasetSpecError(FieldError):
 check = Checks(DatasetSpecError)
 
 
-def transformed_name(column: str) -> str:
-    """Name of the Transform output computed from raw column `column`.
+def model_name(column: str) -> str:
+    """The one name raw column `column` goes by inside the model and its serving contract.
 
-    CSV headers may hold spaces and punctuation ("Body Mass (g)"); TensorFlow
-    op and Keras input names may not, so those become underscores.
+    Its Transform output is this plus `_xf` (`transformed_name`), its vocabulary
+    file this, its JSON signature input this (trainer/json_signature.py). CSV
+    headers hold spaces, punctuation and other scripts ("Body Mass (g)",
+    "価格"); TensorFlow op, Keras input and file names may not. So an ASCII
+    letter, digit or `_` stays, another ASCII character becomes `_`, any other
+    character its code point (`é` becomes `u00e9`, so names in another script
+    stay apart), and leading `_` go (an op name cannot start with one).
+    tf.Transform's own vocabulary-file sanitizing leaves such a name as it is.
+    Two columns with one model name are refused by `model_names`.
     """
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", column).lstrip("._-") + "_xf"
+    return "".join(
+        (c if c.isalnum() or c == "_" else "_") if c.isascii() else f"u{ord(c):04x}" for c in column
+    ).lstrip("_")
+
+
+def transformed_name(column: str) -> str:
+    """Name of the Transform output computed from raw column `column`."""
+    return model_name(column) + "_xf"
+
+
+def model_names(columns: Iterable[str], where: str = "features") -> dict[str, str]:
+    """Each column's `model_name`, or DatasetSpecError naming both columns where two share
+    one (they would share a model input, a vocabulary file and a signature input), and
+    naming a column that has none, or whose Transform output would be the label's."""
+    names: dict[str, str] = {}
+    by_name: dict[str, str] = {}
+    for column in columns:
+        name = model_name(column)
+        if not name:
+            raise DatasetSpecError(
+                f"{where}.{column}: column {column!r} has no letter or digit to name its "
+                "model input by; rename the column"
+            )
+        if transformed_name(column) == LABEL_KEY:
+            raise DatasetSpecError(
+                f"{where}.{column}: column {column!r} would become model input {LABEL_KEY!r}, "
+                "the label's name inside the model; rename the column"
+            )
+        other = by_name.setdefault(name, column)
+        if other != column:
+            raise DatasetSpecError(
+                f"{where}.{column}: {column!r} and {other!r} both become model input "
+                f"{transformed_name(column)!r} (and vocabulary file and serving input "
+                f"{name!r}); rename a column or ignore one"
+            )
+        names[column] = name
+    return names
 
 
 @dataclass(frozen=True)
@@ -682,7 +733,7 @@ def _parse_drift(values: object, features: Mapping[str, FeatureSpec]) -> DriftSp
     default_mode = check.choice(values.get("mode", "fail"), DriftMode, "drift.mode")
     measures = get_args(DriftMeasure)
     parsed = {}
-    for name, entry in check.mapping(values.get("features") or {}, "drift.features").items():
+    for name, entry in check.named(values.get("features") or {}, "drift.features").items():
         where = f"drift.features.{name}"
         if name not in features:
             raise DatasetSpecError(
@@ -700,7 +751,7 @@ def _parse_drift(values: object, features: Mapping[str, FeatureSpec]) -> DriftSp
                 f"{where}.{given[0]}: a threshold in (0, {maximum:g}], got {threshold}"
             )
         mode = check.choice(entry.get("mode", default_mode), DriftMode, f"{where}.mode")
-        parsed[str(name)] = FeatureDrift(measure=given[0], threshold=threshold, mode=mode)
+        parsed[name] = FeatureDrift(measure=given[0], threshold=threshold, mode=mode)
     return DriftSpec(features=parsed)
 
 
@@ -715,18 +766,11 @@ def parse_spec(values: object) -> DatasetSpec:
             "name, and Kubeflow Pipelines' rule applies locally too)"
         )
     label = _parse_label(values.get("label"))
-    raw_features = check.mapping(values.get("features"), "features")
+    raw_features = check.named(values.get("features"), "features")
     if not raw_features:
         raise DatasetSpecError("features: the model needs at least one feature")
-    features = {str(k): _parse_feature(str(k), v) for k, v in raw_features.items()}
-    by_model_name: dict[str, str] = {}
-    for column in features:
-        other = by_model_name.setdefault(transformed_name(column), column)
-        if other != column:
-            raise DatasetSpecError(
-                f"features.{column}: {column!r} and {other!r} both become model input "
-                f"{transformed_name(column)!r}; rename a column or ignore one"
-            )
+    features = {k: _parse_feature(k, v) for k, v in raw_features.items()}
+    model_names(features)
     ignore = check.strings(values.get("ignore"), "ignore")
     slices = check.strings(values.get("slices"), "slices")
     if label.column in features:

@@ -22,6 +22,7 @@ wrong kind, a value outside its choices, an unknown field.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -29,6 +30,11 @@ from types import MappingProxyType
 from typing import Any, TypeVar, get_args
 
 T = TypeVar("T")
+# Where a text value or key was written unquoted and YAML read it as something else.
+YAML_TEXT_HINT = (
+    "; unquoted, YAML reads 2024, 1.5, 2024-06-01, no, off and null as a number, a date, "
+    "a boolean or null: quote it ('no')"
+)
 _DECLARED = "fields.declared"
 # What `Kind.read` makes of None where None is refused.
 _REFUSED: Any = object()
@@ -46,12 +52,33 @@ class FieldError(ValueError):
             return cls(f"{where}: {value!r} is not one of {', '.join(map(str, kind.choices))}")
         # A whole section or list is named by its type, not printed.
         shown = type(value).__name__ if kind.container else repr(value)
-        return cls(f"{where}: expected {kind.words}, got {shown}")
+        hint = YAML_TEXT_HINT if str in kind.types and read_as_other_type(value) else ""
+        return cls(f"{where}: expected {kind.words}, got {shown}{hint}")
 
     @classmethod
     def unknown_fields(cls, where: str, unknown: list[str], known: list[str]) -> FieldError:
         prefix = f"{where}: " if where else ""
         return cls(f"{prefix}unknown field(s) {', '.join(unknown)}; known: {', '.join(known)}")
+
+
+def read_as_other_type(value: object) -> bool:
+    """Whether YAML may have read `value` from text written unquoted (`no`, `2024`)."""
+    return value is None or isinstance(value, (bool, int, float, datetime.date))
+
+
+def one_line(text: object) -> str:
+    """`text` as one printable line: each character str.isprintable refuses, bar the space
+    (control, format and line-break characters: newline, U+0085, U+2028), as its
+    Python escape (`\\n`, `\\x07`, `\\u2028`).
+
+    For text from the data where a renderer reads such characters: a YAML or
+    text-proto comment (a line break starts a line of its own), an SVG (XML 1.0
+    holds no control characters), a chart's one-line label.
+    """
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 
 @dataclass(frozen=True)
@@ -250,6 +277,17 @@ class Checks:
 
     def typed(self, value: Any, types: type | tuple[type, ...], where: str) -> Any:
         return self.kind(value, typed(*(types if isinstance(types, tuple) else (types,))), where)
+
+    def named(self, values: Any, where: str) -> Mapping[str, Any]:
+        """A mapping whose keys are names (columns): text, never YAML's `no` or `2024`."""
+        values = self.mapping(values, where)
+        for key in values:
+            if not isinstance(key, str):
+                raise self.error(
+                    f"{where}: the key {key!r} is a {type(key).__name__}, not a name"
+                    + (YAML_TEXT_HINT if read_as_other_type(key) else "")
+                )
+        return values
 
     def string(self, value: Any, where: str) -> str:
         return self.kind(value, STRING, where)

@@ -35,12 +35,11 @@ from the run's eval examples with `instance_from_example`.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from trainer.dataset_spec import DatasetSpec, DatasetSpecError
+from trainer.dataset_spec import DatasetSpec, DatasetSpecError, model_names
 
 JSON_SIGNATURE = "serving_json"
 CONTRACT_ASSET = "assets.extra/serving_json.json"
@@ -54,8 +53,9 @@ _ZERO_IS_MISSING_KINDS = ("id", "categorical", "hashed")
 class JsonInput:
     """One input of the JSON signature.
 
-    name: the signature's input name (the column, with characters TF tensor
-      names cannot hold replaced by '_').
+    name: the signature's input name: the column's model name
+      (trainer.dataset_spec.model_name), as its Transform output and
+      vocabulary file have it.
     column: the raw column (the tf.Example feature) it stands for.
     dtype: float (float32), int (int64) or string.
     missing: what a client sends for a missing value, or None when it cannot.
@@ -73,29 +73,17 @@ class JsonInput:
         return values
 
 
-def input_name(column: str) -> str:
-    """The signature input name of a column: TF tensor names allow [A-Za-z0-9_.-/]."""
-    name = re.sub(r"[^A-Za-z0-9_.\-]", "_", column)
-    return name if re.match(r"[A-Za-z0-9.]", name) else "f" + name
-
-
 def json_inputs(spec: DatasetSpec, column_dtypes: Mapping[str, str]) -> tuple[JsonInput, ...]:
     """The contract for `spec`'s features; `column_dtypes`: column -> float, int or string."""
     inputs = []
-    seen: dict[str, str] = {}
+    names = model_names(spec.features)
     for column, feature in spec.features.items():
         dtype: Any = column_dtypes.get(column)
         if dtype not in ("float", "int", "string"):
             raise DatasetSpecError(
                 f"features.{column}: the raw data has no float, int or string column of that name"
             )
-        name = input_name(column)
-        if name in seen:
-            raise DatasetSpecError(
-                f"features.{column}: its JSON input name {name!r} is also {seen[name]!r}'s; "
-                "rename one of the columns"
-            )
-        seen[name] = column
+        name = names[column]
         missing: float | int | str | None
         if dtype == "float":
             missing = math.nan

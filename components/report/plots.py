@@ -7,9 +7,10 @@ browser draws it with a local font and fetches nothing.
 
 Text from the data (category values, slice names, step ids) is only text:
 matplotlib's mathtext is off (`text.parse_math`), so `$0_to_$10` draws as
-written, and `shown()` turns each character an SVG document cannot hold
-(XML 1.0 has no control characters) or a label should not break on (line
-breaks) into a visible escape such as `\\x07` before any renderer sees it.
+written, and `shown()` (trainer.fields.one_line) turns each character an SVG
+document cannot hold (XML 1.0 has no control characters) or a label should
+not break on (line breaks) into a visible escape such as `\\x07` before any
+renderer sees it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from components.report.contents import (
     StepRun,
     TrainingCurves,
 )
+from trainer.fields import one_line as shown
 
 _STYLE = {
     "svg.fonttype": "none",
@@ -54,15 +56,6 @@ STATE_COLORS = {
     "canceled": "#8c564b",
 }
 CANDIDATE_COLOR, BASELINE_COLOR = "#1f77b4", "#aaaaaa"
-
-
-def shown(text: str) -> str:
-    """`text` as one line that any SVG (XML 1.0) document can hold: every control,
-    format or line-break character, and every other character str.isprintable
-    refuses except a space, as a visible Python escape (`\\n`, `\\x07`, `\\u2028`)."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 
 def _to_svg(fig: Figure) -> str:

@@ -8,6 +8,7 @@ kind's settings, the evaluation's margin and max_drop).
 from __future__ import annotations
 
 import datetime
+import math
 import statistics
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,19 +22,41 @@ from schemas.draft.noise import DRIFT_FLOORS, NOISE_MULTIPLE, NOISE_REPEATS, ONE
 from schemas.draft.profiles import ColumnProfile, number
 from schemas.draft.task import class_names, naive_value
 from trainer.dataset_spec import FEATURE_SETTINGS, GATE_METRICS, EvaluationSpec, InputSpec, Task
-from trainer.fields import declared_fields
+from trainer.fields import declared_fields, one_line
 
 TEMPLATE = "dataset.yaml.j2"
+# YAML's limit on an implicit (`key: value`) key; a longer one must be explicit (`? key`).
+# YAML 1.2 spec, 7.4.2 "Flow Mappings": implicit keys are "restricted to ... at
+# most 1024 Unicode characters"; PyYAML's scanner forgets a simple key after 1024.
+IMPLICIT_KEY_LIMIT = 1024
+
+
+def _dumped(value: Any, style: str | None = None) -> str:
+    # An infinite width: PyYAML folds a long scalar over lines at spaces otherwise.
+    text = yaml.safe_dump(value, default_flow_style=True, width=math.inf, default_style=style)
+    return text.strip().removesuffix("\n...").strip()
 
 
 def yaml_scalar(value: Any) -> str:
-    """`value` as one line of YAML (a scalar, or a flow list), quoted where YAML needs it."""
-    return (
-        yaml.safe_dump(value, default_flow_style=True, width=10_000)
-        .strip()
-        .removesuffix("\n...")
-        .strip()
-    )
+    """`value` as one line of YAML (a scalar, or a flow list), quoted where YAML needs it:
+    `no`, `2024` and `2024-06-01` as text stay text, and a line break is an escape."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(yaml_scalar(v) for v in value) + "]"
+    text = _dumped(value)
+    if "\n" in text:
+        # PyYAML writes a string holding a line break as a quoted scalar over several
+        # lines, which reads back only at the right indentation; one escaped line does.
+        text = _dumped(value, style='"')
+    return text
+
+
+def yaml_key(value: Any, indent: int) -> str:
+    """`value` as a block mapping's key at `indent` spaces, before its `: value`: implicit,
+    or explicit (`? key` and the `:` on the next line) beyond YAML's implicit-key limit."""
+    text = yaml_scalar(value)
+    if len(text) <= IMPLICIT_KEY_LIMIT:
+        return text
+    return f"? {text}\n{' ' * indent}"
 
 
 def flow(settings: Mapping[str, Any]) -> str:
@@ -50,6 +73,8 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["yaml"] = yaml_scalar
+    env.filters["key"] = yaml_key
+    env.filters["comment"] = one_line
     env.filters["flow"] = flow
     env.filters["number"] = number
     env.filters["g"] = lambda value: f"{value:g}"

@@ -11,6 +11,7 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from schemas.draft.profiles import ColumnProfile, finite
+from trainer.fields import one_line
 
 
 def widen_schema(schema, widened: dict[str, str]) -> None:
@@ -155,8 +156,9 @@ SCHEMA_HEADER = """\
 
 def _open_domain_lines(schema, profiles: dict[str, ColumnProfile]) -> str:
     lines = [
-        f"#       {f.name}: at least {f.distribution_constraints.min_domain_mass:g} in the "
-        f"domain ({profiles[f.name].singletons} of "
+        f"#       {one_line(f.name)}: at least "
+        f"{f.distribution_constraints.min_domain_mass:g} in the domain "
+        f"({profiles[f.name].singletons} of "
         f"{profiles[f.name].present} values seen once)"
         for f in schema.feature
         if f.distribution_constraints.HasField("min_domain_mass")
@@ -176,13 +178,14 @@ def schema_text(
     """The schema file: the header saying what the draft decided, then the schema."""
     from google.protobuf import text_format
 
+    # Names from the data go into comments: one line each (a newline would end the comment).
     header = SCHEMA_HEADER.format(
-        data_root=data_root,
+        data_root=one_line(data_root),
         rows=profiles[label].rows,
         date=datetime.date.today().isoformat(),
-        label=label,
+        label=one_line(label),
         label_domain="" if task == "regression" else ", with every class in its domain",
         open_domains=_open_domain_lines(schema, profiles),
-        closed=", ".join(closed) or "none (draft with --closed COLUMN to close one)",
+        closed=one_line(", ".join(closed)) or "none (draft with --closed COLUMN to close one)",
     )
     return header + text_format.MessageToString(schema)
