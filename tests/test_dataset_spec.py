@@ -323,6 +323,86 @@ def test_a_label_that_cannot_be_learned_is_refused(tmp_path, values, requested, 
         infer_task(label_profile(tmp_path, values, "string"), requested)
 
 
+@pytest.mark.parametrize(
+    ("values", "value_type", "requested", "message"),
+    [
+        (
+            ["0.0", "1.0", "1.0"],
+            "float",
+            None,
+            r"label 'y' holds decimal numbers \(0, 1\) for a "
+            r"binary task: .* write the classes as integers or text \(1, not 1\.0\)",
+        ),
+        (["1.5", "2.5", "0.5"], "float", "multiclass", r"or draft with --task regression"),
+        (
+            ["0", "2", "5", "2"],
+            "int",
+            None,
+            r"label 'y' holds the integer classes \[0, 2, 5\], "
+            r"with gaps: .* range \(0\.\.5\), so a new 1 would train as no class",
+        ),
+    ],
+)
+def test_a_label_whose_classes_no_schema_can_close_is_refused(
+    tmp_path, values, value_type, requested, message
+):
+    with pytest.raises(DraftError, match=message):
+        infer_task(label_profile(tmp_path, values, value_type), requested)
+
+
+@pytest.mark.parametrize(
+    ("value_type", "classes", "unseen", "named"),
+    [
+        (
+            "int",
+            ["0", "1", "2"],
+            "3",
+            "feature 'y': Out-of-range values: Unexpectedly large value: 3",
+        ),
+        ("int", ["1", "2"], "0", "feature 'y': Out-of-range values: Unexpectedly small value: 0"),
+        (
+            "string",
+            ["a", "b", "c"],
+            "d",
+            "feature 'y': Unexpected string values: Examples contain "
+            "values missing from the schema: d",
+        ),
+    ],
+)
+# Slow only for TFDV's import: its statistics of a dozen rows are quick.
+@pytest.mark.slow
+def test_a_label_value_the_draft_has_not_seen_stops_the_run_naming_it(
+    tmp_path, value_type, classes, unseen, named
+):
+    """The drafted schema closes the label's domain; ExampleValidator's anomaly on new data
+    with another label value is one line of the data gate's error, naming the value."""
+    import pandas as pd
+    import tensorflow_data_validation as tfdv
+
+    from components.data_gate import DataValidationError, check_data
+    from schemas.draft.schema import curate_schema
+
+    rows = [classes[i % len(classes)] for i in range(12)]
+    path = tmp_path / "data.csv"
+    path.write_text("\n".join(["x,y", *(f"{i},{v}" for i, v in enumerate(rows))]) + "\n")
+    profiles = read_profiles([path], {"x": "int", "y": value_type})
+    task = infer_task(profiles["y"], None)
+
+    def statistics(labels):
+        column = [int(v) for v in labels] if value_type == "int" else labels
+        frame = pd.DataFrame({"x": range(len(labels)), "y": column})
+        return tfdv.generate_statistics_from_dataframe(frame)
+
+    schema = curate_schema(tfdv.infer_schema(statistics(rows)), profiles, "y", task, set(), set())
+    tfdv.get_feature(schema, "x").ClearField("int_domain")
+    assert not tfdv.validate_statistics(statistics(rows), schema).anomaly_info
+    anomalies = tfdv.validate_statistics(statistics([*rows, unseen]), schema)
+    with pytest.raises(DataValidationError) as raised:
+        check_data({"train": anomalies}, {"train": len(rows) + 1})
+    assert "(1 problem(s))" in str(raised.value)
+    assert named in str(raised.value)
+
+
 @pytest.mark.slow
 def test_a_label_not_in_the_data_is_named(tmp_path, capsys):
     data_root = write_dataset(tmp_path / "data", "multiclass", rows=60)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from schemas.draft.profiles import ColumnProfile, DraftError
+from schemas.draft.profiles import ColumnProfile, DraftError, finite, number
 from trainer.dataset_spec import Task
 
 # An int label with at most this many values is a class; more is a quantity.
@@ -14,7 +14,47 @@ MAX_STRING_CLASSES = 100
 
 
 def infer_task(label: ColumnProfile, requested: Task | None) -> Task:
-    """The task for `label`: 2 values binary; a few strings or ints multiclass; else regression."""
+    """The task for `label`: 2 values binary; a few strings or ints multiclass; else regression.
+
+    A classification label's classes must be ones the schema can close
+    (`check_closable_classes`), so that a new label value stops a run.
+    """
+    task = _task(label, requested)
+    if task != "regression":
+        check_closable_classes(label, task)
+    return task
+
+
+def check_closable_classes(label: ColumnProfile, task: str) -> None:
+    """DraftError unless the schema can list `label`'s classes and no other value.
+
+    Text classes go in a string domain, consecutive integers in an int range;
+    the ExampleValidator then names a new value, and the data gate stops the
+    run. A float label, or integers with gaps, the schema can only bound by a
+    range, and a new value inside it would train as no class (index -1: a
+    TensorFlow error for multiclass, silently wrong for binary).
+    """
+    if label.value_type == "float":
+        shown = ", ".join(number(v) for v in sorted(finite(label.counts))[:5])
+        raise DraftError(
+            f"label {label.name!r} holds decimal numbers ({shown}) for a {task} task: a "
+            "schema cannot close a float column's classes, so a new value would train as no "
+            "class; write the classes as integers or text (1, not 1.0), or draft with "
+            "--task regression"
+        )
+    if label.value_type == "int":
+        values = sorted(int(v) for v in label.counts)
+        gaps = sorted(set(range(values[0], values[-1] + 1)) - set(values))
+        if gaps:
+            raise DraftError(
+                f"label {label.name!r} holds the integer classes {values}, with gaps: a "
+                f"schema closes integer classes only as a range ({values[0]}..{values[-1]}), "
+                f"so a new {gaps[0]} would train as no class; recode the classes as "
+                "consecutive integers or as text"
+            )
+
+
+def _task(label: ColumnProfile, requested: Task | None) -> Task:
     if label.missing:
         raise DraftError(
             f"label {label.name!r} is empty in {label.missing} of {label.rows} rows: "
