@@ -43,6 +43,7 @@ from tfx.utils import io_utils
 from tfx_bsl.coders.csv_decoder import ColumnType
 
 from components.example_blocks import count_rows_read
+from components.spans import glob_root
 from components.text_encoding import non_utf8_line
 
 # Bytes of CSV per block: ~8,000 taxi rows, a few MB of Examples per block.
@@ -342,9 +343,10 @@ def CsvToExampleBlocks(
 ) -> beam.PCollection:
     """The CSV files `split_pattern` names under the input base, as blocks of serialized
     tf.Examples (lists of a few thousand; components/example_blocks.py splits and writes them)."""
-    pattern = os.path.join(exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
+    input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
+    pattern = os.path.join(input_base, split_pattern)
     logging.info("Reading CSV %s into tf.Examples with pyarrow.", pattern)
-    files = fileio.glob(pattern)
+    files = fileio.glob(os.path.join(glob_root(input_base), split_pattern))
     if not files:
         raise RuntimeError(f"Split pattern {pattern} does not match any files.")
     column_names = _column_names(pattern, files)

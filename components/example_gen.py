@@ -49,7 +49,7 @@ from tfx.utils import proto_utils
 
 from components.csv_to_examples import CsvToExampleBlocks
 from components.example_blocks import WriteExampleBlocks, check_rows_written, partition_blocks
-from components.spans import SpanPattern, present_spans
+from components.spans import SpanPattern, glob_root, present_spans
 
 # Our own execution properties (see CsvExampleGenSpec).
 INPUT_WINDOW_KEY = "input_window"
@@ -125,8 +125,9 @@ def _resolve_span(
     input_base: str, splits: list[example_gen_pb2.Input.Split], span: int | None
 ) -> SpanRead:
     """One span (None: the latest) exactly as TFX's ExampleGen driver resolves it."""
+    # TFX globs the root and the pattern joined: the root goes in escaped.
     processor = input_processor.FileBasedInputProcessor(
-        input_base, splits, _static_range(span) if span is not None else None
+        glob_root(input_base), splits, _static_range(span) if span is not None else None
     )
     try:
         resolved_span, version = processor.resolve_span_and_version()
@@ -320,6 +321,22 @@ class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
         return read_window
 
 
+class RootEscapingDriver(example_gen_driver.FileBasedDriver):
+    """TFX's ExampleGen driver (it runs locally), handed the data root escaped as a glob.
+
+    TFX joins the root and the pattern into one glob (tfx 1.16,
+    components/example_gen/utils.py, `_create_matching_glob_and_regex` and
+    `io_utils.generate_fingerprint`), so a root named `data[1]` would match
+    `data1` and find no files. The fingerprint holds no path, so the cache key is
+    the stock driver's.
+    """
+
+    def get_input_processor(self, splits, range_config=None, input_base_uri=None):
+        return super().get_input_processor(
+            splits, range_config, glob_root(input_base_uri) if input_base_uri else input_base_uri
+        )
+
+
 class CsvExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
     """FileBasedExampleGen's spec plus the span window and the input snapshot."""
 
@@ -343,6 +360,7 @@ class CsvExampleGen(csv_component.CsvExampleGen):
 
     SPEC_CLASS = CsvExampleGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(SpanResolvingExecutor)
+    DRIVER_CLASS = RootEscapingDriver
 
     def __init__(
         self,

@@ -12,11 +12,14 @@ anything heavy is imported, and the rolling window of the last N spans
 Paths are matched as TFX matches them: the pattern is a glob relative to the
 data root, and the span and version are the numbers in the placeholders'
 places. Paths that match the glob but hold no number there are not spans.
+The data root itself is a path, never a pattern: `glob_root` escapes it
+wherever it is joined to one.
 """
 
 from __future__ import annotations
 
 import datetime
+import glob
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -35,6 +38,13 @@ def date_to_span(year: int, month: int, day: int) -> int:
 
 def span_to_date(span: int) -> datetime.date:
     return _EPOCH + datetime.timedelta(days=span)
+
+
+def glob_root(root: str) -> str:
+    """`root` escaped for a glob joined to it: a data root named `data[1]` is that folder,
+    not `data1`. `glob.escape`'s form (`[[]`) is also what TensorFlow's file systems
+    (fnmatch), Beam's and TFX's span regex read as the character itself."""
+    return glob.escape(root)
 
 
 def _glob_piece_to_regex(piece: str) -> str:
@@ -90,7 +100,7 @@ class SpanPattern:
     def relative_matches(self, root: str, glob: Callable[[str], Iterable[str]]) -> list[str]:
         """Paths under `root` that `glob()` finds (`glob`: the filesystem's), relative to it."""
         base = root.rstrip("/")
-        return [path[len(base) + 1 :] for path in glob(f"{base}/{self.glob()}")]
+        return [path[len(base) + 1 :] for path in glob(f"{glob_root(base)}/{self.glob()}")]
 
     def match(self, relative_path: str) -> tuple[int, int | None] | None:
         """(span, version) of a path relative to the data root, or None if it is no span's."""

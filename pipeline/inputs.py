@@ -60,6 +60,13 @@ def check_csv_data_root(
 
 
 def _check_spans(root: str, pattern: SpanPattern, count: int) -> CsvDataRoot:
+    if "*" in root or "?" in root:
+        # TFX's ExampleGen matches span files with a regex made from root and pattern
+        # alike (tfx 1.16, example_gen/utils.py `_glob_to_regex`); an escaped `*` breaks it.
+        raise InputDataError(
+            f"data root {root} holds '*' or '?', which TFX's ExampleGen cannot read as a "
+            "folder name beside an input pattern; rename the folder"
+        )
     paths = pattern.relative_matches(root, object_store.glob)
     not_spans = [p for p in paths if pattern.match(p) is None]
     if not_spans:

@@ -720,12 +720,13 @@ def test_a_column_name_yaml_read_as_another_type_is_refused_with_a_hint(key):
 
 @pytest.mark.slow
 def test_a_draft_with_hostile_names_loads_back_as_written(tmp_path):
-    """A data folder named `no` under a parent whose name holds a newline and U+0085,
-    and columns YAML reads as a number, a date, a boolean, a comment, or too long
-    for an implicit key: the drafted spec loads back with every name as written."""
+    """A data folder named `no` under a parent whose name holds a newline, U+0085 and `[1]`
+    (a glob's character class), and columns YAML reads as a number, a date, a boolean, a
+    comment, or too long for an implicit key: the drafted spec loads back with every name
+    as written."""
     import csv
 
-    data_root = tmp_path / "a\n#injected: 1\x85b" / "no"
+    data_root = tmp_path / "a\n#injected: 1\x85b[1]" / "no"
     data_root.mkdir(parents=True)
     columns = ["2024", "2024-06-01", "off", "#tag", "w" * 1100, "species"]
     with open(data_root / "data.csv", "w", newline="") as f:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from tfx.utils import proto_utils
 
 from components.example_gen import (
     INPUT_WINDOW_KEY,
+    CsvExampleGen,
     InputPatternError,
     SpanResolvingExecutor,
     input_config,
@@ -103,6 +105,31 @@ def test_resolve_input_reads_the_window_of_present_spans(tmp_path):
     assert (latest.latest.span, latest.fingerprint) == (span, fingerprint)
 
 
+def test_a_data_root_named_like_a_glob_is_read_as_a_path(tmp_path):
+    """TFX joins the data root and the pattern into one glob: handed `data[1]` as it is, its
+    processor finds nothing (it matches `data1`). The driver (local runs), the executor's own
+    resolution (Kubeflow) and the span listing hand it over escaped."""
+    from tfx.dsl.io import fileio
+
+    from components.example_gen import RootEscapingDriver
+
+    pattern = "span-{SPAN}/*.csv"
+    root = str(touch(tmp_path / "data[1]", "span-1/a.csv", "span-2/a.csv"))
+    split = example_gen_pb2.Input.Split(name="single_split", pattern=pattern)
+    with pytest.raises(ValueError, match="Cannot find matching"):
+        input_processor.FileBasedInputProcessor(root, [split]).resolve_span_and_version()
+    processor = RootEscapingDriver(None).get_input_processor([split], None, root)
+    assert processor.resolve_span_and_version() == (2, None)
+    resolved = resolve_input(root, input_config(pattern), {"pattern": pattern, "spans": 2})
+    assert [s.span for s in resolved.spans] == [1, 2]
+    assert resolved.fingerprint.startswith("span 1:\nsplit:single_split,num_files:1")
+    assert SpanPattern(pattern).relative_matches(root, fileio.glob) == [
+        "span-1/a.csv",
+        "span-2/a.csv",
+    ]
+    assert CsvExampleGen.DRIVER_CLASS is RootEscapingDriver
+
+
 def test_no_matching_files_names_the_pattern_and_the_directory(tmp_path):
     touch(tmp_path, "other/a.csv")
     with pytest.raises(InputPatternError, match=r"no files under .* match the input pattern"):
@@ -161,9 +188,12 @@ def test_without_a_driver_the_executor_resolves_the_latest_span_and_records_it(s
 
 def test_after_the_driver_the_executor_keeps_its_span_and_reads_the_window(span_root, tmp_path):
     pattern = "span-{SPAN}/*.csv"
+    # Under a data root named like a glob (`data[1]`): the reader escapes it too.
+    root = tmp_path / "data[1]"
+    shutil.copytree(span_root, root)
     examples = run_example_gen(
         SpanResolvingExecutor,
-        span_root,
+        root,
         tmp_path / "window",
         {  # As TFX's local driver hands them over: span 3 resolved.
             "input_config": proto_utils.proto_to_json(input_config("span-3/*.csv")),

@@ -56,10 +56,12 @@ def write_spans(root, layout: dict[str, str]):
     return root
 
 
-def test_with_a_span_pattern_the_files_of_the_spans_read_are_checked(tmp_path):
+# `data[1]` as a glob is `data1`: the root is a path, escaped wherever it meets a pattern.
+@pytest.mark.parametrize("folder", ["data", "data[1]"])
+def test_with_a_span_pattern_the_files_of_the_spans_read_are_checked(tmp_path, folder):
     rows = "fare,tips\n1,2\n"
     root = write_spans(
-        tmp_path,
+        tmp_path / folder,
         {"span-1/a.csv": rows, "span-2/a.csv": rows, "span-10/a.csv": rows, "span-10/b.csv": rows},
     )
     checked = check_csv_data_root(root, "span-{SPAN}/*.csv")
@@ -91,3 +93,12 @@ def test_with_a_span_pattern_the_files_of_the_spans_read_are_checked(tmp_path):
 def test_span_data_roots_that_cannot_be_read_are_named(tmp_path, layout, message):
     with pytest.raises(InputDataError, match=message):
         check_csv_data_root(write_spans(tmp_path, layout), "span-{SPAN}/*")
+
+
+def test_a_data_root_tfx_cannot_match_spans_under_is_named(tmp_path):
+    layout = {"span-1/a.csv": "fare\n1\n"}
+    for folder in ("data*", "data?"):
+        with pytest.raises(InputDataError, match=r"data root .*data\S holds '\*' or '\?'"):
+            check_csv_data_root(write_spans(tmp_path / folder, layout), "span-{SPAN}/*")
+    # Without a pattern TFX globs the root escaped, and reads it.
+    assert check_csv_data_root(write_spans(tmp_path / "data*", {"a.csv": "fare\n1\n"})).files

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import get_args
 
-from components.spans import SpanPattern
+from components.spans import SpanPattern, glob_root
 from pipeline.inputs import InputDataError, check_csv_data_root
 from schemas.draft.features import choose_slices, close_columns, decide_column, drift_measure
 from schemas.draft.noise import NOISE_ROWS, drift_thresholds
@@ -202,10 +202,11 @@ def draft(
 
 def _statistics_location(data_root: Path, data_input: InputSpec, data) -> str:
     """The glob TFDV infers types from: the data root's CSVs, or the latest span's files."""
+    root = glob_root(str(data_root))
     if not data_input.has_spans or data_input.pattern is None:
-        return str(data_root / "*.csv")
+        return f"{root}/*.csv"
     latest = data.spans[-1]
-    return str(data_root / SpanPattern(data_input.pattern).for_span(latest.span, latest.version))
+    return f"{root}/{SpanPattern(data_input.pattern).for_span(latest.span, latest.version)}"
 
 
 def main(argv: list[str] | None = None) -> int:
