@@ -250,6 +250,21 @@ def test_the_runner_refuses_a_bad_spec_before_anything_runs(tmp_path, taxi_slice
     assert not output_dir.exists()
 
 
+def test_an_output_dir_named_like_a_glob_is_refused_before_anything_runs(
+    tmp_path, taxi_slice, capsys
+):
+    output_dir = tmp_path / "out[1]"
+    args = ["--data-root", str(taxi_slice), "--output-dir", str(output_dir)]
+    assert local_runner.main(args) == local_runner.EXIT_FAILED
+    last_line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last_line == (
+        f"error: OutputDirError: output dir {output_dir} holds '[': TFX's steps find their "
+        "inputs under it by glob patterns, which read such a character as one; choose an "
+        "--output-dir without it"
+    )
+    assert not output_dir.exists()
+
+
 def test_a_data_root_without_the_specs_spans_is_refused_at_once(tmp_path, taxi_slice, capsys):
     from tests.span_data import span_schema_dir
 

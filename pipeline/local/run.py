@@ -87,6 +87,7 @@ def run_local(options: LocalRunOptions) -> RunReport:
     checked = check_csv_data_root(options.data_root, data_input.pattern, data_input.spans)
     check_label_columns(checked, options.dataset, options.spec_file)
     output_dir = options.output_dir.resolve()
+    check_output_dir(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(output_dir):
         claim_output_dir(output_dir, options.dataset.name)
@@ -175,6 +176,26 @@ def check_label_columns(data: CsvDataRoot, dataset: DatasetSpec, spec_file: Path
             f"{spec_file} reads. For other data, draft a schema dir with "
             "`python -m schemas.draft --data-root DIR --label COLUMN --output-dir SCHEMA_DIR` "
             "and pass --schema-dir SCHEMA_DIR"
+        )
+
+
+class OutputDirError(ValueError):
+    """The output directory cannot hold a run."""
+
+
+def check_output_dir(output_dir: Path) -> None:
+    """OutputDirError where `output_dir`'s path holds a glob character.
+
+    TFX's steps find their inputs by globbing the artifact directories under it
+    (Transform and the Trainer read `<examples>/Split-train/*`), so in an output
+    dir named `out[1]` they would find nothing, deep in a Beam stack trace.
+    """
+    held = sorted({c for c in str(output_dir) if c in "*?["})
+    if held:
+        raise OutputDirError(
+            f"output dir {output_dir} holds {', '.join(map(repr, held))}: TFX's steps find "
+            "their inputs under it by glob patterns, which read such a character as one; "
+            "choose an --output-dir without it"
         )
 
 
