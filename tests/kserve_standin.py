@@ -732,7 +732,13 @@ class KServeController:
         # With the share of the traffic the revision had when the request came.
         percent = sum(t.percent for t in service.ingress if t.revision == revision.name)
         self.predict_requests.append(
-            {"revision": revision.name, "tag": tag, "percent": percent, "body": json.loads(body)}
+            {
+                "revision": revision.name,
+                "storage_uri": revision.storage_uri,
+                "tag": tag,
+                "percent": percent,
+                "body": json.loads(body),
+            }
         )
         status, answer = revision.server.predict(body)
         if status == 200 and revision.wrong:
