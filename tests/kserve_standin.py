@@ -54,8 +54,15 @@ ROUTE_LAG_S, `progress_deadline_s`):
    Unknown (knative service.go checkRoutesNotReady L175-200) and requests
    go by the old routes: a tag the ingress does not have yet answers 404.
 5. `latestRolledoutRevision` becomes the latest Ready revision once the
-   routed traffic gives it 100% (kserve v0.15.0 inference_service_status.go
-   PropagateStatus L450-458).
+   routed traffic gives its `latestRevision` target 100%, and the one it
+   replaces becomes `previousRolledoutRevision` (kserve v0.15.0
+   inference_service_status.go PropagateStatus L451-458). KServe's rollback
+   (L459-470): when the rolled-out revision is also the latest Ready and
+   the latest created, its `latestRevision` target has less than 100% and
+   its targets add up to 100%, `latestRolledoutRevision` goes back to
+   `previousRolledoutRevision`, and `prev` is rendered on it. Each
+   controller step is played in the order it comes (`_settle`), so KServe
+   reads every status between two of them.
 6. `status.url` appears once the Knative Service is Ready (configuration and
    route: inference_service_status.go L480-488 at v0.15.0) and is never
    cleared; `status.observedGeneration` is the Knative Service's generation
@@ -70,9 +77,13 @@ ROUTE_LAG_S, `progress_deadline_s`):
    ignores `canaryTrafficPercent`.
 
 Faults on demand: `fail_next_revision(reason, message)` crashes the next
-revision created; `answer_wrongly()` makes every revision created from then on
+revision of a new model (a storageUri no revision had before);
+`answer_wrongly()` makes every revision of a new model created from then on
 answer 1 - p instead of p; `hold_routes()` stops the Routes from following
-the spec; `rerender()` re-renders every Knative Service (a
+the spec; `report_route_first()` has the Knative Service report its Route's
+new traffic before its Configuration reports the new revision (knative
+service.go L83-96, L116-122, which KServe's template, never named, does not
+serialize); `rerender()` re-renders every Knative Service (a
 KServe upgrade), which moves `observedGeneration` away from the
 InferenceService's `metadata.generation` for good.
 
@@ -94,7 +105,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -178,6 +189,15 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     return target
 
 
+class Target(NamedTuple):
+    """One entry of a Route's traffic: Knative's TrafficTarget as KServe reads it."""
+
+    revision: str
+    percent: int
+    tag: str | None
+    latest: bool  # latestRevision: the target follows the Configuration's latest Ready revision
+
+
 @dataclass
 class Service:
     """One InferenceService, its Knative Service's state, and its revisions."""
@@ -188,12 +208,15 @@ class Service:
     template_changed: float | None = None  # a revision is due CREATE_LAG_S after it
     latest_ready: str | None = None
     rolled_out: str | None = None
-    desired: list[tuple[str, int, str | None]] = field(default_factory=list)
+    previous_rolled_out: str | None = None
+    desired: list[Target] = field(default_factory=list)
     desired_since: float = 0.0
-    routed: list[tuple[str, int, str | None]] = field(default_factory=list)
+    routed: list[Target] = field(default_factory=list)
     routed_since: float = 0.0
     # What the ingress sends requests by: the routed traffic, INGRESS_LAG_S later.
-    ingress: list[tuple[str, int, str | None]] = field(default_factory=list)
+    ingress: list[Target] = field(default_factory=list)
+    # Every change of `ingress`, as (storageUri, percent) of each target with traffic.
+    ingress_history: list[list[tuple[str, int]]] = field(default_factory=list)
     url: str | None = None
     ksvc_generation: int = 1
     rendered: str = ""
@@ -246,6 +269,7 @@ class KServeController:
         self._fail_next: tuple[str, str] | None = None
         self._wrong = False
         self._routes_held = False
+        self._route_first = False
         self._lock = threading.RLock()
 
     # --- the test's side -------------------------------------------------
@@ -276,18 +300,23 @@ class KServeController:
             self.services[(namespace, name)] = service
             service.template_changed = -1e9  # long settled
             self._settle(service, time.monotonic())
-            for revision in service.revisions:
-                revision.created = -1e9
-            service.desired_since = -1e9
-            for _ in range(3):
-                self._settle(service, time.monotonic())
-                service.routed_since = -1e9
 
     def fail_next_revision(self, reason: str, message: str) -> None:
+        """The next revision of a storageUri no revision served before crashes."""
         self._fail_next = (reason, message)
 
     def answer_wrongly(self, wrong: bool = True) -> None:
+        """Revisions of a storageUri no revision served before answer 1 - p from now on."""
         self._wrong = wrong
+
+    def report_route_first(self, first: bool = True) -> None:
+        """Knative's Service reports its Route's new traffic before its Configuration reports
+        the new revision: the Configuration observes the new generation ROUTE_LAG_S later
+        than it does by default (knative v0.44.0 and v0.48.1 reconciler/service/service.go
+        L83-96: a Configuration that has not observed its generation leaves
+        latestCreatedRevision and latestReadyRevision as they were, and L116-122 propagate
+        the Route's status anyway)."""
+        self._route_first = first
 
     def hold_routes(self, held: bool = True) -> None:
         """Routes stop following the spec (an ingress that does not take its configuration)."""
@@ -313,9 +342,16 @@ class KServeController:
             self._settle(found, time.monotonic())
             if not found.ingress:
                 return None
-            best = max(found.ingress, key=lambda t: t[1])[0]
+            best = max(found.ingress, key=lambda t: t.percent).revision
             revision = found.revision(best)
             return revision.storage_uri if revision else None
+
+    def ingress_history(self, namespace: str, name: str) -> list[list[tuple[str, int]]]:
+        """Each traffic split the ingress has served, as (storageUri, percent) pairs."""
+        with self._lock:
+            found = self.services[(namespace, name)]
+            self._settle(found, time.monotonic())
+            return copy.deepcopy(found.ingress_history)
 
     # --- the controllers -----------------------------------------------------
     def _new_revision(self, service: Service, now: float) -> None:
@@ -324,10 +360,11 @@ class KServeController:
         name = f"{meta['name']}-predictor-{len(service.revisions) + 1:05d}"
         uri = model["storageUri"]
         tag = model.get("runtimeVersion") or DEFAULT_IMAGE_TAG
+        new_model = all(r.storage_uri != uri for r in service.revisions)
         revision = Revision(
-            name=name, storage_uri=uri, image_tag=tag, created=now, wrong=self._wrong
+            name=name, storage_uri=uri, image_tag=tag, created=now, wrong=self._wrong and new_model
         )
-        if self._fail_next is not None:
+        if self._fail_next is not None and new_model:
             revision.outcome = "crash"
             revision.message = self._fail_next[1]
             self._fail_next = None
@@ -355,17 +392,18 @@ class KServeController:
             revision.outcome = "hang"
             revision.message = "Initial scale was never achieved"
 
-    def _desired_traffic(self, service: Service) -> list[tuple[str, int, str | None]]:
+    def _desired_traffic(self, service: Service) -> list[Target]:
         """The Knative Service's traffic as its Route resolves it: `latestRevision` to
         latestReadyRevision, and no targets while no revision is Ready (knative v0.44.0
         route/traffic/traffic.go addConfigurationTarget L354-377)."""
         if service.latest_ready is None:
             return []
         return [
-            (
-                service.latest_ready if target.get("latestRevision") else target["revisionName"],
+            Target(
+                service.latest_ready if target["latestRevision"] else target["revisionName"],
                 target["percent"],
                 target["tag"],
+                target["latestRevision"],
             )
             for target in self._ksvc_traffic(service)
         ]
@@ -381,31 +419,56 @@ class KServeController:
             targets = [{"latestRevision": True, "percent": canary, "tag": tag}]
             if canary < 100:
                 targets.append(
-                    {"revisionName": service.rolled_out, "percent": 100 - canary, "tag": "prev"}
+                    {
+                        "revisionName": service.rolled_out,
+                        "latestRevision": False,
+                        "percent": 100 - canary,
+                        "tag": "prev",
+                    }
                 )
             return targets
         return [{"latestRevision": True, "percent": 100, "tag": tag}]
 
+    def _next_event(self, service: Service) -> tuple[float, str] | None:
+        """The earliest thing a controller does next, and when."""
+        due: list[tuple[float, str]] = []
+        if service.template_changed is not None:
+            lag = CREATE_LAG_S + (ROUTE_LAG_S if self._route_first else 0.0)
+            due.append((service.template_changed + lag, "configuration"))
+        latest = service.revisions[-1] if service.revisions else None
+        if latest is not None and latest.outcome == "ready" and service.latest_ready != latest.name:
+            due.append((latest.created + READY_AFTER_S, "ready"))
+        if service.routed != service.desired:
+            due.append((service.desired_since + ROUTE_LAG_S, "route"))
+        if service.ingress != service.routed:
+            due.append((service.routed_since + INGRESS_LAG_S, "ingress"))
+        return min(due, default=None)
+
     def _settle(self, service: Service, now: float) -> None:
-        """Everything the controllers would have done by `now`, in their order."""
+        """Everything the controllers would have done by `now`, one event at a time in the
+        order they come, so that what KServe reads between two of them counts."""
         if service.standard:
             return
-        if service.template_changed is not None and now - service.template_changed >= CREATE_LAG_S:
-            self._new_revision(service, service.template_changed + CREATE_LAG_S)
-            service.template_changed = None
-        latest = service.revisions[-1] if service.revisions else None
-        if latest is not None and latest.ready(now):
-            service.latest_ready = latest.name
-        desired = self._desired_traffic(service)
-        if desired != service.desired and not self._routes_held:
-            service.desired, service.desired_since = desired, now
-        if service.routed != service.desired and now - service.desired_since >= ROUTE_LAG_S:
-            service.routed, service.routed_since = list(service.desired), now
-        if service.ingress != service.routed and now - service.routed_since >= INGRESS_LAG_S:
-            service.ingress = list(service.routed)
-        for revision, percent, _ in service.routed:
-            if revision == service.latest_ready and percent == 100:
-                service.rolled_out = revision
+        self._follow(service, now)
+        while (event := self._next_event(service)) is not None and event[0] <= now:
+            at, kind = event
+            if kind == "configuration":
+                self._new_revision(service, at)
+                service.template_changed = None
+            elif kind == "ready":
+                service.latest_ready = service.revisions[-1].name
+            elif kind == "route":
+                service.routed, service.routed_since = list(service.desired), at
+            else:
+                service.ingress = list(service.routed)
+                service.ingress_history.append(
+                    [
+                        (service.revision(t.revision).storage_uri, t.percent)
+                        for t in service.ingress
+                        if t.percent
+                    ]
+                )
+            self._follow(service, at)
         rendered = json.dumps([service.template(), self._ksvc_traffic(service)], sort_keys=True)
         if rendered != service.rendered:
             if service.rendered:
@@ -415,6 +478,45 @@ class KServeController:
         if service.url is None and ksvc_ready:
             meta = service.body["metadata"]
             service.url = f"{self.base_url}/serving/{meta['namespace']}/{meta['name']}"
+
+    def _follow(self, service: Service, at: float) -> None:
+        """KServe reads the Knative Service's status, then renders its traffic anew."""
+        self._propagate(service)
+        desired = self._desired_traffic(service)
+        if desired != service.desired and not self._routes_held:
+            service.desired, service.desired_since = desired, at
+
+    @staticmethod
+    def _propagate(service: Service) -> None:
+        """kserve v0.15.0 pkg/apis/serving/v1beta1/inference_service_status.go PropagateStatus
+        L444-472 (v0.16.0 L527-555, v0.17.0 L529-557, unchanged), on the Knative Service's
+        status: a latestRevision target on the latest Ready revision with 100% rolls it out
+        and keeps the one before as previousRolledoutRevision (L451-458). The second branch
+        (L459-470) is KServe's rollback: when that revision is already the rolled-out one and
+        also the latest created, and its latestRevision target has less than 100% while all
+        its targets add up to 100%, the rolled-out revision goes back to the previous one,
+        and the traffic KServe renders sends `prev` there (ksvc_reconciler.go L119, L140-148).
+        A canaryTrafficPercent patched onto an unchanged template does that on purpose; a
+        model and canaryTrafficPercent patched together do it when the Route reports before
+        the Configuration (`report_route_first`)."""
+        latest_created = service.revisions[-1].name if service.revisions else None
+        totals: dict[str, int] = {}
+        for target in service.routed:
+            totals[target.revision] = totals.get(target.revision, 0) + target.percent
+        for target in service.routed:
+            if target.revision != service.latest_ready or not target.latest:
+                continue
+            if service.rolled_out != service.latest_ready:
+                if target.percent == 100:
+                    service.previous_rolled_out = service.rolled_out
+                    service.rolled_out = service.latest_ready
+            elif (
+                service.latest_ready == latest_created
+                and target.percent < 100
+                and totals[target.revision] == 100
+                and service.previous_rolled_out
+            ):
+                service.rolled_out = service.previous_rolled_out
 
     @staticmethod
     def _route_ready(service: Service) -> bool:
@@ -471,11 +573,13 @@ class KServeController:
         conditions.append({"type": "Ready", "status": ready["status"]})
         latest = service.revisions[-1] if service.revisions else None
         # Empty fields are left out, as Go's omitempty leaves them (ComponentStatusSpec).
+        # In ComponentStatusSpec's order (inference_service_status.go v0.15.0 L57-69).
         revisions = {
             key: value
             for key, value in (
-                ("latestCreatedRevision", latest.name if latest else None),
                 ("latestReadyRevision", service.latest_ready),
+                ("latestCreatedRevision", latest.name if latest else None),
+                ("previousRolledoutRevision", service.previous_rolled_out),
                 ("latestRolledoutRevision", service.rolled_out),
             )
             if value
@@ -488,12 +592,16 @@ class KServeController:
                     **revisions,
                     "traffic": [
                         {
-                            "revisionName": revision,
-                            "percent": percent,
-                            "latestRevision": tag == "latest",
+                            "revisionName": target.revision,
+                            "percent": target.percent,
+                            "latestRevision": target.latest,
                         }
-                        | ({"tag": tag, "url": self._url(service, tag)} if tag is not None else {})
-                        for revision, percent, tag in service.routed
+                        | (
+                            {"tag": target.tag, "url": self._url(service, target.tag)}
+                            if target.tag is not None
+                            else {}
+                        )
+                        for target in service.routed
                     ],
                 }
             },
@@ -611,10 +719,10 @@ class KServeController:
                 return 404, {"error": f"no route for {name}.{namespace}"}
             self._settle(service, time.monotonic())
             if tag is not None:
-                target = next((t for t in service.ingress if t[2] == tag), None)
+                target = next((t for t in service.ingress if t.tag == tag), None)
                 if target is None:
                     return 404, {"error": f"no route for {tag}-{name}.{namespace}"}
-                revision = service.revision(target[0])
+                revision = service.revision(target.revision)
             else:
                 revision = self._split(service)
         if revision is None or revision.server is None:
@@ -622,9 +730,15 @@ class KServeController:
         if model != name:
             return 404, {"error": f"Servable not found for request: Latest({model})"}
         # With the share of the traffic the revision had when the request came.
-        percent = sum(p for r, p, _ in service.ingress if r == revision.name)
+        percent = sum(t.percent for t in service.ingress if t.revision == revision.name)
         self.predict_requests.append(
-            {"revision": revision.name, "tag": tag, "percent": percent, "body": json.loads(body)}
+            {
+                "revision": revision.name,
+                "storage_uri": revision.storage_uri,
+                "tag": tag,
+                "percent": percent,
+                "body": json.loads(body),
+            }
         )
         status, answer = revision.server.predict(body)
         if status == 200 and revision.wrong:
@@ -636,10 +750,10 @@ class KServeController:
         in a fixed order (request n goes to the target holding slot n mod 100)."""
         slot = service.request_count % 100
         service.request_count += 1
-        for revision, percent, _ in service.ingress:
-            if slot < percent:
-                return service.revision(revision)
-            slot -= percent
+        for target in service.ingress:
+            if slot < target.percent:
+                return service.revision(target.revision)
+            slot -= target.percent
         return None
 
 

@@ -15,9 +15,11 @@ import hashlib
 import json
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -37,6 +39,7 @@ from trainer.json_signature import JSON_SIGNATURE
 
 NAMESPACE = "models"
 TOKEN = "deploy-token"
+T = TypeVar("T")
 SERVING = {"inference_service": "taxi", "service_account": "kserve-models", "ready_timeout": "30s"}
 
 
@@ -403,9 +406,9 @@ def test_a_later_version_takes_no_traffic_before_its_smoke_request_passes(rollou
 def test_a_failing_revision_is_rolled_back_with_knatives_message(rollouts):
     error = rollouts["failed"]
     message = str(error)
-    assert message.startswith("version 300 rolled back: revision taxi-predictor-00003 failed: ")
+    assert message.startswith("version 300 rolled back: revision taxi-predictor-00004 failed: ")
     assert (
-        'PredictorConfigurationReady=False (RevisionFailed): Revision "taxi-predictor-00003" '
+        'PredictorConfigurationReady=False (RevisionFailed): Revision "taxi-predictor-00004" '
         "failed with message: Back-off pulling image." in message
     )
     assert message.endswith("/kserve/200 (version 200) serves all traffic again")
@@ -416,7 +419,7 @@ def test_a_failing_revision_is_rolled_back_with_knatives_message(rollouts):
 def test_a_revision_that_answers_wrongly_never_takes_traffic(rollouts):
     message = str(rollouts["wrong"])
     assert "answered the smoke request (8 eval rows) differently from the pushed model" in message
-    wrong = [r for r in rollouts["requests"] if r["body"] and r["revision"].endswith("00005")]
+    wrong = [r for r in rollouts["requests"] if r["storage_uri"].endswith("/kserve/400")]
     assert [r["percent"] for r in wrong] == [0]
     after = rollouts["after_wrong"]
     assert manifest.storage_uri(after).endswith("/kserve/200")
@@ -513,8 +516,8 @@ def test_a_first_version_that_answers_wrongly_leaves_no_service(
 
 
 @dataclass
-class ServingOne:
-    """An InferenceService of the test's own with version 1 rolled out."""
+class OwnService:
+    """An InferenceService of the test's own, and a rollout of a version onto it."""
 
     name: str
     go: Callable[..., Rollout]
@@ -525,7 +528,7 @@ def serving_one(cluster, served, smoke_rows, tmp_path, request):
     name = "cut-" + hashlib.sha1(request.node.name.encode()).hexdigest()[:8]
     go = functools.partial(rollout, cluster, served, smoke_rows, tmp_path, inference_service=name)
     assert go("1").run().outcome == "created"
-    return ServingOne(name, go)
+    return OwnService(name, go)
 
 
 def test_a_step_killed_after_its_smoke_request_leaves_the_canary_and_a_rerun_promotes(
@@ -576,6 +579,129 @@ def test_a_promotion_that_runs_late_fails_the_step_but_does_not_reject_the_versi
         f"timed out after 10s waiting for revision {serving_one.name}-predictor"
     )
     assert not raised.value.rejects
+
+
+# --- KServe's rollback of the rolled-out revision (previousRolledoutRevision) ---------------
+
+
+@pytest.fixture()
+def serving_two(cluster, served, smoke_rows, tmp_path, request):
+    """Version 1 someone else created, replaced by version 2 with all the traffic at once:
+    KServe's previousRolledoutRevision is version 1's revision."""
+    standin, api = cluster
+    name = "two-" + hashlib.sha1(request.node.name.encode()).hexdigest()[:8]
+    go = functools.partial(rollout, cluster, served, smoke_rows, tmp_path, inference_service=name)
+    standin.kserve.seed(NAMESPACE, name, go("1").storage_uri)
+    two = go("2")
+    api.patch_service(NAMESPACE, name, manifest.model_patch(two.config, two.candidate, None, None))
+    wait_for(
+        lambda: manifest.PredictorStatus.of(standin.kserve.service(NAMESPACE, name)),
+        lambda s: (
+            s.settled()
+            and s.rolled_out == f"{name}-predictor-00002"
+            and s.is_true(manifest.ROUTE_READY)
+        ),
+    )
+    return OwnService(name, go)
+
+
+def wait_for(read: Callable[[], T], done: Callable[[T], bool], seconds: float = 10.0) -> T:
+    deadline = time.monotonic() + seconds
+    while not done(found := read()):
+        assert time.monotonic() < deadline, found
+        time.sleep(0.05)
+    return found
+
+
+def test_a_canary_on_an_unchanged_template_rolls_back_to_the_previous_rolled_out_revision(
+    cluster, serving_two
+):
+    """KServe's own rollback (PropagateStatus' second branch): canaryTrafficPercent alone."""
+    standin, api = cluster
+    name = serving_two.name
+    api.patch_service(NAMESPACE, name, manifest.traffic_patch(0))
+    wait_for(
+        lambda: standin.kserve.serving_storage_uri(NAMESPACE, name),
+        lambda uri: uri.endswith("/kserve/1"),
+    )
+    predictor = standin.kserve.service(NAMESPACE, name)["status"]["components"]["predictor"]
+    first, second = f"{name}-predictor-00001", f"{name}-predictor-00002"
+    assert predictor["previousRolledoutRevision"] == predictor["latestRolledoutRevision"] == first
+    assert [(t["revisionName"], t["percent"], t["tag"]) for t in predictor["traffic"]] == [
+        (second, 0, "latest"),
+        (first, 100, "prev"),
+    ]
+    assert list(predictor)[:4] == [
+        "latestReadyRevision", "latestCreatedRevision", "previousRolledoutRevision",
+        "latestRolledoutRevision",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("route_first", [False, True], ids=["configuration_first", "route_first"])
+def test_a_model_and_canary_patched_together_fall_back_only_when_the_route_reports_first(
+    cluster, serving_two, route_first
+):
+    """What the rollout patched before it pinned the fallback: version 3 with 0% at once."""
+    standin, api = cluster
+    name = serving_two.name
+    three = serving_two.go("3")
+    two = manifest.spec_model(standin.kserve.service(NAMESPACE, name))
+    standin.kserve.report_route_first(route_first)
+    try:
+        api.patch_service(
+            NAMESPACE, name, manifest.model_patch(three.config, three.candidate, two, 0)
+        )
+        wait_for(
+            lambda: standin.kserve.service(NAMESPACE, name),
+            lambda s: manifest.PredictorStatus.of(s).routed(f"{name}-predictor-00003") is not None,
+        )
+    finally:
+        standin.kserve.report_route_first(False)
+    history = standin.kserve.ingress_history(NAMESPACE, name)
+    served = [uri.rsplit("/", 1)[-1] for uri, _ in history[-1]]
+    assert served == (["1"] if route_first else ["2"])
+
+
+def test_a_rollout_never_sends_traffic_to_an_older_version_when_the_route_reports_first(
+    cluster, serving_two
+):
+    standin, _ = cluster
+    name = serving_two.name
+    before = len(standin.kserve.ingress_history(NAMESPACE, name))
+    applied = len(standin.kserve.applied)
+    standin.kserve.report_route_first()
+    try:
+        outcome = serving_two.go("3").run()
+    finally:
+        standin.kserve.report_route_first(False)
+    assert outcome.outcome == "promoted"
+    # Every split the service's URL served, from before the rollout to its promotion.
+    history = standin.kserve.ingress_history(NAMESPACE, name)[before:]
+    versions = {uri.rsplit("/", 1)[-1] for split in history for uri, _ in split}
+    assert versions == {"2", "3"}, history
+    assert standin.kserve.serving_storage_uri(NAMESPACE, name).endswith("/kserve/3")
+    # How: version 2 again with all the traffic first, so KServe's fallback serves version 2.
+    pin, model = patches(standin.kserve.applied, applied)[:2]
+    assert (uri_of(pin).rsplit("/", 1)[-1], uri_of(model).rsplit("/", 1)[-1]) == ("2", "3")
+    assert pin["spec"]["predictor"]["canaryTrafficPercent"] is None
+    assert model["spec"]["predictor"]["canaryTrafficPercent"] == 0
+
+
+def test_a_fallback_pin_that_does_not_finish_fails_the_step_without_rejecting_the_version(
+    cluster, serving_two
+):
+    standin, _ = cluster
+    standin.kserve.hold_routes()
+    try:
+        with pytest.raises(DeployError) as raised:
+            serving_two.go("3", ready_timeout="1s").run()
+    finally:
+        standin.kserve.hold_routes(False)
+    assert str(raised.value).startswith(
+        "version 3 was not tried: rolling version 2 out again before its canary did not finish"
+    )
+    assert not raised.value.rejects
+    assert standin.kserve.serving_storage_uri(NAMESPACE, serving_two.name).endswith("/kserve/2")
 
 
 # --- deployment modes ----------------------------------------------------------------------

@@ -16,6 +16,14 @@ tests):
 * a revision is Ready (`latestReadyRevision`) before the Route lists it in
   `status.traffic`, and the tag URLs come with the Route; the smoke request
   waits for both (`PredictorRouteReady`);
+* KServe's rollback: when the rolled-out revision is also the latest Ready and
+  the latest created, and a split gives its `latestRevision` target less than
+  100% and it 100% in total, `latestRolledoutRevision` goes back to
+  `previousRolledoutRevision`, which then takes `prev` (kserve v0.15.0
+  inference_service_status.go L459-470). A model and `canaryTrafficPercent`
+  patched together reach that state when Knative's Route reports before its
+  Configuration, so the rollout first makes that revision serve the
+  rolled-out model (rollout.py, `_pin_fallback`);
 * the InferenceService's annotations (and labels) are copied into the
   revision template (kserve v0.15.0 components/predictor.go L94-96, L399-418):
   changing one rolls out a new revision, so what the step records on the
@@ -277,6 +285,8 @@ class PredictorStatus:
     conditions: Mapping[str, Condition]
     # The deployment mode KServe reports (0.15+: status.deploymentMode), if any.
     deployment_mode: str | None = None
+    # The revision rolled out before `rolled_out`: where KServe's rollback sends traffic.
+    previous_rolled_out: str | None = None
 
     @classmethod
     def of(cls, service: Mapping[str, Any]) -> PredictorStatus:
@@ -306,6 +316,7 @@ class PredictorStatus:
                 if c.get("type")
             },
             deployment_mode=status.get("deploymentMode"),
+            previous_rolled_out=component.get("previousRolledoutRevision") or None,
         )
 
     def percent_of(self, revision: str | None) -> int:
@@ -330,6 +341,19 @@ class PredictorStatus:
         ):
             return target
         return None
+
+    def rollback_target_differs(self) -> bool:
+        """Whether a canary split reported before its new revision would send all traffic to
+        `previous_rolled_out`, not to the rolled-out revision: KServe rolls back when the
+        rolled-out revision is also the latest Ready and the latest created and a split
+        gives it 100% in total (kserve v0.15.0 inference_service_status.go L459-470), and
+        Knative keeps reporting those two until its Configuration observes a new template
+        (knative v0.44.0 reconciler/service/service.go L83-96, L116-122)."""
+        return (
+            self.previous_rolled_out is not None
+            and self.previous_rolled_out != self.rolled_out
+            and self.rolled_out == self.latest_ready == self.latest_created
+        )
 
     def failure(self) -> str | None:
         """Why the latest created revision failed, in Knative's words, or None."""

@@ -7,6 +7,10 @@ nothing served before, so nothing is lost, and no wrong model stays up.
 
 Later versions:
 
+0. if KServe could roll traffic back to a revision before the rolled-out one
+   (`previousRolledoutRevision`, see `_pin_fallback`), roll the rolled-out
+   model out once more as a new revision with all the traffic, so that the
+   revision KServe falls back to serves the same model;
 1. patch the predictor's model with `canaryTrafficPercent: 0`: the revision
    rolled out before keeps all the traffic (KServe splits only when a
    revision was rolled out: ksvc_reconciler.go L130);
@@ -221,6 +225,7 @@ class Rollout:
         return self._outcome("created", f"version {self.version} serves all traffic", status)
 
     def _canary(self, status: PredictorStatus, rolled_out: ServedModel) -> Outcome:
+        status = self._pin_fallback(status, rolled_out)
         self.log(
             f"Rolling out {self.storage_uri} on {self.where} at 0% of the traffic; "
             f"{rolled_out.storage_uri} (version {rolled_out.version}, rolled out) keeps it"
@@ -253,6 +258,44 @@ class Rollout:
             f"revision {revision} to take all traffic",
         )
         return self._outcome("promoted", f"version {self.version} serves all traffic", status)
+
+    def _pin_fallback(self, status: PredictorStatus, rolled_out: ServedModel) -> PredictorStatus:
+        """Makes the revision KServe's rollback sends traffic to serve the rolled-out model.
+
+        Knative's Service reports its Route's new traffic even while its Configuration has
+        not yet observed the new template (knative v0.44.0 to HEAD reconciler/service/
+        service.go L83-96, L116-122; KServe never names the template, which would serialize
+        them). For that moment the split `[rolled-out 0% latest, rolled-out 100% prev]`
+        comes with the rolled-out revision still the latest created, and KServe moves
+        `latestRolledoutRevision` back to `previousRolledoutRevision` for the rest of the
+        canary (kserve v0.15.0 inference_service_status.go L459-470; v0.16.0 L542-553,
+        v0.17.0 L544-555). No order of patches avoids it: `canaryTrafficPercent` patched
+        before the model does it every time (that is KServe's documented rollback), and the
+        model patched first gives the new revision all the traffic once Ready. So the
+        rolled-out model is rolled out once more, without a split (a new revision takes all
+        the traffic; no rollback branch applies), and the revision it replaces, which serves
+        the same model, becomes the one KServe would fall back to."""
+        if not status.rollback_target_differs():
+            return status
+        self.log(
+            f"KServe would fall back to revision {status.previous_rolled_out} during a canary; "
+            f"rolling {rolled_out.storage_uri} (version {rolled_out.version}) out again first "
+            "so that the revision it falls back to serves it"
+        )
+        self._put_model(rolled_out, rolled_out, None, status, "pin")
+        try:
+            revision, _ = self._await_routed(status.latest_created)
+            return self._settle(
+                lambda s: s.rolled_out == revision and s.percent_of(revision) == 100,
+                f"revision {revision} (version {rolled_out.version} again) to take all traffic",
+            )
+        except DeployError as err:
+            raise DeployError(
+                f"version {self.version} was not tried: rolling version {rolled_out.version} "
+                f"out again before its canary did not finish ({err}). Version "
+                f"{rolled_out.version} keeps the traffic",
+                rejects=False,
+            ) from None
 
     def _roll_back(self, rolled_out: ServedModel, reason: str) -> None:
         """Restores the rolled-out model (its revision keeps the traffic meanwhile); raises."""
