@@ -19,6 +19,7 @@ from kubeflow.settings import load_settings, parse_settings
 from kubeflow.settings.fields import SettingsError
 from pipeline import fingerprint
 from pipeline import steps as dag
+from pipeline.beam import MULTI_PROCESSING_RUNNER_ARG
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, golden_path, update_goldens
 from tests.harness import EXPECTED_EDGES, MINIO, RUN_REPORT_EDGES, build
 from trainer.preprocessing import preprocessing_fn
@@ -540,6 +541,7 @@ def test_default_beam_engine_runs_each_beam_step_in_its_pod(compiled, settings):
     spec, _ = compiled
     for task in BEAM_STEPS:
         assert _beam_args(spec, task) == [
+            MULTI_PROCESSING_RUNNER_ARG,
             "--direct_running_mode=multi_processing",
             "--direct_num_workers=0",
             f"--sdk_container_image={settings.image}",
@@ -597,7 +599,10 @@ def test_one_step_on_dataflow_another_on_flink_the_rest_unchanged():
         f"--sdk_container_image={settings.image}",
     ]
     for task in BEAM_STEPS - {dag.TRANSFORM, dag.EVALUATOR}:
-        assert _beam_args(spec, task)[0] == "--direct_running_mode=multi_processing"
+        assert _beam_args(spec, task)[:2] == [
+            MULTI_PROCESSING_RUNNER_ARG,
+            "--direct_running_mode=multi_processing",
+        ]
 
     # Beam itself reads the compiled flags as meant.
     from apache_beam.options.pipeline_options import (
