@@ -40,7 +40,7 @@ def fn_api_runner_with_options() -> fn_runner.FnApiRunner:
         provisioned = fn_runner.FnApiRunner(provision_info=worker_provision_info(options))
         return provisioned.run_pipeline(pipeline, options)
 
-    runner.run_pipeline = run_pipeline  # type: ignore[method-assign]
+    runner.run_pipeline = run_pipeline
     return runner
 
 
