@@ -40,7 +40,7 @@ RUN uv sync --locked --no-dev --extra gpu \
     && python -m compileall -q /pipeline/pipeline /pipeline/components /pipeline/trainer \
        /pipeline/schemas /pipeline/kubeflow /pipeline/local_runner.py \
     && python -c "import trainer.run, pipeline.pipeline, components.data_gate, components.served_model, kubeflow.steps.run_report" \
-    && python -c "import kubeflow.step_entrypoint, pipeline.s3_plugin, apache_beam.io.aws.s3filesystem" \
+    && python -c "import kubeflow.step_entrypoint, pipeline.s3_plugin, pipeline.beam_runner, apache_beam.io.aws.s3filesystem" \
     && python -c "import components.report.plots"
 
 # KubeflowV2DagRunner sets each step's command

@@ -136,22 +136,23 @@ def recorded_attempt(executor_input: dict[str, Any]) -> Iterator[AttemptOutcome]
 
 def written_locations(output_uris: list[str], outputs: Mapping[str, Sequence[Any]]) -> list[str]:
     """Where a step writes: its task directory (its outputs' parent) and every
-    s3:// location its outputs' metadata names (the Pusher's pushed version)."""
+    s3:// or gs:// location its outputs' metadata names (the Pusher's pushed version)."""
     from kubeflow.steps.step_records import task_directory
+    from pipeline.object_store import is_remote
 
     named = [
         value
         for artifacts in outputs.values()
         for artifact in artifacts
         for value in artifact.metadata.values()
-        if isinstance(value, str) and value.startswith("s3://")
+        if isinstance(value, str) and is_remote(value)
     ]
     return sorted({*(task_directory(uri) for uri in output_uris), *named})
 
 
 def _remove_folder_markers(output_uris: list[str], outputs: Mapping[str, Sequence[Any]]) -> None:
     """Removes the folder markers the attempt left where it wrote (pipeline.object_store
-    .remove_folder_markers says how tensorflow-io leaves them): a downstream step's
+    .remove_folder_markers says how TensorFlow leaves them on S3 and GCS): a downstream step's
     launcher would fail to download them. Never fails the step; says what is left."""
     from absl import logging
 
@@ -169,4 +170,4 @@ def _remove_folder_markers(output_uris: list[str], outputs: Mapping[str, Sequenc
         )
         return
     if removed:
-        logging.info("Removed folder markers tensorflow-io left: %s", ", ".join(removed))
+        logging.info("Removed folder markers TensorFlow left: %s", ", ".join(removed))

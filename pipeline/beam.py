@@ -24,17 +24,18 @@ BeamMode = Literal["auto", "in_memory", "multi_processing"]
 # faster and smaller; at twice it the two were level, and beyond it the in-memory
 # runner's memory grows faster (docs/scale.md has the runs).
 IN_MEMORY_MAX_BYTES = 256 * 1024 * 1024
-# Beam's own FnApiRunner, named, for the steps that run in memory. The default,
-# DirectRunner, first tries to run each pipeline on Prism (apache_beam 2.74.0,
-# runners/direct/direct_runner.py L203-233): it fetches Prism's binary from GitHub
-# at run time, runs the pipeline there when the fetch works, and otherwise falls
-# back to the FnApiRunner (L234-245), about 0.4 s later and leaving temporary
-# directories behind. Named, an in-memory step runs where its tests ran, with no
-# download. Multi-processing steps keep the DirectRunner: it hands the pipeline's
-# options to the FnApiRunner (L236-243), which passes them to its worker
-# processes (local_job_service.py L204-214; `--beam_plugins` for s3:// among
-# them), and a FnApiRunner named alone has none to pass.
+# Every Beam step names its runner. Beam's default, the DirectRunner, first tries
+# to run each pipeline on Prism (apache_beam 2.74.0, runners/direct/direct_runner.py
+# L203-233): it fetches Prism's binary from GitHub at run time, runs the pipeline
+# there when the fetch works, and otherwise falls back to the FnApiRunner
+# (L234-245), about 0.4 s later and leaving temporary directories behind. Named,
+# a step runs where its tests ran, with no download.
+# In memory: Beam's own FnApiRunner.
 IN_MEMORY_RUNNER_ARG = "--runner=FnApiRunner"
+# Multi-processing: the FnApiRunner handed the pipeline's options, which its
+# worker processes need (`--beam_plugins` for s3://), as the DirectRunner hands
+# them (pipeline/beam_runner.py); a FnApiRunner named alone has none to pass.
+MULTI_PROCESSING_RUNNER_ARG = "--runner=pipeline.beam_runner.fn_api_runner_with_options"
 # A running job service answers at once; Beam itself would wait 60 s and then
 # raise a timeout that names nothing.
 JOB_SERVICE_TIMEOUT_S = 20
@@ -66,7 +67,11 @@ def beam_pipeline_args(mode: str, *, num_workers: int | None = None) -> list[str
         return [IN_MEMORY_RUNNER_ARG]
     if mode == "multi_processing":
         workers = num_workers if num_workers is not None else (os.cpu_count() or 1)
-        return ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
+        return [
+            MULTI_PROCESSING_RUNNER_ARG,
+            "--direct_running_mode=multi_processing",
+            f"--direct_num_workers={workers}",
+        ]
     raise ValueError(f"unknown Beam mode {mode!r}; use in_memory or multi_processing")
 
 

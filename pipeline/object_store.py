@@ -9,7 +9,8 @@ Three libraries touch artifact and data URIs, each with its own S3 client:
 * Beam's `FileSystems` (ExampleGen's CSV reads, every Beam step's writes) uses
   boto3, which reads `AWS_ENDPOINT_URL_S3`, `AWS_CA_BUNDLE`,
   `AWS_DEFAULT_REGION` and the same credentials.
-* The reachability check and the folder-marker sweep below, also boto3.
+* The reachability check and the folder-marker sweep below, also boto3; the
+  sweep reaches gs:// through google-cloud-storage.
 
 `minio://` is what KFP's own launcher calls a MinIO bucket; no TensorFlow or
 Beam filesystem knows that scheme, so it is refused with the spelling that
@@ -208,21 +209,31 @@ def check_reachable(uris: Iterable[str]) -> None:
 
 
 def remove_folder_markers(uris: Iterable[str]) -> list[str]:
-    """Deletes the folder markers under each s3:// prefix in `uris`; returns the URIs removed.
+    """Deletes the folder markers under each s3:// and gs:// prefix in `uris`; returns the URIs
+    removed.
 
-    A folder marker is a zero-byte key ending in "/". KFP's launcher cannot
-    download an input that holds one (kubeflow/pipelines#13476; docs/
-    object-stores.md, "Inputs the launcher downloads"), so a downstream step
-    would fail before it starts. tensorflow-io 0.37.1 can leave one wherever
-    `tf.io.gfile` creates a directory that already exists: its CreateDir
-    writes the marker exactly when the path exists (s3_filesystem.cc
+    A folder marker is a zero-byte object whose name ends in "/". KFP's
+    launcher cannot download an input that holds one (kubeflow/pipelines#13476;
+    docs/object-stores.md, "Inputs the launcher downloads"), so a downstream
+    step would fail before it starts. tensorflow-io 0.37.1 can leave one on S3
+    wherever `tf.io.gfile` creates a directory that already exists: its
+    CreateDir writes the marker exactly when the path exists (s3_filesystem.cc
     L1036-1050 at v0.37.1), through a file whose `sync_needed` flag is never
     initialized (L375, constructor L377-396), so whether Close uploads the
     empty object (Sync, L439) depends on what memory held. Not reproducible
-    on demand; seen once in this project's executed S3 tests. Other keys,
-    empty files included, are kept. Local paths and gs:// are skipped.
+    on demand; seen once in this project's executed S3 tests. TensorFlow's
+    own GCS filesystem writes one for every directory it creates
+    (tsl/platform/cloud/gcs_file_system.cc, GcsFileSystem::CreateDir: "Create
+    a zero-length directory marker object"). Other objects, empty files
+    included, are kept. Local paths are skipped.
     """
-    prefixes = sorted({u.rstrip("/") + "/" for u in uris if uri_scheme(u) == "s3"})
+    prefixes = sorted({u.rstrip("/") + "/" for u in uris if is_remote(u)})
+    s3 = [p for p in prefixes if uri_scheme(p) == "s3"]
+    gs = [p for p in prefixes if uri_scheme(p) == "gs"]
+    return _remove_s3_folder_markers(s3) + _remove_gcs_folder_markers(gs)
+
+
+def _remove_s3_folder_markers(prefixes: list[str]) -> list[str]:
     if not prefixes:
         return []
     from botocore.exceptions import BotoCoreError, ClientError
@@ -236,6 +247,44 @@ def remove_folder_markers(uris: Iterable[str]) -> list[str]:
         except (BotoCoreError, ClientError) as err:
             raise ObjectStoreError(f"{_store_name(bucket)}: {prefix}: {err}") from None
     return removed
+
+
+def _remove_gcs_folder_markers(prefixes: list[str]) -> list[str]:
+    """The same sweep on GCS, through google-cloud-storage (apache-beam[gcp] brings it),
+    with the credentials the process has (a pod's workload identity, say)."""
+    if not prefixes:
+        return []
+    from google.api_core.exceptions import GoogleAPICallError
+    from google.auth.exceptions import GoogleAuthError
+    from google.cloud import storage
+
+    try:
+        client = storage.Client()
+    except GoogleAuthError as err:
+        raise ObjectStoreError(f"Google Cloud Storage: no credentials: {err}") from None
+    removed = []
+    for prefix in prefixes:
+        bucket_name, _, name_prefix = prefix[len("gs://") :].partition("/")
+        try:
+            markers = [
+                blob
+                for blob in client.list_blobs(bucket_name, prefix=name_prefix, timeout=_GCS_TIMEOUT)
+                if blob.name.endswith("/") and blob.size == 0
+            ]
+            # A marker already gone (another attempt's sweep) is what was wanted.
+            client.bucket(bucket_name).delete_blobs(
+                markers, on_error=lambda _blob: None, timeout=_GCS_TIMEOUT
+            )
+        except (GoogleAPICallError, GoogleAuthError) as err:
+            raise ObjectStoreError(
+                f"Google Cloud Storage, bucket {bucket_name!r}: {prefix}: {err}"
+            ) from None
+        removed += [f"gs://{bucket_name}/{blob.name}" for blob in markers]
+    return removed
+
+
+# google-cloud-storage's (connect, read) timeouts, as bounded as the S3 client's.
+_GCS_TIMEOUT = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
 
 
 def _remove_markers(client, bucket: str, key_prefix: str) -> list[str]:

@@ -7,10 +7,14 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from pipeline.beam import (
     IN_MEMORY_MAX_BYTES,
+    MULTI_PROCESSING_RUNNER_ARG,
     beam_pipeline_args,
     choose_beam_mode,
     local_step_beam_args,
 )
+
+# A module only `--beam_plugins` would import in a worker process (nothing here imports it).
+PLUGIN = "tests.beam_worker_probe"
 
 
 def test_the_mode_follows_the_size_unless_one_is_asked_for():
@@ -93,3 +97,69 @@ def test_an_in_memory_beam_step_runs_on_the_fn_api_runner_and_never_tries_prism(
     assert_that(default | beam.Create([1, 2, 3]) | beam.combiners.Count.Globally(), equal_to([3]))
     default.run().wait_until_finish()
     assert handed_to_prism == [default]
+
+
+def _plugin_imported_in_worker(_element, parent: int) -> tuple[bool, bool]:
+    """Runs in a Beam worker: whether it is another process than the test's, and whether
+    it imported PLUGIN when it started."""
+    import os
+    import sys
+
+    return os.getpid() != parent, PLUGIN in sys.modules
+
+
+def _worker_saw(args: list[str]):
+    """Runs one element through a worker with `--beam_plugins=PLUGIN`; returns the pipeline."""
+    import os
+
+    import apache_beam as beam
+
+    pipeline = beam.Pipeline(argv=[*args, f"--beam_plugins={PLUGIN}"])
+    seen = pipeline | beam.Create([0]) | beam.Map(_plugin_imported_in_worker, os.getpid())
+    return pipeline, seen
+
+
+@pytest.mark.slow  # two pipelines, each starting a worker process
+def test_a_multi_processing_step_never_tries_prism_and_its_workers_get_the_options(
+    monkeypatch,
+):
+    """Local runs above the in-memory threshold and Kubeflow's `engine: direct` run on
+    the FnApiRunner, named (pipeline/beam_runner.py); their worker processes still get
+    the pipeline's options, `--beam_plugins` (s3:// for TensorFlow) among them."""
+    from apache_beam.runners.portability import fn_api_runner, prism_runner
+    from apache_beam.testing.util import assert_that, equal_to
+
+    handed_to_prism = []
+
+    def no_prism(runner, pipeline, options):
+        handed_to_prism.append(pipeline)
+        raise RuntimeError("no Prism here")  # the DirectRunner then falls back
+
+    monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", no_prism)
+    args = beam_pipeline_args("multi_processing", num_workers=1)
+    assert args[0] == MULTI_PROCESSING_RUNNER_ARG
+    pipeline, seen = _worker_saw(args)
+    assert_that(seen, equal_to([(True, True)]))
+    pipeline.run().wait_until_finish()
+    assert handed_to_prism == []
+    assert type(pipeline.runner) is fn_api_runner.FnApiRunner
+
+    # The negative: the FnApiRunner named alone, as in memory, hands its workers no options.
+    alone = ["--runner=FnApiRunner", *args[1:]]
+    pipeline, seen = _worker_saw(alone)
+    assert_that(seen, equal_to([(True, False)]))
+    pipeline.run().wait_until_finish()
+
+
+def test_the_named_runner_is_beams_fn_api_runner_as_beam_resolves_it():
+    """Beam builds the runner from its name; tf.Transform then picks its TensorFlow session
+    config by the runner's exact type, and a subclass would get none (pipeline/beam_runner.py)."""
+    from apache_beam.runners.direct.direct_runner import DirectRunner
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    from apache_beam.runners.runner import create_runner
+    from tensorflow_transform.beam import impl
+
+    runner = create_runner(MULTI_PROCESSING_RUNNER_ARG.split("=", 1)[1])
+    assert type(runner) is FnApiRunner
+    configs = impl._DEFAULT_TENSORFLOW_CONFIG_BY_BEAM_RUNNER_TYPE
+    assert configs.get(type(runner)) is configs[DirectRunner] is not None

@@ -23,6 +23,7 @@ from components.csv_to_examples import (
 )
 from components.example_blocks import RowsLostError, name_staged_files, staging_dir
 from components.example_gen import SpanResolvingExecutor, input_config
+from pipeline.beam import beam_pipeline_args
 from tests.conftest import read_taxi_rows, write_csv
 from tests.harness import run_example_gen, split_records
 
@@ -144,7 +145,7 @@ def test_two_worker_processes_write_every_row_once_in_tfx_s_splits(tmp_path):
     for part in range(4):
         write_csv(root / f"part-{part}.csv", header, rows[part::4])
     properties = {"input_config": proto_utils.proto_to_json(input_config(None))}
-    workers = ("--direct_running_mode=multi_processing", "--direct_num_workers=2")
+    workers = tuple(beam_pipeline_args("multi_processing", num_workers=2))
     ours = run_example_gen(SpanResolvingExecutor, root, tmp_path / "ours", properties, workers)
     stock = run_example_gen(stock_csv_executor.Executor, root, tmp_path / "stock", properties)
     assert split_records(ours) == split_records(stock)

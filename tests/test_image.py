@@ -64,15 +64,16 @@ def _locked_version(package: str) -> str:
     return match.group(1)
 
 
-def build_context(extra_ignores: tuple[str, ...] = ()) -> list[str]:
-    """The files `docker build .` sends, as the Docker client picks them (.dockerignore)."""
+def build_context(extra_ignores: tuple[str, ...] = (), root: Path = REPO_ROOT) -> list[str]:
+    """The files `docker build .` in `root` sends, as the Docker client picks them
+    (`root`'s .dockerignore)."""
     patterns = [
         line.strip()
-        for line in (REPO_ROOT / ".dockerignore").read_text().splitlines()
+        for line in (root / ".dockerignore").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
-    included = exclude_paths(str(REPO_ROOT), [*patterns, *extra_ignores])
-    return sorted(p for p in included if (REPO_ROOT / p).is_file())
+    included = exclude_paths(str(root), [*patterns, *extra_ignores])
+    return sorted(p for p in included if (root / p).is_file())
 
 
 def lay_out_image(root: Path, context: list[str]) -> Path:
@@ -192,18 +193,79 @@ def test_every_step_command_of_the_compiled_package_exists_in_the_image(image):
         assert done.returncode == 0, f"{command}: {done.stderr[-2000:]}"
 
 
+def git_ignored(paths: list[str], checkout: Path) -> list[str]:
+    """Which of `paths` the checkout's .gitignore rules ignore, as git itself reads them."""
+    done = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--stdin"],
+        cwd=checkout,
+        input="\n".join(paths),
+        capture_output=True,
+        text=True,
+    )
+    # 0: some path is ignored, 1: none is; anything else (128 outside a checkout)
+    # is git failing, which an empty answer must not hide.
+    assert done.returncode in (0, 1), f"git check-ignore failed: {done.stderr.strip()}"
+    return done.stdout.split()
+
+
 def test_the_build_context_holds_no_file_git_ignores():
     """A developer's caches and builds (mypy's, an egg-info) stay out of the image."""
     context = build_context()
-    ignored = subprocess.run(
-        ["git", "check-ignore", "--no-index", "--stdin"],
-        cwd=REPO_ROOT,
-        input="\n".join(context),
-        capture_output=True,
-        text=True,
-    ).stdout.split()
-    assert ignored == []
+    # A path git ignores, to show the check answers at all.
+    probe = "pipeline/__pycache__/beam.cpython-310.pyc"
+    assert git_ignored([*context, probe], REPO_ROOT) == [probe]
     assert "kubeflow/step_entrypoint.py" in context and "uv.lock" in context
+
+
+def test_the_git_ignore_check_fails_outside_a_checkout(tmp_path):
+    """The negative case: git failing is an error, not "nothing is ignored"."""
+    with pytest.raises(AssertionError, match="git check-ignore failed: fatal: not a git"):
+        git_ignored(["pipeline/beam.py"], tmp_path)
+
+
+# Files a checkout may hold that must never reach the image: secrets, your own
+# data, a run's output (the quick start's OUT/ holds the whole dataset as TFRecords).
+PLANTED = (
+    ".env",
+    ".env.production",
+    "pipeline/.env",
+    "id_rsa",
+    "kubeflow/id_ed25519",
+    "deploy-key.pem",
+    "trainer/tls.key",
+    "kubeconfig",
+    ".kube/config",
+    "kubeflow/cluster.kubeconfig",
+    ".aws/credentials",
+    "components/gcp-credentials.json",
+    "my_data/rides.csv",
+    "schemas/chicago_taxi/sample.csv",
+    "pipeline/local/export.parquet",
+    "data/chicago_taxi/more.csv",
+    "OUT/CsvExampleGen/examples/1/Split-train/data_tfrecord-00000-of-00001.gz",
+    "trainer/examples.tfrecord",
+    "outputs/run/metrics.json",
+)
+
+
+def test_the_build_context_is_an_allow_list(tmp_path):
+    """Planted secrets, data and outputs are left out; the code, lock and schemas go in."""
+    real = build_context()
+    for relative in [*real, *PLANTED]:
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        if relative in real:
+            shutil.copy2(REPO_ROOT / relative, tmp_path / relative)
+        else:
+            (tmp_path / relative).write_text("planted\n")
+    context = build_context(root=tmp_path)
+    assert [p for p in PLANTED if p in context] == []
+    # The positive control: everything the image gets from this checkout still goes in.
+    assert context == real
+    needed = ["uv.lock", "pyproject.toml", "pipeline/beam.py", "kubeflow/step_entrypoint.py"]
+    needed += ["schemas/chicago_taxi/schema.pbtxt", "components/report/report.html.j2"]
+    assert [p for p in needed if p not in context] == []
+    # The image reads its data from the run's data_root, never from the checkout.
+    assert not [p for p in real if p.startswith(("data/", "tests/", "docs/"))]
 
 
 def test_base_image_cuda_matches_tensorflow_build():

@@ -19,6 +19,7 @@ from kubeflow.settings import load_settings, parse_settings
 from kubeflow.settings.fields import SettingsError
 from pipeline import fingerprint
 from pipeline import steps as dag
+from pipeline.beam import MULTI_PROCESSING_RUNNER_ARG
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, golden_path, update_goldens
 from tests.harness import EXPECTED_EDGES, MINIO, RUN_REPORT_EDGES, build
 from trainer.preprocessing import preprocessing_fn
@@ -540,6 +541,7 @@ def test_default_beam_engine_runs_each_beam_step_in_its_pod(compiled, settings):
     spec, _ = compiled
     for task in BEAM_STEPS:
         assert _beam_args(spec, task) == [
+            MULTI_PROCESSING_RUNNER_ARG,
             "--direct_running_mode=multi_processing",
             "--direct_num_workers=0",
             f"--sdk_container_image={settings.image}",
@@ -597,7 +599,10 @@ def test_one_step_on_dataflow_another_on_flink_the_rest_unchanged():
         f"--sdk_container_image={settings.image}",
     ]
     for task in BEAM_STEPS - {dag.TRANSFORM, dag.EVALUATOR}:
-        assert _beam_args(spec, task)[0] == "--direct_running_mode=multi_processing"
+        assert _beam_args(spec, task)[:2] == [
+            MULTI_PROCESSING_RUNNER_ARG,
+            "--direct_running_mode=multi_processing",
+        ]
 
     # Beam itself reads the compiled flags as meant.
     from apache_beam.options.pipeline_options import (
@@ -772,6 +777,73 @@ def test_spark_through_an_external_worker_pool():
 def test_beam_configuration_errors_name_the_field(path, value, message):
     with pytest.raises(SettingsError, match=message):
         parse_settings(_with(path, value), STEP_IDS, BEAM_STEPS)
+
+
+@pytest.mark.parametrize(
+    ("option", "instead"),
+    [
+        ("s3_access_key_id", "object_store.credentials"),
+        ("s3_secret_access_key", "object_store.credentials"),
+        ("s3_session_token", "object_store.credentials"),
+        ("azure_connection_string", "azure_managed_identity_client_id"),
+        ("my_plugin_password", "object_store.credentials"),
+    ],
+)
+def test_a_credential_in_beam_options_is_refused_naming_the_secret_setting(option, instead):
+    engine = {**DATAFLOW, "options": {**DATAFLOW["options"], option: "AKIA-planted"}}
+    with pytest.raises(SettingsError) as raised:
+        parse_settings(_with("beam.components.Transform", engine), STEP_IDS, BEAM_STEPS)
+    message = str(raised.value)
+    assert message.startswith(f"beam.components.Transform.options.{option}: a credential;")
+    assert instead in message and "\n" not in message
+    assert "AKIA-planted" not in message
+
+
+def test_identity_options_that_hold_no_secret_still_pass():
+    """The guard's negative: options naming who the workers are, not a key, compile."""
+    options = {
+        **DATAFLOW["options"],
+        "service_account_email": "workers@my-project.iam.gserviceaccount.com",
+        "impersonate_service_account": "deployer@my-project.iam.gserviceaccount.com",
+        "dataflow_kms_key": "projects/p/locations/l/keyRings/r/cryptoKeys/k",
+        "s3_region_name": "eu-west-1",
+    }
+    raw = _with("beam.components.Transform", {**DATAFLOW, "options": options})
+    settings = parse_settings(raw, STEP_IDS, BEAM_STEPS)
+    args = settings.beam_for(dag.TRANSFORM).pipeline_args(settings.image)
+    assert "--service_account_email=workers@my-project.iam.gserviceaccount.com" in args
+
+
+def test_no_secret_value_the_settings_name_reaches_the_compiled_package(tmp_path, monkeypatch):
+    """Settings that name every secret a step gets (the store's key pair, KServe's and the
+    training replicas' service accounts), compiled by a shell that holds the values."""
+    planted = {
+        "AWS_ACCESS_KEY_ID": "AKIAPLANTEDACCESSKEY",
+        "AWS_SECRET_ACCESS_KEY": "planted/secret/access/key+0123456789",
+        "AWS_SESSION_TOKEN": "planted-session-token-0123456789",
+        "AZURE_STORAGE_CONNECTION_STRING": "AccountKey=plantedazurekey0123456789",
+        "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "planted-gcp-key.json"),
+    }
+    (tmp_path / "planted-gcp-key.json").write_text('{"private_key": "planted-gcp-private-key"}')
+    for name, value in planted.items():
+        monkeypatch.setenv(name, value)
+    raw = {**copy.deepcopy(RAW_SETTINGS), **copy.deepcopy(MINIO)}
+    raw["serving"] = {"inference_service": "taxi", "service_account": "kserve-models"}
+    # Workers outside the step's pod get the store's settings as Beam options.
+    raw["beam"] = {"components": {"Transform": DATAFLOW, "Evaluator": FLINK}}
+    config = tmp_path / "settings.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    package = tmp_path / "pipeline.yaml"
+    assert kfp_compile.main(["--output", str(package), "--config", str(config)]) == 0
+
+    text = package.read_text()
+    leaked = [v for v in [*planted.values(), "planted-gcp-private-key"] if v in text]
+    assert leaked == []
+    # What the package does hold: references to the secret and its keys, by name.
+    secret_ref = MINIO["object_store"]["credentials"]
+    for name in (secret_ref["secret"], secret_ref["access_key_id_key"], "kserve-models"):
+        assert name in text, name
+    assert "--s3_endpoint_url=http://minio-service.kubeflow:9000" in text
 
 
 def test_unknown_beam_option_fails_the_compile_with_a_suggestion():

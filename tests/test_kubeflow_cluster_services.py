@@ -41,7 +41,7 @@ import yaml
 from kubeflow.compile import pipeline_step_ids
 from kubeflow.settings import KubeflowSettings, load_settings
 from kubeflow.worker_pool import sidecar_container
-from pipeline.beam import JOB_SERVICE_TIMEOUT_S
+from pipeline.beam import JOB_SERVICE_TIMEOUT_S, beam_pipeline_args
 from pipeline.object_store import (
     BEAM_PLUGIN_MODULE,
     CONNECT_TIMEOUT_S,
@@ -375,7 +375,7 @@ def test_a_store_that_never_answers_is_given_up_within_the_checks_budget(monkeyp
 def test_beam_worker_processes_read_s3_through_the_plugin(store, plugin, tmp_path):
     """The compiled `--beam_plugins` is what lets TensorFlow in a Beam worker reach s3://."""
     prefix = f"s3://pipelines/probe/{'with' if plugin else 'without'}"
-    beam_args = ["--direct_running_mode=multi_processing", "--direct_num_workers=1"]
+    beam_args = beam_pipeline_args("multi_processing", num_workers=1)
     beam_args += [f"--beam_plugins={BEAM_PLUGIN_MODULE}"] if plugin else []
     proc = subprocess.run(
         [sys.executable, "-m", "tests.beam_worker_probe", prefix, *beam_args],

@@ -147,7 +147,7 @@ def test_folder_markers_are_removed_and_every_other_key_kept(store, monkeypatch,
     assert sorted(removed) == sorted(f"s3://pipelines/{key}" for key in markers)
     assert sorted(store.keys("s3://pipelines/sweep/")) == sorted(kept)
     assert remove_folder_markers(["s3://pipelines/sweep/run/Trainer"]) == []
-    assert remove_folder_markers(["/local/path", "gs://bucket/x"]) == []
+    assert remove_folder_markers(["/local/path"]) == []
 
 
 def test_a_delete_the_store_refuses_is_an_error_naming_the_store(store, monkeypatch, tmp_path):
@@ -162,6 +162,53 @@ def test_a_delete_the_store_refuses_is_an_error_naming_the_store(store, monkeypa
         remove_folder_markers(["s3://pipelines/sweep"])
 
 
+@pytest.fixture(scope="module")
+def gcs():
+    """A GCS JSON API on loopback (gcp-storage-emulator, in memory) with a bucket `pipelines`;
+    google-cloud-storage reaches it, without credentials, through STORAGE_EMULATOR_HOST."""
+    from gcp_storage_emulator.server import create_server
+
+    server = create_server("127.0.0.1", 0, in_memory=True, default_bucket="pipelines")
+    server.start()
+    try:
+        # Port 0: the OS picked a free port as the server bound it.
+        yield f"http://127.0.0.1:{server._api._httpd.server_port}"
+    finally:
+        server.stop()
+
+
+def test_gcs_folder_markers_are_removed_and_every_other_object_kept(gcs, monkeypatch):
+    """The step-end sweep on gs://, as TensorFlow's GCS filesystem leaves markers there."""
+    from google.cloud import storage
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs)
+    bucket = storage.Client().bucket("pipelines")
+    kept = ["sweep/run/Trainer/model/saved_model.pb", "sweep/run/Trainer/model/empty_file",
+            "sweep/elsewhere/"]  # fmt: skip
+    markers = ["sweep/run/Trainer/", "sweep/run/Trainer/model/", "sweep/run/Trainer/model/a/b/"]
+    for name in kept + markers:
+        bucket.blob(name).upload_from_string(b"x" if name.endswith(".pb") else b"")
+    # A non-empty object whose name ends in "/" is data, not a marker.
+    bucket.blob("sweep/run/Trainer/odd/").upload_from_string(b"data")
+    kept.append("sweep/run/Trainer/odd/")
+
+    removed = remove_folder_markers(["gs://pipelines/sweep/run/Trainer", "/local/path"])
+
+    assert sorted(removed) == sorted(f"gs://pipelines/{name}" for name in markers)
+    listed = storage.Client().list_blobs("pipelines", prefix="sweep/")
+    assert sorted(blob.name for blob in listed) == sorted(kept)
+    assert remove_folder_markers(["gs://pipelines/sweep/run/Trainer"]) == []
+
+
+def test_a_gcs_bucket_the_sweep_cannot_reach_is_an_error_naming_it(gcs, monkeypatch):
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs)
+    with pytest.raises(
+        ObjectStoreError,
+        match=r"^Google Cloud Storage, bucket 'no-such-bucket': gs://no-such-bucket/run/: 404 ",
+    ):
+        remove_folder_markers(["gs://no-such-bucket/run"])
+
+
 def test_a_step_writes_in_its_task_directory_and_where_its_outputs_metadata_points():
     from kubeflow.steps.step_records import OutputArtifact
 
@@ -173,6 +220,12 @@ def test_a_step_writes_in_its_task_directory_and_where_its_outputs_metadata_poin
     assert written_locations(uris, {"pushed_model": (pushed,)}) == [
         "s3://b/run/Pusher",
         "s3://serving/taxi/17",
+    ]
+    pushed = OutputArtifact(uri="gs://b/run/Pusher/pushed_model",
+                            metadata={"pushed_destination": "gs://serving/taxi/17"})  # fmt: skip
+    assert written_locations(["gs://b/run/Pusher/pushed_model"], {"pushed_model": (pushed,)}) == [
+        "gs://b/run/Pusher",
+        "gs://serving/taxi/17",
     ]
 
 

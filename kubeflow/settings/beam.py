@@ -29,6 +29,25 @@ BeamOptionValue = str | int | float | bool | tuple[str | int | float, ...]
 # (the pipeline image started with --worker_pool listens on 50000).
 WORKER_POOL_PORT = 50000
 WORKER_POOL_ADDRESS = f"localhost:{WORKER_POOL_PORT}"
+# Beam's own options that carry a credential (apache-beam 2.74.0,
+# options/pipeline_options.py: S3Options L2218-2240, AzureOptions L1304-1316;
+# GoogleCloudOptions and the rest name identities, never keys). Every option is
+# written in plain text into each Beam step's container arguments, which anyone
+# who can read the pipeline in KFP sees; each maps to the setting to use instead.
+_S3_SECRET = (
+    "put the key pair in a Kubernetes Secret and name it in object_store.credentials "
+    "(secret, access_key_id_key, secret_access_key_key), or leave it out for the pod's identity"
+)
+CREDENTIAL_OPTIONS = {
+    "s3_access_key_id": _S3_SECRET,
+    "s3_secret_access_key": _S3_SECRET,
+    "s3_session_token": _S3_SECRET,
+    "azure_connection_string": (
+        "give the workers an identity instead (azure_managed_identity_client_id)"
+    ),
+}
+# Any other option whose name says it holds a secret (a plugin's own, say).
+_CREDENTIAL_NAME = re.compile(r"secret|password|passphrase|token|access_key|private_key|credential")
 
 
 @dataclass(frozen=True)
@@ -106,6 +125,12 @@ def _beam_engine(values: Any, where: str) -> BeamEngine:
             raise SettingsError(f"{option}: not a Beam option name (snake_case, no leading --)")
         if name == "runner":
             raise SettingsError(f"{option}: set `engine` instead; it picks the runner")
+        if name in CREDENTIAL_OPTIONS or _CREDENTIAL_NAME.search(name):
+            instead = CREDENTIAL_OPTIONS.get(name, f"{_S3_SECRET} for S3")
+            raise SettingsError(
+                f"{option}: a credential; Beam options are written in plain text into every "
+                f"Beam step's arguments: {instead}"
+            )
         options[name] = _beam_option_value(value, option)
     for name in BEAM_REQUIRED_OPTIONS[engine]:
         if name not in options:
