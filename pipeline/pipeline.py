@@ -218,6 +218,8 @@ def create_pipeline(
         input_base=data_root,
         input_pattern=dataset.input.pattern,
         spans=dataset.input.spans,
+        input_format=dataset.input.format,
+        ignore=dataset.ignore,
         input_snapshot=first.input_snapshot,
     ).with_id(EXAMPLE_GEN)
 

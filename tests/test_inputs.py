@@ -14,10 +14,13 @@ def test_real_data_root_is_accepted(taxi_slice):
 @pytest.mark.parametrize(
     ("files", "message"),
     [
-        ({}, "holds no \\*.csv files"),
+        ({}, "holds no data files"),
         ({"data.csv": ""}, "is empty: it has no header row"),
         ({"data.csv": "fare,tips\n"}, "has a header but no data rows"),
-        ({"data.csv": "fare,tips\n1,2\n", "notes.txt": "x"}, "not CSV: notes.txt"),
+        (
+            {"data.csv": "fare,tips\n1,2\n", "notes.txt": "x"},
+            "neither CSV nor Parquet: .*notes.txt",
+        ),
         ({"a.csv": "fare,tips\n1,2\n", "b.csv": "fare\n1\n"}, "must share one header"),
         ({"data.csv": ",fare,tips\n0,1,2\n"}, r"column\(s\) \[1\] of the header have no name"),
         ({"data.csv": "fare,tips,fare\n1,2,3\n"}, r"column name\(s\) \['fare'\] appear more"),
@@ -79,7 +82,10 @@ def test_with_a_span_pattern_the_files_of_the_spans_read_are_checked(tmp_path):
             {"data.csv": "fare\n1\n"},
             r"no files under .* match the input pattern 'span-\{SPAN\}/\*'",
         ),
-        ({"span-1/a.csv": "fare\n1\n", "span-1/notes.txt": "x"}, r"matches files that are not CSV"),
+        (
+            {"span-1/a.csv": "fare\n1\n", "span-1/notes.txt": "x"},
+            r"neither CSV nor Parquet: .*notes\.txt",
+        ),
         ({"span-1/a.csv": "fare\n1\n", "span-1/b.csv": "tips\n1\n"}, r"must share one header"),
         ({"span-1/a.csv": "fare\n"}, r"has a header but no data rows"),
         (

@@ -84,7 +84,13 @@ def run_local(options: LocalRunOptions) -> RunReport:
     from pipeline.local.run_lock import RunLock
 
     data_input = options.dataset.input
-    checked = check_csv_data_root(options.data_root, data_input.pattern, data_input.spans)
+    checked = check_csv_data_root(
+        options.data_root,
+        data_input.pattern,
+        data_input.spans,
+        format=data_input.format,
+        ignore=options.dataset.ignore,
+    )
     check_label_columns(checked, options.dataset, options.spec_file)
     output_dir = options.output_dir.resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
