@@ -1,260 +1,22 @@
-"""ExampleGen's Parquet reader: row groups read by pyarrow, each column cast to its feature type.
+"""ExampleGen's Parquet reader: a Beam element per row group, each read by pyarrow and its
+columns cast to their features (components/parquet_columns.py holds the type
+mapping, the merge over files, and the casts).
 
 TFX's Parquet executor (`custom_executors/parquet_executor.py`) turns each row
 into a Python dict and each value into a Feature with `if not pyval:` in the
 way, so 0, 0.0, False and "" become missing (tensorflow/tfx#6407). Here no row
-is ever a Python object: each column of a row group is cast with Arrow kernels
-to what components/example_encoding.py encodes, by this mapping (the type table
-in docs/parquet-and-partitions.md; tests/test_parquet_to_examples.py asserts it
-column by column):
-
-- int8..int64, uint8..uint64 -> INT (a uint64 beyond int64 stops the run);
-- bool -> INT 0 or 1;
-- float16, float32, float64 -> FLOAT (rounded to float32, as the CSV path);
-- decimal128/256: scale 0 -> INT (beyond int64 stops the run), else FLOAT;
-- string, large_string, binary, large_binary, fixed_size_binary -> STRING;
-- dictionary -> as its values;
-- timestamp, any unit, with or without a time zone -> INT microseconds since
-  1970-01-01 UTC (a naive timestamp is taken as UTC, as Arrow stores it);
-  sub-microsecond digits stop the run;
-- date32, date64 -> INT days since 1970-01-01;
-- null (empty throughout) -> a Feature with no kind, as an empty CSV column;
-- list, large_list, fixed_size_list of one of these -> every value, as its
-  values' kind; null elements are dropped.
-
-A null (and an empty list) is missing: the feature with no values, as an
-empty CSV cell is written. Struct, map, a list of lists and every other type
-are refused when the run is planned, before any row is read, naming the
-column, the file and what to do.
-
-Schema evolution: the columns are the union over every file read, and a file
-that lacks one has it missing in its rows; each column's type is merged over
-the files (int32 and int64 are INT; an int in one file and a float in another
-is FLOAT, as the CSV type rule has it); a column that changes family (int64
-to string, timestamp to int) stops the run naming both files.
-
-Each row group is a Beam element, so a large file is read by several workers.
+is ever a Python object. Each row group is a Beam element, so a large file is
+read by several workers on a multi-processing or cluster runner.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 import apache_beam as beam
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 from tfx_bsl.coders.csv_decoder import ColumnType
 
-# Rows per record batch read from a row group (~ the CSV reader's blocks).
-BATCH_ROWS = 8192
-_DAY_MS = 86_400_000
-
-
-class ParquetError(ValueError):
-    """A Parquet file or column ExampleGen cannot read as features; names the file and column."""
-
-
-@dataclass(frozen=True)
-class FeatureType:
-    """What an Arrow type becomes: its family (which types merge), kind, and whether a list."""
-
-    family: str  # number | bytes | timestamp | date | null
-    kind: ColumnType
-    is_list: bool = False
-
-    def describe(self) -> str:
-        return f"{'list of ' if self.is_list else ''}{self.family}"
-
-
-def _scalar_type(arrow_type: pa.DataType) -> FeatureType | None:
-    t = arrow_type
-    if pa.types.is_dictionary(t):
-        return _scalar_type(t.value_type)
-    if pa.types.is_null(t):
-        return FeatureType("null", ColumnType.UNKNOWN)
-    if pa.types.is_boolean(t) or pa.types.is_integer(t):
-        return FeatureType("number", ColumnType.INT)
-    if pa.types.is_floating(t):
-        return FeatureType("number", ColumnType.FLOAT)
-    if pa.types.is_decimal(t):
-        return FeatureType("number", ColumnType.INT if t.scale == 0 else ColumnType.FLOAT)
-    if (
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_fixed_size_binary(t)
-    ):
-        return FeatureType("bytes", ColumnType.STRING)
-    if pa.types.is_timestamp(t):
-        return FeatureType("timestamp", ColumnType.INT)
-    if pa.types.is_date(t):
-        return FeatureType("date", ColumnType.INT)
-    return None
-
-
-def _is_list(t: pa.DataType) -> bool:
-    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
-
-
-def feature_type(arrow_type: pa.DataType) -> FeatureType | None:
-    """The feature an Arrow type becomes (module doc's table), or None: unsupported."""
-    if _is_list(arrow_type):
-        inner = _scalar_type(arrow_type.value_type)
-        return None if inner is None else FeatureType(inner.family, inner.kind, is_list=True)
-    return _scalar_type(arrow_type)
-
-
-def merge(a: FeatureType, b: FeatureType) -> FeatureType | None:
-    """One column's feature type over two files, or None: they cannot be one feature."""
-    if a.family == "null":
-        return FeatureType(b.family, b.kind, a.is_list or b.is_list)
-    if b.family == "null":
-        return FeatureType(a.family, a.kind, a.is_list or b.is_list)
-    if a.family != b.family or a.is_list != b.is_list:
-        return None
-    return FeatureType(a.family, max(a.kind, b.kind), a.is_list)
-
-
-@dataclass(frozen=True)
-class ParquetPlan:
-    """What a run reads: each column's feature type over every file, and the row groups."""
-
-    types: dict[str, FeatureType]
-    row_groups: tuple[tuple[str, int], ...]  # (file, row group index)
-    skipped: tuple[str, ...] = ()  # unsupported columns the dataset spec ignores
-
-    @property
-    def kinds(self) -> dict[str, ColumnType]:
-        return {name: t.kind for name, t in self.types.items()}
-
-    @property
-    def column_names(self) -> tuple[str, ...]:
-        return tuple(self.types)
-
-
-def plan_files(
-    files: Iterable[str], open_binary: Callable[[str], BinaryIO], ignore: Iterable[str] = ()
-) -> ParquetPlan:
-    """Every file's footer read (no rows): the columns' merged types and the row groups.
-
-    ParquetError for a file that is not Parquet, an unsupported column not in
-    `ignore` (the dataset spec's), and a column whose type changes family.
-    """
-    ignore = set(ignore)
-    types: dict[str, FeatureType] = {}
-    seen_in: dict[str, tuple[str, pa.DataType]] = {}  # column -> (first file, its type)
-    row_groups: list[tuple[str, int]] = []
-    skipped: list[str] = []
-    for path in files:
-        with open_binary(path) as f:
-            try:
-                metadata = pq.ParquetFile(f).metadata
-                schema = metadata.schema.to_arrow_schema()
-            except (pa.ArrowException, OSError) as err:
-                raise ParquetError(
-                    f"{path} is not a Parquet file pyarrow can read: {err}"
-                ) from None
-        for field in schema:
-            found = feature_type(field.type)
-            if found is None:
-                if field.name in ignore:
-                    skipped.append(field.name)
-                    continue
-                raise ParquetError(
-                    f"column {field.name!r} in {path} is {field.type}, which a tf.Example "
-                    "feature cannot hold (one value or a flat list of numbers or strings): "
-                    "flatten it into columns when writing the data, or list it under "
-                    "`ignore:` in the dataset spec"
-                )
-            if field.name in types:
-                merged = merge(types[field.name], found)
-                if merged is None:
-                    first, first_type = seen_in[field.name]
-                    raise ParquetError(
-                        f"column {field.name!r} is {field.type} in {path} but {first_type} in "
-                        f"{first}: a {found.describe()} cannot be read as a "
-                        f"{types[field.name].describe()}; write it with one type in every file "
-                        "(or read the files apart: input.pattern)"
-                    )
-                types[field.name] = merged
-            else:
-                types[field.name] = found
-                seen_in[field.name] = (path, field.type)
-        row_groups += [(path, i) for i in range(metadata.num_row_groups)]
-    return ParquetPlan(
-        types=types, row_groups=tuple(row_groups), skipped=tuple(sorted(set(skipped)))
-    )
-
-
-# --- casting a column to its feature ------------------------------------------
-
-
-def _as_kind(values: pa.Array, kind: ColumnType, where: str) -> pa.Array:
-    """A flat (non-list) column's values as the encoder takes `kind`: int64, float64, binary."""
-    t = values.type
-    if pa.types.is_dictionary(t):
-        values = values.dictionary_decode()
-        t = values.type
-    if pa.types.is_null(t) or kind == ColumnType.UNKNOWN:
-        return pa.nulls(len(values), pa.int64())
-    try:
-        if pa.types.is_timestamp(t):
-            # Safe cast: refuses to drop sub-microsecond digits.
-            return values.cast(pa.timestamp("us", t.tz)).cast(pa.int64())
-        if pa.types.is_date32(t):
-            return values.cast(pa.int32()).cast(pa.int64())
-        if pa.types.is_date64(t):
-            millis = values.cast(pa.int64())
-            days = np.floor_divide(millis.fill_null(0).to_numpy(zero_copy_only=False), _DAY_MS)
-            return pa.array(days, pa.int64(), mask=millis.is_null().to_numpy(zero_copy_only=False))
-        if kind == ColumnType.STRING:
-            return values.cast(pa.binary())
-        if kind == ColumnType.INT:
-            return values.cast(pa.int64())  # bool -> 0/1; safe: refuses values beyond int64
-        if pa.types.is_float16(t):  # Arrow 10 has no cast from half floats
-            mask = values.is_null().to_numpy(zero_copy_only=False)
-            halves = values.to_numpy(zero_copy_only=False)
-            return pa.array(np.where(mask, 0, halves).astype(np.float64), mask=mask)
-        # float32 -> float64 is exact; an int64 in a FLOAT column converts as the CSV
-        # path's Python float() does.
-        return values.cast(pa.float64(), safe=False)
-    except pa.ArrowInvalid as err:
-        raise ParquetError(f"{where}: {err}; such values have no {kind.name} feature") from None
-
-
-def feature_column(column: pa.Array, feature: FeatureType, where: str) -> pa.Array:
-    """One column of a batch, as the encoder takes it (components/example_encoding.py)."""
-    if not _is_list(column.type):
-        return _as_kind(column, feature.kind, where)
-    flat = column.flatten()
-    parents = pa.compute.list_parent_indices(column).to_numpy(zero_copy_only=False)
-    offsets = np.zeros(len(column) + 1, dtype=np.int32)
-    np.cumsum(np.bincount(parents, minlength=len(column)), out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), _as_kind(flat, feature.kind, where))
-
-
-def read_row_group(
-    unit: tuple[str, int], plan: ParquetPlan, open_binary
-) -> Iterator[pa.RecordBatch]:
-    """One row group of one file, in batches of columns cast to their features."""
-    path, index = unit
-    with open_binary(path) as f:
-        parquet = pq.ParquetFile(f)
-        present = [n for n in parquet.schema_arrow.names if n in plan.types]
-        for batch in parquet.iter_batches(
-            batch_size=BATCH_ROWS, row_groups=[index], columns=present, use_threads=False
-        ):
-            yield pa.RecordBatch.from_arrays(
-                [
-                    feature_column(batch.column(name), plan.types[name], f"{path}: column {name!r}")
-                    for name in present
-                ],
-                present,
-            )
+from components.parquet_columns import plan_files, read_row_group
 
 
 def _open(path: str) -> Any:
@@ -274,4 +36,4 @@ def parquet_batches(
         | "RowGroups" >> beam.Create(plan.row_groups)
         | "ReadRowGroups" >> beam.FlatMap(read_row_group, plan, _open)
     )
-    return batches, plan.kinds
+    return batches, {name: ColumnType[kind] for name, kind in plan.kinds.items()}

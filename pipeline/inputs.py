@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass
 
 from components.input_files import InputFormatError, data_files, input_format, is_leftover
-from components.parquet_to_examples import ParquetError, ParquetPlan, plan_files
+from components.parquet_columns import ParquetError, ParquetPlan, plan_files
 from components.spans import Span, SpanPattern, latest_spans
 from components.text_encoding import non_utf8_line
 from pipeline import object_store
