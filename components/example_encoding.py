@@ -34,12 +34,6 @@ from tfx_bsl.coders.csv_decoder import ColumnType
 # packed for numbers). Tags here are (field << 3) | 2 (length-delimited).
 _TAG_1 = b"\x0a"
 _FEATURE_TAG = {ColumnType.STRING: b"\x0a", ColumnType.FLOAT: b"\x12", ColumnType.INT: b"\x1a"}
-# The Arrow type each kind's values are encoded from.
-ARROW_TYPES = {
-    ColumnType.INT: pa.int64(),
-    ColumnType.FLOAT: pa.float32(),
-    ColumnType.STRING: pa.binary(),
-}
 
 
 def _binary(lengths: np.ndarray, data: np.ndarray) -> pa.BinaryArray:

@@ -56,6 +56,14 @@ BATCH_ROWS = 8192
 _DAY_MS = 86_400_000
 # Feature kinds, narrowest first: an INT column read as FLOAT in another file is FLOAT.
 KINDS = ("UNKNOWN", "INT", "FLOAT", "STRING")
+# The Arrow type of each kind's values once cast; a column empty throughout is
+# binary, as TFDV types an empty CSV column (BYTES).
+VALUE_TYPES = {
+    "UNKNOWN": pa.binary(),
+    "INT": pa.int64(),
+    "FLOAT": pa.float64(),
+    "STRING": pa.binary(),
+}
 
 
 class ParquetError(ValueError):
@@ -205,7 +213,7 @@ def _as_kind(values: pa.Array, kind: str, where: str) -> pa.Array:
         values = values.dictionary_decode()
         t = values.type
     if pa.types.is_null(t) or kind == "UNKNOWN":
-        return pa.nulls(len(values), pa.int64())
+        return pa.nulls(len(values), VALUE_TYPES[kind])
     try:
         if pa.types.is_timestamp(t):
             # Safe cast: refuses to drop sub-microsecond digits.

@@ -384,3 +384,25 @@ def test_spark_s_unpadded_date_partitions_are_refused_with_the_pattern_to_use(tm
         r"use the pattern 'dt=\{YYYY\}-\{MM\}-\{DD\}/\*\.parquet'",
     ):
         check_csv_data_root(root, "year={YYYY}/month={MM}/day={DD}/*.parquet")
+
+
+@pytest.mark.slow  # two drafts, each with TFDV's statistics
+def test_the_draft_of_a_parquet_folder_is_the_csv_draft_of_the_same_rows(taxi_slice, tmp_path):
+    from schemas.draft import draft
+
+    parquet_root = taxi_as_parquet(taxi_slice / "data.csv", tmp_path / "parquet")
+    drafted = {}
+    for kind, root in (("csv", taxi_slice), ("parquet", parquet_root)):
+        draft(root, "tips", tmp_path / kind, name="taxi")
+        drafted[kind] = [
+            (tmp_path / kind / name).read_text().replace(str(root), "DATA_ROOT")
+            for name in ("dataset.yaml", "schema.pbtxt")
+        ]
+    csv_spec, csv_schema = drafted["csv"]
+    parquet_spec, parquet_schema = drafted["parquet"]
+    assert parquet_spec == csv_spec
+    # One difference: pickup_census_tract is empty in these rows. The CSV's text
+    # cannot type it (BYTES, as TFDV types an empty column); the Parquet file
+    # says int64 (pyarrow typed it from the whole sample).
+    tract = 'name: "pickup_census_tract"\n  value_count {\n    max: 1\n  }\n  type: '
+    assert parquet_schema.replace(tract + "INT", tract + "BYTES") == csv_schema
