@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import IO
 
 import numpy as np
 import pyarrow as pa
@@ -150,7 +150,7 @@ class ParquetPlan:
 
 
 def plan_files(
-    files: Iterable[str], open_binary: Callable[[str], BinaryIO], ignore: Iterable[str] = ()
+    files: Iterable[str], open_binary: Callable[[str], IO[bytes]], ignore: Iterable[str] = ()
 ) -> ParquetPlan:
     """Every file's footer read (no rows): the columns' merged types and the row groups.
 
@@ -273,7 +273,7 @@ def read_row_group(
 class _ArrowReadable:
     """A binary file as pyarrow reads one: tf.io.gfile's GFile (s3://, gs://) has no `closed`."""
 
-    def __init__(self, file: BinaryIO):
+    def __init__(self, file: IO[bytes]):
         self._file = file
         self.closed = False
 
