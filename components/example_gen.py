@@ -1,4 +1,5 @@
-"""TFX's CsvExampleGen, taught to resolve spans itself and to read a window of them.
+"""ExampleGen: TFX's file-based ExampleGen, reading CSV or Parquet, resolving spans itself
+and reading a window of them.
 
 TFX resolves `{SPAN}`, date and `{VERSION}` placeholders in ExampleGen's
 driver: it picks the latest span, fills in the pattern and fingerprints the
@@ -41,9 +42,9 @@ import apache_beam as beam
 from absl import logging
 from tfx import types
 from tfx.components.example_gen import base_example_gen_executor, input_processor, write_split
+from tfx.components.example_gen import component as example_gen_component
 from tfx.components.example_gen import driver as example_gen_driver
 from tfx.components.example_gen import utils as example_gen_utils
-from tfx.components.example_gen.csv_example_gen import component as csv_component
 from tfx.components.util import examples_utils
 from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.dsl.io import fileio
@@ -64,7 +65,7 @@ from components.input_files import data_files, input_format
 from components.parquet_to_examples import parquet_batches
 from components.spans import SpanPattern, present_spans
 
-# Our own execution properties (see CsvExampleGenSpec).
+# Our own execution properties (see ExampleGenSpec).
 INPUT_WINDOW_KEY = "input_window"
 INPUT_SNAPSHOT_KEY = "input_snapshot"
 # Extra custom property on the examples artifact: every span read, oldest first
@@ -261,7 +262,7 @@ def _split_configs(
 
 
 class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
-    """CsvExampleGen's executor that resolves spans itself where no driver did (module doc)."""
+    """ExampleGen's executor that resolves spans itself where no driver did (module doc)."""
 
     def Do(
         self,
@@ -376,7 +377,7 @@ class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
         return read_window
 
 
-class CsvExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
+class ExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
     """FileBasedExampleGen's spec plus the span window and the input snapshot."""
 
     PARAMETERS: ClassVar[dict[str, ExecutionParameter]] = {
@@ -389,8 +390,8 @@ class CsvExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
     }
 
 
-class CsvExampleGen(csv_component.CsvExampleGen):
-    """`tfx.components.CsvExampleGen` with `SpanResolvingExecutor` (see the module docstring).
+class ExampleGen(example_gen_component.FileBasedExampleGen):
+    """TFX's `FileBasedExampleGen` with `SpanResolvingExecutor` (see the module docstring).
 
     `input_pattern`: None reads every file under `input_base` (TFX's default);
     else a span pattern relative to it. `spans`: how many of the latest spans
@@ -398,7 +399,7 @@ class CsvExampleGen(csv_component.CsvExampleGen):
     from the files' extension); `ignore`: its `ignore:` columns.
     """
 
-    SPEC_CLASS = CsvExampleGenSpec
+    SPEC_CLASS = ExampleGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(SpanResolvingExecutor)
 
     def __init__(
@@ -412,7 +413,7 @@ class CsvExampleGen(csv_component.CsvExampleGen):
         input_snapshot: Any = None,
     ):
         config = input_config(input_pattern)
-        spec = CsvExampleGenSpec(
+        spec = ExampleGenSpec(
             input_base=input_base,
             input_config=config,
             output_config=example_gen_utils.make_default_output_config(config),

@@ -34,7 +34,7 @@ class InputDataError(ValueError):
 
 
 @dataclass(frozen=True)
-class CsvDataRoot:
+class DataRoot:
     """A checked data root: its data files, their format, and their columns (a CSV
     header every file shares; Parquet: the union of the files' columns)."""
 
@@ -45,14 +45,14 @@ class CsvDataRoot:
     parquet: ParquetPlan | None = None  # Parquet: each column's type over every file
 
 
-def check_csv_data_root(
+def check_data_root(
     data_root: str | os.PathLike,
     pattern: str | None = None,
     spans: int = 1,
     *,
     format: str | None = None,
     ignore: tuple[str, ...] = (),
-) -> CsvDataRoot:
+) -> DataRoot:
     """The files a run reads under `data_root`, their format and columns, or
     InputDataError naming the problem. `pattern`, `spans`, `format`: the dataset
     spec's `input` section; `ignore`: its ignored columns."""
@@ -84,7 +84,7 @@ def _checked(
     format: str | None,
     ignore: tuple[str, ...],
     found: tuple[Span, ...] = (),
-) -> CsvDataRoot:
+) -> DataRoot:
     try:
         read_format = input_format(files, format)
     except InputFormatError as err:
@@ -94,19 +94,19 @@ def _checked(
             plan = plan_files(files, object_store.open_binary, ignore)
         except ParquetError as err:
             raise InputDataError(str(err)) from None
-        return CsvDataRoot(
+        return DataRoot(
             files=tuple(files),
             header=plan.column_names,
             spans=found,
             format=read_format,
             parquet=plan,
         )
-    return CsvDataRoot(files=tuple(files), header=_shared_header(files), spans=found)
+    return DataRoot(files=tuple(files), header=_shared_header(files), spans=found)
 
 
 def _check_spans(
     root: str, pattern: SpanPattern, count: int, format: str | None, ignore: tuple[str, ...]
-) -> CsvDataRoot:
+) -> DataRoot:
     paths = pattern.relative_matches(root, object_store.glob)
     not_spans = [p for p in paths if pattern.match(p) is None and not is_leftover(p)]
     unpadded = [p for p in not_spans if pattern.matches_unpadded(p)]
@@ -153,10 +153,10 @@ def _shared_header(csv_files: list[str]) -> tuple[str, ...]:
             # The decoder reads ahead: a bad byte in the first rows fails the header.
             check_utf8(path)
             raise
-        except csv.Error as err:  # A NUL byte, say: not a CSV file CsvExampleGen can read.
+        except csv.Error as err:  # A NUL byte, say: not a CSV file ExampleGen can read.
             raise InputDataError(f"{path}: line {reader.line_num}: {err}") from None
         if header[0].startswith("\ufeff"):
-            # CsvExampleGen would make the BOM part of the first column's name.
+            # ExampleGen would make the BOM part of the first column's name.
             raise InputDataError(
                 f"{path} starts with a UTF-8 byte-order mark; save it as plain UTF-8 "
                 f"(its first column would be named {header[0]!r})"

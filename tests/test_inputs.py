@@ -2,11 +2,11 @@ import os
 
 import pytest
 
-from pipeline.inputs import InputDataError, check_csv_data_root
+from pipeline.inputs import InputDataError, check_data_root
 
 
 def test_real_data_root_is_accepted(taxi_slice):
-    checked = check_csv_data_root(taxi_slice)
+    checked = check_data_root(taxi_slice)
     assert [os.path.basename(p) for p in checked.files] == ["data.csv"]
     assert checked.header[:3] == ("pickup_community_area", "fare", "trip_start_month")
 
@@ -31,7 +31,7 @@ def test_unreadable_data_roots_are_named(tmp_path, files, message):
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     with pytest.raises(InputDataError, match=message):
-        check_csv_data_root(tmp_path)
+        check_data_root(tmp_path)
 
 
 def test_a_byte_that_is_not_utf8_near_the_start_names_the_file_and_line(tmp_path):
@@ -44,12 +44,12 @@ def test_a_byte_that_is_not_utf8_near_the_start_names_the_file_and_line(tmp_path
         match=r"latin1\.csv: line 40 is not UTF-8 \(byte 0xe9 at column 6\); save the file "
         r"as UTF-8",
     ):
-        check_csv_data_root(tmp_path)
+        check_data_root(tmp_path)
 
 
 def test_missing_directory(tmp_path):
     with pytest.raises(InputDataError, match="is not a directory"):
-        check_csv_data_root(tmp_path / "nope")
+        check_data_root(tmp_path / "nope")
 
 
 def write_spans(root, layout: dict[str, str]):
@@ -65,14 +65,14 @@ def test_with_a_span_pattern_the_files_of_the_spans_read_are_checked(tmp_path):
         tmp_path,
         {"span-1/a.csv": rows, "span-2/a.csv": rows, "span-10/a.csv": rows, "span-10/b.csv": rows},
     )
-    checked = check_csv_data_root(root, "span-{SPAN}/*.csv")
+    checked = check_data_root(root, "span-{SPAN}/*.csv")
     assert [s.span for s in checked.spans] == [10]
     assert checked.files == (str(root / "span-10/a.csv"), str(root / "span-10/b.csv"))
-    window = check_csv_data_root(root, "span-{SPAN}/*.csv", spans=2)
+    window = check_data_root(root, "span-{SPAN}/*.csv", spans=2)
     assert [s.span for s in window.spans] == [2, 10] and len(window.files) == 3
     # An older span out of the window is not read, so not checked either.
     (root / "span-1/a.csv").write_text("")
-    check_csv_data_root(root, "span-{SPAN}/*.csv", spans=2)
+    check_data_root(root, "span-{SPAN}/*.csv", spans=2)
 
 
 @pytest.mark.parametrize(
@@ -96,4 +96,4 @@ def test_with_a_span_pattern_the_files_of_the_spans_read_are_checked(tmp_path):
 )
 def test_span_data_roots_that_cannot_be_read_are_named(tmp_path, layout, message):
     with pytest.raises(InputDataError, match=message):
-        check_csv_data_root(write_spans(tmp_path, layout), "span-{SPAN}/*")
+        check_data_root(write_spans(tmp_path, layout), "span-{SPAN}/*")

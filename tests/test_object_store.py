@@ -127,9 +127,9 @@ def check_in_a_process(store, tmp_path, prefix: str, then: str = "") -> str:
     (its error, then what the code `then` prints)."""
     proc = subprocess.run(
         [sys.executable, "-c",
-         "import sys; from pipeline.inputs import check_csv_data_root\n"
+         "import sys; from pipeline.inputs import check_data_root\n"
          "from pipeline.object_store import exit_process\n"
-         "try: check_csv_data_root(sys.argv[1])\n"
+         "try: check_data_root(sys.argv[1])\n"
          "except ValueError as e: print(e)\n"
          f"{then}\n"
          "exit_process(0)", prefix],
@@ -233,7 +233,7 @@ def test_a_parquet_data_root_on_s3_is_checked_as_a_local_one(store, tmp_path):
         store,
         tmp_path,
         prefix,
-        "checked = check_csv_data_root(sys.argv[1], ignore=('trip',))\n"
+        "checked = check_data_root(sys.argv[1], ignore=('trip',))\n"
         "print(checked.format, checked.header, checked.files)",
     )
     assert f"column 'trip' in {prefix}/part.parquet is struct<km: double>" in printed

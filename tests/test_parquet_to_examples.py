@@ -26,7 +26,7 @@ from components.parquet_columns import (
     plan_files,
     read_row_group,
 )
-from pipeline.inputs import InputDataError, check_csv_data_root
+from pipeline.inputs import InputDataError, check_data_root
 from tests.harness import run_example_gen, split_records
 
 UTC = datetime.timezone.utc
@@ -307,7 +307,7 @@ def test_a_spark_output_folder_is_read_without_its_markers_and_checksums(tmp_pat
     for leftover in ("_SUCCESS", "_committed_123", "_started_123", ".part-00000.crc", "x.crc"):
         (tmp_path / leftover).write_bytes(b"")
     (tmp_path / "part-00002-1b2c.c000.snappy.parquet").write_bytes(b"")  # an empty file
-    checked = check_csv_data_root(tmp_path)
+    checked = check_data_root(tmp_path)
     assert checked.format == "parquet"
     assert [Path(f).name for f in checked.files] == [
         "part-00000-1b2c.c000.snappy.parquet",
@@ -322,21 +322,21 @@ def test_a_folder_mixing_formats_is_refused_naming_both(tmp_path):
     with pytest.raises(
         InputDataError, match=r"mix formats: csv \(.*b\.csv\) and parquet \(.*a\.parquet\)"
     ):
-        check_csv_data_root(tmp_path)
+        check_data_root(tmp_path)
 
 
 def test_files_without_an_extension_are_read_in_the_spec_s_format(tmp_path):
     write(tmp_path / "000000_0", pa.table({"fare": [1]}))
     with pytest.raises(InputDataError, match=r"neither CSV nor Parquet: .*000000_0"):
-        check_csv_data_root(tmp_path)
-    assert check_csv_data_root(tmp_path, format="parquet").header == ("fare",)
+        check_data_root(tmp_path)
+    assert check_data_root(tmp_path, format="parquet").header == ("fare",)
 
 
 def test_an_unsupported_column_is_refused_by_the_check_unless_ignored(tmp_path):
     write(tmp_path / "a.parquet", pa.table({"fare": [1], "trip": [{"km": 2.0}]}))
     with pytest.raises(InputDataError, match=r"column 'trip' in .*a\.parquet is struct"):
-        check_csv_data_root(tmp_path)
-    assert check_csv_data_root(tmp_path, ignore=("trip",)).header == ("fare",)
+        check_data_root(tmp_path)
+    assert check_data_root(tmp_path, ignore=("trip",)).header == ("fare",)
 
 
 def hive_partitions(root: Path, partitions: list[str]) -> Path:
@@ -356,7 +356,7 @@ def hive_partitions(root: Path, partitions: list[str]) -> Path:
 )
 def test_hive_partitions_are_spans(tmp_path, partitions, pattern, latest):
     root = hive_partitions(tmp_path, partitions)
-    checked = check_csv_data_root(root, pattern, spans=2)
+    checked = check_data_root(root, pattern, spans=2)
     assert [s.span for s in checked.spans][-1] == latest and len(checked.files) == 2
     # TFX's own resolution (the driver's; InputSnapshot's on Kubeflow) agrees.
     resolved = resolve_input(str(root), input_config(pattern), {"pattern": pattern, "spans": 2})
@@ -383,7 +383,7 @@ def test_spark_s_unpadded_date_partitions_are_refused_with_the_pattern_to_use(tm
         match=r"month=1/day=5/part-00000\.snappy\.parquet has its date unpadded.*"
         r"use the pattern 'dt=\{YYYY\}-\{MM\}-\{DD\}/\*\.parquet'",
     ):
-        check_csv_data_root(root, "year={YYYY}/month={MM}/day={DD}/*.parquet")
+        check_data_root(root, "year={YYYY}/month={MM}/day={DD}/*.parquet")
 
 
 @pytest.mark.slow  # two drafts, each with TFDV's statistics

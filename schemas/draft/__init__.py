@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import get_args
 
 from components.spans import SpanPattern
-from pipeline.inputs import InputDataError, check_csv_data_root
+from pipeline.inputs import InputDataError, check_data_root
 from schemas.draft.features import choose_slices, close_columns, decide_column, drift_measure
 from schemas.draft.noise import NOISE_ROWS, drift_thresholds
 from schemas.draft.parquet_data import parquet_statistics, read_parquet_data
@@ -90,7 +90,7 @@ def draft(
     except DatasetSpecError as err:
         raise DraftError(f"--input-pattern/--spans: {err}") from None
     try:
-        data = check_csv_data_root(data_root, data_input.pattern, data_input.spans)
+        data = check_data_root(data_root, data_input.pattern, data_input.spans)
     except InputDataError as err:
         raise DraftError(str(err)) from None
     # The one pass over the rows (profiles and the noise sample); TFDV's

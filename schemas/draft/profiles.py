@@ -51,7 +51,7 @@ class ColumnProfile:
     """What the draft knows of one column, from the rows it read."""
 
     name: str
-    value_type: str  # int | float | string, as CsvExampleGen types it
+    value_type: str  # int | float | string, as ExampleGen types it
     rows: int
     missing: int
     counts: Counter
