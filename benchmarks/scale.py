@@ -67,7 +67,7 @@ PEAK_MEMORY_TARGET_GB = 4.0  # the run's peak (proportional set sizes) at 1.5M r
 BASE_SIZES = (15_000, 150_000, LARGE_ROWS)
 ANCHOR_ROWS = 150_000
 EVAL_BATCH = 8192
-STEPS = ("CsvExampleGen", "StatisticsGen", "Transform", "Trainer", "Evaluator")
+STEPS = ("ExampleGen", "StatisticsGen", "Transform", "Trainer", "Evaluator")
 
 
 def write_rows(path: Path, rows: int) -> int:
@@ -249,9 +249,7 @@ def floors(csv: Path, out: Path, workdir: Path) -> dict:
     parse, example_gen = _python(_EXAMPLE_GEN_FLOOR, str(csv), str(workdir / "floor.tfrecord.gz"))
     (workdir / "floor.tfrecord.gz").unlink()
     pushed = max((out / "serving_model").iterdir(), key=lambda p: p.name)
-    examples = max(
-        (out / "pipeline_root").glob("CsvExampleGen/examples/*"), key=lambda p: int(p.name)
-    )
+    examples = max((out / "pipeline_root").glob("ExampleGen/examples/*"), key=lambda p: int(p.name))
     evaluator, eval_rows = _python(_EVALUATOR_FLOOR, str(pushed), str(examples), str(EVAL_BATCH))
     return {
         "parse": parse,
@@ -261,8 +259,13 @@ def floors(csv: Path, out: Path, workdir: Path) -> dict:
     }
 
 
+# Our step ids that the TFX taxi template (the anchor) names otherwise.
+_ANCHOR_IDS = {"ExampleGen": "CsvExampleGen"}
+
+
 def _step_seconds(run: dict, step: str) -> float:
-    return run["steps"].get(step, [None, float("nan")])[1]
+    found = run["steps"].get(step) or run["steps"].get(_ANCHOR_IDS.get(step, step))
+    return (found or [None, float("nan")])[1]
 
 
 def table(results: list[dict], anchor: dict | None) -> str:
@@ -284,7 +287,7 @@ def table(results: list[dict], anchor: dict | None) -> str:
                 f"{run['metrics'].get('binary_accuracy', float('nan')):.4f}",
                 f"{floor['example_gen']:.2f} (parse {floor['parse']:.2f})",
                 f"{floor['evaluator']:.2f} ({floor['eval_rows']:,.0f} rows)",
-                f"{_step_seconds(run, 'CsvExampleGen') / floor['example_gen']:.1f}x",
+                f"{_step_seconds(run, 'ExampleGen') / floor['example_gen']:.1f}x",
                 f"{_step_seconds(run, 'Evaluator') / floor['evaluator']:.1f}x",
             )
         )

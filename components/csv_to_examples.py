@@ -2,10 +2,9 @@
 
 TFX's CSV executor parses each line with Python's `csv` module and builds a
 `tf.train.Example` per row in Python: about 6,000 rows/s here, four fifths of
-ExampleGen's time on a 1.5M-row file. This transform replaces it (same
-arguments; its output: blocks of serialized `tf.Example`s, which
-components/example_blocks.py splits and writes), still a Beam pipeline so
-that it scales out, a file per worker, on a cluster engine:
+ExampleGen's time on a 1.5M-row file. This reader replaces it (`csv_batches`:
+ExampleGen's reader for CSV, components/example_gen.py), still a Beam pipeline
+so that it scales out, a file per worker, on a cluster engine:
 
 1. `InferColumnTypes`: each file is parsed by pyarrow's C++ reader, every
    column as text, and each column typed by the rule TFX's CSV executor uses
@@ -15,11 +14,12 @@ that it scales out, a file per worker, on a cluster engine:
    regular expressions; a cell neither matches is decided by Python's
    `int()`/`float()` as TFX decides it.
 2. `ReadBlocks`: the files again, in blocks of rows.
-3. `EncodeExamples`: each block becomes serialized Examples, built with arrow
-   kernels, byte for byte the *deterministic* serialization of the Example TFX
-   would build (features in name order). ExampleGen's split is a hash of
-   exactly those bytes, so every row lands in the split it lands in under the
-   stock executor.
+3. `TypeColumns`: each block's text columns as int64, float32 or binary
+   columns, an empty cell null, which components/example_encoding.py encodes
+   as every reader's: byte for byte the *deterministic* serialization of the
+   Example TFX would build (features in name order). ExampleGen's split is a
+   hash of exactly those bytes, so every row lands in the split it lands in
+   under the stock executor.
 
 The two are compared on the same files in tests/test_csv_to_examples.py:
 identical examples per split, including the corner cases of the type rule.
@@ -36,14 +36,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
-from absl import logging
-from tfx.dsl.io import fileio
-from tfx.types import standard_component_specs
 from tfx.utils import io_utils
 from tfx_bsl.coders.csv_decoder import ColumnType
 
-from components.example_blocks import count_rows_read
-from components.spans import glob_root
 from components.text_encoding import non_utf8_line
 
 # Bytes of CSV per block: ~8,000 taxi rows, a few MB of Examples per block.
@@ -56,13 +51,6 @@ _INT_CELL = r"^-?[0-9]+$"
 _FLOAT_CELL = r"^-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 
 _INT64_MIN, _INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
-
-# tf.train.Example's wire format: Example.features (1) -> Features.feature
-# (1, map entries of key (1) and value (2)) -> Feature's oneof kind:
-# bytes_list (1), float_list (2), int64_list (3) -> the list's values (1,
-# packed for numbers). Tags here are (field << 3) | 2 (length-delimited).
-_TAG_1 = b"\x0a"
-_FEATURE_TAG = {ColumnType.STRING: b"\x0a", ColumnType.FLOAT: b"\x12", ColumnType.INT: b"\x1a"}
 
 
 class CsvError(ValueError):
@@ -181,47 +169,7 @@ def _non_utf8_line(path: str) -> str | None:
         return non_utf8_line(f)
 
 
-def _read_counted_blocks(path: str, column_names: list[str]) -> Iterator[pa.RecordBatch]:
-    for block in read_blocks(path, column_names):
-        count_rows_read(block.num_rows)
-        yield block
-
-
-# --- encoding -----------------------------------------------------------------
-
-
-def _binary(lengths: np.ndarray, data: np.ndarray) -> pa.BinaryArray:
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    return pa.BinaryArray.from_buffers(
-        pa.binary(), len(lengths), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    )
-
-
-def _varints(values: np.ndarray) -> pa.BinaryArray:
-    """Protobuf varints of unsigned 64-bit values (a negative int64 as its two's complement)."""
-    values = values.astype(np.uint64, copy=False)
-    if len(values) == 0 or values.max() < 0x80:  # lengths, mostly: one byte each
-        return _binary(np.ones(len(values), np.int64), values.astype(np.uint8))
-    lengths = np.ones(len(values), dtype=np.int64)
-    for k in range(1, 10):
-        lengths += values >= np.uint64(1 << (7 * k))
-    width = int(lengths.max())
-    shifts = np.arange(width, dtype=np.uint64) * np.uint64(7)
-    groups = ((values[:, None] >> shifts) & np.uint64(0x7F)).astype(np.uint8)
-    position = np.arange(width)[None, :]
-    groups |= np.where(position < (lengths[:, None] - 1), 0x80, 0).astype(np.uint8)
-    return _binary(lengths, groups[position < lengths[:, None]])
-
-
-def _join(*parts: pa.Array | bytes) -> pa.BinaryArray:
-    arrays = [pa.scalar(p, pa.binary()) if isinstance(p, bytes) else p for p in parts]
-    return pc.binary_join_element_wise(*arrays, pa.scalar(b"", pa.binary()))
-
-
-def _length_prefixed(values: pa.BinaryArray) -> pa.BinaryArray:
-    lengths = pc.binary_length(values).to_numpy(zero_copy_only=False)
-    return _join(_varints(lengths), values)
+# --- typing -------------------------------------------------------------------
 
 
 def _cells_as(column: pa.Array, present: np.ndarray, kind: ColumnType) -> np.ndarray:
@@ -247,52 +195,21 @@ def _cells_as(column: pa.Array, present: np.ndarray, kind: ColumnType) -> np.nda
     return values
 
 
-def _feature(column: pa.Array, kind: ColumnType) -> pa.Array:
-    """Each row's serialized tf.train.Feature: one value, or an empty list for an empty cell."""
-    present = pc.binary_length(column).to_numpy(zero_copy_only=False) > 0
-    if kind == ColumnType.STRING:
-        values = _join(_TAG_1, _length_prefixed(column.cast(pa.binary())))
-    elif kind == ColumnType.FLOAT:
-        floats = _cells_as(column, present, kind)
-        fixed32 = np.frombuffer(floats.astype("<f4").tobytes(), np.uint8)
-        values = _join(b"\x0a\x04", _binary(np.full(len(column), 4), fixed32))
-    else:
-        values = _join(_TAG_1, _length_prefixed(_varints(_cells_as(column, present, kind))))
-    tag = _FEATURE_TAG[kind]
-    return pc.if_else(
-        present, _join(tag, _length_prefixed(values)), pa.scalar(tag + b"\x00", pa.binary())
-    )
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _entry_key(name: str) -> bytes:
-    """A map entry's key field and the tag of its value field."""
-    key = name.encode()
-    return _TAG_1 + _varint(len(key)) + key + b"\x12"
-
-
-def encode_examples(block: pa.RecordBatch, types: dict[str, ColumnType]) -> list[bytes]:
-    """A block of text columns as serialized tf.Examples (deterministic serialization)."""
-    rows = block.num_rows
-    # Joined with the entries, so that the result is one value per row even
-    # when every column is UNKNOWN (a constant entry).
-    parts: list[pa.Array | bytes] = [_binary(np.zeros(rows, np.int64), np.empty(0, np.uint8))]
-    for name in sorted(types, key=str.encode):  # map entries in key order, as protobuf sorts
-        if types[name] == ColumnType.UNKNOWN:
-            entry = _entry_key(name) + b"\x00"  # Feature() with no kind, as TFX writes it
-            parts.append(_TAG_1 + _varint(len(entry)) + entry)
-            continue
-        entry = _join(_entry_key(name), _length_prefixed(_feature(block.column(name), types[name])))
-        parts.append(_join(_TAG_1, _length_prefixed(entry)))
-    return _join(_TAG_1, _length_prefixed(_join(*parts))).to_pylist()
+def typed_batch(block: pa.RecordBatch, types: dict[str, ColumnType]) -> pa.RecordBatch:
+    """A block of text columns typed as the encoder takes them (components/example_encoding.py):
+    int64, float32 or binary, an empty cell null; an UNKNOWN column stays as it is."""
+    columns = []
+    for name in block.schema.names:
+        column, kind = block.column(name), types[name]
+        present = pc.binary_length(column).to_numpy(zero_copy_only=False) > 0
+        if kind == ColumnType.UNKNOWN:
+            pass
+        elif kind == ColumnType.STRING:
+            column = pc.if_else(pa.array(present), column.cast(pa.binary()), None)
+        else:
+            column = pa.array(_cells_as(column, present, kind), mask=~present)
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, block.schema.names)
 
 
 # --- the transform ------------------------------------------------------------
@@ -335,33 +252,23 @@ def _column_names(pattern: str, files: list[str]) -> list[str]:
     return names
 
 
-@beam.ptransform_fn
-@beam.typehints.with_input_types(beam.Pipeline)
-@beam.typehints.with_output_types(list[bytes])
-def CsvToExampleBlocks(
-    pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_pattern: str
-) -> beam.PCollection:
-    """The CSV files `split_pattern` names under the input base, as blocks of serialized
-    tf.Examples (lists of a few thousand; components/example_blocks.py splits and writes them)."""
-    input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
-    pattern = os.path.join(input_base, split_pattern)
-    logging.info("Reading CSV %s into tf.Examples with pyarrow.", pattern)
-    files = fileio.glob(os.path.join(glob_root(input_base), split_pattern))
-    if not files:
-        raise RuntimeError(f"Split pattern {pattern} does not match any files.")
-    column_names = _column_names(pattern, files)
-    paths = pipeline | "CreateFilenames" >> beam.Create(files)
+def csv_batches(
+    root: beam.pvalue.PBegin, files: list[str], ignore: tuple[str, ...] = ()
+) -> tuple[beam.PCollection, beam.pvalue.AsSingleton]:
+    """ExampleGen's CSV reader (components/example_gen.py): batches of typed columns, and
+    each column's kind (a side input: a first pass over the files infers them).
+    `ignore` is for formats with columns no feature can hold; a CSV has none."""
+    del ignore
+    column_names = _column_names(os.path.dirname(files[0]), files)
+    paths = root | "CreateFilenames" >> beam.Create(files)
     types = beam.pvalue.AsSingleton(
         paths
         | "InferColumnTypes" >> beam.ParDo(_InferColumnTypes(column_names))
         | "MergeColumnTypes" >> beam.CombineGlobally(_MergeColumnTypes(column_names))
     )
-    return (
-        paths
-        # Read, encoded, split and written in one stage, a block at a time:
-        # memory stays a few blocks per worker. (Spreading one file's blocks
-        # over the workers with a Reshuffle gained nothing on 1.5M rows, 33 s
-        # against 31 s, and held the file in the runner: +0.3 GB.)
-        | "ReadBlocks" >> beam.FlatMap(_read_counted_blocks, column_names)
-        | "EncodeExamples" >> beam.Map(encode_examples, types)
-    )
+    # Read, typed, encoded, split and written in one stage, a block at a time:
+    # memory stays a few blocks per worker. (Spreading one file's blocks over
+    # the workers with a Reshuffle gained nothing on 1.5M rows, 33 s against
+    # 31 s, and held the file in the runner: +0.3 GB.)
+    blocks = paths | "ReadBlocks" >> beam.FlatMap(read_blocks, column_names)
+    return blocks | "TypeColumns" >> beam.Map(typed_batch, types), types

@@ -1,4 +1,5 @@
-"""TFX's CsvExampleGen, taught to resolve spans itself and to read a window of them.
+"""ExampleGen: TFX's file-based ExampleGen, reading CSV or Parquet, resolving spans itself
+and reading a window of them.
 
 TFX resolves `{SPAN}`, date and `{VERSION}` placeholders in ExampleGen's
 driver: it picks the latest span, fills in the pattern and fingerprints the
@@ -15,10 +16,14 @@ has run, that is left as it is. Either way it then reads the last
 `spans` spans (the window, from the dataset spec's `input.spans`) into one
 Examples artifact, each span in its latest version.
 
-The rows are read by `components/csv_to_examples.py` (pyarrow, examples
-encoded a block at a time) and split and written by
-`components/example_blocks.py`: the stock executor's examples and splits, at
-about ten times its speed.
+Only reading differs between formats: a reader per format (`READERS`:
+components/csv_to_examples.py, components/parquet_to_examples.py) turns the
+files into Arrow record batches of typed columns;
+components/example_encoding.py encodes them (the stock CSV executor's
+examples, byte for byte) and components/example_blocks.py splits and writes
+them in TFX's splits. Which files are read, and in which format, is
+components/input_files.py's: writers' leftovers are skipped, the format is the
+dataset spec's `input.format` or the files' extension.
 
 `resolve_input` is that resolution as a function: the `InputSnapshot` step
 (kubeflow/steps/input_snapshot.py) runs it before ExampleGen on Kubeflow, so the
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -36,9 +42,9 @@ import apache_beam as beam
 from absl import logging
 from tfx import types
 from tfx.components.example_gen import base_example_gen_executor, input_processor, write_split
+from tfx.components.example_gen import component as example_gen_component
 from tfx.components.example_gen import driver as example_gen_driver
 from tfx.components.example_gen import utils as example_gen_utils
-from tfx.components.example_gen.csv_example_gen import component as csv_component
 from tfx.components.util import examples_utils
 from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.dsl.io import fileio
@@ -47,11 +53,19 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import proto_utils
 
-from components.csv_to_examples import CsvToExampleBlocks
-from components.example_blocks import WriteExampleBlocks, check_rows_written, partition_blocks
+from components.csv_to_examples import csv_batches
+from components.example_blocks import (
+    WriteExampleBlocks,
+    check_rows_written,
+    count_rows_read,
+    partition_blocks,
+)
+from components.example_encoding import encode_examples
+from components.input_files import data_files, input_format
+from components.parquet_to_examples import parquet_batches
 from components.spans import SpanPattern, glob_root, present_spans
 
-# Our own execution properties (see CsvExampleGenSpec).
+# Our own execution properties (see ExampleGenSpec).
 INPUT_WINDOW_KEY = "input_window"
 INPUT_SNAPSHOT_KEY = "input_snapshot"
 # Extra custom property on the examples artifact: every span read, oldest first
@@ -101,9 +115,57 @@ class ResolvedInput:
         return cls(spans=tuple(SpanRead(**s) for s in json.loads(text)))
 
 
-def input_window(pattern: str | None, spans: int) -> str:
-    """The `input_window` execution property: the raw pattern and the window size."""
-    return json.dumps({"pattern": pattern, "spans": spans}, sort_keys=True)
+def input_window(
+    pattern: str | None, spans: int, format: str | None = None, ignore: tuple[str, ...] = ()
+) -> str:
+    """The `input_window` execution property: the raw pattern and the window size; the
+    files' format where the dataset spec names one (`input.format`), and the columns it
+    ignores (a Parquet column no feature can hold is skipped only if ignored)."""
+    window: dict[str, Any] = {"pattern": pattern, "spans": spans}
+    if format is not None:
+        window["format"] = format
+    if ignore:
+        window["ignore"] = sorted(ignore)
+    return json.dumps(window, sort_keys=True)
+
+
+# Format -> its reader: (pipeline root, files, ignored columns) -> (batches of typed
+# columns, each column's kind: a dict or a side input).
+READERS = {"csv": csv_batches, "parquet": parquet_batches}
+
+
+def _size(path: str) -> int:
+    """A file's bytes; a directory holds none to read (TFX's default pattern, `*`, lists them)."""
+    return 0 if fileio.isdir(path) else fileio.stat(path).length
+
+
+def _encode_counted(batch, kinds) -> list[bytes]:
+    count_rows_read(batch.num_rows)
+    return encode_examples(batch, kinds)
+
+
+@beam.ptransform_fn
+@beam.typehints.with_input_types(beam.Pipeline)
+@beam.typehints.with_output_types(list[bytes])
+def ReadExamples(
+    root: beam.pvalue.PBegin, input_base: str, patterns: list[str], window: dict[str, Any]
+) -> beam.PCollection:
+    """The data files `patterns` name under `input_base` (every span of a window, read
+    together: one set of columns and types), as blocks of serialized tf.Examples."""
+    files = []
+    for pattern in patterns:
+        matched = data_files(fileio.glob(os.path.join(glob_root(input_base), pattern)), _size)
+        if not matched:
+            raise RuntimeError(
+                f"Split pattern {os.path.join(input_base, pattern)} does not match any files."
+            )
+        files += matched
+    read_format = input_format(files, window.get("format"))
+    logging.info(
+        "Reading %d %s file(s) under %s into tf.Examples.", len(files), read_format, input_base
+    )
+    batches, kinds = READERS[read_format](root, files, tuple(window.get("ignore", ())))
+    return batches | "EncodeExamples" >> beam.Map(_encode_counted, kinds)
 
 
 def input_config(pattern: str | None) -> example_gen_pb2.Input:
@@ -201,7 +263,7 @@ def _split_configs(
 
 
 class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
-    """CsvExampleGen's executor that resolves spans itself where no driver did (module doc)."""
+    """ExampleGen's executor that resolves spans itself where no driver did (module doc)."""
 
     def Do(
         self,
@@ -304,19 +366,14 @@ class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
         logging.info("Examples generated: %d rows.", rows)
 
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
-        read_csv = CsvToExampleBlocks
-
         @beam.ptransform_fn
         def read_window(pipeline, exec_properties: dict[str, Any], split_pattern: str):
-            """The CSV reader over each span of the window, flattened into one PCollection."""
-            patterns = json.loads(exec_properties[_WINDOW_PATTERNS])[split_pattern]
-            if len(patterns) == 1:
-                return pipeline | read_csv(exec_properties, patterns[0])
-            per_span = [
-                pipeline | f"Span[{i}]" >> read_csv(exec_properties, pattern)
-                for i, pattern in enumerate(patterns)
-            ]
-            return per_span | "Flatten" >> beam.Flatten()
+            """Every span of the window, read as one (components/input_files.py's files)."""
+            return pipeline | ReadExamples(
+                exec_properties[standard_component_specs.INPUT_BASE_KEY],
+                json.loads(exec_properties[_WINDOW_PATTERNS])[split_pattern],
+                json.loads(exec_properties.get(INPUT_WINDOW_KEY) or "{}"),
+            )
 
         return read_window
 
@@ -337,7 +394,7 @@ class RootEscapingDriver(example_gen_driver.FileBasedDriver):
         )
 
 
-class CsvExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
+class ExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
     """FileBasedExampleGen's spec plus the span window and the input snapshot."""
 
     PARAMETERS: ClassVar[dict[str, ExecutionParameter]] = {
@@ -350,15 +407,16 @@ class CsvExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
     }
 
 
-class CsvExampleGen(csv_component.CsvExampleGen):
-    """`tfx.components.CsvExampleGen` with `SpanResolvingExecutor` (see the module docstring).
+class ExampleGen(example_gen_component.FileBasedExampleGen):
+    """TFX's `FileBasedExampleGen` with `SpanResolvingExecutor` (see the module docstring).
 
     `input_pattern`: None reads every file under `input_base` (TFX's default);
     else a span pattern relative to it. `spans`: how many of the latest spans
-    each run reads.
+    each run reads. `input_format`: the dataset spec's `input.format` (None:
+    from the files' extension); `ignore`: its `ignore:` columns.
     """
 
-    SPEC_CLASS = CsvExampleGenSpec
+    SPEC_CLASS = ExampleGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(SpanResolvingExecutor)
     DRIVER_CLASS = RootEscapingDriver
 
@@ -368,16 +426,18 @@ class CsvExampleGen(csv_component.CsvExampleGen):
         input_base: Any,
         input_pattern: str | None = None,
         spans: int = 1,
+        input_format: str | None = None,
+        ignore: tuple[str, ...] = (),
         input_snapshot: Any = None,
     ):
         config = input_config(input_pattern)
-        spec = CsvExampleGenSpec(
+        spec = ExampleGenSpec(
             input_base=input_base,
             input_config=config,
             output_config=example_gen_utils.make_default_output_config(config),
             output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
             output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
-            input_window=input_window(input_pattern, spans),
+            input_window=input_window(input_pattern, spans, input_format, ignore),
             input_snapshot=input_snapshot,
             examples=types.Channel(type=standard_artifacts.Examples),
         )

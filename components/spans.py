@@ -102,6 +102,15 @@ class SpanPattern:
         base = root.rstrip("/")
         return [path[len(base) + 1 :] for path in glob(f"{glob_root(base)}/{self.glob()}")]
 
+    def matches_unpadded(self, relative_path: str) -> bool:
+        """Whether the path would be a date span with {MM} and {DD} of one digit too
+        (Spark's `month=1/day=5`), which TFX's placeholders do not match."""
+        if not self.is_date:
+            return False
+        loose = self._regex().pattern.replace(r"(?P<month>\d{2})", r"(?P<month>\d{1,2})")
+        loose = loose.replace(r"(?P<day>\d{2})", r"(?P<day>\d{1,2})")
+        return re.fullmatch(loose, relative_path) is not None
+
     def match(self, relative_path: str) -> tuple[int, int | None] | None:
         """(span, version) of a path relative to the data root, or None if it is no span's."""
         found = self._regex().fullmatch(relative_path)

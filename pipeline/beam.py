@@ -46,7 +46,7 @@ class JobServiceError(RuntimeError):
 
 
 def data_size_bytes(files: Iterable[str | os.PathLike]) -> int:
-    """Bytes in the input files a run reads (pipeline.inputs.CsvDataRoot.files)."""
+    """Bytes in the input files a run reads (pipeline.inputs.DataRoot.files)."""
     return sum(object_store.file_size(f) for f in files)
 
 

@@ -1,9 +1,16 @@
 """Checks on the input data location, run before any TFX component starts.
 
-CsvExampleGen reports a missing directory, an empty file or mismatched headers
+ExampleGen reports a missing directory, an empty file or mismatched headers
 deep inside a Beam stack trace; these checks say the same in one line. The data
 root may be a local directory or an object-store prefix (s3://, gs://), read
 through the same filesystems as the pipeline (pipeline/object_store.py).
+
+The files checked are those ExampleGen reads (components/input_files.py):
+writers' leftovers (`_SUCCESS`, `*.crc`, hidden and empty files) are skipped,
+and the format is the dataset spec's `input.format` or the files' extension.
+A CSV file's header is checked here; a Parquet file's footer (its columns and
+their types: components/parquet_to_examples.py), which refuses a column no
+feature can hold before any Beam work.
 
 With a span pattern (the dataset spec's `input.pattern`), the files checked
 are those of the spans a run reads: the latest, or the window of the last N.
@@ -15,29 +22,40 @@ import csv
 import os
 from dataclasses import dataclass
 
+from components.input_files import InputFormatError, data_files, input_format, is_leftover
+from components.parquet_columns import ParquetError, ParquetPlan, plan_files
 from components.spans import Span, SpanPattern, latest_spans
 from components.text_encoding import non_utf8_line
 from pipeline import object_store
 
 
 class InputDataError(ValueError):
-    """The data root cannot be read as the pipeline's CSV input."""
+    """The data root cannot be read as the pipeline's input."""
 
 
 @dataclass(frozen=True)
-class CsvDataRoot:
-    """A checked data root: its CSV files and the one header they share."""
+class DataRoot:
+    """A checked data root: its data files, their format, and their columns (a CSV
+    header every file shares; Parquet: the union of the files' columns)."""
 
     files: tuple[str, ...]
     header: tuple[str, ...]
     spans: tuple[Span, ...] = ()  # with a span pattern: the spans a run reads, oldest first
+    format: str = "csv"
+    parquet: ParquetPlan | None = None  # Parquet: each column's type over every file
 
 
-def check_csv_data_root(
-    data_root: str | os.PathLike, pattern: str | None = None, spans: int = 1
-) -> CsvDataRoot:
-    """The CSV files a run reads under `data_root` and their header, or InputDataError
-    naming the problem. `pattern`, `spans`: the dataset spec's `input` section."""
+def check_data_root(
+    data_root: str | os.PathLike,
+    pattern: str | None = None,
+    spans: int = 1,
+    *,
+    format: str | None = None,
+    ignore: tuple[str, ...] = (),
+) -> DataRoot:
+    """The files a run reads under `data_root`, their format and columns, or
+    InputDataError naming the problem. `pattern`, `spans`, `format`: the dataset
+    spec's `input` section; `ignore`: its ignored columns."""
     root = os.fspath(data_root)
     try:
         object_store.check_uri(root, "data root")
@@ -46,20 +64,49 @@ def check_csv_data_root(
     if not object_store.isdir(root):
         raise InputDataError(f"data root {root} is not a directory")
     if pattern is not None:
-        return _check_spans(root, SpanPattern(pattern), spans)
-    names = [n for n in object_store.listdir(root) if not n.startswith(".")]
-    files = [n for n in names if object_store.isfile(object_store.join(root, n))]
-    csv_files = [object_store.join(root, n) for n in files if n.endswith(".csv")]
-    if not csv_files:
-        raise InputDataError(f"data root {root} holds no *.csv files")
-    others = [n for n in files if not n.endswith(".csv")]
-    if others:
-        # CsvExampleGen reads every file under input_base, CSV or not.
-        raise InputDataError(f"data root {root} holds files that are not CSV: {', '.join(others)}")
-    return CsvDataRoot(files=tuple(csv_files), header=_shared_header(csv_files))
+        return _check_spans(root, SpanPattern(pattern), spans, format, ignore)
+    paths = [object_store.join(root, n) for n in object_store.listdir(root)]
+    files = data_files([p for p in paths if object_store.isfile(p)], object_store.file_size)
+    if not files:
+        empty = [p for p in paths if object_store.isfile(p) and not is_leftover(p)]
+        if empty:
+            raise InputDataError(f"{empty[0]} is empty: it has no header row (nor any data)")
+        raise InputDataError(
+            f"data root {root} holds no data files (*.csv or *.parquet; writers' markers, "
+            "hidden and empty files are skipped)"
+        )
+    return _checked(f"data root {root}", files, format, ignore)
 
 
-def _check_spans(root: str, pattern: SpanPattern, count: int) -> CsvDataRoot:
+def _checked(
+    where: str,
+    files: list[str],
+    format: str | None,
+    ignore: tuple[str, ...],
+    found: tuple[Span, ...] = (),
+) -> DataRoot:
+    try:
+        read_format = input_format(files, format)
+    except InputFormatError as err:
+        raise InputDataError(f"{where}: {err}") from None
+    if read_format == "parquet":
+        try:
+            plan = plan_files(files, object_store.open_binary, ignore)
+        except ParquetError as err:
+            raise InputDataError(str(err)) from None
+        return DataRoot(
+            files=tuple(files),
+            header=plan.column_names,
+            spans=found,
+            format=read_format,
+            parquet=plan,
+        )
+    return DataRoot(files=tuple(files), header=_shared_header(files), spans=found)
+
+
+def _check_spans(
+    root: str, pattern: SpanPattern, count: int, format: str | None, ignore: tuple[str, ...]
+) -> DataRoot:
     if "*" in root or "?" in root:
         # TFX's ExampleGen matches span files with a regex made from root and pattern
         # alike (tfx 1.16, example_gen/utils.py `_glob_to_regex`); an escaped `*` breaks it.
@@ -68,7 +115,15 @@ def _check_spans(root: str, pattern: SpanPattern, count: int) -> CsvDataRoot:
             "folder name beside an input pattern; rename the folder"
         )
     paths = pattern.relative_matches(root, object_store.glob)
-    not_spans = [p for p in paths if pattern.match(p) is None]
+    not_spans = [p for p in paths if pattern.match(p) is None and not is_leftover(p)]
+    unpadded = [p for p in not_spans if pattern.matches_unpadded(p)]
+    if unpadded:
+        raise InputDataError(
+            f"{root}: {unpadded[0]} has its date unpadded (Spark writes month=1, day=5), and "
+            f"the input pattern {pattern.pattern!r} takes {{MM}} and {{DD}} as two digits, as "
+            "TFX does: write the partitions by one date column formatted yyyy-MM-dd "
+            "(partitionBy('dt')) and use the pattern 'dt={YYYY}-{MM}-{DD}/*.parquet'"
+        )
     if not_spans:
         # TFX's ExampleGen fails on any file its glob finds without a span number.
         raise InputDataError(
@@ -81,16 +136,12 @@ def _check_spans(root: str, pattern: SpanPattern, count: int) -> CsvDataRoot:
             f"no files under {root} match the input pattern {pattern.pattern!r} "
             "(input.pattern in the dataset spec)"
         )
-    relative = [f for span in found for f in span.files]
-    others = [f for f in relative if not f.endswith(".csv")]
-    if others:
-        # CsvExampleGen reads every file the pattern matches, CSV or not.
-        raise InputDataError(
-            f"input pattern {pattern.pattern!r} under {root} matches files that are not CSV: "
-            f"{', '.join(others)}"
-        )
-    csv_files = [object_store.join(root, f) for f in relative]
-    return CsvDataRoot(files=tuple(csv_files), header=_shared_header(csv_files), spans=tuple(found))
+    files = data_files(
+        [object_store.join(root, f) for span in found for f in span.files], object_store.file_size
+    )
+    return _checked(
+        f"input pattern {pattern.pattern!r} under {root}", files, format, ignore, tuple(found)
+    )
 
 
 def _shared_header(csv_files: list[str]) -> tuple[str, ...]:
@@ -109,10 +160,10 @@ def _shared_header(csv_files: list[str]) -> tuple[str, ...]:
             # The decoder reads ahead: a bad byte in the first rows fails the header.
             check_utf8(path)
             raise
-        except csv.Error as err:  # A NUL byte, say: not a CSV file CsvExampleGen can read.
+        except csv.Error as err:  # A NUL byte, say: not a CSV file ExampleGen can read.
             raise InputDataError(f"{path}: line {reader.line_num}: {err}") from None
         if header[0].startswith("\ufeff"):
-            # CsvExampleGen would make the BOM part of the first column's name.
+            # ExampleGen would make the BOM part of the first column's name.
             raise InputDataError(
                 f"{path} starts with a UTF-8 byte-order mark; save it as plain UTF-8 "
                 f"(its first column would be named {header[0]!r})"

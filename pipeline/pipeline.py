@@ -31,7 +31,7 @@ from tfx.proto import pusher_pb2, trainer_pb2
 from components.data_gate import DataValidationGate
 from components.drift_gate import DataDriftGate
 from components.evaluator import Evaluator
-from components.example_gen import CsvExampleGen
+from components.example_gen import ExampleGen
 from components.pusher import Pusher
 from components.served_model import LatestServedModel
 from pipeline import fingerprint
@@ -214,10 +214,12 @@ def create_pipeline(
         )
     first = runner_steps.before_example_gen(data_root=data_root, dataset=dataset)
     steps = list(first.steps)
-    example_gen = CsvExampleGen(
+    example_gen = ExampleGen(
         input_base=data_root,
         input_pattern=dataset.input.pattern,
         spans=dataset.input.spans,
+        input_format=dataset.input.format,
+        ignore=dataset.ignore,
         input_snapshot=first.input_snapshot,
     ).with_id(EXAMPLE_GEN)
 

@@ -131,7 +131,7 @@ class Steps:
 
 
 # Stable step ids: metadata, caching and the Kubeflow spec all key on them.
-EXAMPLE_GEN = "CsvExampleGen"
+EXAMPLE_GEN = "ExampleGen"
 STATISTICS_GEN = "StatisticsGen"
 SCHEMA_IMPORTER = "SchemaImporter"
 EXAMPLE_VALIDATOR = "ExampleValidator"

@@ -529,7 +529,7 @@ def evaluator_inputs(run_root: Path, baseline: Path, out: Path, spec: Path):
     eval split, its candidate against `baseline`, as TFX hands them to the executor."""
     examples = _artifact(
         standard_artifacts.Examples,
-        latest_artifact(run_root / "CsvExampleGen" / "examples"),
+        latest_artifact(run_root / "ExampleGen" / "examples"),
         ["train", "eval"],
     )
     model = _artifact(standard_artifacts.Model, latest_artifact(run_root / "Trainer" / "model"))

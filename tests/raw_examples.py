@@ -1,9 +1,9 @@
 """Raw CSV rows -> serialized tf.Examples, typed by the schema: a test helper.
 
 This is what a client of the serving signature sends; tests use it to score
-raw rows, encoded as CsvExampleGen encodes them. A cell that does not parse
+raw rows, encoded as ExampleGen encodes them. A cell that does not parse
 as its column's type is an error naming the column, as it is for
-CsvExampleGen: "1.7" in an int column is not 1.
+ExampleGen: "1.7" in an int column is not 1.
 """
 
 from __future__ import annotations

@@ -26,10 +26,10 @@ def test_the_mode_follows_the_size_unless_one_is_asked_for():
 
 
 def test_example_gen_runs_in_memory_when_the_others_use_every_core():
-    assert local_step_beam_args("in_memory", example_gen="CsvExampleGen") == {}
-    step_args = local_step_beam_args("multi_processing", example_gen="CsvExampleGen")
+    assert local_step_beam_args("in_memory", example_gen="ExampleGen") == {}
+    step_args = local_step_beam_args("multi_processing", example_gen="ExampleGen")
     # create_pipeline puts a step's own arguments after the pipeline's; Beam keeps the last.
-    args = beam_pipeline_args("multi_processing", num_workers=2) + step_args["CsvExampleGen"]
+    args = beam_pipeline_args("multi_processing", num_workers=2) + step_args["ExampleGen"]
     options = PipelineOptions(args).view_as(DirectOptions)
     assert (options.direct_running_mode, options.direct_num_workers) == ("in_memory", 1)
 
@@ -77,10 +77,10 @@ def test_an_in_memory_beam_step_runs_on_the_fn_api_runner_and_never_tries_prism(
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr("tempfile.tempdir", None)
     in_memory = beam_pipeline_args("in_memory")
-    example_gen = local_step_beam_args("multi_processing", example_gen="CsvExampleGen")
+    example_gen = local_step_beam_args("multi_processing", example_gen="ExampleGen")
     assert (
         PipelineOptions(
-            beam_pipeline_args("multi_processing") + example_gen["CsvExampleGen"]
+            beam_pipeline_args("multi_processing") + example_gen["ExampleGen"]
         ).get_all_options()
         == PipelineOptions(in_memory).get_all_options()
     )

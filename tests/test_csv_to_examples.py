@@ -12,16 +12,17 @@ from tfx.proto import example_gen_pb2
 from tfx.utils import io_utils, proto_utils
 from tfx_bsl.coders.csv_decoder import ColumnType
 
-from components import csv_to_examples, example_blocks
+from components import csv_to_examples, example_blocks, example_gen
 from components.csv_to_examples import (
     CsvError,
     column_type,
-    encode_examples,
     merge_types,
     python_cell_type,
     read_blocks,
+    typed_batch,
 )
 from components.example_blocks import RowsLostError, name_staged_files, staging_dir
+from components.example_encoding import encode_examples
 from components.example_gen import SpanResolvingExecutor, input_config
 from pipeline.beam import beam_pipeline_args
 from tests.conftest import read_taxi_rows, write_csv
@@ -92,7 +93,7 @@ def test_encoded_examples_are_protobufs_deterministic_serialization(tmp_path):
         "bounds": ColumnType.INT,
         "exp": ColumnType.FLOAT,
     }
-    encoded = [e for b in blocks for e in encode_examples(b, types)]
+    encoded = [e for b in blocks for e in encode_examples(typed_batch(b, types), types)]
     assert encoded == [
         tf.train.Example.FromString(e).SerializeToString(deterministic=True) for e in encoded
     ]
@@ -171,9 +172,9 @@ def test_a_split_is_written_in_several_files_for_parallel_readers(
 def test_rows_lost_between_read_and_write_fail_the_run(taxi_slice, tmp_path, monkeypatch):
     """As when Beam's multi-processing runner drops elements between stages:
     the executor compares the rows read with the rows in the split files."""
-    encode = csv_to_examples.encode_examples
+    encode = example_gen.encode_examples
     monkeypatch.setattr(
-        csv_to_examples, "encode_examples", lambda block, types: encode(block, types)[:-10]
+        example_gen, "encode_examples", lambda block, types: encode(block, types)[:-10]
     )
     properties = {"input_config": proto_utils.proto_to_json(input_config(None))}
     with pytest.raises(RowsLostError, match=r"read 3000 rows but its split files hold 2990"):

@@ -39,7 +39,7 @@ DRIFT = DriftSpec(
 
 
 def statistics(rows: list[dict[str, str]]):
-    """TFDV statistics of taxi rows, typed as CsvExampleGen types them."""
+    """TFDV statistics of taxi rows, typed as ExampleGen types them."""
     frame = pd.DataFrame(rows).replace("", None)
     for column in ("trip_miles", "fare"):
         frame[column] = frame[column].astype(float)

@@ -15,7 +15,7 @@ from tfx.utils import proto_utils
 
 from components.example_gen import (
     INPUT_WINDOW_KEY,
-    CsvExampleGen,
+    ExampleGen,
     InputPatternError,
     SpanResolvingExecutor,
     input_config,
@@ -127,7 +127,7 @@ def test_a_data_root_named_like_a_glob_is_read_as_a_path(tmp_path):
         "span-1/a.csv",
         "span-2/a.csv",
     ]
-    assert CsvExampleGen.DRIVER_CLASS is RootEscapingDriver
+    assert ExampleGen.DRIVER_CLASS is RootEscapingDriver
 
 
 def test_no_matching_files_names_the_pattern_and_the_directory(tmp_path):

@@ -242,7 +242,7 @@ PLANTED = (
     "schemas/chicago_taxi/sample.csv",
     "pipeline/local/export.parquet",
     "data/chicago_taxi/more.csv",
-    "OUT/CsvExampleGen/examples/1/Split-train/data_tfrecord-00000-of-00001.gz",
+    "OUT/ExampleGen/examples/1/Split-train/data_tfrecord-00000-of-00001.gz",
     "trainer/examples.tfrecord",
     "outputs/run/metrics.json",
 )

@@ -2,11 +2,11 @@ import os
 
 import pytest
 
-from pipeline.inputs import InputDataError, check_csv_data_root
+from pipeline.inputs import InputDataError, check_data_root
 
 
 def test_real_data_root_is_accepted(taxi_slice):
-    checked = check_csv_data_root(taxi_slice)
+    checked = check_data_root(taxi_slice)
     assert [os.path.basename(p) for p in checked.files] == ["data.csv"]
     assert checked.header[:3] == ("pickup_community_area", "fare", "trip_start_month")
 
@@ -14,10 +14,13 @@ def test_real_data_root_is_accepted(taxi_slice):
 @pytest.mark.parametrize(
     ("files", "message"),
     [
-        ({}, "holds no \\*.csv files"),
+        ({}, "holds no data files"),
         ({"data.csv": ""}, "is empty: it has no header row"),
         ({"data.csv": "fare,tips\n"}, "has a header but no data rows"),
-        ({"data.csv": "fare,tips\n1,2\n", "notes.txt": "x"}, "not CSV: notes.txt"),
+        (
+            {"data.csv": "fare,tips\n1,2\n", "notes.txt": "x"},
+            "neither CSV nor Parquet: .*notes.txt",
+        ),
         ({"a.csv": "fare,tips\n1,2\n", "b.csv": "fare\n1\n"}, "must share one header"),
         ({"data.csv": ",fare,tips\n0,1,2\n"}, r"column\(s\) \[1\] of the header have no name"),
         ({"data.csv": "fare,tips,fare\n1,2,3\n"}, r"column name\(s\) \['fare'\] appear more"),
@@ -28,7 +31,7 @@ def test_unreadable_data_roots_are_named(tmp_path, files, message):
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     with pytest.raises(InputDataError, match=message):
-        check_csv_data_root(tmp_path)
+        check_data_root(tmp_path)
 
 
 def test_a_byte_that_is_not_utf8_near_the_start_names_the_file_and_line(tmp_path):
@@ -41,12 +44,12 @@ def test_a_byte_that_is_not_utf8_near_the_start_names_the_file_and_line(tmp_path
         match=r"latin1\.csv: line 40 is not UTF-8 \(byte 0xe9 at column 6\); save the file "
         r"as UTF-8",
     ):
-        check_csv_data_root(tmp_path)
+        check_data_root(tmp_path)
 
 
 def test_missing_directory(tmp_path):
     with pytest.raises(InputDataError, match="is not a directory"):
-        check_csv_data_root(tmp_path / "nope")
+        check_data_root(tmp_path / "nope")
 
 
 def write_spans(root, layout: dict[str, str]):
@@ -64,14 +67,14 @@ def test_with_a_span_pattern_the_files_of_the_spans_read_are_checked(tmp_path, f
         tmp_path / folder,
         {"span-1/a.csv": rows, "span-2/a.csv": rows, "span-10/a.csv": rows, "span-10/b.csv": rows},
     )
-    checked = check_csv_data_root(root, "span-{SPAN}/*.csv")
+    checked = check_data_root(root, "span-{SPAN}/*.csv")
     assert [s.span for s in checked.spans] == [10]
     assert checked.files == (str(root / "span-10/a.csv"), str(root / "span-10/b.csv"))
-    window = check_csv_data_root(root, "span-{SPAN}/*.csv", spans=2)
+    window = check_data_root(root, "span-{SPAN}/*.csv", spans=2)
     assert [s.span for s in window.spans] == [2, 10] and len(window.files) == 3
     # An older span out of the window is not read, so not checked either.
     (root / "span-1/a.csv").write_text("")
-    check_csv_data_root(root, "span-{SPAN}/*.csv", spans=2)
+    check_data_root(root, "span-{SPAN}/*.csv", spans=2)
 
 
 @pytest.mark.parametrize(
@@ -81,7 +84,10 @@ def test_with_a_span_pattern_the_files_of_the_spans_read_are_checked(tmp_path, f
             {"data.csv": "fare\n1\n"},
             r"no files under .* match the input pattern 'span-\{SPAN\}/\*'",
         ),
-        ({"span-1/a.csv": "fare\n1\n", "span-1/notes.txt": "x"}, r"matches files that are not CSV"),
+        (
+            {"span-1/a.csv": "fare\n1\n", "span-1/notes.txt": "x"},
+            r"neither CSV nor Parquet: .*notes\.txt",
+        ),
         ({"span-1/a.csv": "fare\n1\n", "span-1/b.csv": "tips\n1\n"}, r"must share one header"),
         ({"span-1/a.csv": "fare\n"}, r"has a header but no data rows"),
         (
@@ -92,13 +98,13 @@ def test_with_a_span_pattern_the_files_of_the_spans_read_are_checked(tmp_path, f
 )
 def test_span_data_roots_that_cannot_be_read_are_named(tmp_path, layout, message):
     with pytest.raises(InputDataError, match=message):
-        check_csv_data_root(write_spans(tmp_path, layout), "span-{SPAN}/*")
+        check_data_root(write_spans(tmp_path, layout), "span-{SPAN}/*")
 
 
 def test_a_data_root_tfx_cannot_match_spans_under_is_named(tmp_path):
     layout = {"span-1/a.csv": "fare\n1\n"}
     for folder in ("data*", "data?"):
         with pytest.raises(InputDataError, match=r"data root .*data\S holds '\*' or '\?'"):
-            check_csv_data_root(write_spans(tmp_path / folder, layout), "span-{SPAN}/*")
+            check_data_root(write_spans(tmp_path / folder, layout), "span-{SPAN}/*")
     # Without a pattern TFX globs the root escaped, and reads it.
-    assert check_csv_data_root(write_spans(tmp_path / "data*", {"a.csv": "fare\n1\n"})).files
+    assert check_data_root(write_spans(tmp_path / "data*", {"a.csv": "fare\n1\n"})).files

@@ -80,7 +80,7 @@ def test_a_cached_step_that_reads_the_data_has_the_data_in_its_cache_key(compile
 
     A cached step whose input is `data_root` would be served from cache on a
     scheduled run over new files under the same root (the bug this guards
-    against: CsvExampleGen, cached, with only `data_root`). Such a step must
+    against: ExampleGen, cached, with only `data_root`). Such a step must
     also take a parameter that an uncached step computed from the data.
     """
     spec, _ = compiled
@@ -650,7 +650,7 @@ def test_portable_and_dataflow_workers_get_beams_s3_options_but_no_credentials()
             "Transform": DATAFLOW,
             # An option set by hand wins over the one from object_store.
             "Evaluator": {**FLINK, "options": {**FLINK["options"], "s3_region_name": "eu-west-1"}},
-            "CsvExampleGen": {"engine": "direct"},
+            "ExampleGen": {"engine": "direct"},
         },
     }
     spec, _ = kfp_compile.compile_pipeline(parse_settings(raw, STEP_IDS, BEAM_STEPS))

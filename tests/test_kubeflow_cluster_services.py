@@ -220,7 +220,7 @@ def test_every_artifact_is_written_to_the_store(executions, store):
         uris = [u for step in executions[name]["steps"].values()
                 for us in step.get("outputs", {}).values() for u in us]  # fmt: skip
         assert uris and all(u.startswith(PIPELINE_ROOT + "/") for u in uris), uris
-    examples = executions["first"]["steps"]["CsvExampleGen"]["outputs"]["examples"][0]
+    examples = executions["first"]["steps"]["ExampleGen"]["outputs"]["examples"][0]
     assert any("/Split-train/" in key for key in store.keys(examples))
 
 
@@ -427,12 +427,12 @@ def test_job_endpoint_where_nothing_listens_fails_the_step_naming_it(tmp_path):
     # may go before or after it (kfp.local, like Argo, goes on with other branches);
     # the exit handler runs last.
     assert sorted(summary["order"][:-1]) == [
-        "CsvExampleGen",
+        "ExampleGen",
         "InputSnapshot",
         "SchemaImporter",
     ], summary["order"]
     assert summary["order"][-1] == "RunStatus"
-    step = summary["steps"]["CsvExampleGen"]
+    step = summary["steps"]["ExampleGen"]
     assert step["status"] == "FAILURE"
     assert step["seconds"] < JOB_SERVICE_TIMEOUT_S + 45, step["seconds"]
     log = "\n".join(step["log_tail"])
@@ -440,5 +440,5 @@ def test_job_endpoint_where_nothing_listens_fails_the_step_naming_it(tmp_path):
     # The run's status report names the step and the job service.
     (report,) = summary["steps"]["RunStatus"]["outputs"]["report"]
     page = Path(report).read_text()
-    assert "CsvExampleGen failed: JobServiceError" in page
+    assert "ExampleGen failed: JobServiceError" in page
     assert f"localhost:{dead}" in page

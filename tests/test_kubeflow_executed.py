@@ -188,12 +188,12 @@ def test_every_step_ran_on_the_executor_input_the_backends_driver_builds(executi
 
 def test_runtime_parameters_reach_example_gen_and_trainer(executions):
     steps = executions["first"]["steps"]
-    assert steps["CsvExampleGen"]["parameters"]["input_base"] == str(executions["data_root"])
+    assert steps["ExampleGen"]["parameters"]["input_base"] == str(executions["data_root"])
     assert json.loads(steps["Trainer"]["parameters"]["train_args"]) == {"num_steps": TRAIN_STEPS}
     # ExampleGen read exactly span 1, and recorded it as TFX's driver would.
-    (examples,) = steps["CsvExampleGen"]["outputs"]["examples"]
+    (examples,) = steps["ExampleGen"]["outputs"]["examples"]
     assert records(examples) == SPAN_ROWS
-    metadata = output_metadata(steps["CsvExampleGen"], "examples")
+    metadata = output_metadata(steps["ExampleGen"], "examples")
     assert metadata[SPAN_METADATA] == 1 and metadata["spans"] == "1"
     assert metadata["input_fingerprint"].startswith("split:single_split,num_files:1")
 
@@ -201,13 +201,13 @@ def test_runtime_parameters_reach_example_gen_and_trainer(executions):
 def test_a_new_span_is_read_not_taken_from_cache(executions):
     second = executions["second"]["steps"]
     # The snapshot step ran first and saw span 2; its value changed ExampleGen's cache key.
-    snapshot = json.loads(second["CsvExampleGen"]["parameters"]["input_snapshot"])
+    snapshot = json.loads(second["ExampleGen"]["parameters"]["input_snapshot"])
     assert [s["span"] for s in snapshot] == [2]
-    assert second["CsvExampleGen"]["status"] == "SUCCESS"  # executed, not CACHED
-    (examples,) = second["CsvExampleGen"]["outputs"]["examples"]
-    assert output_metadata(second["CsvExampleGen"], "examples")[SPAN_METADATA] == 2
+    assert second["ExampleGen"]["status"] == "SUCCESS"  # executed, not CACHED
+    (examples,) = second["ExampleGen"]["outputs"]["examples"]
+    assert output_metadata(second["ExampleGen"], "examples")[SPAN_METADATA] == 2
     assert records(examples) == SPAN_ROWS
-    (first_examples,) = executions["first"]["steps"]["CsvExampleGen"]["outputs"]["examples"]
+    (first_examples,) = executions["first"]["steps"]["ExampleGen"]["outputs"]["examples"]
     assert examples != first_examples
     for step in ("StatisticsGen", "Transform", "Trainer"):
         assert second[step]["status"] == "SUCCESS", step
@@ -235,7 +235,7 @@ def test_the_drift_gate_reads_the_statistics_the_first_execution_served(executio
 
 def test_unchanged_data_reuses_the_cache_and_still_checks_what_is_outside(executions):
     steps = executions["unchanged"]["steps"]
-    for step in ("CsvExampleGen", "StatisticsGen", "Transform", "Trainer", "SchemaImporter"):
+    for step in ("ExampleGen", "StatisticsGen", "Transform", "Trainer", "SchemaImporter"):
         assert steps[step]["status"] == "CACHED", step
     # Uncached: they read the data root and the serving directory.
     for step in ("InputSnapshot", "DataDriftGate", "LatestServedModel"):
@@ -250,7 +250,7 @@ def test_a_data_root_without_matching_files_fails_at_the_first_step(executions):
     failure = "\n".join(snapshot["log_tail"])
     assert "match the input pattern span-{SPAN}/*.csv" in failure
     assert str(executions["tmp"] / "empty") in failure
-    assert "CsvExampleGen" not in no_match["steps"]
+    assert "ExampleGen" not in no_match["steps"]
 
 
 def test_first_execution_pushes_a_blessed_model_that_scores_raw_rows(executions, taxi_spec):

@@ -97,7 +97,7 @@ def test_code_edits_rerun_exactly_the_steps_that_run_that_code(tmp_path, taxi_sl
     after_model_edit = states(output_dir)
     assert after_model_edit["Transform"] == "cached"
     assert after_model_edit["Trainer"] == "complete"
-    assert after_model_edit["CsvExampleGen"] == "cached"
+    assert after_model_edit["ExampleGen"] == "cached"
 
     # An edit to that package alone re-runs the Trainer, and Transform stays cached.
     (project / "features" / "widths.py").write_text("EXTRA_UNITS = 1\n")

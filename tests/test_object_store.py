@@ -99,8 +99,12 @@ def test_local_run_reads_its_data_from_s3(store, tmp_path):
 @pytest.mark.parametrize(
     ("case", "files", "message"),
     [
-        ("empty", {}, "data root s3://pipelines/bad/empty holds no *.csv files"),
-        ("other", {"data.csv": "fare,tips\n1,2\n", "notes.txt": "x"}, "not CSV: notes.txt"),
+        ("empty", {}, "data root s3://pipelines/bad/empty holds no data files"),
+        (
+            "other",
+            {"data.csv": "fare,tips\n1,2\n", "notes.txt": "x"},
+            "neither CSV nor Parquet: s3://pipelines/bad/other/notes.txt",
+        ),
         (
             "headers",
             {"a.csv": "fare,tips\n1,2\n", "b.csv": "fare\n1\n"},
@@ -115,18 +119,25 @@ def test_s3_data_roots_are_checked_like_local_ones(store, tmp_path, case, files,
     for name, text in files.items():
         (tmp_path / name).write_text(text)
         store.upload(tmp_path / name, f"{prefix}/{name}")
+    assert message in check_in_a_process(store, tmp_path, prefix)
+
+
+def check_in_a_process(store, tmp_path, prefix: str, then: str = "") -> str:
+    """What the data-root check prints for `prefix` in a process with the store's environment
+    (its error, then what the code `then` prints)."""
     proc = subprocess.run(
         [sys.executable, "-c",
-         "import sys; from pipeline.inputs import check_csv_data_root\n"
+         "import sys; from pipeline.inputs import check_data_root\n"
          "from pipeline.object_store import exit_process\n"
-         "try: check_csv_data_root(sys.argv[1])\n"
+         "try: check_data_root(sys.argv[1])\n"
          "except ValueError as e: print(e)\n"
+         f"{then}\n"
          "exit_process(0)", prefix],
         cwd=REPO_ROOT, env=store.shell_environment(tmp_path), capture_output=True, text=True,
         timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert message in proc.stdout, proc.stdout
+    return proc.stdout
 
 
 def test_folder_markers_are_removed_and_every_other_key_kept(store, monkeypatch, tmp_path):
@@ -259,3 +270,24 @@ def test_an_attempt_removes_the_folder_markers_left_in_its_outputs(store, tmp_pa
         "attempt/run/Transform/step_record.json",
         "attempt/run/Transform/transform_graph/graph.pb",
     ]
+
+
+def test_a_parquet_data_root_on_s3_is_checked_as_a_local_one(store, tmp_path):
+    """The footers are read through the object store's client, as ExampleGen reads them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    prefix = "s3://pipelines/parquet"
+    pq.write_table(pa.table({"fare": [1.5], "trip": [{"km": 2.0}]}), tmp_path / "part.parquet")
+    (tmp_path / "_SUCCESS").write_bytes(b"")
+    for name in ("part.parquet", "_SUCCESS"):
+        store.upload(tmp_path / name, f"{prefix}/{name}")
+    printed = check_in_a_process(
+        store,
+        tmp_path,
+        prefix,
+        "checked = check_data_root(sys.argv[1], ignore=('trip',))\n"
+        "print(checked.format, checked.header, checked.files)",
+    )
+    assert f"column 'trip' in {prefix}/part.parquet is struct<km: double>" in printed
+    assert f"parquet ('fare',) ('{prefix}/part.parquet',)" in printed, printed

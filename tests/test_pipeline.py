@@ -120,6 +120,7 @@ def test_the_dataset_specs_input_and_drift_reach_their_steps(tmp_path, taxi_spec
     assert json.loads(example_gen["input_window"]) == {
         "pattern": "{YYYY}-{MM}-{DD}/*.csv",
         "spans": 3,
+        "ignore": sorted(taxi_spec.ignore),  # a Parquet column no feature holds is skipped
     }
     assert json.loads(by_id[dag.DRIFT_GATE].exec_properties["thresholds"]) == {
         "fare": {"measure": "jensen_shannon", "threshold": 0.2, "mode": "warn"}

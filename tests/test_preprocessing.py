@@ -172,7 +172,7 @@ def test_class_index_follows_the_spec_order_and_marks_unknown_labels(values, cla
 
 
 def test_raw_rows_with_a_fraction_in_an_int_column_are_refused_not_truncated():
-    """The test helper encodes as CsvExampleGen does: 1.7 in an int column is no 1."""
+    """The test helper encodes as ExampleGen does: 1.7 in an int column is no 1."""
     with pytest.raises(ValueError, match=r"column 'trip_seconds': '1\.7' is not int"):
         serialize_rows([{"trip_seconds": "1.7"}], load_schema())
     (example,) = serialize_rows([{"trip_seconds": "17"}], load_schema())

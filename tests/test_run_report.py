@@ -85,7 +85,7 @@ def test_a_run_that_failed_before_any_artifact_still_renders_every_section():
         pipeline_name="p",
         run_id="r1",
         steps=(
-            StepRun("CsvExampleGen", "failed", 1_000, 2_500),
+            StepRun("ExampleGen", "failed", 1_000, 2_500),
             StepRun("Trainer", "not run"),
         ),
         error="InputDataError: <no rows> & more",
@@ -96,7 +96,7 @@ def test_a_run_that_failed_before_any_artifact_still_renders_every_section():
         assert with_attr(elements, "id", id=section), section
     assert "InputDataError: &lt;no rows&gt; &amp; more" in html  # escaped, not markup
     assert with_attr(elements, "data-step", data_step="Trainer", data_state="not run")
-    (example_gen,) = with_attr(elements, "data-step", data_step="CsvExampleGen")
+    (example_gen,) = with_attr(elements, "data-step", data_step="ExampleGen")
     assert float(example_gen["data-seconds"]) == pytest.approx(1.5)
     assert "FAILED" in html
     assert_self_contained(html)

@@ -45,7 +45,7 @@ def driver_executor_input(tmp_path) -> dict:
                         {
                             "name": "42",
                             "type": {"instanceSchema": ""},
-                            "uri": str(tmp_path / "CsvExampleGen" / "examples"),
+                            "uri": str(tmp_path / "ExampleGen" / "examples"),
                             "metadata": {
                                 "split_names": '["train", "eval"]',
                                 "span": 1.0,

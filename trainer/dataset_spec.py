@@ -92,6 +92,8 @@ DRIFT_MEASURE_VALUE_TYPES: dict[str, tuple[str, ...]] = {
 # units of the old data's spread, and a shift may be several of them).
 DRIFT_MEASURE_MAXIMUM = {"l_infinity": 1.0, "jensen_shannon": 1.0, "quantile_shift": 100.0}
 DriftMode = Literal["fail", "warn"]
+# The formats ExampleGen reads (components/input_files.py FORMATS).
+InputFormat = Literal["csv", "parquet"]
 # Class names: text or integers, read as text (YAML reads `[0, 1]` as numbers). Not
 # booleans or null: `[no, yes]` unquoted would read back as "False" and "True".
 CLASS_NAME = Kind(
@@ -381,7 +383,7 @@ class EvaluationSpec:
 
 @dataclass(frozen=True)
 class InputSpec:
-    """Where under the data root a run's CSV files are.
+    """Where under the data root a run's files are, and their format.
 
     A pattern holds TFX's span placeholders: `{SPAN}` (or `{SPAN:4}`,
     zero-padded) or the date `{YYYY}`, `{MM}`, `{DD}` (the span is the day's
@@ -394,7 +396,7 @@ class InputSpec:
         metadata=declare(
             STRING.or_none(),
             "the files of a span, relative to the data root (`span-{SPAN}/*.csv`, "
-            "`{YYYY}-{MM}-{DD}/*.csv`); none: every CSV file under the data root",
+            "`dt={YYYY}-{MM}-{DD}/*.parquet`); none: every data file under the data root",
         ),
     )
     spans: int = field(
@@ -402,6 +404,14 @@ class InputSpec:
         metadata=declare(
             integer(minimum=1),
             "how many of the latest spans a run reads (a rolling window); needs `pattern`",
+        ),
+    )
+    format: InputFormat | None = field(
+        default=None,
+        metadata=declare(
+            choice(InputFormat).or_none(),
+            "the files' format; none: from their extension (`.csv`, `.parquet`), "
+            "for files named without one (`part-00000`)",
         ),
     )
 
@@ -688,7 +698,7 @@ def parse_input(values: object) -> InputSpec:
             raise DatasetSpecError(
                 "input.spans: a window of spans needs input.pattern, e.g. span-{SPAN}/*.csv"
             )
-        return InputSpec()
+        return InputSpec(format=data_input.format)
     if pattern.startswith("/") or "://" in pattern or ".." in pattern.split("/"):
         raise DatasetSpecError(
             f"input.pattern: {pattern!r} must be relative to the data root, "

@@ -118,7 +118,7 @@ def _feature_statistics(feature, num_examples: int) -> FeatureStatistics:
     kind = feature.WhichOneof("stats")
     stats = getattr(feature, kind)
     common = stats.common_stats
-    # CsvExampleGen writes an empty cell as an empty value list, which TFDV
+    # ExampleGen writes an empty cell as an empty value list, which TFDV
     # counts as "non-missing". An example has a value when it has one or more;
     # for single-valued features that count is the total number of values.
     present = (

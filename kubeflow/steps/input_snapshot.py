@@ -3,7 +3,7 @@
 Open-source Kubeflow Pipelines keys a step's cache on its parameter values,
 image and command (backend/src/v2/cacheutils/cache.go): nothing about the files
 under `data_root`. A scheduled run with the same `data_root` every day would
-take CsvExampleGen from cache, and everything after it too, and train on the
+take ExampleGen from cache, and everything after it too, and train on the
 first day's data forever. TFX's answer, the fingerprint its ExampleGen driver
 computes, runs only on Vertex (see components/example_gen.py).
 

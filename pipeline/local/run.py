@@ -34,7 +34,7 @@ from pipeline.beam import BeamMode
 if TYPE_CHECKING:
     from components.report.contents import RunReport
     from pipeline.config import PipelineConfig
-    from pipeline.inputs import CsvDataRoot
+    from pipeline.inputs import DataRoot
     from pipeline.local.node_process import NodeProcess
     from trainer.dataset_spec import DatasetSpec
 
@@ -80,11 +80,17 @@ def run_local(options: LocalRunOptions) -> RunReport:
     statistics, anomalies and training sections. Raises on a failed run (the
     error says why), and NotBlessedError with `fail_if_not_blessed`."""
     # Only light modules before the lock: a second run is refused at once.
-    from pipeline.inputs import check_csv_data_root
+    from pipeline.inputs import check_data_root
     from pipeline.local.run_lock import RunLock
 
     data_input = options.dataset.input
-    checked = check_csv_data_root(options.data_root, data_input.pattern, data_input.spans)
+    checked = check_data_root(
+        options.data_root,
+        data_input.pattern,
+        data_input.spans,
+        format=data_input.format,
+        ignore=options.dataset.ignore,
+    )
     check_label_columns(checked, options.dataset, options.spec_file)
     output_dir = options.output_dir.resolve()
     check_output_dir(output_dir)
@@ -161,7 +167,7 @@ def start_node_process(*, sequential: bool, verbose: bool) -> AbstractContextMan
     return NodeProcess(initializer=configure_logging, initargs=(verbose,))
 
 
-def check_label_columns(data: CsvDataRoot, dataset: DatasetSpec, spec_file: Path) -> None:
+def check_label_columns(data: DataRoot, dataset: DatasetSpec, spec_file: Path) -> None:
     """Fails at once when the data lacks the label's columns: the wrong schema dir, typically.
 
     `data` is the checked data root. Other schema mismatches are the
@@ -223,7 +229,7 @@ def claim_output_dir(output_dir: Path, pipeline_name: str) -> None:
 
 def _run_pipeline(
     options: LocalRunOptions,
-    checked: CsvDataRoot,
+    checked: DataRoot,
     output_dir: Path,
     node_process: NodeProcess | None = None,
 ) -> RunReport:

@@ -1,4 +1,4 @@
-"""Drafts a schema and a dataset spec from CSV data, so a new dataset runs unedited.
+"""Drafts a schema and a dataset spec from CSV or Parquet data, so a new dataset runs unedited.
 
     python -m schemas.draft --data-root DIR --label COLUMN --output-dir SCHEMA_DIR
     python local_runner.py --data-root DIR --schema-dir SCHEMA_DIR --output-dir OUT
@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import get_args
 
 from components.spans import SpanPattern, glob_root
-from pipeline.inputs import InputDataError, check_csv_data_root
+from pipeline.inputs import InputDataError, check_data_root
 from schemas.draft.features import choose_slices, close_columns, decide_column, drift_measure
 from schemas.draft.noise import NOISE_ROWS, drift_thresholds
+from schemas.draft.parquet_data import parquet_statistics, read_parquet_data
 from schemas.draft.profiles import DraftError, profiles_of, read_data
 from schemas.draft.render import render_spec
 from schemas.draft.schema import curate_schema, schema_text, widen_schema
@@ -89,12 +90,16 @@ def draft(
     except DatasetSpecError as err:
         raise DraftError(f"--input-pattern/--spans: {err}") from None
     try:
-        data = check_csv_data_root(data_root, data_input.pattern, data_input.spans)
+        data = check_data_root(data_root, data_input.pattern, data_input.spans)
     except InputDataError as err:
         raise DraftError(str(err)) from None
     # The one pass over the rows (profiles and the noise sample); TFDV's
     # statistics below read the latest span again, in Beam, for the types.
-    rows = read_data(data.files, data.header, sample_size=NOISE_ROWS)
+    # Parquet: the rows of every file read, typed as ExampleGen types them.
+    if data.parquet is not None:
+        rows = read_parquet_data(data.parquet, sample_size=NOISE_ROWS)
+    else:
+        rows = read_data(data.files, data.header, sample_size=NOISE_ROWS)
     if label not in data.header:
         raise DraftError(
             f"--label {label!r} is not a column of the data (columns: {', '.join(data.header)})"
@@ -110,13 +115,14 @@ def draft(
     if not PIPELINE_NAME_PATTERN.fullmatch(name):
         raise DraftError(f"--name {name!r} must match {PIPELINE_NAME_PATTERN.pattern}")
 
-    # Types as TFDV (and so CsvExampleGen) infers them from the data.
-    inferred = tfdv.infer_schema(
-        tfdv.generate_statistics_from_csv(
+    # Types as TFDV (and so ExampleGen) infers them from the data.
+    if data.parquet is not None:
+        statistics = parquet_statistics(data.parquet)
+    else:
+        statistics = tfdv.generate_statistics_from_csv(
             data_location=_statistics_location(data_root, data_input, data)
-        ),
-        infer_feature_shape=False,
-    )
+        )
+    inferred = tfdv.infer_schema(statistics, infer_feature_shape=False)
     types = column_types(inferred)
     profiles = profiles_of(rows, types)
     widened = {c: p.value_type for c, p in profiles.items() if p.value_type != types[c]}

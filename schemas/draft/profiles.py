@@ -51,7 +51,7 @@ class ColumnProfile:
     """What the draft knows of one column, from the rows it read."""
 
     name: str
-    value_type: str  # int | float | string, as CsvExampleGen types it
+    value_type: str  # int | float | string, as ExampleGen types it
     rows: int
     missing: int
     counts: Counter
@@ -122,43 +122,59 @@ def read_data(csv_files: Sequence[str], columns: Sequence[str], *, sample_size: 
     the data, not taken from its head: sorted or time-ordered data would
     otherwise measure the noise of its first rows only.
     """
-    columns = tuple(columns)
-    counts: dict[str, Counter[str]] = {name: Counter() for name in columns}
-    profiled: list[tuple[str, ...]] = []  # counted a chunk at a time (Counter.update is C)
-    sample: list[tuple[str, ...]] = []
-    chooser = random.Random(0)
-    rows = seen = 0
+    collector = RowCollector(columns, sample_size)
     for path in csv_files:
         with object_store.open_text(path) as f:
             reader = csv.reader(f)
             try:
                 header = next(reader, [])
-                at = [header.index(name) if name in header else _ABSENT for name in columns]
+                at = [
+                    header.index(name) if name in header else _ABSENT for name in collector.columns
+                ]
                 for cells in reader:
                     if not cells:
                         continue  # A blank line is no row (as csv.DictReader reads it).
                     # A short row's last cells, and a column the file lacks, are empty.
-                    values = tuple(cells[i] if i < len(cells) else "" for i in at)
-                    if rows < MAX_ROWS_READ:
-                        rows += 1
-                        profiled.append(values)
-                        if len(profiled) == _CHUNK:
-                            _count(profiled, columns, counts)
-                    if len(sample) < sample_size:
-                        sample.append(values)
-                    else:
-                        slot = chooser.randrange(seen + 1)
-                        if slot < sample_size:
-                            sample[slot] = values
-                    seen += 1
+                    collector.add(tuple(cells[i] if i < len(cells) else "" for i in at))
             except csv.Error as err:
                 raise DraftError(f"{path}: line {reader.line_num}: {err}") from None
             except UnicodeDecodeError:
                 _raise_not_utf8(path)
                 raise
-    _count(profiled, columns, counts)
-    missing = Counter({name: found.pop("", 0) for name, found in counts.items()})
-    return DataRead(columns, rows, counts, missing, sample)
+    return collector.result()
+
+
+class RowCollector:
+    """The pass's bookkeeping over rows of cell text, whatever the files' format: counts
+    over the first MAX_ROWS_READ rows, and a seeded reservoir sample of all of them."""
+
+    def __init__(self, columns: Sequence[str], sample_size: int):
+        self.columns = tuple(columns)
+        self._sample_size = sample_size
+        self._counts: dict[str, Counter[str]] = {name: Counter() for name in self.columns}
+        self._profiled: list[tuple[str, ...]] = []  # counted a chunk at a time (Counter is C)
+        self._sample: list[tuple[str, ...]] = []
+        self._chooser = random.Random(0)
+        self._rows = self._seen = 0
+
+    def add(self, values: tuple[str, ...]) -> None:
+        if self._rows < MAX_ROWS_READ:
+            self._rows += 1
+            self._profiled.append(values)
+            if len(self._profiled) == _CHUNK:
+                _count(self._profiled, self.columns, self._counts)
+        if len(self._sample) < self._sample_size:
+            self._sample.append(values)
+        else:
+            slot = self._chooser.randrange(self._seen + 1)
+            if slot < self._sample_size:
+                self._sample[slot] = values
+        self._seen += 1
+
+    def result(self) -> DataRead:
+        _count(self._profiled, self.columns, self._counts)
+        missing = Counter({name: found.pop("", 0) for name, found in self._counts.items()})
+        return DataRead(self.columns, self._rows, self._counts, missing, self._sample)
 
 
 def _count(rows: list[tuple[str, ...]], columns: tuple[str, ...], counts) -> None:

@@ -64,7 +64,7 @@ def curate_schema(
                 # training as class 0.
                 _close_domain(schema, feature, profile)
             continue
-        # CsvExampleGen writes an empty cell as a feature with no values, and TFDV's
+        # ExampleGen writes an empty cell as a feature with no values, and TFDV's
         # `min: 1` would call every empty cell an anomaly: the next span may have one
         # where this data had none, and Transform fills them (the mean, an empty
         # category). Only the label is required.
@@ -127,7 +127,7 @@ SCHEMA_HEADER = """\
 # TFDV inferred types, domains and presence from the data; the draft then:
 #   * requires the label `{label}` in training data and leaves it out of
 #     serving requests (SERVING environment){label_domain};
-#   * gives every other column `value_count {{ max: 1 }}`: CsvExampleGen writes
+#   * gives every other column `value_count {{ max: 1 }}`: ExampleGen writes
 #     an empty cell as a feature with no values, the next span may have one
 #     where this data had none, and Transform fills them (the mean, an empty
 #     category);

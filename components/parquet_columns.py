@@ -1,0 +1,296 @@
+"""Parquet files as features: each column's type over the files, and its values cast by Arrow.
+
+ExampleGen's Parquet reader (components/parquet_to_examples.py) and the data
+root's check (pipeline/inputs.py, before anything heavy is imported) read
+the files through this module: pyarrow and numpy only.
+
+TFX's Parquet executor (`custom_executors/parquet_executor.py`) turns each row
+into a Python dict and each value into a Feature with `if not pyval:` in the
+way, so 0, 0.0, False and "" become missing (tensorflow/tfx#6407). Here no row
+is ever a Python object: each column of a row group is cast with Arrow kernels
+to what components/example_encoding.py encodes, by this mapping (the type table
+in docs/parquet-and-partitions.md; tests/test_parquet_to_examples.py asserts it
+column by column):
+
+- int8..int64, uint8..uint64 -> INT (a uint64 beyond int64 stops the run);
+- bool -> INT 0 or 1;
+- float16, float32, float64 -> FLOAT (rounded to float32, as the CSV path);
+- decimal128/256: scale 0 -> INT (beyond int64 stops the run), else FLOAT;
+- string, large_string, binary, large_binary, fixed_size_binary -> STRING;
+- dictionary -> as its values;
+- timestamp, any unit, with or without a time zone -> INT microseconds since
+  1970-01-01 UTC (a naive timestamp is taken as UTC, as Arrow stores it);
+  sub-microsecond digits stop the run;
+- date32, date64 -> INT days since 1970-01-01;
+- null (empty throughout) -> a Feature with no kind, as an empty CSV column;
+- list, large_list, fixed_size_list of one of these -> every value, as its
+  values' kind; null elements are dropped.
+
+A null (and an empty list) is missing: the feature with no values, as an
+empty CSV cell is written. Struct, map, a list of lists and every other type
+are refused when the run is planned, before any row is read, naming the
+column, the file and what to do.
+
+Schema evolution: the columns are the union over every file read, and a file
+that lacks one has it missing in its rows; each column's type is merged over
+the files (int32 and int64 are INT; an int in one file and a float in another
+is FLOAT, as the CSV type rule has it); a column that changes family (int64
+to string, timestamp to int) stops the run naming both files.
+
+Each row group is a Beam element, so a large file is read by several workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+# Rows per record batch read from a row group (~ the CSV reader's blocks).
+BATCH_ROWS = 8192
+_DAY_MS = 86_400_000
+# Feature kinds, narrowest first: an INT column read as FLOAT in another file is FLOAT.
+KINDS = ("UNKNOWN", "INT", "FLOAT", "STRING")
+# The Arrow type of each kind's values once cast; a column empty throughout is
+# binary, as TFDV types an empty CSV column (BYTES).
+VALUE_TYPES = {
+    "UNKNOWN": pa.binary(),
+    "INT": pa.int64(),
+    "FLOAT": pa.float64(),
+    "STRING": pa.binary(),
+}
+
+
+class ParquetError(ValueError):
+    """A Parquet file or column ExampleGen cannot read as features; names the file and column."""
+
+
+@dataclass(frozen=True)
+class FeatureType:
+    """What an Arrow type becomes: its family (which types merge), kind, and whether a list."""
+
+    family: str  # number | bytes | timestamp | date | null
+    kind: str  # a tfx_bsl ColumnType's name: UNKNOWN, INT, FLOAT or STRING
+    is_list: bool = False
+
+    def describe(self) -> str:
+        return f"{'list of ' if self.is_list else ''}{self.family}"
+
+
+def _scalar_type(arrow_type: pa.DataType) -> FeatureType | None:
+    t = arrow_type
+    if pa.types.is_dictionary(t):
+        return _scalar_type(t.value_type)
+    if pa.types.is_null(t):
+        return FeatureType("null", "UNKNOWN")
+    if pa.types.is_boolean(t) or pa.types.is_integer(t):
+        return FeatureType("number", "INT")
+    if pa.types.is_floating(t):
+        return FeatureType("number", "FLOAT")
+    if pa.types.is_decimal(t):
+        return FeatureType("number", "INT" if t.scale == 0 else "FLOAT")
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+    ):
+        return FeatureType("bytes", "STRING")
+    if pa.types.is_timestamp(t):
+        return FeatureType("timestamp", "INT")
+    if pa.types.is_date(t):
+        return FeatureType("date", "INT")
+    return None
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
+def feature_type(arrow_type: pa.DataType) -> FeatureType | None:
+    """The feature an Arrow type becomes (module doc's table), or None: unsupported."""
+    if _is_list(arrow_type):
+        inner = _scalar_type(arrow_type.value_type)
+        return None if inner is None else FeatureType(inner.family, inner.kind, is_list=True)
+    return _scalar_type(arrow_type)
+
+
+def merge(a: FeatureType, b: FeatureType) -> FeatureType | None:
+    """One column's feature type over two files, or None: they cannot be one feature."""
+    if a.family == "null":
+        return FeatureType(b.family, b.kind, a.is_list or b.is_list)
+    if b.family == "null":
+        return FeatureType(a.family, a.kind, a.is_list or b.is_list)
+    if a.family != b.family or a.is_list != b.is_list:
+        return None
+    return FeatureType(a.family, max(a.kind, b.kind, key=KINDS.index), a.is_list)
+
+
+@dataclass(frozen=True)
+class ParquetPlan:
+    """What a run reads: each column's feature type over every file, and the row groups."""
+
+    types: dict[str, FeatureType]
+    row_groups: tuple[tuple[str, int], ...]  # (file, row group index)
+    skipped: tuple[str, ...] = ()  # unsupported columns the dataset spec ignores
+
+    @property
+    def kinds(self) -> dict[str, str]:
+        return {name: t.kind for name, t in self.types.items()}
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(self.types)
+
+
+def plan_files(
+    files: Iterable[str], open_binary: Callable[[str], IO[bytes]], ignore: Iterable[str] = ()
+) -> ParquetPlan:
+    """Every file's footer read (no rows): the columns' merged types and the row groups.
+
+    ParquetError for a file that is not Parquet, an unsupported column not in
+    `ignore` (the dataset spec's), and a column whose type changes family.
+    """
+    ignore = set(ignore)
+    types: dict[str, FeatureType] = {}
+    seen_in: dict[str, tuple[str, pa.DataType]] = {}  # column -> (first file, its type)
+    row_groups: list[tuple[str, int]] = []
+    skipped: list[str] = []
+    for path in files:
+        with open_binary(path) as f:
+            try:
+                metadata = pq.ParquetFile(_ArrowReadable(f)).metadata
+                schema = metadata.schema.to_arrow_schema()
+            except (pa.ArrowException, OSError) as err:
+                raise ParquetError(
+                    f"{path} is not a Parquet file pyarrow can read: {err}"
+                ) from None
+        for field in schema:
+            found = feature_type(field.type)
+            if found is None:
+                if field.name in ignore:
+                    skipped.append(field.name)
+                    continue
+                raise ParquetError(
+                    f"column {field.name!r} in {path} is {field.type}, which a tf.Example "
+                    "feature cannot hold (one value or a flat list of numbers or strings): "
+                    "flatten it into columns when writing the data, or list it under "
+                    "`ignore:` in the dataset spec"
+                )
+            if field.name in types:
+                merged = merge(types[field.name], found)
+                if merged is None:
+                    first, first_type = seen_in[field.name]
+                    raise ParquetError(
+                        f"column {field.name!r} is {field.type} in {path} but {first_type} in "
+                        f"{first}: a {found.describe()} cannot be read as a "
+                        f"{types[field.name].describe()}; write it with one type in every file "
+                        "(or read the files apart: input.pattern)"
+                    )
+                types[field.name] = merged
+            else:
+                types[field.name] = found
+                seen_in[field.name] = (path, field.type)
+        row_groups += [(path, i) for i in range(metadata.num_row_groups)]
+    return ParquetPlan(
+        types=types, row_groups=tuple(row_groups), skipped=tuple(sorted(set(skipped)))
+    )
+
+
+# --- casting a column to its feature ------------------------------------------
+
+
+def _as_kind(values: pa.Array, kind: str, where: str) -> pa.Array:
+    """A flat (non-list) column's values as the encoder takes `kind`: int64, float64, binary."""
+    t = values.type
+    if pa.types.is_dictionary(t):
+        values = values.dictionary_decode()
+        t = values.type
+    if pa.types.is_null(t) or kind == "UNKNOWN":
+        return pa.nulls(len(values), VALUE_TYPES[kind])
+    try:
+        if pa.types.is_timestamp(t):
+            # Safe cast: refuses to drop sub-microsecond digits.
+            return values.cast(pa.timestamp("us", t.tz)).cast(pa.int64())
+        if pa.types.is_date32(t):
+            return values.cast(pa.int32()).cast(pa.int64())
+        if pa.types.is_date64(t):
+            millis = values.cast(pa.int64())
+            days = np.floor_divide(millis.fill_null(0).to_numpy(zero_copy_only=False), _DAY_MS)
+            return pa.array(days, pa.int64(), mask=millis.is_null().to_numpy(zero_copy_only=False))
+        if kind == "STRING":
+            return values.cast(pa.binary())
+        if kind == "INT":
+            return values.cast(pa.int64())  # bool -> 0/1; safe: refuses values beyond int64
+        if pa.types.is_float16(t):  # Arrow 10 has no cast from half floats
+            mask = values.is_null().to_numpy(zero_copy_only=False)
+            halves = values.to_numpy(zero_copy_only=False)
+            return pa.array(np.where(mask, 0, halves).astype(np.float64), mask=mask)
+        # float32 -> float64 is exact; an int64 in a FLOAT column converts as the CSV
+        # path's Python float() does.
+        return values.cast(pa.float64(), safe=False)
+    except pa.ArrowInvalid as err:
+        raise ParquetError(f"{where}: {err}; such values have no {kind} feature") from None
+
+
+def feature_column(column: pa.Array, feature: FeatureType, where: str) -> pa.Array:
+    """One column of a batch, as the encoder takes it (components/example_encoding.py)."""
+    if not _is_list(column.type):
+        return _as_kind(column, feature.kind, where)
+    flat = column.flatten()
+    parents = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
+    offsets = np.zeros(len(column) + 1, dtype=np.int32)
+    np.cumsum(np.bincount(parents, minlength=len(column)), out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), _as_kind(flat, feature.kind, where))
+
+
+def read_row_group(
+    unit: tuple[str, int], plan: ParquetPlan, open_binary
+) -> Iterator[pa.RecordBatch]:
+    """One row group of one file, in batches of columns cast to their features."""
+    path, index = unit
+    with open_binary(path) as f:
+        parquet = pq.ParquetFile(_ArrowReadable(f))
+        present = [n for n in parquet.schema_arrow.names if n in plan.types]
+        for batch in parquet.iter_batches(
+            batch_size=BATCH_ROWS, row_groups=[index], columns=present, use_threads=False
+        ):
+            yield pa.RecordBatch.from_arrays(
+                [
+                    feature_column(batch.column(name), plan.types[name], f"{path}: column {name!r}")
+                    for name in present
+                ],
+                present,
+            )
+
+
+class _ArrowReadable:
+    """A binary file as pyarrow reads one: tf.io.gfile's GFile (s3://, gs://) has no `closed`."""
+
+    def __init__(self, file: IO[bytes]):
+        self._file = file
+        self.closed = False
+
+    def read(self, size: int = -1) -> bytes:
+        return self._file.read(size)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.closed = True

@@ -1,0 +1,408 @@
+"""ExampleGen's Parquet reader: every Arrow type's feature, nulls and zeros, schema
+evolution, refusals before any Beam work, and the same examples as the CSV path."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+import pytest
+import tensorflow as tf
+from tfx.utils import proto_utils
+from tfx_bsl.coders.csv_decoder import ColumnType
+
+from components.csv_to_examples import column_type, read_blocks, typed_batch
+from components.example_encoding import encode_examples
+from components.example_gen import SpanResolvingExecutor, input_config, resolve_input
+from components.parquet_columns import (
+    FeatureType,
+    ParquetError,
+    feature_column,
+    plan_files,
+    read_row_group,
+)
+from pipeline.inputs import InputDataError, check_data_root
+from tests.harness import run_example_gen, split_records
+
+UTC = datetime.timezone.utc
+MOMENT = datetime.datetime(2024, 3, 1, 12, 30, 15, 250000, tzinfo=UTC)
+SECONDS = int(MOMENT.timestamp())
+MICROS = SECONDS * 1_000_000 + 250000
+
+
+def write(path: Path, table: pa.Table, **options) -> Path:
+    """Written as Parquet 2.6 (pyarrow 10's default, 2.4, stores nanoseconds as micros)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path, version="2.6", **options)
+    return path
+
+
+def open_binary(path: str):
+    return open(path, "rb")
+
+
+def read_examples(*files: Path, ignore=()) -> list[tf.train.Example]:
+    """The files as ExampleGen's Parquet reader and encoder see them, without Beam."""
+    plan = plan_files([str(f) for f in files], open_binary, ignore)
+    return [
+        tf.train.Example.FromString(record)
+        for unit in plan.row_groups
+        for batch in read_row_group(unit, plan, open_binary)
+        for record in encode_examples(batch, column_types(plan))
+    ]
+
+
+def column_types(plan) -> dict[str, ColumnType]:
+    return {name: ColumnType[kind] for name, kind in plan.kinds.items()}
+
+
+def values(example: tf.train.Example, name: str):
+    """A feature's kind and values; None when the feature has no values (missing)."""
+    feature = example.features.feature[name]
+    kind = feature.WhichOneof("kind")
+    found = list(getattr(feature, kind).value) if kind else []
+    return (kind, found) if found else None
+
+
+# Each Arrow type, its first row's value, and the feature it is read as (the
+# type table of docs/parquet-and-partitions.md).
+TYPE_TABLE = [
+    ("int8", pa.array([-8, None], pa.int8()), ("int64_list", [-8])),
+    ("int16", pa.array([-16, None], pa.int16()), ("int64_list", [-16])),
+    ("int32", pa.array([-32, None], pa.int32()), ("int64_list", [-32])),
+    ("int64", pa.array([-(2**63), None], pa.int64()), ("int64_list", [-(2**63)])),
+    ("uint8", pa.array([255, None], pa.uint8()), ("int64_list", [255])),
+    ("uint16", pa.array([65535, None], pa.uint16()), ("int64_list", [65535])),
+    ("uint32", pa.array([2**32 - 1, None], pa.uint32()), ("int64_list", [2**32 - 1])),
+    ("uint64", pa.array([2**63 - 1, None], pa.uint64()), ("int64_list", [2**63 - 1])),
+    ("float32", pa.array([0.1, None], pa.float32()), ("float_list", [np.float32(0.1)])),
+    ("float64", pa.array([0.1, None], pa.float64()), ("float_list", [np.float32(0.1)])),
+    ("bool", pa.array([True, None]), ("int64_list", [1])),
+    ("string", pa.array(["ünï", None]), ("bytes_list", ["ünï".encode()])),
+    ("large_string", pa.array(["a", None], pa.large_string()), ("bytes_list", [b"a"])),
+    ("binary", pa.array([b"\x00\xff", None], pa.binary()), ("bytes_list", [b"\x00\xff"])),
+    ("large_binary", pa.array([b"b", None], pa.large_binary()), ("bytes_list", [b"b"])),
+    ("dictionary", pa.array(["cab", None]).dictionary_encode(), ("bytes_list", [b"cab"])),
+    ("timestamp_s", pa.array([SECONDS, None], pa.timestamp("s")), ("int64_list", [SECONDS * 10**6])),  # noqa: E501
+    ("timestamp_ms", pa.array([MICROS // 1000, None], pa.timestamp("ms")), ("int64_list", [MICROS])),  # noqa: E501
+    ("timestamp_us", pa.array([MICROS, None], pa.timestamp("us")), ("int64_list", [MICROS])),
+    ("timestamp_ns", pa.array([MICROS * 1000, None], pa.timestamp("ns")), ("int64_list", [MICROS])),
+    ("timestamp_us_utc", pa.array([MOMENT, None], pa.timestamp("us", "UTC")), ("int64_list", [MICROS])),  # noqa: E501
+    (
+        "timestamp_us_tokyo",  # the same instant in another zone: the same microseconds
+        pa.array([MOMENT, None], pa.timestamp("us", "Asia/Tokyo")),
+        ("int64_list", [MICROS]),
+    ),
+    ("date32", pa.array([datetime.date(2024, 3, 1), None], pa.date32()), ("int64_list", [19783])),
+    ("date64", pa.array([datetime.date(1969, 12, 31), None], pa.date64()), ("int64_list", [-1])),
+    ("decimal_int", pa.array([decimal.Decimal("-12"), None], pa.decimal128(20, 0)), ("int64_list", [-12])),  # noqa: E501
+    ("decimal", pa.array([decimal.Decimal("12.34"), None], pa.decimal128(6, 2)), ("float_list", [np.float32(12.34)])),  # noqa: E501
+    (
+        "list_int",  # null elements are dropped; a null list is missing
+        pa.array([[1, None, 0], None], pa.list_(pa.int64())),
+        ("int64_list", [1, 0]),
+    ),
+    ("large_list_string", pa.array([["a", ""], None], pa.large_list(pa.string())), ("bytes_list", [b"a", b""])),  # noqa: E501
+    ("list_float", pa.array([[0.5, 2.0], []], pa.list_(pa.float32())), ("float_list", [0.5, 2.0])),
+]  # fmt: skip
+
+
+def test_every_arrow_type_is_read_as_its_documented_feature_and_a_null_is_missing(tmp_path):
+    table = pa.table({name: array for name, array, _ in TYPE_TABLE})
+    first, second = read_examples(write(tmp_path / "types.parquet", table))
+    for name, _, expected in TYPE_TABLE:
+        assert values(first, name) == expected, name
+        feature = second.features.feature[name]
+        # A null is written as the CSV path writes an empty cell: the kind, no values.
+        assert feature.WhichOneof("kind") == expected[0] and values(second, name) is None, name
+
+
+def test_half_floats_and_fixed_size_lists_are_read_as_their_values():
+    """Two types pyarrow 10 does not round-trip through Parquet (it writes no float16,
+    and fails reading a null fixed-size list back), read from other writers' files."""
+    halves = pa.array(np.array([1.5, 0], np.float16), mask=np.array([False, True]))
+    column = feature_column(halves, FeatureType("number", "FLOAT"), "where")
+    assert column.to_pylist() == [1.5, None]
+    pairs = pa.array([[MICROS, MICROS], None], pa.list_(pa.timestamp("us"), 2))
+    int_list = FeatureType("timestamp", "INT", is_list=True)
+    batch = pa.RecordBatch.from_arrays([feature_column(pairs, int_list, "where")], ["at"])
+    first, second = encode_examples(batch, {"at": ColumnType.INT})
+    assert values(tf.train.Example.FromString(first), "at") == ("int64_list", [MICROS, MICROS])
+    assert values(tf.train.Example.FromString(second), "at") is None
+
+
+def test_zeros_false_and_empty_strings_are_values_unlike_tfx_s_parquet_executor(tmp_path):
+    """tfx#6407: the stock executor's `if not pyval:` makes each of these missing."""
+    table = pa.table({"i": [0, None], "f": [0.0, None], "b": [False, None], "s": ["", None]})
+    present, null = read_examples(write(tmp_path / "zeros.parquet", table))
+    assert [values(present, c) for c in "ifbs"] == [
+        ("int64_list", [0]),
+        ("float_list", [0.0]),
+        ("int64_list", [0]),
+        ("bytes_list", [b""]),
+    ]
+    assert [values(null, c) for c in "ifbs"] == [None] * 4
+
+
+def test_examples_are_protobufs_deterministic_serialization(tmp_path):
+    """ExampleGen's split hashes these bytes: they must be the ones TFX hashes."""
+    table = pa.table({name: array for name, array, _ in TYPE_TABLE})
+    path = str(write(tmp_path / "types.parquet", table))
+    plan = plan_files([path], open_binary)
+    encoded = [
+        e
+        for b in read_row_group(plan.row_groups[0], plan, open_binary)
+        for e in encode_examples(b, column_types(plan))
+    ]
+    assert encoded == [
+        tf.train.Example.FromString(e).SerializeToString(deterministic=True) for e in encoded
+    ]
+
+
+@pytest.mark.parametrize(
+    ("array", "message"),
+    [
+        (pa.array([{"x": 1}]), r"column 'bad' in .*bad\.parquet is struct<x: int64>"),
+        (pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64())), r"is map<string, int64"),
+        (pa.array([[[1]]], pa.list_(pa.list_(pa.int64()))), r"is list<item: list<item: int64>>"),
+    ],
+)
+def test_a_column_no_feature_holds_is_refused_before_any_row_is_read(tmp_path, array, message):
+    path = write(tmp_path / "bad.parquet", pa.table({"bad": array, "ok": [1]}))
+    with pytest.raises(ParquetError, match=message + r".*flatten it .* or list it under `ignore:`"):
+        plan_files([str(path)], open_binary)
+    # Ignored in the dataset spec, it is skipped; the other columns are read.
+    plan = plan_files([str(path)], open_binary, ignore=["bad"])
+    assert plan.column_names == ("ok",) and plan.skipped == ("bad",)
+    assert [values(e, "ok") for e in read_examples(path, ignore=["bad"])] == [("int64_list", [1])]
+
+
+@pytest.mark.parametrize(
+    ("array", "message"),
+    [
+        (pa.array([2**63], pa.uint64()), r"column 'big'.*9223372036854775808 not in range"),
+        (pa.array([MICROS * 1000 + 1], pa.timestamp("ns")), r"column 'big'.*would lose data"),
+        (
+            pa.array([decimal.Decimal(10**20)], pa.decimal128(38, 0)),
+            r"column 'big': Integer value out of bounds",
+        ),
+    ],
+)
+def test_a_value_no_int64_holds_stops_the_read_naming_file_and_column(tmp_path, array, message):
+    path = write(tmp_path / "big.parquet", pa.table({"big": array}))
+    with pytest.raises(ParquetError, match=r"big\.parquet: " + message):
+        read_examples(path)
+
+
+def test_columns_are_the_union_over_files_and_types_widen_as_the_csv_rule(tmp_path):
+    old = write(
+        tmp_path / "span-1.parquet",
+        pa.table({"n": pa.array([1], pa.int32()), "x": pa.array([0.5], pa.float32()), "c": [3]}),
+    )
+    new = write(
+        tmp_path / "span-2.parquet",
+        pa.table({"n": pa.array([2], pa.int64()), "x": [2.25], "c": [3.5], "added": ["y"]}),
+    )
+    plan = plan_files([str(old), str(new)], open_binary)
+    assert plan.kinds == {
+        "n": "INT",  # int32 and int64
+        "x": "FLOAT",  # float32 and float64
+        "c": "FLOAT",  # an int in one file, a float in the other
+        "added": "STRING",
+    }
+    first, second = read_examples(old, new)
+    assert values(first, "c") == ("float_list", [3.0]) and values(second, "c") == (
+        "float_list",
+        [3.5],
+    )
+    # The old file lacks the new column: missing in its rows.
+    assert values(first, "added") is None and values(second, "added") == ("bytes_list", [b"y"])
+
+
+def test_a_column_that_changes_type_stops_the_run_naming_both_files(tmp_path):
+    old = write(tmp_path / "dt=2024-01-01" / "a.parquet", pa.table({"fare": [1]}))
+    new = write(tmp_path / "dt=2024-01-02" / "a.parquet", pa.table({"fare": ["1.00 USD"]}))
+    with pytest.raises(
+        ParquetError,
+        match=r"column 'fare' is string in .*dt=2024-01-02/a\.parquet but int64 in "
+        r".*dt=2024-01-01/a\.parquet",
+    ):
+        plan_files([str(old), str(new)], open_binary)
+
+
+def test_row_groups_are_the_units_of_work(tmp_path):
+    path = write(tmp_path / "a.parquet", pa.table({"i": list(range(10))}), row_group_size=3)
+    plan = plan_files([str(path)], open_binary)
+    assert plan.row_groups == tuple((str(path), i) for i in range(4))
+    assert [values(e, "i")[1][0] for e in read_examples(path)] == list(range(10))
+
+
+def test_a_timestamp_is_text_in_csv_and_microseconds_in_parquet(tmp_path):
+    """The one place the formats differ by design (docs/parquet-and-partitions.md)."""
+    csv_path = tmp_path / "t.csv"
+    csv_path.write_text("at\n2024-03-01 12:30:15.25\n")
+    (block,) = read_blocks(str(csv_path), ["at"])
+    kinds = {"at": column_type(block.column("at"))}
+    (from_csv,) = encode_examples(typed_batch(block, kinds), kinds)
+    parquet = write(
+        tmp_path / "t.parquet", pa.table({"at": pa.array([MOMENT.replace(tzinfo=None)])})
+    )
+    (from_parquet,) = read_examples(parquet)
+    assert values(tf.train.Example.FromString(from_csv), "at") == (
+        "bytes_list",
+        [b"2024-03-01 12:30:15.25"],
+    )
+    assert values(from_parquet, "at") == ("int64_list", [MICROS])
+
+
+def taxi_as_parquet(taxi_csv: Path, root: Path) -> Path:
+    """The taxi rows as Spark writes a table: snappy part files of several row groups,
+    its _SUCCESS marker and hidden .crc checksums beside them."""
+    table = pa_csv.read_csv(
+        taxi_csv,
+        convert_options=pa_csv.ConvertOptions(strings_can_be_null=True),
+    )
+    half = table.num_rows // 2
+    for part, rows in enumerate((table.slice(0, half), table.slice(half))):
+        name = f"part-0000{part}-1b2c.c000.snappy.parquet"
+        write(root / name, rows, compression="snappy", row_group_size=600)
+        (root / f".{name}.crc").write_bytes(b"crc")
+    (root / "_SUCCESS").write_bytes(b"")
+    return root
+
+
+@pytest.mark.slow  # two ExampleGen Beam pipelines
+def test_the_same_rows_as_csv_and_as_parquet_are_the_same_examples_in_each_split(
+    taxi_slice, tmp_path
+):
+    parquet_root = taxi_as_parquet(taxi_slice / "data.csv", tmp_path / "parquet")
+    properties = {"input_config": proto_utils.proto_to_json(input_config(None))}
+    from_csv = run_example_gen(SpanResolvingExecutor, taxi_slice, tmp_path / "csv", properties)
+    from_parquet = run_example_gen(
+        SpanResolvingExecutor, parquet_root, tmp_path / "out", properties
+    )
+    csv_splits, parquet_splits = split_records(from_csv), split_records(from_parquet)
+    assert parquet_splits == csv_splits
+    assert sum(len(r) for r in parquet_splits.values()) == 3000
+    # Missing cells are there to compare: taxi rows lack some tract and community area.
+    assert any(
+        values(tf.train.Example.FromString(r), "pickup_census_tract") is None
+        for r in csv_splits["train"]
+    )
+
+
+# --- the data root's checks and spans (pipeline/inputs.py, components/example_gen.py) ---
+
+
+def test_a_spark_output_folder_is_read_without_its_markers_and_checksums(tmp_path):
+    write(tmp_path / "part-00000-1b2c.c000.snappy.parquet", pa.table({"fare": [1.5], "tips": [0]}))
+    write(
+        tmp_path / "part-00001-1b2c.c000.snappy.parquet", pa.table({"fare": [2.5], "extra": ["x"]})
+    )
+    for leftover in ("_SUCCESS", "_committed_123", "_started_123", ".part-00000.crc", "x.crc"):
+        (tmp_path / leftover).write_bytes(b"")
+    (tmp_path / "part-00002-1b2c.c000.snappy.parquet").write_bytes(b"")  # an empty file
+    checked = check_data_root(tmp_path)
+    assert checked.format == "parquet"
+    assert [Path(f).name for f in checked.files] == [
+        "part-00000-1b2c.c000.snappy.parquet",
+        "part-00001-1b2c.c000.snappy.parquet",
+    ]
+    assert checked.header == ("fare", "tips", "extra")  # the union, in the order first seen
+
+
+def test_a_folder_mixing_formats_is_refused_naming_both(tmp_path):
+    write(tmp_path / "a.parquet", pa.table({"fare": [1]}))
+    (tmp_path / "b.csv").write_text("fare\n1\n")
+    with pytest.raises(
+        InputDataError, match=r"mix formats: csv \(.*b\.csv\) and parquet \(.*a\.parquet\)"
+    ):
+        check_data_root(tmp_path)
+
+
+def test_files_without_an_extension_are_read_in_the_spec_s_format(tmp_path):
+    write(tmp_path / "000000_0", pa.table({"fare": [1]}))
+    with pytest.raises(InputDataError, match=r"neither CSV nor Parquet: .*000000_0"):
+        check_data_root(tmp_path)
+    assert check_data_root(tmp_path, format="parquet").header == ("fare",)
+
+
+def test_an_unsupported_column_is_refused_by_the_check_unless_ignored(tmp_path):
+    write(tmp_path / "a.parquet", pa.table({"fare": [1], "trip": [{"km": 2.0}]}))
+    with pytest.raises(InputDataError, match=r"column 'trip' in .*a\.parquet is struct"):
+        check_data_root(tmp_path)
+    assert check_data_root(tmp_path, ignore=("trip",)).header == ("fare",)
+
+
+def hive_partitions(root: Path, partitions: list[str]) -> Path:
+    for i, partition in enumerate(partitions):
+        write(root / partition / "part-00000.snappy.parquet", pa.table({"fare": [float(i)]}))
+        (root / partition / ".part-00000.snappy.parquet.crc").write_bytes(b"crc")
+    (root / "_SUCCESS").write_bytes(b"")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("partitions", "pattern", "latest"),
+    [
+        (["dt=2024-01-30", "dt=2024-02-01"], "dt={YYYY}-{MM}-{DD}/*.parquet", 19754),
+        (["span=2", "span=10"], "span={SPAN}/*.parquet", 10),
+    ],
+)
+def test_hive_partitions_are_spans(tmp_path, partitions, pattern, latest):
+    root = hive_partitions(tmp_path, partitions)
+    checked = check_data_root(root, pattern, spans=2)
+    assert [s.span for s in checked.spans][-1] == latest and len(checked.files) == 2
+    # TFX's own resolution (the driver's; InputSnapshot's on Kubeflow) agrees.
+    resolved = resolve_input(str(root), input_config(pattern), {"pattern": pattern, "spans": 2})
+    assert resolved.latest.span == latest and len(resolved.spans) == 2
+
+
+def test_a_new_partition_changes_the_input_snapshot(tmp_path):
+    """InputSnapshot's fingerprint is TFX's over the latest span's files: a new
+    partition is a new span, so ExampleGen's cache key changes on Kubeflow."""
+    pattern = "dt={YYYY}-{MM}-{DD}/*.parquet"
+    root = hive_partitions(tmp_path, ["dt=2024-01-30"])
+    before = resolve_input(str(root), input_config(pattern), {"pattern": pattern, "spans": 1})
+    hive_partitions(tmp_path, ["dt=2024-01-30", "dt=2024-01-31"])
+    after = resolve_input(str(root), input_config(pattern), {"pattern": pattern, "spans": 1})
+    assert after.latest.span == before.latest.span + 1
+    assert after.to_json() != before.to_json()
+    assert after.latest.patterns == {"single_split": "dt=2024-01-31/*.parquet"}
+
+
+def test_spark_s_unpadded_date_partitions_are_refused_with_the_pattern_to_use(tmp_path):
+    root = hive_partitions(tmp_path, ["year=2024/month=1/day=5"])
+    with pytest.raises(
+        InputDataError,
+        match=r"month=1/day=5/part-00000\.snappy\.parquet has its date unpadded.*"
+        r"use the pattern 'dt=\{YYYY\}-\{MM\}-\{DD\}/\*\.parquet'",
+    ):
+        check_data_root(root, "year={YYYY}/month={MM}/day={DD}/*.parquet")
+
+
+@pytest.mark.slow  # two drafts, each with TFDV's statistics
+def test_the_draft_of_a_parquet_folder_is_the_csv_draft_of_the_same_rows(taxi_slice, tmp_path):
+    from schemas.draft import draft
+
+    parquet_root = taxi_as_parquet(taxi_slice / "data.csv", tmp_path / "parquet")
+    drafted = {}
+    for kind, root in (("csv", taxi_slice), ("parquet", parquet_root)):
+        draft(root, "tips", tmp_path / kind, name="taxi")
+        drafted[kind] = [
+            (tmp_path / kind / name).read_text().replace(str(root), "DATA_ROOT")
+            for name in ("dataset.yaml", "schema.pbtxt")
+        ]
+    csv_spec, csv_schema = drafted["csv"]
+    parquet_spec, parquet_schema = drafted["parquet"]
+    assert parquet_spec == csv_spec
+    # One difference: pickup_census_tract is empty in these rows. The CSV's text
+    # cannot type it (BYTES, as TFDV types an empty column); the Parquet file
+    # says int64 (pyarrow typed it from the whole sample).
+    tract = 'name: "pickup_census_tract"\n  value_count {\n    max: 1\n  }\n  type: '
+    assert parquet_schema.replace(tract + "INT", tract + "BYTES") == csv_schema
