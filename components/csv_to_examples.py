@@ -39,9 +39,9 @@ import pyarrow.csv as pa_csv
 from absl import logging
 from tfx.dsl.io import fileio
 from tfx.types import standard_component_specs
-from tfx.utils import io_utils
 from tfx_bsl.coders.csv_decoder import ColumnType
 
+from components.csv_header import CsvHeaderError, read_header
 from components.example_blocks import count_rows_read
 from components.text_encoding import non_utf8_line
 
@@ -327,10 +327,19 @@ class _MergeColumnTypes(beam.CombineFn):
 
 
 def _column_names(pattern: str, files: list[str]) -> list[str]:
-    names = io_utils.load_csv_column_names(files[0])
-    for path in files[1:]:
-        if io_utils.load_csv_column_names(path) != names:
-            raise RuntimeError(f"Files in same split {pattern} have different header.")
+    """The header the files share, read by a CSV parser as pyarrow reads it (TFX's
+    `load_csv_column_names` splits the first line on commas, quotes and all)."""
+    try:
+        headers = [read_header(path, beam.io.filesystems.FileSystems.open) for path in files]
+    except CsvHeaderError as err:
+        raise CsvError(str(err)) from None
+    names = list(headers[0].columns)
+    for path, header in zip(files[1:], headers[1:], strict=True):
+        if list(header.columns) != names:
+            raise CsvError(
+                f"{path} has columns {list(header.columns)} but {files[0]} has {names}; "
+                f"the files of {pattern} must share one header"
+            )
     return names
 
 

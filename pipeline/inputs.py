@@ -11,10 +11,10 @@ are those of the spans a run reads: the latest, or the window of the last N.
 
 from __future__ import annotations
 
-import csv
 import os
 from dataclasses import dataclass
 
+from components.csv_header import CsvHeaderError, read_header
 from components.spans import Span, SpanPattern, latest_spans
 from components.text_encoding import non_utf8_line
 from pipeline import object_store
@@ -47,15 +47,19 @@ def check_csv_data_root(
         raise InputDataError(f"data root {root} is not a directory")
     if pattern is not None:
         return _check_spans(root, SpanPattern(pattern), spans)
-    names = [n for n in object_store.listdir(root) if not n.startswith(".")]
+    names = object_store.listdir(root)
     files = [n for n in names if object_store.isfile(object_store.join(root, n))]
     csv_files = [object_store.join(root, n) for n in files if n.endswith(".csv")]
     if not csv_files:
         raise InputDataError(f"data root {root} holds no *.csv files")
     others = [n for n in files if not n.endswith(".csv")]
     if others:
-        # CsvExampleGen reads every file under input_base, CSV or not.
-        raise InputDataError(f"data root {root} holds files that are not CSV: {', '.join(others)}")
+        # CsvExampleGen reads every file under input_base, CSV or not, hidden
+        # ones too (Spark writes _SUCCESS and .crc files beside its part files).
+        raise InputDataError(
+            f"data root {root} holds files that are not CSV: {', '.join(others[:10])}; "
+            "a run reads every file in it: move them out of the data root"
+        )
     return CsvDataRoot(files=tuple(csv_files), header=_shared_header(csv_files))
 
 
@@ -91,36 +95,12 @@ def _shared_header(csv_files: list[str]) -> tuple[str, ...]:
     headers = {}
     for path in csv_files:
         try:
-            with object_store.open_text(path) as f:
-                reader = csv.reader(f)
-                header = next(reader, None)
-                if not header or not any(cell.strip() for cell in header):
-                    raise InputDataError(f"{path} is empty: it has no header row")
-                if next(reader, None) is None:
-                    raise InputDataError(f"{path} has a header but no data rows")
-        except UnicodeDecodeError:
-            # The decoder reads ahead: a bad byte in the first rows fails the header.
-            check_utf8(path)
-            raise
-        except csv.Error as err:  # A NUL byte, say: not a CSV file CsvExampleGen can read.
-            raise InputDataError(f"{path}: line {reader.line_num}: {err}") from None
-        if header[0].startswith("\ufeff"):
-            # CsvExampleGen would make the BOM part of the first column's name.
-            raise InputDataError(
-                f"{path} starts with a UTF-8 byte-order mark; save it as plain UTF-8 "
-                f"(its first column would be named {header[0]!r})"
-            )
-        unnamed = [i + 1 for i, cell in enumerate(header) if not cell.strip()]
-        if unnamed:
-            # Typically an index column a dataframe export wrote without a name.
-            raise InputDataError(
-                f"{path}: column(s) {unnamed} of the header have no name; every column "
-                "becomes a feature and needs one (or drop an unnamed index column)"
-            )
-        repeated = sorted({cell for cell in header if header.count(cell) > 1})
-        if repeated:
-            raise InputDataError(f"{path}: column name(s) {repeated} appear more than once")
-        headers[path] = tuple(header)
+            header = read_header(path, object_store.open_binary)
+        except CsvHeaderError as err:
+            raise InputDataError(str(err)) from None
+        if not header.has_rows:
+            raise InputDataError(f"{path} has a header but no data rows")
+        headers[path] = header.columns
     first, *rest = csv_files
     for path in rest:
         if headers[path] != headers[first]:

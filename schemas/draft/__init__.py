@@ -41,6 +41,7 @@ from schemas.draft.noise import NOISE_ROWS, drift_thresholds
 from schemas.draft.profiles import DraftError, profiles_of, read_data
 from schemas.draft.render import render_spec
 from schemas.draft.schema import curate_schema, schema_text, widen_schema
+from schemas.draft.statistics import example_statistics
 from schemas.draft.task import infer_task
 from trainer.dataset_spec import (
     PIPELINE_NAME_PATTERN,
@@ -110,11 +111,9 @@ def draft(
     if not PIPELINE_NAME_PATTERN.fullmatch(name):
         raise DraftError(f"--name {name!r} must match {PIPELINE_NAME_PATTERN.pattern}")
 
-    # Types as TFDV (and so CsvExampleGen) infers them from the data.
+    # Types as TFDV infers them from the examples ExampleGen writes from the data.
     inferred = tfdv.infer_schema(
-        tfdv.generate_statistics_from_csv(
-            data_location=_statistics_location(data_root, data_input, data)
-        ),
+        example_statistics(str(data_root), _statistics_pattern(data_input, data), data.header),
         infer_feature_shape=False,
     )
     types = column_types(inferred)
@@ -200,12 +199,13 @@ def draft(
     )
 
 
-def _statistics_location(data_root: Path, data_input: InputSpec, data) -> str:
-    """The glob TFDV infers types from: the data root's CSVs, or the latest span's files."""
+def _statistics_pattern(data_input: InputSpec, data) -> str:
+    """The files TFDV infers types from, as ExampleGen's split pattern under the data
+    root: every file (which the checks found to be CSV), or the latest span's."""
     if not data_input.has_spans or data_input.pattern is None:
-        return str(data_root / "*.csv")
+        return "*"
     latest = data.spans[-1]
-    return str(data_root / SpanPattern(data_input.pattern).for_span(latest.span, latest.version))
+    return SpanPattern(data_input.pattern).for_span(latest.span, latest.version)
 
 
 def main(argv: list[str] | None = None) -> int:

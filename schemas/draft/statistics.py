@@ -1,0 +1,77 @@
+"""The statistics the draft infers types from: TFDV's, over the examples a run's
+ExampleGen would write from the same files.
+
+TFDV's `generate_statistics_from_csv` reads CSV a line at a time (Beam's
+ReadFromText): a quoted cell holding a line break, or a file whose lines end in
+CR alone (Excel's "CSV (Macintosh)"), fails there with a traceback, and a quoted
+header or a byte-order mark names the columns differently from the run. Here
+the rows go through ExampleGen's own reader (components/csv_to_examples.py,
+pyarrow) and are encoded as its tf.Examples, so the draft types what the run
+reads, and a file the run cannot read is a DraftError naming it.
+
+The examples are decoded as StatisticsGen decodes them, with one change: an
+empty cell (a feature with no values) is counted missing, as TFDV's CSV decoder
+counts it, so presence and value counts are inferred as they were from CSV
+(schema.py relaxes them for every column but the label).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+
+from components.csv_to_examples import CsvError, CsvToExampleBlocks
+from pipeline.beam import IN_MEMORY_RUNNER_ARG
+from schemas.draft.profiles import DraftError
+
+# Beam appends where an error was raised: "... [while running 'ReadBlocks']".
+_BEAM_STEP = re.compile(r" \[while running '.*'\]$", re.DOTALL)
+
+
+def example_statistics(data_root: str, pattern: str, columns: Sequence[str]):
+    """TFDV's DatasetFeatureStatisticsList of the examples ExampleGen reads from the files
+    `pattern` (a glob relative to `data_root`, as ExampleGen's split pattern) names,
+    its features in the order of `columns` (the header's; examples sort theirs)."""
+    import apache_beam as beam
+    import tensorflow_data_validation as tfdv
+    from tfx.types import standard_component_specs
+
+    properties = {standard_component_specs.INPUT_BASE_KEY: data_root}
+    with tempfile.TemporaryDirectory() as scratch:
+        output = os.path.join(scratch, "statistics.tfrecord")
+        try:
+            with beam.Pipeline(argv=[IN_MEMORY_RUNNER_ARG]) as pipeline:
+                _ = (
+                    pipeline
+                    | "ReadExamples" >> CsvToExampleBlocks(properties, pattern)
+                    | "Decode" >> beam.Map(_decode)
+                    | "Statistics" >> tfdv.GenerateStatistics(tfdv.StatsOptions())
+                    | "Write" >> tfdv.WriteStatisticsToTFRecord(output)
+                )
+        except CsvError as err:
+            raise DraftError(_BEAM_STEP.sub("", str(err))) from None
+        statistics = tfdv.load_statistics(output)
+    features = statistics.datasets[0].features
+    position = {name: i for i, name in enumerate(columns)}
+    ordered = sorted(features, key=lambda f: position.get(f.path.step[0], len(position)))
+    del features[:]
+    features.extend(ordered)
+    return statistics
+
+
+def _decode(block: list[bytes]):
+    """Serialized tf.Examples as a record batch, an empty list as missing (see above)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
+
+    batch = ExamplesToRecordBatchDecoder().DecodeBatch(block)
+    columns = []
+    for column in batch.columns:
+        if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+            empty = pc.equal(pc.list_value_length(column), 0)
+            column = type(column).from_arrays(column.offsets, column.values, mask=empty)
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, batch.schema.names)
