@@ -28,6 +28,7 @@ identical examples per split, including the corner cases of the type rule.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -169,9 +170,21 @@ def read_blocks(path: str, column_names: list[str]) -> Iterator[pa.RecordBatch]:
                     )
                 yield block
         except (pa.ArrowInvalid, UnicodeDecodeError) as err:
-            raise CsvError(f"CSV file {path}: {_non_utf8_line(path) or err}") from None
+            problem = _non_utf8_line(path) or str(err)
+            if _COLUMN_COUNT.search(problem):
+                problem += f"; {_COLUMN_COUNT_HINT}"
+            raise CsvError(f"CSV file {path}: {problem}") from None
         if counted.quotes % 2:
             raise CsvError(f"CSV file {path}: a quoted cell is never closed (unbalanced quotes)")
+
+
+# pyarrow's message for a row whose cells do not match the header's columns.
+_COLUMN_COUNT = re.compile(r"Expected \d+ columns, got \d+")
+_COLUMN_COUNT_HINT = (
+    "every row needs one cell per column of the header: quote a cell that holds a comma, "
+    'and double a quote inside one ("" as Excel, R and pandas write it; Spark escapes it '
+    "with a backslash unless written with .option(\"escape\", '\"'))"
+)
 
 
 def _non_utf8_line(path: str) -> str | None:

@@ -17,10 +17,12 @@ counts it, so presence and value counts are inferred as they were from CSV
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from components.csv_to_examples import CsvError, CsvToExampleBlocks
 from pipeline.beam import IN_MEMORY_RUNNER_ARG
@@ -28,6 +30,10 @@ from schemas.draft.profiles import DraftError
 
 # Beam appends where an error was raised: "... [while running 'ReadBlocks']".
 _BEAM_STEP = re.compile(r" \[while running '.*'\]$", re.DOTALL)
+# Beam logs a step's error with its traceback before raising it (apache_beam
+# 2.74, runners/common.py, DoFnRunner._reraise_augmented); the draft says it in
+# one line, and an error it does not expect still raises with its traceback.
+_BEAM_STEP_LOGGER = "apache_beam.runners.common"
 
 
 def example_statistics(data_root: str, pattern: str, columns: Sequence[str]):
@@ -42,7 +48,7 @@ def example_statistics(data_root: str, pattern: str, columns: Sequence[str]):
     with tempfile.TemporaryDirectory() as scratch:
         output = os.path.join(scratch, "statistics.tfrecord")
         try:
-            with beam.Pipeline(argv=[IN_MEMORY_RUNNER_ARG]) as pipeline:
+            with _beam_step_errors_unlogged(), beam.Pipeline(argv=[IN_MEMORY_RUNNER_ARG]) as pipeline:
                 _ = (
                     pipeline
                     | "ReadExamples" >> CsvToExampleBlocks(properties, pattern)
@@ -59,6 +65,17 @@ def example_statistics(data_root: str, pattern: str, columns: Sequence[str]):
     del features[:]
     features.extend(ordered)
     return statistics
+
+
+@contextlib.contextmanager
+def _beam_step_errors_unlogged() -> Iterator[None]:
+    logger = logging.getLogger(_BEAM_STEP_LOGGER)
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _decode(block: list[bytes]):
