@@ -183,7 +183,7 @@ _COLUMN_COUNT = re.compile(r"Expected \d+ columns, got \d+")
 _COLUMN_COUNT_HINT = (
     "every row needs one cell per column of the header: quote a cell that holds a comma, "
     'and double a quote inside one ("" as Excel, R and pandas write it; Spark escapes it '
-    "with a backslash unless written with .option(\"escape\", '\"'))"
+    'with a backslash unless written with .option("escape", \'"\'))'
 )
 
 

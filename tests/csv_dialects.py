@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 Rows = Sequence[Sequence[str]]
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -100,6 +101,13 @@ def spark_csv_part(header: Sequence[str], rows: Rows) -> bytes:
         return value
 
     return "".join(",".join(map(cell, line)) + "\n" for line in [header, *rows]).encode()
+
+
+def rewrite(path: Path, writer: Callable[[Sequence[str], Rows], bytes]) -> None:
+    """Writes the CSV file `path` again, as `writer` writes its rows."""
+    with path.open(newline="") as f:
+        header, *rows = list(csv.reader(f))
+    path.write_bytes(writer(header, rows))
 
 
 # Every writer whose files a run reads, by the name the docs' table gives it.

@@ -173,11 +173,14 @@ def test_the_header_checks_take_a_hundred_thousand_columns_in_linear_time(tmp_pa
     if repeated:
         names[-1] = names[0]
     root = write_root(
-        tmp_path, {"data.csv": (",".join(names) + "\n" + ",".join("1" * WIDE_COLUMNS) + "\n").encode()}
+        tmp_path,
+        {"data.csv": (",".join(names) + "\n" + ",".join("1" * WIDE_COLUMNS) + "\n").encode()},
     )
     started = time.monotonic()
     if repeated:
-        with pytest.raises(InputDataError, match=r"column name\(s\) \['c0'\] appear more than once"):
+        with pytest.raises(
+            InputDataError, match=r"column name\(s\) \['c0'\] appear more than once"
+        ):
             check_csv_data_root(root)
     else:
         assert len(check_csv_data_root(root).header) == WIDE_COLUMNS

@@ -48,7 +48,10 @@ def example_statistics(data_root: str, pattern: str, columns: Sequence[str]):
     with tempfile.TemporaryDirectory() as scratch:
         output = os.path.join(scratch, "statistics.tfrecord")
         try:
-            with _beam_step_errors_unlogged(), beam.Pipeline(argv=[IN_MEMORY_RUNNER_ARG]) as pipeline:
+            with (
+                _beam_step_errors_unlogged(),
+                beam.Pipeline(argv=[IN_MEMORY_RUNNER_ARG]) as pipeline,
+            ):
                 _ = (
                     pipeline
                     | "ReadExamples" >> CsvToExampleBlocks(properties, pattern)
