@@ -24,7 +24,6 @@ import re
 import tempfile
 from collections.abc import Iterator, Sequence
 
-from components.csv_to_examples import CsvError, CsvToExampleBlocks
 from pipeline.beam import IN_MEMORY_RUNNER_ARG
 from schemas.draft.profiles import DraftError
 
@@ -43,6 +42,8 @@ def example_statistics(data_root: str, pattern: str, columns: Sequence[str]):
     import apache_beam as beam
     import tensorflow_data_validation as tfdv
     from tfx.types import standard_component_specs
+
+    from components.csv_to_examples import CsvError, CsvToExampleBlocks
 
     properties = {standard_component_specs.INPUT_BASE_KEY: data_root}
     with tempfile.TemporaryDirectory() as scratch:
