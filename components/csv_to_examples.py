@@ -28,6 +28,7 @@ identical examples per split, including the corner cases of the type rule.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,9 +37,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
-from tfx.utils import io_utils
 from tfx_bsl.coders.csv_decoder import ColumnType
 
+from components.csv_header import CsvHeaderError, read_header
 from components.text_encoding import non_utf8_line
 
 # Bytes of CSV per block: ~8,000 taxi rows, a few MB of Examples per block.
@@ -158,9 +159,21 @@ def read_blocks(path: str, column_names: list[str]) -> Iterator[pa.RecordBatch]:
                     )
                 yield block
         except (pa.ArrowInvalid, UnicodeDecodeError) as err:
-            raise CsvError(f"CSV file {path}: {_non_utf8_line(path) or err}") from None
+            problem = _non_utf8_line(path) or str(err)
+            if _COLUMN_COUNT.search(problem):
+                problem += f"; {_COLUMN_COUNT_HINT}"
+            raise CsvError(f"CSV file {path}: {problem}") from None
         if counted.quotes % 2:
             raise CsvError(f"CSV file {path}: a quoted cell is never closed (unbalanced quotes)")
+
+
+# pyarrow's message for a row whose cells do not match the header's columns.
+_COLUMN_COUNT = re.compile(r"Expected \d+ columns, got \d+")
+_COLUMN_COUNT_HINT = (
+    "every row needs one cell per column of the header: quote a cell that holds a comma, "
+    'and double a quote inside one ("" as Excel, R and pandas write it; Spark escapes it '
+    'with a backslash unless written with .option("escape", \'"\'))'
+)
 
 
 def _non_utf8_line(path: str) -> str | None:
@@ -245,10 +258,19 @@ class _MergeColumnTypes(beam.CombineFn):
 
 
 def _column_names(pattern: str, files: list[str]) -> list[str]:
-    names = io_utils.load_csv_column_names(files[0])
-    for path in files[1:]:
-        if io_utils.load_csv_column_names(path) != names:
-            raise RuntimeError(f"Files in same split {pattern} have different header.")
+    """The header the files share, read by a CSV parser as pyarrow reads it (TFX's
+    `load_csv_column_names` splits the first line on commas, quotes and all)."""
+    try:
+        headers = [read_header(path, beam.io.filesystems.FileSystems.open) for path in files]
+    except CsvHeaderError as err:
+        raise CsvError(str(err)) from None
+    names = list(headers[0].columns)
+    for path, header in zip(files[1:], headers[1:], strict=True):
+        if list(header.columns) != names:
+            raise CsvError(
+                f"{path} has columns {list(header.columns)} but {files[0]} has {names}; "
+                f"the files of {pattern} must share one header"
+            )
     return names
 
 

@@ -18,10 +18,10 @@ are those of the spans a run reads: the latest, or the window of the last N.
 
 from __future__ import annotations
 
-import csv
 import os
 from dataclasses import dataclass
 
+from components.csv_header import CsvHeaderError, read_header
 from components.input_files import InputFormatError, data_files, input_format, is_leftover
 from components.parquet_columns import ParquetError, ParquetPlan, plan_files
 from components.spans import Span, SpanPattern, latest_spans
@@ -149,36 +149,12 @@ def _shared_header(csv_files: list[str]) -> tuple[str, ...]:
     headers = {}
     for path in csv_files:
         try:
-            with object_store.open_text(path) as f:
-                reader = csv.reader(f)
-                header = next(reader, None)
-                if not header or not any(cell.strip() for cell in header):
-                    raise InputDataError(f"{path} is empty: it has no header row")
-                if next(reader, None) is None:
-                    raise InputDataError(f"{path} has a header but no data rows")
-        except UnicodeDecodeError:
-            # The decoder reads ahead: a bad byte in the first rows fails the header.
-            check_utf8(path)
-            raise
-        except csv.Error as err:  # A NUL byte, say: not a CSV file ExampleGen can read.
-            raise InputDataError(f"{path}: line {reader.line_num}: {err}") from None
-        if header[0].startswith("\ufeff"):
-            # ExampleGen would make the BOM part of the first column's name.
-            raise InputDataError(
-                f"{path} starts with a UTF-8 byte-order mark; save it as plain UTF-8 "
-                f"(its first column would be named {header[0]!r})"
-            )
-        unnamed = [i + 1 for i, cell in enumerate(header) if not cell.strip()]
-        if unnamed:
-            # Typically an index column a dataframe export wrote without a name.
-            raise InputDataError(
-                f"{path}: column(s) {unnamed} of the header have no name; every column "
-                "becomes a feature and needs one (or drop an unnamed index column)"
-            )
-        repeated = sorted({cell for cell in header if header.count(cell) > 1})
-        if repeated:
-            raise InputDataError(f"{path}: column name(s) {repeated} appear more than once")
-        headers[path] = tuple(header)
+            header = read_header(path, object_store.open_binary)
+        except CsvHeaderError as err:
+            raise InputDataError(str(err)) from None
+        if not header.has_rows:
+            raise InputDataError(f"{path} has a header but no data rows")
+        headers[path] = header.columns
     first, *rest = csv_files
     for path in rest:
         if headers[path] != headers[first]:

@@ -24,7 +24,9 @@ def test_real_data_root_is_accepted(taxi_slice):
         ({"a.csv": "fare,tips\n1,2\n", "b.csv": "fare\n1\n"}, "must share one header"),
         ({"data.csv": ",fare,tips\n0,1,2\n"}, r"column\(s\) \[1\] of the header have no name"),
         ({"data.csv": "fare,tips,fare\n1,2,3\n"}, r"column name\(s\) \['fare'\] appear more"),
-        ({"data.csv": "\ufefffare,tips\n1,2\n"}, "starts with a UTF-8 byte-order mark"),
+        ({"data.csv": "fare,tips\n\n"}, "has a header but no data rows"),
+        ({"data.csv": "fare;tips\n1;2\n"}, r"one column, 'fare;tips', separated by semicolons"),
+        ({"data.csv": "fare\ttips\n1\t2\n"}, r"separated by tabs, not commas; save the file"),
     ],
 )
 def test_unreadable_data_roots_are_named(tmp_path, files, message):

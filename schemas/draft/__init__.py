@@ -34,14 +34,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import get_args
 
-from components.spans import SpanPattern, glob_root
+from components.spans import SpanPattern
 from pipeline.inputs import InputDataError, check_data_root
 from schemas.draft.features import choose_slices, close_columns, decide_column, drift_measure
 from schemas.draft.noise import NOISE_ROWS, drift_thresholds
-from schemas.draft.parquet_data import parquet_statistics, read_parquet_data
+from schemas.draft.parquet_data import read_parquet_data
 from schemas.draft.profiles import DraftError, profiles_of, read_data
 from schemas.draft.render import render_spec
 from schemas.draft.schema import curate_schema, schema_text, widen_schema
+from schemas.draft.statistics import example_statistics
 from schemas.draft.task import infer_task
 from trainer.dataset_spec import (
     PIPELINE_NAME_PATTERN,
@@ -115,14 +116,14 @@ def draft(
     if not PIPELINE_NAME_PATTERN.fullmatch(name):
         raise DraftError(f"--name {name!r} must match {PIPELINE_NAME_PATTERN.pattern}")
 
-    # Types as TFDV (and so ExampleGen) infers them from the data.
-    if data.parquet is not None:
-        statistics = parquet_statistics(data.parquet)
-    else:
-        statistics = tfdv.generate_statistics_from_csv(
-            data_location=_statistics_location(data_root, data_input, data)
-        )
-    inferred = tfdv.infer_schema(statistics, infer_feature_shape=False)
+    # Types as TFDV infers them from the examples ExampleGen writes from the files a
+    # run reads (every span of the window, typed together as ExampleGen types them).
+    inferred = tfdv.infer_schema(
+        example_statistics(
+            str(data_root), _statistics_patterns(data_input, data), data.header, data.format
+        ),
+        infer_feature_shape=False,
+    )
     types = column_types(inferred)
     profiles = profiles_of(rows, types)
     widened = {c: p.value_type for c, p in profiles.items() if p.value_type != types[c]}
@@ -206,13 +207,13 @@ def draft(
     )
 
 
-def _statistics_location(data_root: Path, data_input: InputSpec, data) -> str:
-    """The glob TFDV infers types from: the data root's CSVs, or the latest span's files."""
-    root = glob_root(str(data_root))
+def _statistics_patterns(data_input: InputSpec, data) -> list[str]:
+    """The files TFDV infers types from, as ExampleGen's split patterns under the data
+    root: every file (which the checks found to be data files), or each span's read."""
     if not data_input.has_spans or data_input.pattern is None:
-        return f"{root}/*.csv"
-    latest = data.spans[-1]
-    return f"{root}/{SpanPattern(data_input.pattern).for_span(latest.span, latest.version)}"
+        return ["*"]
+    pattern = SpanPattern(data_input.pattern)
+    return [pattern.for_span(span.span, span.version) for span in data.spans]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from components.csv_header import csv_reader
 from pipeline import object_store
 from pipeline.inputs import InputDataError, check_utf8
 
@@ -124,16 +125,13 @@ def read_data(csv_files: Sequence[str], columns: Sequence[str], *, sample_size: 
     """
     collector = RowCollector(columns, sample_size)
     for path in csv_files:
-        with object_store.open_text(path) as f:
-            reader = csv.reader(f)
+        with object_store.open_binary(path) as f:
+            reader = csv_reader(f)  # the header as the runner's check reads it
+            rows_read = (cells for cells in reader if cells)  # a blank line is no row
             try:
-                header = next(reader, [])
-                at = [
-                    header.index(name) if name in header else _ABSENT for name in collector.columns
-                ]
-                for cells in reader:
-                    if not cells:
-                        continue  # A blank line is no row (as csv.DictReader reads it).
+                header = {name: i for i, name in enumerate(next(rows_read, []))}
+                at = [header.get(name, _ABSENT) for name in collector.columns]
+                for cells in rows_read:
                     # A short row's last cells, and a column the file lacks, are empty.
                     collector.add(tuple(cells[i] if i < len(cells) else "" for i in at))
             except csv.Error as err:
