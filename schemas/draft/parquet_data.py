@@ -1,13 +1,12 @@
-"""The draft's pass over Parquet files: the rows and the statistics the CSV path takes.
+"""The draft's pass over Parquet files: the rows the CSV path's pass takes.
 
 Each row group is read and cast as ExampleGen casts it
 (components/parquet_columns.py), over every file the run reads, so each
 column's type is the one merged over all of them. The rows reach the
-profiles as cell text, as a CSV's would (a missing value is ""), and TFDV's
-statistics are computed on the same columns as list arrays, the way
-StatisticsGen will see the examples. List columns are left out of the
-profiles (each cell reads as missing), so the draft ignores them; a fork adds
-one as a feature by hand.
+profiles as cell text, as a CSV's would (a missing value is ""); TFDV's
+statistics come from ExampleGen's own reading (statistics.py), as for CSV.
+List columns are left out of the profiles (each cell reads as missing), so
+the draft ignores them; a fork adds one as a feature by hand.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from components.parquet_columns import VALUE_TYPES, ParquetPlan, read_row_group
+from components.parquet_columns import ParquetPlan, read_row_group
 from pipeline import object_store
 from schemas.draft.profiles import DataRead, RowCollector
 
@@ -47,30 +46,3 @@ def read_parquet_data(plan: ParquetPlan, *, sample_size: int) -> DataRead:
         for row in zip(*(cells.get(name, empty) for name in collector.columns), strict=True):
             collector.add(row)
     return collector.result()
-
-
-def parquet_statistics(plan: ParquetPlan):
-    """TFDV's statistics of every row, each column a list array as in decoded examples."""
-    from tensorflow_data_validation.statistics import stats_impl, stats_options
-    from tfx_bsl.arrow import array_util
-
-    batches = []
-    for batch in _batches(plan):
-        columns = []
-        for name, feature in plan.types.items():
-            if name in batch.schema.names:
-                column = batch.column(name)
-            else:  # a file that lacks the column: missing in its rows
-                value_type = VALUE_TYPES[feature.kind]
-                column = pa.nulls(
-                    batch.num_rows, pa.list_(value_type) if feature.is_list else value_type
-                )
-            if not pa.types.is_list(column.type):
-                column = array_util.ToSingletonListArray(column)
-            columns.append(column)
-        batches.append(pa.RecordBatch.from_arrays(columns, list(plan.types)))
-    table = pa.Table.from_batches(batches)
-    whole = pa.RecordBatch.from_arrays(
-        [column.combine_chunks() for column in table.columns], table.schema.names
-    )
-    return stats_impl.generate_statistics_in_memory(whole, stats_options.StatsOptions())
