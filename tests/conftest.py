@@ -381,12 +381,23 @@ def snapshot_files(directory: Path) -> dict[Path, tuple[int, int]]:
     }
 
 
+# The two runs of `two_local_runs` train for different numbers of steps, so that
+# the second run's candidate is another model than its baseline (the first
+# run's, served), and scores differently: a report or an evaluation that swaps,
+# duplicates or mixes up the two models' values shows it. The second trains
+# longer and overfits the slice: it passes the value threshold and fails the
+# change threshold, so it is not blessed (tests/test_e2e.py holds this).
+TWO_RUNS_TRAIN_STEPS = (60, 200)
+
+
 @dataclass(frozen=True)
 class TwoLocalRuns:
-    """Two `local_runner` runs on one output directory: the second has a baseline."""
+    """Two `local_runner` runs on one output directory: the second has a baseline, the
+    first run's model, and a candidate of its own (`train_steps`)."""
 
     output_dir: Path
     exit_codes: tuple[int, int]
+    train_steps: tuple[int, int]
     first: object  # RunReport (pipeline.local.run_summary.summarize_latest_run)
     second: object  # RunReport
     first_stdout: str
@@ -398,7 +409,13 @@ class TwoLocalRuns:
 
 @pytest.fixture(scope="session")
 def two_local_runs(tmp_path_factory, taxi_slice) -> TwoLocalRuns:
-    """The real runner, twice, on a slice of the real data (shared by e2e and report tests)."""
+    """The real runner, twice, on a slice of the real data (shared by e2e and report tests).
+
+    The second run trains longer (TWO_RUNS_TRAIN_STEPS): its Trainer, Evaluator
+    and Pusher run again and the data steps come from cache. Its candidate is a
+    new model, evaluated against the first run's, which stays the one version
+    served: the new model falls more than the change threshold allows below it.
+    """
     return built_once(tmp_path_factory, "two_local_runs", lambda root: run_twice(root, taxi_slice))
 
 
@@ -409,27 +426,28 @@ def run_twice(root: Path, taxi_slice: Path) -> TwoLocalRuns:
     from pipeline.local.run_summary import summarize_latest_run
 
     output_dir = root / "out"
-    args = ["--data-root", str(taxi_slice), "--output-dir", str(output_dir)]
-    args += ["--train-steps", "60", "--eval-steps", "5"]
+    args = ["--data-root", str(taxi_slice), "--output-dir", str(output_dir), "--eval-steps", "5"]
     metadata = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
 
-    def run() -> tuple[int, str]:
+    def run(train_steps: int) -> tuple[int, str]:
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            rc = local_runner.main(args)
+            rc = local_runner.main([*args, "--train-steps", str(train_steps)])
         sys.stdout.write(out.getvalue())
         return rc, out.getvalue()
 
-    rc1, stdout1 = run()
+    first_steps, second_steps = TWO_RUNS_TRAIN_STEPS
+    rc1, stdout1 = run(first_steps)
     first = summarize_latest_run(metadata, "taxi-big-tipper")
     versions = sorted((output_dir / "serving_model").iterdir())
     assert len(versions) == 1, f"expected one pushed version after run 1, found {versions}"
     before = snapshot_files(versions[0])
-    rc2, stdout2 = run()
+    rc2, stdout2 = run(second_steps)
     second = summarize_latest_run(metadata, "taxi-big-tipper")
     return TwoLocalRuns(
         output_dir=output_dir,
         exit_codes=(rc1, rc2),
+        train_steps=TWO_RUNS_TRAIN_STEPS,
         first=first,
         second=second,
         first_stdout=stdout1,

@@ -33,6 +33,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import proto_utils
 
+from components.report.contents import OVERALL_SLICE
 from components.served_model import SERVED_EVALUATION_FILE
 from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow.steps.step_records import RECORD_FILE, StepRecord
@@ -585,6 +586,44 @@ def read_evaluation(out: Path) -> tuple[dict, dict, tfma.ValidationResult]:
         for p in tfma_writer.load_and_deserialize_plots(str(out))
     }
     return metrics, plots, tfma.load_validation_result(str(out))
+
+
+def metrics_by_tfma(uri: str, model_name: str | None = None) -> dict[tuple[str, str], float]:
+    """{(slice, metric): value} of one model in the evaluation at `uri`, as TFMA's own
+    `tfma.load_eval_result` reads it (not the report's parser), slices named as the
+    report names them. The candidate's include each `<metric>_diff` vs. the baseline."""
+    values = {}
+    for slice_key, metrics in tfma.load_eval_result(uri, model_name=model_name).slicing_metrics:
+        slice_name = ", ".join(f"{c} = {v}" for c, v in slice_key) or OVERALL_SLICE
+        for by_class in metrics.values():
+            for by_name in by_class.values():
+                for name, value in by_name.items():
+                    if "doubleValue" in value:
+                        values[slice_name, name] = float(value["doubleValue"])
+    return values
+
+
+def candidate_vs_baseline_by_tfma(uri: str) -> dict[tuple[str, str, str], float]:
+    """{(slice, metric, "candidate" | "baseline" | "diff"): value}, TFMA's, for a run with a
+    baseline: the report's metrics table as it should be."""
+    values = {}
+    for (slice_name, name), value in metrics_by_tfma(uri, "candidate").items():
+        if name.endswith("_diff"):
+            values[slice_name, name.removesuffix("_diff"), "diff"] = value
+        else:
+            values[slice_name, name, "candidate"] = value
+    for (slice_name, name), value in metrics_by_tfma(uri, "baseline").items():
+        values[slice_name, name, "baseline"] = value
+    return values
+
+
+def assert_models_differ(tfma_values: dict[tuple[str, str, str], float]) -> None:
+    """The candidate and the baseline score differently overall, so that a report that
+    swaps or duplicates their values cannot equal TFMA's."""
+    overall = OVERALL_SLICE
+    candidate = tfma_values[overall, "binary_accuracy", "candidate"]
+    baseline = tfma_values[overall, "binary_accuracy", "baseline"]
+    assert abs(candidate - baseline) > 1e-3, (candidate, baseline)
 
 
 def _failures(validation: tfma.ValidationResult) -> set[tuple[str, str]]:

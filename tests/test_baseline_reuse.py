@@ -2,9 +2,11 @@
 evaluated this very model on these examples with this eval config.
 
 The Evaluator tests read the shared two local runs: the first pushed its
-candidate with its evaluation record; the second's candidate (from cache) is
-that model again, and its Evaluator reused the record. The Pusher tests push a
-stand-in SavedModel directory.
+candidate with its evaluation record; the second trained another model (more
+steps, same examples), and its Evaluator reused the record for the baseline.
+The two models score differently, so baseline metrics taken from the
+candidate, or from anything but the served model, show. The Pusher tests push
+a stand-in SavedModel directory.
 """
 
 from __future__ import annotations
@@ -49,9 +51,12 @@ from components.served_model import (
 )
 from tests.conftest import REPO_ROOT
 from tests.harness import (
+    assert_models_differ,
     assert_same_evaluation,
+    candidate_vs_baseline_by_tfma,
     evaluator_inputs,
     latest_artifact,
+    metrics_by_tfma,
     read_evaluation,
     run_evaluator,
     without_evaluation_record,
@@ -69,6 +74,26 @@ def _served_baseline(runs) -> Path:
     return latest_artifact(_root(runs) / "LatestServedModel" / "baseline_model")
 
 
+def _evaluations(runs) -> tuple[Path, Path]:
+    """The first run's Evaluator output and the second's."""
+    first, second = sorted(
+        (_root(runs) / "Evaluator" / "evaluation").iterdir(), key=lambda p: int(p.name)
+    )
+    return first, second
+
+
+def assert_baseline_is_the_first_run_s_candidate(runs, evaluation: Path) -> None:
+    """`evaluation` (the second run's candidate against the served model) holds, as the
+    baseline's, the metrics the first run's Evaluator computed for the model it pushed,
+    and they differ from the candidate's."""
+    values = candidate_vs_baseline_by_tfma(str(evaluation))
+    assert_models_differ(values)
+    first = metrics_by_tfma(str(_evaluations(runs)[0]))
+    assert {k for k in values if k[2] == "baseline"} == {(*k, "baseline") for k in first}
+    for (slice_name, name), value in first.items():
+        assert values[slice_name, name, "baseline"] == pytest.approx(value), (slice_name, name)
+
+
 # --- the Evaluator -------------------------------------------------------------------------
 
 
@@ -79,8 +104,12 @@ def test_the_pushed_version_carries_its_evaluation_and_the_next_run_reused_it(tw
     assert record["splits"] == ["eval"] and record["raw_feature_slices"] is True
     slices = [entry["slice"] for entry in record["candidate_sums"]]
     assert [] in slices and any(s[0][0] == "payment_type" for s in slices if s)
-    second = latest_artifact(_root(two_local_runs) / "Evaluator" / "evaluation")
-    assert json.loads((second / EVALUATED_FILE).read_text())[BASELINE_METRICS_PROPERTY] == REUSED
+    _, second = _evaluations(two_local_runs)
+    second_record = json.loads((second / EVALUATED_FILE).read_text())
+    assert second_record[BASELINE_METRICS_PROPERTY] == REUSED
+    # Another candidate than the served model, whose metrics were reused, not scored again.
+    assert second_record["candidate_model"] != record["candidate_model"]
+    assert_baseline_is_the_first_run_s_candidate(two_local_runs, second)
     # The served version is untouched by the second run, its record included.
     assert two_local_runs.served_files_after_second == two_local_runs.served_files_before_second
 
@@ -109,6 +138,8 @@ def test_reused_baseline_metrics_are_those_of_scoring_the_baseline(
     assert scored_evaluation.get_string_custom_property(BASELINE_METRICS_PROPERTY).startswith(
         COMPUTED
     )
+    # The scored baseline is the served model, another model than the candidate.
+    assert_baseline_is_the_first_run_s_candidate(two_local_runs, Path(scored_evaluation.uri))
     reused = read_evaluation(Path(reused_evaluation.uri))
     scored = read_evaluation(Path(scored_evaluation.uri))
     assert reused[0] == scored[0]  # binary: counts, accuracies and their diffs, equal

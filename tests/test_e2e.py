@@ -45,11 +45,20 @@ def test_first_run_pushes_a_model_that_scores_raw_rows(two_local_runs, taxi_spec
 
 
 def test_second_run_is_evaluated_against_the_served_model_and_leaves_it_untouched(
-    two_local_runs,
+    two_local_runs, taxi_spec
 ):
     runs = two_local_runs
     second = runs.second
     assert second.run_id != runs.first.run_id
     assert second.baseline_path is not None
     assert "binary_accuracy_diff" in second.metrics
+    # The fixture's pair: the second run trained another model, which scores below the
+    # served one by more than the change threshold allows, and above the value threshold.
+    states = {s.step_id: s.state for s in second.steps}
+    assert states["Trainer"] == "complete" and states["Transform"] == "cached"
+    assert second.metrics["binary_accuracy_diff"] < -taxi_spec.evaluation.max_drop
+    assert second.blessed is False and second.pushed_destination is None
+    (failed,) = [line for line in runs.second_stdout.splitlines() if "  failed: " in line]
+    assert "breaks the change vs. baseline threshold" in failed
+    assert sorted((runs.output_dir / "serving_model").iterdir()) == [runs.first_version]
     assert runs.served_files_after_second == runs.served_files_before_second

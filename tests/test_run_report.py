@@ -13,7 +13,14 @@ import pytest
 
 from components.report import contents, render
 from components.report.contents import RunReport, StepRun
-from tests.harness import parse, with_attr
+from tests.harness import (
+    assert_models_differ,
+    candidate_vs_baseline_by_tfma,
+    latest_artifact,
+    metrics_by_tfma,
+    parse,
+    with_attr,
+)
 from trainer.run import epoch_plan
 
 
@@ -288,18 +295,51 @@ def test_report_is_self_contained(second_report):
     assert_self_contained(html)
 
 
+def metadata_store_of(output_dir: Path):
+    """The local run's ML Metadata store, opened with MLMD's own client."""
+    from ml_metadata.metadata_store import metadata_store
+    from tfx.orchestration import metadata as tfx_metadata
+
+    return metadata_store.MetadataStore(
+        tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
+    )
+
+
+def step_executions(output_dir: Path, run_id: str) -> dict[str, object]:
+    """Step id -> its execution in run `run_id`, read from ML Metadata directly (not
+    through pipeline.local.run_summary): each node context's executions that are also
+    the run context's."""
+    store = metadata_store_of(output_dir)
+    run = store.get_context_by_type_and_name("pipeline_run", run_id)
+    in_run = {e.id: e for e in store.get_executions_by_context(run.id)}
+    found = {}
+    for node in store.get_contexts_by_type("node"):
+        pipeline_name, step = node.name.split(".", 1)
+        executions = [e for e in store.get_executions_by_context(node.id) if e.id in in_run]
+        if pipeline_name == "taxi-big-tipper" and executions:
+            (found[step],) = executions
+    return found
+
+
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_report_steps_equal_mlmd(two_local_runs, second_report):
-    _, elements = second_report
-    rows = with_attr(elements, "data-step")
+    from ml_metadata.proto import metadata_store_pb2
+
     from pipeline.steps import DAG_STEPS
 
-    assert sorted(r["data-step"] for r in rows) == sorted(DAG_STEPS.ids)
-    for step in two_local_runs.second.steps:
-        (row,) = [r for r in rows if r["data-step"] == step.step_id]
-        assert row["data-state"] == step.state
-        assert float(row["data-seconds"]) == pytest.approx(step.seconds)
+    _, elements = second_report
+    rows = {r["data-step"]: r for r in with_attr(elements, "data-step")}
+    executions = step_executions(two_local_runs.output_dir, two_local_runs.second.run_id)
+    assert sorted(rows) == sorted(executions) == sorted(DAG_STEPS.ids)
+    for step, execution in executions.items():
+        state = metadata_store_pb2.Execution.State.Name(execution.last_known_state).lower()
+        assert rows[step]["data-state"] == state, step
+        seconds = (execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1e3
+        assert float(rows[step]["data-seconds"]) == pytest.approx(seconds), step
+    # The second run trained a model of its own on the data the first run read.
+    assert rows["Trainer"]["data-state"] == rows["Evaluator"]["data-state"] == "complete"
+    assert rows["CsvExampleGen"]["data-state"] == rows["Transform"]["data-state"] == "cached"
     for section in render.SECTIONS:
         assert with_attr(elements, "id", id=section), f"section {section} missing"
 
@@ -338,73 +378,92 @@ def _feature_rows(elements, feature: str) -> list[dict[str, str]]:
 @pytest.mark.e2e
 def test_report_training_and_runtime_come_from_the_trainer(two_local_runs, second_report):
     _, elements = second_report
-    epochs, _ = epoch_plan(60)
+    epochs, _ = epoch_plan(two_local_runs.train_steps[1])
     for metric in ("loss", "binary_accuracy"):
         for data in ("train", "validation"):
             assert with_attr(elements, "data-metric", data_metric=metric, data_data=data)
     values = [a for _t, a in elements if "data-epoch" in a]
     assert max(int(a["data-epoch"]) for a in values) == epochs
-    (model_run,) = (two_local_runs.output_dir / "pipeline_root" / "Trainer" / "model_run").glob("*")
+    # The second run's Trainer: it trained a model of its own.
+    model_run = latest_artifact(
+        two_local_runs.output_dir / "pipeline_root" / "Trainer" / "model_run"
+    )
     resolved = json.loads((model_run / "trainer_config.json").read_text())["resolved_runtime"]
     keys = {a["data-key"] for a in with_attr(elements, "data-key")}
     assert keys == set(resolved)
     assert {"devices", "strategy", "precision", "global_batch_size"} <= keys
 
 
-def overall_metrics_by_tfma(output_dir: Path, run_id: str) -> dict[str, float]:
-    """The whole eval split's metrics of run `run_id`, found in ML Metadata and read by
-    `tfma.load_eval_result` (the candidate's, and each `<name>_diff` vs. the baseline)."""
-    import tensorflow_model_analysis as tfma
-    from ml_metadata.metadata_store import metadata_store
-    from tfx.orchestration import metadata as tfx_metadata
-
-    store = metadata_store.MetadataStore(
-        tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
-    )
+def evaluation_uri(output_dir: Path, run_id: str) -> str:
+    """Where the Evaluator of run `run_id` wrote, as ML Metadata records it."""
+    store = metadata_store_of(output_dir)
     run = store.get_context_by_type_and_name("pipeline_run", run_id)
     (evaluation,) = [
         a
         for a in store.get_artifacts_by_context(run.id)
         if store.get_artifact_types_by_id([a.type_id])[0].name == "ModelEvaluation"
     ]
-    result = tfma.load_eval_result(evaluation.uri)
-    (metrics,) = [m for key, m in result.slicing_metrics if key == ()]
-    return {
-        name: float(value["doubleValue"])
-        for by_class in metrics.values()
-        for by_name in by_class.values()
-        for name, value in by_name.items()
-        if "doubleValue" in value
-    }
+    return evaluation.uri
+
+
+def report_metrics_table(elements) -> dict[tuple[str, str, str], float]:
+    """{(slice, metric, "candidate" | "baseline" | "diff"): value} of the report's table."""
+    values, slice_name = {}, None
+    for tag, attrs in elements:
+        if tag == "tr" and "data-slice" in attrs:
+            slice_name = attrs["data-slice"]
+        elif tag == "td" and "data-model" in attrs and attrs["data-value"]:
+            values[slice_name, attrs["data-metric"], attrs["data-model"]] = float(
+                attrs["data-value"]
+            )
+    return values
 
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_report_evaluation_equals_mlmd_candidate_vs_baseline(two_local_runs, second_report):
+def test_report_evaluation_equals_tfma_candidate_vs_baseline(two_local_runs, second_report):
+    import tensorflow_model_analysis as tfma
+
     html, elements = second_report
-    summary = two_local_runs.second
-    overall = [
-        a for a in with_attr(elements, "data-model") if a.get("data-metric") == "binary_accuracy"
-    ][:3]
-    by_model = {a["data-model"]: float(a["data-value"]) for a in overall}
-    # Read back as TFMA's own reader reads the Evaluator's output in ML Metadata,
-    # not through the report's parser.
-    tfma_overall = overall_metrics_by_tfma(two_local_runs.output_dir, summary.run_id)
-    assert by_model["candidate"] == pytest.approx(tfma_overall["binary_accuracy"])
-    assert by_model["diff"] == pytest.approx(tfma_overall["binary_accuracy_diff"])
-    assert summary.metrics["binary_accuracy"] == pytest.approx(tfma_overall["binary_accuracy"])
-    assert by_model["candidate"] - by_model["baseline"] == pytest.approx(by_model["diff"])
+    runs = two_local_runs
+    summary = runs.second
+    uri = evaluation_uri(runs.output_dir, summary.run_id)
+    tfma_values = candidate_vs_baseline_by_tfma(uri)
+    assert_models_differ(tfma_values)
+    table = report_metrics_table(elements)
+    assert table.keys() == tfma_values.keys()
+    for key, value in tfma_values.items():
+        assert table[key] == pytest.approx(value), key
+    # The baseline is the model the first run pushed, scored on the same examples:
+    # the first run's candidate, as TFMA read that run's evaluation.
+    first = metrics_by_tfma(evaluation_uri(runs.output_dir, runs.first.run_id))
+    assert {k for k in tfma_values if k[2] == "baseline"} == {(*k, "baseline") for k in first}
+    for (slice_name, name), value in first.items():
+        assert tfma_values[slice_name, name, "baseline"] == pytest.approx(value)
+    assert summary.metrics["binary_accuracy"] == pytest.approx(
+        tfma_values[contents.OVERALL_SLICE, "binary_accuracy", "candidate"]
+    )
     slices = {a["data-slice"] for a in with_attr(elements, "data-slice")}
     assert contents.OVERALL_SLICE in slices and any(s.startswith("payment_type = ") for s in slices)
+    # Each threshold's outcome is TFMA's validation of it (value, or change vs. baseline).
+    validation = tfma.load_validation_result(uri)
+    failed = {
+        (f.metric_key.name, "change" if f.metric_key.is_diff else "value")
+        for per_slice in validation.metric_validations_per_slice
+        for f in per_slice.failures
+    }
     thresholds = with_attr(elements, "data-kind")
     assert {(t["data-metric"], t["data-kind"]) for t in thresholds} == {
         ("binary_accuracy", "value"),
         ("binary_accuracy", "change"),
     }
-    assert all(t["data-passed"] == str(summary.blessed) for t in thresholds)
+    for t in thresholds:
+        passed = (t["data-metric"], t["data-kind"]) not in failed
+        assert t["data-passed"] == str(passed), t
+    assert summary.blessed is bool(validation.validation_ok)
     (blessing,) = with_attr(elements, "data-blessed")
     assert blessing["data-blessed"] == str(summary.blessed)
-    assert str(two_local_runs.first_version) in html  # the served baseline
+    assert str(runs.first_version) in html  # the served baseline
 
 
 @pytest.mark.slow
@@ -477,19 +536,13 @@ def test_kubeflow_run_report_step_writes_the_report_from_its_input_artifacts(
     two_local_runs, tmp_path
 ):
     """The RunReport executor, on the artifacts of a real run, as a Kubeflow step runs it."""
-    from ml_metadata.metadata_store import metadata_store
-    from tfx.orchestration import metadata as tfx_metadata
     from tfx.types import artifact_utils
 
     from kubeflow.steps.kfp_artifacts import HTML, Metrics
     from kubeflow.steps.run_report import BASELINE_PREFIX, BLESSED_METRIC, RunReport
     from pipeline import steps as dag
 
-    store = metadata_store.MetadataStore(
-        tfx_metadata.sqlite_metadata_connection_config(
-            str(two_local_runs.output_dir / "metadata.sqlite")
-        )
-    )
+    store = metadata_store_of(two_local_runs.output_dir)
     run = store.get_context_by_type_and_name("pipeline_run", two_local_runs.second.run_id)
     types_by_id = {t.id: t for t in store.get_artifact_types()}
     by_type = {}
@@ -537,11 +590,24 @@ def test_kubeflow_run_report_step_writes_the_report_from_its_input_artifacts(
         if name != "display_name"
     }
     assert values[BLESSED_METRIC] == (1.0 if second.blessed else 0.0)
-    for name, value in second.metrics.items():
-        if not name.endswith("_diff"):  # candidate minus baseline: both are there
-            assert values[name] == pytest.approx(value), name
-    assert values[BASELINE_PREFIX + "binary_accuracy"] > 0  # the served model, scored again
-    assert not any("(class" in name for name in values)
+    # Candidate and baseline as TFMA reads the Evaluator's output; they differ, so a
+    # baseline taken from the candidate, or the two swapped, shows.
+    tfma_values = candidate_vs_baseline_by_tfma(
+        evaluation_uri(two_local_runs.output_dir, second.run_id)
+    )
+    assert_models_differ(tfma_values)
+    overall = {
+        (name, model): value
+        for (slice_name, name, model), value in tfma_values.items()
+        if slice_name == contents.OVERALL_SLICE and model != "diff"
+    }
+    expected = {
+        (BASELINE_PREFIX if model == "baseline" else "") + name: value
+        for (name, model), value in overall.items()
+    }
+    assert values.keys() - {BLESSED_METRIC} == expected.keys()
+    for name, value in expected.items():
+        assert values[name] == pytest.approx(value), name
 
     html = Path(output.uri).read_text()
     assert_self_contained(html)
