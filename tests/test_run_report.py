@@ -339,7 +339,7 @@ def test_report_steps_equal_mlmd(two_local_runs, second_report):
         assert float(rows[step]["data-seconds"]) == pytest.approx(seconds), step
     # The second run trained a model of its own on the data the first run read.
     assert rows["Trainer"]["data-state"] == rows["Evaluator"]["data-state"] == "complete"
-    assert rows["CsvExampleGen"]["data-state"] == rows["Transform"]["data-state"] == "cached"
+    assert rows["ExampleGen"]["data-state"] == rows["Transform"]["data-state"] == "cached"
     for section in render.SECTIONS:
         assert with_attr(elements, "id", id=section), f"section {section} missing"
 
