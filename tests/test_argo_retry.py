@@ -27,11 +27,14 @@ def test_stock_defaults_change_at_2_17():
 
 
 def test_a_task_policy_sets_no_retry_policy_so_the_defaults_decide_it():
-    before = argo.RetryStrategy.for_task(TRAINER_POLICY, argo.stock_template_defaults((2, 16, 0)))
-    after = argo.RetryStrategy.for_task(TRAINER_POLICY, STOCK_2_17)
-    assert (before.retry_policy, before.limit) == (argo.ON_FAILURE, 2)
+    # A limit other than the defaults' 2, so that the side the merge takes it from shows.
+    policy = {**TRAINER_POLICY, "maxRetryCount": 3}
+    before = argo.RetryStrategy.for_task(policy, argo.stock_template_defaults((2, 16, 0)))
+    after = argo.RetryStrategy.for_task(policy, STOCK_2_17)
+    assert (before.retry_policy, before.limit) == (argo.ON_FAILURE, 3)
     # The template's own limit wins the merge; the policy comes from the defaults.
-    assert (after.retry_policy, after.limit) == (argo.ON_ERROR, 2)
+    assert STOCK_2_17.limit == 2
+    assert (after.retry_policy, after.limit) == (argo.ON_ERROR, 3)
     assert argo.RetryStrategy.for_task(None, None) is None
     defaults_only = argo.RetryStrategy.for_task(None, STOCK_2_17)
     assert (defaults_only.limit, defaults_only.factor, defaults_only.backoff_seconds) == (
