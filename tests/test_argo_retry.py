@@ -76,6 +76,32 @@ def test_stock_2_17_does_not_retry_a_failed_step_but_2_16_does():
     assert stock.refusal(2, 0.0, 10.0, 10.0, argo.ERROR) is None
 
 
+# Where the docs say a lost node's step is retried (docs/kubeflow-operations.md): the
+# recommended setup (no templateDefaults retryStrategy) does not, stock 2.17+ and the
+# `limit: '0'` + `Always` setup do.
+RECOMMENDED = None
+ALWAYS_LIMIT_0 = argo.TemplateDefaults(limit=0, retry_policy=argo.ALWAYS)
+
+
+@pytest.mark.parametrize(
+    ("defaults", "refusal"),
+    [
+        (RECOMMENDED, "retryPolicy OnFailure does not retry a node that ended Error"),
+        (STOCK_2_17, None),
+        (ALWAYS_LIMIT_0, None),
+    ],
+    ids=["recommended", "stock-2.17", "always-limit-0"],
+)
+def test_a_step_whose_pod_was_deleted_with_its_node_is_retried_where_error_is(defaults, refusal):
+    """A lost node's pod is deleted: Argo ends the attempt Error ("pod deleted"), which
+    OnFailure, the policy with no templateDefaults, does not retry."""
+    strategy = argo.RetryStrategy.for_task(TRAINER_POLICY, defaults)
+    assert strategy.refusal(2, 0.0, 10.0, 10.0, argo.ERROR) == refusal
+    # A node's graceful shutdown instead: Failed, retried under the recommended setup.
+    shut_down = strategy.refusal(2, 0.0, 10.0, 10.0, argo.FAILED)
+    assert (shut_down is None) == (defaults is not STOCK_2_17)
+
+
 def test_backoff_grows_by_the_whole_factor_and_is_not_capped():
     strategy = argo.RetryStrategy.for_task({**TRAINER_POLICY, "backoffMaxDuration": None}, None)
     assert [strategy.wait_before(n) for n in (2, 3, 4)] == [60.0, 120.0, 240.0]
