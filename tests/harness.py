@@ -635,7 +635,15 @@ def _failures(validation: tfma.ValidationResult) -> set[tuple[str, str]]:
 
 
 def assert_same_evaluation(ours: tuple, theirs: tuple) -> None:
-    """Same slices, keys and values (regression errors to a relative 1e-6), plots, validation."""
+    """Same slices, keys and values (regression errors to a relative 1e-6), plots, validation.
+
+    Two evaluations without metrics are refused, not found equal: an Evaluator that
+    wrote nothing must not pass as one that agrees.
+    """
+    for name, evaluation in (("ours", ours), ("theirs", theirs)):
+        assert evaluation[0], f"{name}: no metrics at all; the evaluation wrote none"
+        empty = sorted(key for key, values in evaluation[0].items() if not values)
+        assert not empty, f"{name}: slices without metrics: {empty}"
     assert ours[0].keys() == theirs[0].keys()
     for slice_key, values in theirs[0].items():
         assert ours[0][slice_key].keys() == values.keys(), slice_key

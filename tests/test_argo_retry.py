@@ -27,11 +27,14 @@ def test_stock_defaults_change_at_2_17():
 
 
 def test_a_task_policy_sets_no_retry_policy_so_the_defaults_decide_it():
-    before = argo.RetryStrategy.for_task(TRAINER_POLICY, argo.stock_template_defaults((2, 16, 0)))
-    after = argo.RetryStrategy.for_task(TRAINER_POLICY, STOCK_2_17)
-    assert (before.retry_policy, before.limit) == (argo.ON_FAILURE, 2)
+    # A limit other than the defaults' 2, so that the side the merge takes it from shows.
+    policy = {**TRAINER_POLICY, "maxRetryCount": 3}
+    before = argo.RetryStrategy.for_task(policy, argo.stock_template_defaults((2, 16, 0)))
+    after = argo.RetryStrategy.for_task(policy, STOCK_2_17)
+    assert (before.retry_policy, before.limit) == (argo.ON_FAILURE, 3)
     # The template's own limit wins the merge; the policy comes from the defaults.
-    assert (after.retry_policy, after.limit) == (argo.ON_ERROR, 2)
+    assert STOCK_2_17.limit == 2
+    assert (after.retry_policy, after.limit) == (argo.ON_ERROR, 3)
     assert argo.RetryStrategy.for_task(None, None) is None
     defaults_only = argo.RetryStrategy.for_task(None, STOCK_2_17)
     assert (defaults_only.limit, defaults_only.factor, defaults_only.backoff_seconds) == (
@@ -71,6 +74,32 @@ def test_stock_2_17_does_not_retry_a_failed_step_but_2_16_does():
     # A pod that never started (a missing secret key) is Error: 2.17's default retries it.
     stock = argo.RetryStrategy.for_task(TRAINER_POLICY, STOCK_2_17)
     assert stock.refusal(2, 0.0, 10.0, 10.0, argo.ERROR) is None
+
+
+# Where the docs say a lost node's step is retried (docs/kubeflow-operations.md): the
+# recommended setup (no templateDefaults retryStrategy) does not, stock 2.17+ and the
+# `limit: '0'` + `Always` setup do.
+RECOMMENDED = None
+ALWAYS_LIMIT_0 = argo.TemplateDefaults(limit=0, retry_policy=argo.ALWAYS)
+
+
+@pytest.mark.parametrize(
+    ("defaults", "refusal"),
+    [
+        (RECOMMENDED, "retryPolicy OnFailure does not retry a node that ended Error"),
+        (STOCK_2_17, None),
+        (ALWAYS_LIMIT_0, None),
+    ],
+    ids=["recommended", "stock-2.17", "always-limit-0"],
+)
+def test_a_step_whose_pod_was_deleted_with_its_node_is_retried_where_error_is(defaults, refusal):
+    """A lost node's pod is deleted: Argo ends the attempt Error ("pod deleted"), which
+    OnFailure, the policy with no templateDefaults, does not retry."""
+    strategy = argo.RetryStrategy.for_task(TRAINER_POLICY, defaults)
+    assert strategy.refusal(2, 0.0, 10.0, 10.0, argo.ERROR) == refusal
+    # A node's graceful shutdown instead: Failed, retried under the recommended setup.
+    shut_down = strategy.refusal(2, 0.0, 10.0, 10.0, argo.FAILED)
+    assert (shut_down is None) == (defaults is not STOCK_2_17)
 
 
 def test_backoff_grows_by_the_whole_factor_and_is_not_capped():

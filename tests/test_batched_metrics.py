@@ -186,6 +186,18 @@ def test_batched_metrics_are_tfma_s(task, baseline, tmp_path):
         assert not theirs[2].validation_ok
 
 
+@pytest.mark.parametrize(
+    ("metrics", "message"),
+    [({}, "no metrics at all"), ({"()": {}}, r"slices without metrics: \['\(\)'\]")],
+    ids=["no-slices", "an-empty-slice"],
+)
+def test_evaluations_without_metrics_are_refused_not_found_equal(metrics, message):
+    """What assert_same_evaluation, the check of every comparison above, must not pass."""
+    empty = (metrics, {}, tfma.ValidationResult(validation_ok=True))
+    with pytest.raises(AssertionError, match=f"ours: {message}"):
+        assert_same_evaluation(empty, empty)
+
+
 def one_model(data: list[dict], model: str) -> list[dict]:
     """Batches with one model's labels and predictions, as TFMA extracts a single model."""
     return [

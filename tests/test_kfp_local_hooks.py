@@ -73,6 +73,15 @@ def test_a_renamed_internal_is_named():
     assert module.LocalCache().get("k") == "original"  # nothing was applied
 
 
+def test_a_later_hook_that_fails_its_check_leaves_the_earlier_ones_unapplied():
+    """Every check before any change: the first hook passes its check, the last fails."""
+    module = internals()
+    del module.LocalCache.get
+    with pytest.raises(HookError, match=r"kfp.local.internals.LocalCache.get: gone"):
+        enter(module)
+    assert module.construct_executor_input(1, 2, 3, 4) == "original"
+
+
 def test_a_reshaped_internal_is_named_with_both_signatures():
     module = internals()
     module.construct_executor_input = lambda component_spec, arguments, task_root: None

@@ -80,16 +80,28 @@ def test_local_run_reads_its_data_from_s3(store, tmp_path):
     header, rows = read_taxi_rows(limit=2000)
     store.upload(write_csv(tmp_path / "data.csv", header, rows), "s3://pipelines/local/data.csv")
     output_dir = tmp_path / "out"
+    # The run's temporary directory, of its own; a file planted there shows the check
+    # below sees what is left in it.
+    run_tmp = tmp_path / "tmp"
+    planted = run_tmp / "__autograph_generated_fileplanted.py"
+    planted.parent.mkdir()
+    planted.write_text("")
     proc = subprocess.run(
         [sys.executable, str(REPO_ROOT / "local_runner.py"), "--data-root",
          "s3://pipelines/local", "--output-dir", str(output_dir), "--train-steps", "30",
          "--eval-steps", "5", "--no-report"],
-        cwd=tmp_path, env={**store.shell_environment(tmp_path), "TMPDIR": str(tmp_path)},
+        cwd=tmp_path, env={**store.shell_environment(tmp_path), "TMPDIR": str(run_tmp)},
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    # Left through os._exit after tensorflow-io's S3, its exit handlers run first.
-    assert not list(tmp_path.glob("__autograph_generated_file*"))
+    # Left through os._exit after tensorflow-io's S3, its exit handlers run first:
+    # autograph's generated sources are gone, and nothing else is left but the bytecode
+    # Python cached for them, which TensorFlow's exit handler leaves in any process
+    # (tensorflow/python/autograph/pyct/loader.py, `load_source`, deletes only the .py).
+    left = [p for p in run_tmp.rglob("*") if p.is_file()]
+    bytecode = run_tmp / "__pycache__"
+    assert [p for p in left if p.parent != bytecode] == [planted]
+    assert all(p.name.startswith("__autograph_generated_file") for p in bytecode.glob("*"))
     assert "on s3://pipelines/local (Beam in_memory" in proc.stdout
     assert "Blessing: BLESSED" in proc.stdout
     assert len(list((output_dir / "serving_model").iterdir())) == 1

@@ -258,9 +258,34 @@ FAILS_ONCE = (
 STEP = "LongStep"
 
 
-def one_step_package(tmp_path, retry_policy: dict) -> Path:
-    """A compiled package of one container task that carries `retry_policy`."""
+# A step that writes into its output artifact and, on its first attempt, then waits
+# to be killed (the --lose-node fault); argv: a counter file, the executor input, the
+# step's name.
+WRITES_THEN_WAITS_ONCE = (
+    "import json, pathlib, sys, time\n"
+    "counter = pathlib.Path(sys.argv[1])\n"
+    "attempt = int(counter.read_text() or 0) + 1 if counter.exists() else 1\n"
+    "counter.write_text(str(attempt))\n"
+    "outputs = json.loads(sys.argv[3])['outputs']['artifacts']\n"
+    "model = pathlib.Path(outputs['model']['artifacts'][0]['uri'])\n"
+    "model.mkdir(parents=True, exist_ok=True)\n"
+    "(model / 'weights').write_text(str(attempt))\n"
+    "time.sleep(120 if attempt == 1 else 0)\n"
+)
+
+
+def one_step_package(tmp_path, retry_policy: dict, writes_outputs: bool = False) -> Path:
+    """A compiled package of one container task that carries `retry_policy`; it fails its
+    first attempt, or with `writes_outputs` writes its output and waits on it."""
     tmp_path.mkdir(parents=True, exist_ok=True)
+    counter = str(tmp_path / "count")
+    if writes_outputs:
+        # As a TFX step takes its executor input (kfp.local substitutes it for {{$}}).
+        command = ["python", "-c", WRITES_THEN_WAITS_ONCE, counter]
+        args = ["--json_serialized_invocation_args", "{{$}}", STEP]
+        outputs = {"artifacts": {"model": {"artifactType": {"schemaTitle": "system.Model"}}}}
+    else:
+        command, args, outputs = ["python", "-c", FAILS_ONCE, counter, STEP], [], None
     spec = {
         "pipelineInfo": {"name": "retry-window"},
         "schemaVersion": "2.1.0",
@@ -276,14 +301,16 @@ def one_step_package(tmp_path, retry_policy: dict) -> Path:
                 }
             }
         },
-        "components": {f"comp-{STEP}": {"executorLabel": f"exec-{STEP}"}},
+        "components": {
+            f"comp-{STEP}": {
+                "executorLabel": f"exec-{STEP}",
+                **({"outputDefinitions": outputs} if outputs else {}),
+            }
+        },
         "deploymentSpec": {
             "executors": {
                 f"exec-{STEP}": {
-                    "container": {
-                        "image": "python:3.10",
-                        "command": ["python", "-c", FAILS_ONCE, str(tmp_path / "count"), STEP],
-                    }
+                    "container": {"image": "python:3.10", "command": command, "args": args}
                 }
             }
         },
@@ -293,9 +320,9 @@ def one_step_package(tmp_path, retry_policy: dict) -> Path:
     return package
 
 
-def run_one_step(tmp_path, retry_policy: dict, *options: str) -> dict:
+def run_one_step(tmp_path, retry_policy: dict, *options: str, writes_outputs: bool = False) -> dict:
     """The one-step package executed by run_compiled.py; its step's summary."""
-    package = one_step_package(tmp_path, retry_policy)
+    package = one_step_package(tmp_path, retry_policy, writes_outputs)
     summary = tmp_path / "summary.json"
     run_in_reference_env(
         "run_compiled.py",
@@ -370,3 +397,35 @@ def test_a_retry_running_past_the_window_is_killed_and_no_other_starts(tmp_path)
     assert step["killed_at_retry_deadline"] is True
     assert step["retry_stopped"] == "Max duration limit exceeded"
     assert step["cluster_ended"] - step["cluster_started"] == pytest.approx(1800, abs=1)
+
+
+@pytest.mark.slow
+def test_a_lost_node_is_not_retried_under_the_recommended_setup_and_is_under_always(tmp_path):
+    """A node gone without a word while the step writes: its pod is deleted, an Error to
+    Argo. With no templateDefaults retryStrategy (the docs' recommended setup) the task's
+    OnFailure does not retry it; with `retryPolicy: Always` the step's own retries do."""
+
+    def node_lost(template_retry_policy: str) -> dict:
+        return run_one_step(
+            tmp_path / template_retry_policy, DEFAULT_RETRY.spec(60), "--lose-node", STEP,
+            "--backend-release", "2.17.0", "--template-retry-policy", template_retry_policy,
+            writes_outputs=True,
+        )  # fmt: skip
+
+    recommended = node_lost("none")
+    assert (recommended["status"], recommended["attempts"], recommended["phase"]) == (
+        "FAILURE",
+        1,
+        "Error",
+    )
+    assert recommended["log_tail"][-1] == "[node lost: pod deleted while writing its outputs]"
+    assert recommended["retry_stopped"] == (
+        "retryPolicy OnFailure does not retry a node that ended Error"
+    )
+    always = node_lost("Always")
+    assert (always["status"], always["attempts"], always["retry_policy"]) == (
+        "SUCCESS",
+        2,
+        "Always",
+    )
+    assert always["earlier_log_tails"][0][-1].startswith("[node lost:")

@@ -60,6 +60,14 @@ def accuracy(scores: np.ndarray, data) -> float:
     return float(np.mean((scores > 0.5) == big_tipper_labels(data["raw_rows"])))
 
 
+def ranking(scores: np.ndarray, data) -> float:
+    """The chance a big tipper scores above a row that is not, ties counted half (the
+    ROC curve's area): 0.5 for scores that know nothing of the label."""
+    labels = big_tipper_labels(data["raw_rows"])
+    above = scores[labels][:, None] - scores[~labels][None, :]
+    return float(np.mean(above > 0) + np.mean(above == 0) / 2)
+
+
 def train_here(
     tmp_path: Path, data, config: TrainerConfig, name: str, *, raw_examples: bool = False
 ) -> Path:
@@ -202,12 +210,17 @@ def test_two_workers_train_with_the_forks_own_loss(tmp_path, taxi_trainer_inputs
         two_worker_jobs(tmp_path, taxi_trainer_inputs, config, label_smoothing=0.9)
     )
     assert all("strategy = multi_worker_mirrored" in out for out in outputs)
-    smoothed = np.abs(score(tmp_path / "worker0" / "serving", taxi_trainer_inputs) - 0.5)
+    scores = score(tmp_path / "worker0" / "serving", taxi_trainer_inputs)
+    smoothed = np.abs(scores - 0.5)
     stock = np.abs(single_device - 0.5)  # what the stock loss learns from the same rows
     # Smoothed toward 0.45 and 0.55: nearly every probability stays close to 0.5 (an
     # outlying row may still saturate in 40 steps); the stock loss spreads them.
     assert np.percentile(smoothed, 99) < 0.15 and np.mean(smoothed) < 0.1
     assert np.mean(stock) > 0.25
+    # Near 0.5 is also what an untrained model gives; this one ranks the rows by the label
+    # about as well as the stock loss does, which scores knowing nothing of it cannot.
+    learnt, stock_learnt = (ranking(s, taxi_trainer_inputs) for s in (scores, single_device))
+    assert learnt > stock_learnt - 0.05, (learnt, stock_learnt)
 
 
 def test_mixed_bfloat16_on_cpu_exports_float32(tmp_path, taxi_trainer_inputs, caplog):

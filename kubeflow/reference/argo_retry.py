@@ -29,9 +29,12 @@ What an attempt's end is to Argo (operator.go:1709, `inferFailedReason`):
 a pod with a status message (an eviction, a node's graceful shutdown) is
 Failed; the main container's non-zero exit is Failed; a container still
 waiting (CreateContainerConfigError: a secret or key missing) is Error.
-A deleted pod is Error too ("pod deleted"). Which of the two a policy
-retries: operator.go:1101-1124 (`OnFailure` only Failed, `OnError` only
-Error, `Always` both).
+A pod deleted before it ended, as with a node lost before its kubelet could
+report, is Error too: the controller finds a started pod node whose pod is
+gone and marks it "pod deleted" (operator.go:1253-1291, `podReconciliation`;
+after a grace of 10 s from the pod's start, `recentlyStarted`, :1305). Which
+of the two a policy retries: operator.go:1101-1124 (`OnFailure` only Failed,
+`OnError` only Error, `Always` both).
 """
 
 from __future__ import annotations

@@ -1,12 +1,15 @@
 """Faults a cluster brings, on demand, and the cluster's clock: for run_compiled.py.
 
 `--preempt STEP` kills STEP's first attempt (SIGKILL) once it has written
-into an output artifact, as a node going away does, leaving what it wrote;
-`--repeat STEP` runs STEP's command a second time with the same executor
-input, as the backend does when a pod dies between its command's end and the
-launcher's record of it; `--attempt-duration STEP=DURATION` makes each
-attempt of STEP take that much longer on the cluster's clock, as a long
-training run does. Pure Python: no kfp here.
+into an output artifact, as a node shutting down gracefully does, leaving
+what it wrote; `--lose-node STEP` kills it at the same point, as a node that
+goes away without a word does: Argo finds the pod gone rather than failed,
+and ends the attempt in another phase (`Interruption`). `--repeat STEP` runs
+STEP's command a second time with the same executor input, as the backend
+does when a pod dies between its command's end and the launcher's record of
+it; `--attempt-duration STEP=DURATION` makes each attempt of STEP take that
+much longer on the cluster's clock, as a long training run does. Pure
+Python: no kfp here.
 """
 
 from __future__ import annotations
@@ -18,18 +21,48 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+# This directory's (run_compiled.py runs as a script, the directory on sys.path).
+from argo_retry import ERROR, FAILED  # isort: skip
+
+
+@dataclass(frozen=True)
+class Interruption:
+    """How a node's end kills an attempt: the note its log ends with, and the phase Argo
+    gives the attempt (argo_retry.py's docstring; its policy decides the retry)."""
+
+    phase: str
+    note: str
+
+
+# A node shutting down gracefully (a preemption notice, a drain): the kubelet fails the
+# pod with a status message, which Argo reads as Failed (argo-workflows v4.0.5,
+# workflow/controller/operator.go:1710-1713, `inferFailedReason`).
+PREEMPTED = Interruption(FAILED, "[preempted: killed while writing its outputs]")
+# A node gone before its kubelet could report: the pod is deleted, and Argo, finding
+# a started pod node missing, marks it Error "pod deleted" (operator.go:1253-1291,
+# `podReconciliation`), a phase retryPolicy OnFailure does not retry.
+NODE_LOST = Interruption(ERROR, "[node lost: pod deleted while writing its outputs]")
+
 
 @dataclass(frozen=True)
 class Faults:
     """What a cluster does to steps now and then, done on purpose (see the module docstring)."""
 
-    preempt: frozenset[str] = frozenset()  # step ids whose first attempt is killed
+    preempt: frozenset[str] = frozenset()  # step ids whose first attempt's node shuts down
+    lose_node: frozenset[str] = frozenset()  # step ids whose first attempt's node vanishes
     repeated: frozenset[str] = frozenset()  # step ids whose command runs twice
     # step id -> seconds each attempt takes on the cluster's clock, beyond its real time
     attempt_seconds: dict = field(default_factory=dict)
 
-    def preempt_first_attempt(self, step_id: str, earlier_attempts: int) -> bool:
-        return step_id in self.preempt and earlier_attempts == 0
+    def interruption(self, step_id: str, earlier_attempts: int) -> Interruption | None:
+        """What kills this attempt once it writes its outputs; None: nothing."""
+        if earlier_attempts > 0:
+            return None
+        if step_id in self.lose_node:
+            return NODE_LOST
+        if step_id in self.preempt:
+            return PREEMPTED
+        return None
 
     def repeat(self, step_id: str) -> bool:
         return step_id in self.repeated
@@ -84,12 +117,14 @@ DEADLINE_KILL = "[killed: the retry window closed (Argo: the retried pod's deadl
 def run_command(
     command: list[str],
     env: dict,
-    preempt_when_writing: list[str] | None,
+    interruption: Interruption | None,
+    outputs: list[str],
     timeout: float | None = None,
 ) -> subprocess.CompletedProcess:
-    """Runs a step's command; with `preempt_when_writing`, kills it (SIGKILL, as the
-    kubelet does to a pod on a node going away) once it has written a file there;
-    with `timeout`, kills it that many seconds after it started (a pod's deadline)."""
+    """Runs a step's command; with an `interruption`, kills it (SIGKILL: the process
+    ends as a pod on a node going away does) once it has written a file under
+    `outputs`, its output ending with the interruption's note; with `timeout`, kills
+    it that many seconds after it started (a pod's deadline)."""
     if timeout is not None and timeout <= 0:
         return subprocess.CompletedProcess(command, 1, DEADLINE_KILL)
     with tempfile.TemporaryFile("w+") as log:
@@ -97,8 +132,8 @@ def run_command(
         started = time.monotonic()
         killed = ""
         while process.poll() is None:
-            if preempt_when_writing is not None and _has_files(preempt_when_writing):
-                killed = "[preempted: killed while writing its outputs]"
+            if interruption is not None and _has_files(outputs):
+                killed = interruption.note
             elif timeout is not None and time.monotonic() - started > timeout:
                 killed = DEADLINE_KILL
             if killed:

@@ -77,7 +77,7 @@ step's attempts.
   attempts. Argo merges the cluster's `templateDefaults` (stock 2.17+:
   `retryPolicy: OnError`; --template-retry-policy to play another setup)
   into the task's strategy, retries only the phases its policy names (a
-  non-zero exit is Failed, a pod that never started Error), and reads
+  non-zero exit is Failed, a pod that never started or was deleted Error), and reads
   `backoff.maxDuration` as a window counted from the first attempt's start:
   a retry waits `backoffDuration * backoffFactor**(n-1)` after attempt n
   ended, uncapped, with a whole-number factor; no retry starts once the
@@ -90,8 +90,9 @@ step's attempts.
   each step's `retry_window_seconds` and, where Argo would have stopped
   retrying, `retry_stopped`.
 
-Faults a cluster brings, on demand (faults.py): `--preempt STEP`, `--repeat
-STEP`, `--attempt-duration STEP=DURATION`.
+Faults a cluster brings, on demand (faults.py): `--preempt STEP` (a node's
+graceful shutdown: Failed), `--lose-node STEP` (a node gone without a word, its
+pod deleted: Error), `--repeat STEP`, `--attempt-duration STEP=DURATION`.
 
 Not reproduced here: resource requests, node selectors and tolerations
 (scheduling), lifecycle hooks (`preCacheCheck`, which open-source KFP does not
@@ -341,7 +342,8 @@ def make_task_handler(
             started_at = datetime.datetime.now()
             started = time.monotonic()
             # How Argo reads a failed attempt (argo_retry's docstring): the main
-            # container's non-zero exit, a node's shutdown and a deadline are Failed.
+            # container's non-zero exit, a node's graceful shutdown and a deadline
+            # are Failed.
             phase = argo_retry.FAILED
             process = None
             downloaded = 0
@@ -362,16 +364,19 @@ def make_task_handler(
                 else:
                     downloaded = int(download.stdout or 0)
             if process is None:
-                preempt = faults.preempt_first_attempt(step_id, attempt - 1)
-                process = run_command(
-                    command, env, output_uris(executor_input) if preempt else None, timeout
-                )
+                interruption = faults.interruption(step_id, attempt - 1)
+                outputs = output_uris(executor_input)
+                process = run_command(command, env, interruption, outputs, timeout)
+                if interruption is not None and process.stdout.endswith(interruption.note):
+                    # Its node went away: Failed after a graceful shutdown, Error when
+                    # the pod is found deleted (faults.py).
+                    phase = interruption.phase
                 if faults.repeat(step_id):
                     # The pod died after its command finished, before KFP recorded the
                     # outcome: the backend runs the command again on the same URIs.
                     print(f"{step_id}: running the command again (--repeat)", flush=True)
                     first = process
-                    process = run_command(command, env, None)
+                    process = run_command(command, env, None, outputs)
                     process.stdout = first.stdout + process.stdout
             seconds = time.monotonic() - started
             killed_at_deadline = process.stdout.endswith(DEADLINE_KILL)
@@ -671,7 +676,16 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="STEP",
-        help="kill STEP's first attempt once it writes its outputs (module docstring)",
+        help="kill STEP's first attempt once it writes its outputs, as a node's graceful "
+        "shutdown does (Argo: Failed; module docstring)",
+    )
+    parser.add_argument(
+        "--lose-node",
+        action="append",
+        default=[],
+        metavar="STEP",
+        help="kill STEP's first attempt once it writes its outputs, its pod then deleted "
+        "(Argo: Error), as a node lost without a word (module docstring)",
     )
     parser.add_argument(
         "--log-dir",
@@ -717,6 +731,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     faults = Faults(
         preempt=frozenset(args.preempt),
+        lose_node=frozenset(args.lose_node),
         repeated=frozenset(args.repeat),
         attempt_seconds={
             step: duration_seconds(duration)
