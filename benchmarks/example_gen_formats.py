@@ -22,12 +22,11 @@ and gzip of those records into one file.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.scale import LARGE_ROWS, REPO_ROOT, write_rows
+from benchmarks.scale import LARGE_ROWS, measured_in_python, write_rows
 
 ROW_GROUP_ROWS = 131_072
 
@@ -67,16 +66,6 @@ with gzip.open(sys.argv[2], "wb", compresslevel=6) as f:
 written = time.monotonic()
 print(read - started, encoded - read, written - encoded)
 """
-
-
-def _python(code: str, *args: str) -> list[float]:
-    proc = subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=REPO_ROOT, capture_output=True, text=True
-    )
-    if proc.returncode:
-        sys.stderr.write(proc.stderr[-4000:])
-        raise SystemExit(f"a measurement failed with exit code {proc.returncode}")
-    return [float(v) for v in proc.stdout.strip().splitlines()[-1].split()]
 
 
 def write_parquet(csv: Path, root: Path) -> None:
@@ -128,14 +117,16 @@ def main(argv: list[str] | None = None) -> int:
         write_rows(csv_root / "data.csv", args.rows)
         write_parquet(csv_root / "data.csv", parquet_root)
         results = {
-            "ours, CSV": _python(_RUN, "ours", str(csv_root), str(workdir / "out-csv")),
-            "ours, Parquet": _python(_RUN, "ours", str(parquet_root), str(workdir / "out-pq")),
+            "ours, CSV": measured_in_python(_RUN, "ours", str(csv_root), str(workdir / "out-csv")),
+            "ours, Parquet": measured_in_python(
+                _RUN, "ours", str(parquet_root), str(workdir / "out-pq")
+            ),
         }
         if not args.no_stock:
-            results["TFX parquet_executor, Parquet"] = _python(
+            results["TFX parquet_executor, Parquet"] = measured_in_python(
                 _RUN, "stock", str(parquet_root), str(workdir / "out-stock")
             )
-        floor = _python(
+        floor = measured_in_python(
             _FLOOR, str(parquet_root / "part-00000.snappy.parquet"), str(workdir / "floor.gz")
         )
     print(table(args.rows, results, floor))

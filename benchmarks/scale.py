@@ -235,22 +235,27 @@ print(time.monotonic() - started, count)
 """
 
 
-def _python(code: str, *args: str) -> list[float]:
+def measured_in_python(code: str, *args: str) -> list[float]:
+    """The numbers the last line `code` prints, run in a fresh Python at the repository root."""
     proc = subprocess.run(
         [sys.executable, "-c", code, *args], cwd=REPO_ROOT, capture_output=True, text=True
     )
     if proc.returncode:
         sys.stderr.write(proc.stderr[-4000:])
-        raise SystemExit(f"a floor measurement failed with exit code {proc.returncode}")
+        raise SystemExit(f"a measurement failed with exit code {proc.returncode}")
     return [float(v) for v in proc.stdout.strip().splitlines()[-1].split()]
 
 
 def floors(csv: Path, out: Path, workdir: Path) -> dict:
-    parse, example_gen = _python(_EXAMPLE_GEN_FLOOR, str(csv), str(workdir / "floor.tfrecord.gz"))
+    parse, example_gen = measured_in_python(
+        _EXAMPLE_GEN_FLOOR, str(csv), str(workdir / "floor.tfrecord.gz")
+    )
     (workdir / "floor.tfrecord.gz").unlink()
     pushed = max((out / "serving_model").iterdir(), key=lambda p: p.name)
     examples = max((out / "pipeline_root").glob("ExampleGen/examples/*"), key=lambda p: int(p.name))
-    evaluator, eval_rows = _python(_EVALUATOR_FLOOR, str(pushed), str(examples), str(EVAL_BATCH))
+    evaluator, eval_rows = measured_in_python(
+        _EVALUATOR_FLOOR, str(pushed), str(examples), str(EVAL_BATCH)
+    )
     return {
         "parse": parse,
         "example_gen": example_gen,
