@@ -151,6 +151,45 @@ def test_a_multi_processing_step_never_tries_prism_and_its_workers_get_the_optio
     pipeline.run().wait_until_finish()
 
 
+@pytest.mark.slow  # two pipelines, each starting a worker process
+@pytest.mark.parametrize("mode", ["in_memory", "multi_processing"])
+def test_with_the_network_blocked_no_beam_step_tries_to_download_a_runner(monkeypatch, mode):
+    """The same guarantee seen from the network's side: every connection that leaves
+    the machine, and Prism's own download (apache_beam 2.74,
+    runners/portability/prism_runner.py, `_download_to_local_path` through `urlopen`),
+    is recorded and refused. Beam's default DirectRunner, the positive control, tries."""
+    import socket
+
+    import apache_beam as beam
+    from apache_beam.runners.portability import prism_runner
+
+    attempts = []
+    connect = socket.socket.connect
+
+    def loopback_only(sock, address):
+        host = address[0] if isinstance(address, tuple) else address
+        if isinstance(host, str) and not host.startswith(("127.", "::1", "localhost", "/")):
+            attempts.append(address)
+            raise OSError(f"network blocked by the test: {address}")
+        return connect(sock, address)
+
+    def no_download(url, *args, **kwargs):
+        attempts.append(url)
+        raise OSError(f"network blocked by the test: {url}")
+
+    monkeypatch.setattr(socket.socket, "connect", loopback_only)
+    monkeypatch.setattr(prism_runner, "urlopen", no_download)
+
+    def run(args):
+        with beam.Pipeline(argv=args) as pipeline:
+            _ = pipeline | beam.Create([1, 2]) | beam.Map(lambda x: x * 2)
+
+    run(beam_pipeline_args(mode, num_workers=1))
+    assert attempts == []
+    run(["--runner=DirectRunner", *beam_pipeline_args(mode, num_workers=1)[1:]])
+    assert any("prism" in str(a) for a in attempts), attempts
+
+
 def test_the_named_runner_is_beams_fn_api_runner_as_beam_resolves_it():
     """Beam builds the runner from its name; tf.Transform then picks its TensorFlow session
     config by the runner's exact type, and a subclass would get none (pipeline/beam_runner.py)."""
