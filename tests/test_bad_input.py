@@ -95,6 +95,6 @@ def test_empty_file_stops_before_any_step(tmp_path, capsys):
     assert rc == 1
     assert (
         last_line
-        == f"error: InputDataError: {data_root / 'data.csv'} is empty: it has no header row"
+        == f"error: InputDataError: {data_root / 'data.csv'} is empty: it has no header row (nor any data)"
     )
     assert not (tmp_path / "out" / "metadata.sqlite").exists()
