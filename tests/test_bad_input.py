@@ -93,8 +93,8 @@ def test_empty_file_stops_before_any_step(tmp_path, capsys):
     (data_root / "data.csv").write_text("")
     rc, last_line = run_and_get_last_error_line(tmp_path, capsys, data_root)
     assert rc == 1
-    assert (
-        last_line
-        == f"error: InputDataError: {data_root / 'data.csv'} is empty: it has no header row (nor any data)"
+    assert last_line == (
+        f"error: InputDataError: {data_root / 'data.csv'} is empty: "
+        "it has no header row (nor any data)"
     )
     assert not (tmp_path / "out" / "metadata.sqlite").exists()
