@@ -154,6 +154,7 @@ def test_two_worker_processes_write_every_row_once_in_tfx_s_splits(tmp_path):
     assert not list(Path(ours.uri).glob(".staging-*"))
 
 
+@pytest.mark.slow  # two ExampleGen Beam pipelines, ours and the stock executor's
 def test_a_split_is_written_in_several_files_for_parallel_readers(
     taxi_slice, tmp_path, monkeypatch
 ):
