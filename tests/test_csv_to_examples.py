@@ -130,6 +130,7 @@ def test_a_column_typed_differently_in_two_files_takes_the_wider_type(tmp_path):
     assert values == [1.0, 2.0, 3.5]
 
 
+@pytest.mark.slow  # two ExampleGen Beam pipelines over the taxi slice, ours and the stock's
 def test_the_taxi_rows_are_the_stock_executor_s_examples_in_its_splits(taxi_slice, tmp_path):
     ours, stock = run_both(taxi_slice, tmp_path)
     assert split_records(ours) == split_records(stock)
