@@ -98,9 +98,10 @@ class SpanPattern:
         return re.compile("".join(parts))
 
     def relative_matches(self, root: str, glob: Callable[[str], Iterable[str]]) -> list[str]:
-        """Paths under `root` that `glob()` finds (`glob`: the filesystem's), relative to it."""
+        """Paths under `root` that `glob()` finds (`glob`: the filesystem's), relative to it,
+        sorted: a local glob lists in directory order, which differs between filesystems."""
         base = root.rstrip("/")
-        return [path[len(base) + 1 :] for path in glob(f"{glob_root(base)}/{self.glob()}")]
+        return sorted(path[len(base) + 1 :] for path in glob(f"{glob_root(base)}/{self.glob()}"))
 
     def matches_unpadded(self, relative_path: str) -> bool:
         """Whether the path would be a date span with {MM} and {DD} of one digit too

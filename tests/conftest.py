@@ -67,6 +67,11 @@ SLOW_FIXTURES = frozenset({"taxi_trainer_inputs", "small_model_base", "two_local
 # run, fails and says to mark it: the fast tier stays fast by design. Generous,
 # as three xdist workers share two cores (./dev runs a worker per core and one more).
 FAST_TEST_LIMIT_S = 10.0
+# In a whole-suite run the fast tests share the cores with training, Beam and
+# compiled packages, and took up to 1.3x their fast-tier time in CI: the limit
+# there only catches a test that belongs in the slow tier by a wide margin, so
+# that the machine's load never fails a run (`./dev test --fast` holds the 10 s).
+FAST_TEST_LIMIT_IN_WHOLE_SUITE_S = 2 * FAST_TEST_LIMIT_S
 # The order xdist hands modules to workers in (./dev runs it with --dist
 # loadscope --no-loadscope-reorder, so collection order is that order): the
 # longest modules first, longest-processing-time first, so that none of them
@@ -122,17 +127,25 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(skip)
 
 
+def fast_test_limit(config: pytest.Config) -> float:
+    """FAST_TEST_LIMIT_S when the run leaves the slow tier out (`./dev test --fast`),
+    else FAST_TEST_LIMIT_IN_WHOLE_SUITE_S."""
+    fast_tier_only = "not slow" in (config.getoption("markexpr") or "")
+    return FAST_TEST_LIMIT_S if fast_tier_only else FAST_TEST_LIMIT_IN_WHOLE_SUITE_S
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
     if report.when in ("setup", "call") and report.passed:
         spent = item.stash.get(_SPENT, 0.0) + report.duration
         item.stash[_SPENT] = spent
-        if report.when == "call" and "slow" not in item.keywords and spent > FAST_TEST_LIMIT_S:
+        limit = fast_test_limit(item.config)
+        if report.when == "call" and "slow" not in item.keywords and spent > limit:
             report.outcome = "failed"
             report.longrepr = (
                 f"{item.nodeid} is in the fast tier but took {spent:.1f}s to set up and run "
-                f"(limit {FAST_TEST_LIMIT_S:g}s): mark it @pytest.mark.slow, or use a fixture "
+                f"(limit {limit:g}s): mark it @pytest.mark.slow, or use a fixture "
                 "in tests/conftest.py's SLOW_FIXTURES (docs/tests.md)"
             )
     return report

@@ -286,6 +286,7 @@ def test_an_attempt_removes_the_folder_markers_left_in_its_outputs(store, tmp_pa
     ]
 
 
+@pytest.mark.slow  # a process importing TensorFlow
 def test_a_parquet_data_root_on_s3_is_checked_as_a_local_one(store, tmp_path):
     """The footers are read through the object store's client, as ExampleGen reads them."""
     import pyarrow as pa
