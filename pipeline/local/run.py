@@ -107,7 +107,7 @@ def configure_logging(verbose: bool) -> None:
     """Component progress only (or everything with `verbose`), in this process and in
     the node process, which runs it as its initializer."""
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.setFormatter(logging.Formatter("%(message)s") if verbose else _FirstLineOnly())
     if not verbose:
         # TensorFlow's C++ start-up chatter (CUDA plugin registration) is all
         # at ERROR level; Python exceptions still surface every real failure.
@@ -140,6 +140,16 @@ class _ProgressOnly(logging.Filter):
         return message.startswith("Component ") and (
             "is running" in message or "is finished" in message
         )
+
+
+class _FirstLineOnly(logging.Formatter):
+    """A record's first line, without its traceback: a failing Beam step logs its
+    error with the worker's whole stack inside the message, above the runner's own
+    one-line error that says why (`--verbose` shows them)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        lines = record.getMessage().strip().splitlines()
+        return lines[0] if lines else ""
 
 
 class NotBlessedError(RuntimeError):
