@@ -1,7 +1,7 @@
 """Where scores go, and how a partition is committed exactly once.
 
     OUTPUT_DIR/span=<span>/version=<model version>/part-*.parquet (or .csv)
-                                                  /errors.csv
+                                                  /_errors.csv
                                                   /_SUCCESS    (the manifest, JSON, last)
     OUTPUT_DIR/_temporary/<attempt>/...                        (a run in progress, or killed)
 
@@ -27,7 +27,8 @@ from tfx.dsl.io import fileio
 
 SUCCESS_FILE = "_SUCCESS"
 TEMPORARY_DIR = "_temporary"
-ERRORS_FILE = "errors.csv"
+# Underscored, as _SUCCESS: readers of the directory (pyarrow, pandas, Spark) skip it.
+ERRORS_FILE = "_errors.csv"
 PART_PREFIX = "part"
 FORMATS = ("parquet", "csv")
 # The manifest's own format; a reader refuses another.

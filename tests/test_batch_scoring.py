@@ -123,3 +123,173 @@ def test_the_error_share_fails_only_over_the_limit():
     check_error_share(1, 999, 0.001, {"bad": 1})
     with pytest.raises(ScoredOutputError, match=r"2 of 1000 rows \(0\.20%\).*most common: bad \(2\)"):
         check_error_share(2, 998, 0.001, {"bad": 2})
+
+
+# --- Scoring with a served model (the small trained model: slow) --------------------------
+
+
+def keyed_examples(rows, keys: dict[str, list]) -> list[bytes]:
+    """Taxi rows as ExampleGen encodes them, each with its key columns added (extra columns)."""
+    import tensorflow as tf
+
+    from tests.conftest import load_schema
+    from tests.raw_examples import serialize_rows
+
+    serialized = []
+    for i, raw in enumerate(serialize_rows(rows, load_schema(), drop=("tips",))):
+        example = tf.train.Example.FromString(raw)
+        for key, values in keys.items():
+            value = values[i]
+            feature = example.features.feature[key]
+            if isinstance(value, int):
+                feature.int64_list.value.append(value)
+            elif value is not None:
+                feature.bytes_list.value.append(value.encode())
+        serialized.append(example.SerializeToString())
+    return serialized
+
+
+def write_examples(path: Path, examples: list[bytes]) -> str:
+    import tensorflow as tf
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+        for example in examples:
+            writer.write(example)
+    return str(path)
+
+
+def served_copy(small_model_base: Path, root: Path, versions=("1",)) -> Path:
+    for version in versions:
+        shutil.copytree(small_model_base / "1", root / "serving" / version)
+    return root / "serving"
+
+
+def score(files, output_dir: Path, serving: Path, version=None, *, fingerprint="f1", **settings):
+    from components.scoring import ScoringSettings, score_partition
+    from pipeline.beam import IN_MEMORY_RUNNER_ARG
+
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    return score_partition(
+        example_files=files,
+        span=3,
+        input_fingerprint=fingerprint,
+        output_dir=str(output_dir),
+        model=choose_version(str(serving), version),
+        settings=ScoringSettings(**{"keys": ("trip_id",), "batch_size": 16, **settings}),
+        new_pipeline=lambda: beam.Pipeline(options=PipelineOptions([IN_MEMORY_RUNNER_ARG])),
+    )
+
+
+@pytest.fixture(scope="module")
+def taxi_rows():
+    from tests.conftest import read_taxi_rows
+
+    return read_taxi_rows(limit=ROWS)[1]
+
+
+def test_each_score_equals_serving_default_on_the_same_row_in_random_order(
+    tmp_path, small_model_base, taxi_rows
+):
+    import numpy as np
+    import pandas as pd
+    import tensorflow as tf
+
+    order = list(range(ROWS))
+    random.Random(53).shuffle(order)
+    ids = [f"trip-{i}" for i in range(ROWS)]
+    examples = keyed_examples([taxi_rows[i] for i in order], {"trip_id": [ids[i] for i in order]})
+    files = [write_examples(tmp_path / "in" / "a.gz", examples[:25]),
+             write_examples(tmp_path / "in" / "b.gz", examples[25:])]
+    serving = served_copy(small_model_base, tmp_path)
+    result = score(files, tmp_path / "out", serving)
+    assert (result.status, result.manifest.rows, result.manifest.errors) == ("written", ROWS, 0)
+    scores = pd.read_parquet(result.partition).set_index("trip_id")
+    assert list(scores.columns) == [
+        "probability_ordinary_tip", "probability_big_tip", "class", "model_version"
+    ]
+    signature = tf.saved_model.load(str(serving / "1")).signatures["serving_default"]
+    by_id = dict(zip([ids[i] for i in order], examples))
+    for trip_id, row in scores.iterrows():
+        alone = signature(examples=tf.constant([by_id[trip_id]]))["probabilities"].numpy()[0, 0]
+        # Equal to float32 rounding: TensorFlow's CPU kernels round a row's sums
+        # differently in a batch of 16 than alone (docs/batch-scoring.md).
+        np.testing.assert_allclose(row["probability_big_tip"], alone, rtol=1e-6, err_msg=trip_id)
+        np.testing.assert_allclose(row["probability_ordinary_tip"], 1 - alone, rtol=1e-6)
+        assert row["class"] == ("big_tip" if alone > 0.5 else "ordinary_tip")
+        assert row["model_version"] == "1"
+    assert sorted(scores.index) == sorted(ids)
+
+
+def test_rerun_does_nothing_a_new_version_gets_its_own_partition(
+    tmp_path, small_model_base, taxi_rows
+):
+    import pandas as pd
+
+    examples = keyed_examples(taxi_rows[:5], {"trip_id": list(range(5))})
+    files = [write_examples(tmp_path / "in" / "a.gz", examples)]
+    serving = served_copy(small_model_base, tmp_path, versions=("1", "2"))
+    first = score(files, tmp_path / "out", serving, "1", output_format="csv")
+    again = score(files, tmp_path / "out", serving, "1", output_format="csv")
+    assert (first.status, again.status) == ("written", "unchanged")
+    assert again.manifest == first.manifest
+    newer = score(files, tmp_path / "out", serving)
+    assert newer.status == "written"
+    assert newer.partition != first.partition and read_manifest(first.partition) is not None
+    csv_scores = pd.concat(
+        pd.read_csv(p) for p in sorted(Path(first.partition).glob("part-*.csv"))
+    )
+    assert sorted(csv_scores["trip_id"]) == list(range(5))
+    assert set(csv_scores["model_version"]) == {1}
+    changed = score(files, tmp_path / "out", serving, "1", fingerprint="f2", output_format="csv")
+    assert changed.status == "replaced"
+    assert len(list(Path(first.partition).glob("part-*.csv"))) == len(first.manifest.files) - 1
+    assert not list((tmp_path / "out" / TEMPORARY_DIR).iterdir())
+
+
+def test_bad_rows_go_to_the_errors_file_and_too_many_fail_leaving_nothing_complete(
+    tmp_path, small_model_base, taxi_rows
+):
+    import pandas as pd
+
+    import tensorflow as tf
+
+    examples = keyed_examples(taxi_rows[:10], {"trip_id": [f"t{i}" for i in range(9)] + [None]})
+    # A type the model cannot take: a fare as text.
+    wrong_type = tf.train.Example.FromString(examples[4])
+    wrong_type.features.feature["fare"].Clear()
+    wrong_type.features.feature["fare"].bytes_list.value.append(b"12.5")
+    examples[4] = wrong_type.SerializeToString()
+    files = [write_examples(tmp_path / "in" / "a.gz", examples)]
+    serving = served_copy(small_model_base, tmp_path)
+    with pytest.raises(ScoredOutputError, match=r"2 of 10 rows \(20\.00%\) could not be scored"):
+        score(files, tmp_path / "out", serving)
+    assert not list((tmp_path / "out").glob(f"span=*/version=*/{SUCCESS_FILE}"))
+    assert not (tmp_path / "out" / "span=3").exists()
+
+    result = score(files, tmp_path / "out", serving, max_error_share=0.25)
+    assert (result.manifest.rows, result.manifest.errors) == (8, 2)
+    errors = pd.read_csv(Path(result.partition) / ERRORS_FILE, keep_default_na=False)
+    by_key = dict(zip(errors["trip_id"], errors["reason"]))
+    assert set(by_key) == {"t4", ""}
+    assert by_key["t4"].startswith("the model refused the row")
+    assert by_key[""] == "key 'trip_id' has 0 values, not one"
+
+
+def test_duplicate_keys_are_refused_unless_allowed_and_keys_are_never_model_inputs(
+    tmp_path, small_model_base, taxi_rows
+):
+    from components.scoring import ScoringInputError
+
+    examples = keyed_examples(taxi_rows[:4], {"trip_id": [7, 8, 7, 9]})
+    files = [write_examples(tmp_path / "in" / "a.gz", examples)]
+    serving = served_copy(small_model_base, tmp_path)
+    with pytest.raises(ScoredOutputError, match=r"1 row\(s\) repeat a key \(trip_id\), e.g. \(trip_id=7\)"):
+        score(files, tmp_path / "out", serving)
+    assert score(files, tmp_path / "out", serving, allow_duplicate_keys=True).manifest.rows == 4
+    with pytest.raises(ScoringInputError, match=r"keys: \['fare'\] are features of the served model"):
+        score(files, tmp_path / "out2", serving, keys=("fare",))
+    with pytest.raises(ScoringInputError, match="keys: the data has no column 'ride'"):
+        score(files, tmp_path / "out2", serving, keys=("ride",))
