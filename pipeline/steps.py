@@ -196,3 +196,25 @@ DAG_STEPS = Steps(
         Step(PUSHER, ("pushed_model",), report={"pushed": "pushed_model"}),
     )
 )
+
+# The scoring DAG (pipeline/scoring.py): the same input steps, its own gate and
+# the scorer. The scorer reads the serving directory and writes outside the
+# pipeline, so it always runs; its commit makes a retry safe (a retried
+# attempt replaces or keeps the partition, never adds to it).
+SERVING_GATE = "ServingDataGate"
+BATCH_SCORER = "BatchScorer"
+SCORING_STEPS = Steps(
+    (
+        DAG_STEPS[EXAMPLE_GEN],
+        DAG_STEPS[STATISTICS_GEN],
+        DAG_STEPS[SCHEMA_IMPORTER],
+        Step(
+            SERVING_GATE,
+            ("examples_checked",),
+            retry=Retry.never(
+                "it fails on the data's anomalies, which a retry reads again unchanged"
+            ),
+        ),
+        Step(BATCH_SCORER, ("scores",), beam=True, cached=False, retry=BY_DEFAULT),
+    )
+)

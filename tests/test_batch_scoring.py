@@ -293,3 +293,48 @@ def test_duplicate_keys_are_refused_unless_allowed_and_keys_are_never_model_inpu
         score(files, tmp_path / "out2", serving, keys=("fare",))
     with pytest.raises(ScoringInputError, match="keys: the data has no column 'ride'"):
         score(files, tmp_path / "out2", serving, keys=("ride",))
+
+
+# --- The scoring DAG, through the runner --------------------------------------------------
+
+
+def test_score_runner_scores_new_data_without_the_label_with_extra_columns(
+    tmp_path, small_model_base, capsys
+):
+    import pandas as pd
+
+    import score_runner
+    from tests.conftest import read_taxi_rows, write_csv
+
+    header, rows = read_taxi_rows(limit=230)
+    rows = rows[200:]  # the sample's first rows have no drop-off at all, which the schema refuses
+    for i, row in enumerate(rows):
+        row.update(trip_id=str(1000 + i), note=f"extra {i}")
+    columns = [c for c in header if c != "tips"] + ["trip_id", "note"]
+    write_csv(tmp_path / "new" / "data.csv", columns, rows)
+    serving = served_copy(small_model_base, tmp_path)
+    argv = ["--data-root", str(tmp_path / "new"), "--serving-dir", str(serving),
+            "--output-dir", str(tmp_path / "scores"), "--key", "trip_id"]
+    assert score_runner.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "Scores written: 30 rows, 0 errors, span 0, model version 1" in out
+    partition = tmp_path / "scores" / "span=0" / "version=1"
+    scores = pd.read_parquet(partition)
+    assert sorted(scores["trip_id"]) == list(range(1000, 1030))
+    assert set(scores["model_version"]) == {"1"}
+    manifest = json.loads((partition / SUCCESS_FILE).read_text())
+    assert (manifest["rows"], manifest["errors"], manifest["model_version"]) == (30, 0, "1")
+    assert manifest["input_fingerprint"] and len(manifest["model_digest"]) == 64
+
+    assert score_runner.main(argv) == 0
+    assert "Scores unchanged (already scored: same input, same model)" in capsys.readouterr().out
+    assert len(pd.read_parquet(partition)) == 30
+
+    assert score_runner.main([*argv[:-2], "--key", "fare"]) == 1
+    assert "keys: ['fare'] are features of the served model" in capsys.readouterr().err
+    assert score_runner.main([*argv[:-1], "ride"]) == 1
+    assert "has no key column 'ride'" in capsys.readouterr().err
+    empty = tmp_path / "empty_serving"
+    empty.mkdir()
+    assert score_runner.main([*argv[:2], "--serving-dir", str(empty), *argv[4:]]) == 1
+    assert "no model is served under" in capsys.readouterr().err
