@@ -44,7 +44,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the Pusher's serving directory (default: ./outputs/serving_model)",
     )
     parser.add_argument(
-        "--output-dir", type=Path, required=True, help="scores go here, a folder per span and version"
+        "--output-dir",
+        type=Path,
+        required=True,
+        help="scores go here, a folder per span and version",
     )
     parser.add_argument(
         "--schema-dir",
@@ -60,7 +63,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="append",
         dest="keys",
         metavar="COLUMN",
-        help="an id column each output row carries (repeatable; default: keys: in the dataset spec)",
+        help="an id column each output row carries (repeatable; default: keys: in the "
+        "dataset spec)",
     )
     parser.add_argument("--format", choices=("parquet", "csv"), default="parquet")
     parser.add_argument(

@@ -51,9 +51,11 @@ def example_files(examples) -> "list[str]":
 
 def input_of(examples) -> "tuple[int, str]":
     """(span, input fingerprint) as ExampleGen recorded them on its artifact."""
-    span = examples.get_int_custom_property(SPAN_PROPERTY) if examples.has_custom_property(
-        SPAN_PROPERTY
-    ) else int(examples.span or 0)
+    span = (
+        examples.get_int_custom_property(SPAN_PROPERTY)
+        if examples.has_custom_property(SPAN_PROPERTY)
+        else int(examples.span or 0)
+    )
     fingerprint = (
         examples.get_string_custom_property(FINGERPRINT_PROPERTY)
         if examples.has_custom_property(FINGERPRINT_PROPERTY)

@@ -134,7 +134,8 @@ def check_duplicate_keys(keys: Sequence[str], rows: Sequence[tuple[Any, ...]]) -
     count, first = duplicate_keys(rows)
     if count:
         shown = ", ".join(
-            "(" + ", ".join(f"{k}={v!r}" for k, v in zip(keys, row)) + ")" for row in first
+            "(" + ", ".join(f"{k}={v!r}" for k, v in zip(keys, row, strict=True)) + ")"
+            for row in first
         )
         raise ScoredOutputError(
             f"{count} row(s) repeat a key ({', '.join(keys)}), e.g. {shown}; make the keys "

@@ -41,7 +41,6 @@ from components.scored_output import (
     FORMATS,
     PART_PREFIX,
     Manifest,
-    ScoredOutputError,
     check_duplicate_keys,
     check_error_share,
     commit,
@@ -163,9 +162,7 @@ def parse_keys(
     """Each example's key values, or why it has none (a key absent or repeated in the row)."""
     import tensorflow as tf
 
-    spec = {
-        k: tf.io.VarLenFeature(tf.int64 if t == "int" else tf.string) for k, t in types.items()
-    }
+    spec = {k: tf.io.VarLenFeature(tf.int64 if t == "int" else tf.string) for k, t in types.items()}
     try:
         parsed = tf.io.parse_example(tf.constant(list(examples), tf.string), spec)
     except tf.errors.InvalidArgumentError:

@@ -89,7 +89,10 @@ def ServingDataGate(
             split: serving_anomalies(proto, schema_proto, excluded)
             for split, proto in statistics_by_split.items()
         },
-        {split: sum(d.num_examples for d in p.datasets) for split, p in statistics_by_split.items()},
+        {
+            split: sum(d.num_examples for d in p.datasets)
+            for split, p in statistics_by_split.items()
+        },
         {split: nan_counts(proto) for split, proto in statistics_by_split.items()},
     )
     return {

@@ -63,13 +63,7 @@ def create_scoring_pipeline(
     reads only the latest span, whatever window training reads.
     `model_version` None scores with the newest complete served version.
     """
-    per_step_beam_args = dict(beam_pipeline_args_by_step or {})
-    not_beam = sorted(set(per_step_beam_args) - set(SCORING_STEPS.beam_ids))
-    if not_beam:
-        raise ValueError(
-            f"beam_pipeline_args_by_step: {not_beam} run no Beam; "
-            f"the Beam steps are {list(SCORING_STEPS.beam_ids)}"
-        )
+    per_step_beam_args = SCORING_STEPS.beam_args_by_step(beam_pipeline_args_by_step)
     example_gen = ExampleGen(
         input_base=data_root,
         input_pattern=dataset.input.pattern,

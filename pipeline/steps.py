@@ -22,7 +22,7 @@ kubeflow/pipeline_steps.py, which adds them to this DAG.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
@@ -106,6 +106,19 @@ class Steps:
     @property
     def beam_ids(self) -> tuple[str, ...]:
         return tuple(s.id for s in self.steps if s.beam)
+
+    def beam_args_by_step(
+        self, by_step: Mapping[str, Sequence[str]] | None
+    ) -> dict[str, list[str]]:
+        """Per-step Beam arguments, checked: ValueError for a step that runs no Beam."""
+        args = {k: list(v) for k, v in (by_step or {}).items()}
+        not_beam = sorted(set(args) - set(self.beam_ids))
+        if not_beam:
+            raise ValueError(
+                f"beam_pipeline_args_by_step: {not_beam} run no Beam; "
+                f"the Beam steps are {list(self.beam_ids)}"
+            )
+        return args
 
     @property
     def uncached_ids(self) -> tuple[str, ...]:

@@ -61,7 +61,11 @@ def test_newest_complete_version_is_chosen_and_a_pin_holds(tmp_path, taxi_spec):
     fake_version(tmp_path, "20", taxi_spec, complete=False)  # still being copied
     assert choose_version(str(tmp_path)).version == "12"
     pinned = choose_version(str(tmp_path), "3")
-    assert (pinned.version, pinned.path, pinned.spec.name) == ("3", str(tmp_path / "3"), "taxi-big-tipper")
+    assert (pinned.version, pinned.path, pinned.spec.name) == (
+        "3",
+        str(tmp_path / "3"),
+        "taxi-big-tipper",
+    )
 
 
 def test_nothing_served_is_one_clear_error(tmp_path):
@@ -121,7 +125,9 @@ def test_duplicate_keys_are_refused_listing_the_first_few():
 
 def test_the_error_share_fails_only_over_the_limit():
     check_error_share(1, 999, 0.001, {"bad": 1})
-    with pytest.raises(ScoredOutputError, match=r"2 of 1000 rows \(0\.20%\).*most common: bad \(2\)"):
+    with pytest.raises(
+        ScoredOutputError, match=r"2 of 1000 rows \(0\.20%\).*most common: bad \(2\)"
+    ):
         check_error_share(2, 998, 0.001, {"bad": 2})
 
 
@@ -166,11 +172,11 @@ def served_copy(small_model_base: Path, root: Path, versions=("1",)) -> Path:
 
 
 def score(files, output_dir: Path, serving: Path, version=None, *, fingerprint="f1", **settings):
-    from components.scoring import ScoringSettings, score_partition
-    from pipeline.beam import IN_MEMORY_RUNNER_ARG
-
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
+
+    from components.scoring import ScoringSettings, score_partition
+    from pipeline.beam import IN_MEMORY_RUNNER_ARG
 
     return score_partition(
         example_files=files,
@@ -201,17 +207,22 @@ def test_each_score_equals_serving_default_on_the_same_row_in_random_order(
     random.Random(53).shuffle(order)
     ids = [f"trip-{i}" for i in range(ROWS)]
     examples = keyed_examples([taxi_rows[i] for i in order], {"trip_id": [ids[i] for i in order]})
-    files = [write_examples(tmp_path / "in" / "a.gz", examples[:25]),
-             write_examples(tmp_path / "in" / "b.gz", examples[25:])]
+    files = [
+        write_examples(tmp_path / "in" / "a.gz", examples[:25]),
+        write_examples(tmp_path / "in" / "b.gz", examples[25:]),
+    ]
     serving = served_copy(small_model_base, tmp_path)
     result = score(files, tmp_path / "out", serving)
     assert (result.status, result.manifest.rows, result.manifest.errors) == ("written", ROWS, 0)
     scores = pd.read_parquet(result.partition).set_index("trip_id")
     assert list(scores.columns) == [
-        "probability_ordinary_tip", "probability_big_tip", "class", "model_version"
+        "probability_ordinary_tip",
+        "probability_big_tip",
+        "class",
+        "model_version",
     ]
     signature = tf.saved_model.load(str(serving / "1")).signatures["serving_default"]
-    by_id = dict(zip([ids[i] for i in order], examples))
+    by_id = dict(zip([ids[i] for i in order], examples, strict=True))
     for trip_id, row in scores.iterrows():
         alone = signature(examples=tf.constant([by_id[trip_id]]))["probabilities"].numpy()[0, 0]
         # Equal to float32 rounding: TensorFlow's CPU kernels round a row's sums
@@ -238,9 +249,7 @@ def test_rerun_does_nothing_a_new_version_gets_its_own_partition(
     newer = score(files, tmp_path / "out", serving)
     assert newer.status == "written"
     assert newer.partition != first.partition and read_manifest(first.partition) is not None
-    csv_scores = pd.concat(
-        pd.read_csv(p) for p in sorted(Path(first.partition).glob("part-*.csv"))
-    )
+    csv_scores = pd.concat(pd.read_csv(p) for p in sorted(Path(first.partition).glob("part-*.csv")))
     assert sorted(csv_scores["trip_id"]) == list(range(5))
     assert set(csv_scores["model_version"]) == {1}
     changed = score(files, tmp_path / "out", serving, "1", fingerprint="f2", output_format="csv")
@@ -253,7 +262,6 @@ def test_bad_rows_go_to_the_errors_file_and_too_many_fail_leaving_nothing_comple
     tmp_path, small_model_base, taxi_rows
 ):
     import pandas as pd
-
     import tensorflow as tf
 
     examples = keyed_examples(taxi_rows[:10], {"trip_id": [f"t{i}" for i in range(9)] + [None]})
@@ -272,7 +280,7 @@ def test_bad_rows_go_to_the_errors_file_and_too_many_fail_leaving_nothing_comple
     result = score(files, tmp_path / "out", serving, max_error_share=0.25)
     assert (result.manifest.rows, result.manifest.errors) == (8, 2)
     errors = pd.read_csv(Path(result.partition) / ERRORS_FILE, keep_default_na=False)
-    by_key = dict(zip(errors["trip_id"], errors["reason"]))
+    by_key = dict(zip(errors["trip_id"], errors["reason"], strict=True))
     assert set(by_key) == {"t4", ""}
     assert by_key["t4"].startswith("the model refused the row")
     assert by_key[""] == "key 'trip_id' has 0 values, not one"
@@ -286,10 +294,14 @@ def test_duplicate_keys_are_refused_unless_allowed_and_keys_are_never_model_inpu
     examples = keyed_examples(taxi_rows[:4], {"trip_id": [7, 8, 7, 9]})
     files = [write_examples(tmp_path / "in" / "a.gz", examples)]
     serving = served_copy(small_model_base, tmp_path)
-    with pytest.raises(ScoredOutputError, match=r"1 row\(s\) repeat a key \(trip_id\), e.g. \(trip_id=7\)"):
+    with pytest.raises(
+        ScoredOutputError, match=r"1 row\(s\) repeat a key \(trip_id\), e.g. \(trip_id=7\)"
+    ):
         score(files, tmp_path / "out", serving)
     assert score(files, tmp_path / "out", serving, allow_duplicate_keys=True).manifest.rows == 4
-    with pytest.raises(ScoringInputError, match=r"keys: \['fare'\] are features of the served model"):
+    with pytest.raises(
+        ScoringInputError, match=r"keys: \['fare'\] are features of the served model"
+    ):
         score(files, tmp_path / "out2", serving, keys=("fare",))
     with pytest.raises(ScoringInputError, match="keys: the data has no column 'ride'"):
         score(files, tmp_path / "out2", serving, keys=("ride",))
@@ -313,8 +325,16 @@ def test_score_runner_scores_new_data_without_the_label_with_extra_columns(
     columns = [c for c in header if c != "tips"] + ["trip_id", "note"]
     write_csv(tmp_path / "new" / "data.csv", columns, rows)
     serving = served_copy(small_model_base, tmp_path)
-    argv = ["--data-root", str(tmp_path / "new"), "--serving-dir", str(serving),
-            "--output-dir", str(tmp_path / "scores"), "--key", "trip_id"]
+    argv = [
+        "--data-root",
+        str(tmp_path / "new"),
+        "--serving-dir",
+        str(serving),
+        "--output-dir",
+        str(tmp_path / "scores"),
+        "--key",
+        "trip_id",
+    ]
     assert score_runner.main(argv) == 0
     out = capsys.readouterr().out
     assert "Scores written: 30 rows, 0 errors, span 0, model version 1" in out
