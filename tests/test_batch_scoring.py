@@ -358,3 +358,114 @@ def test_score_runner_scores_new_data_without_the_label_with_extra_columns(
     empty.mkdir()
     assert score_runner.main([*argv[:2], "--serving-dir", str(empty), *argv[4:]]) == 1
     assert "no model is served under" in capsys.readouterr().err
+
+
+KILLED_RUN = """
+import sys
+from pathlib import Path
+from tests.test_batch_scoring import score
+score(sys.argv[1:2], Path(sys.argv[2]), Path(sys.argv[3]), batch_size=1)
+"""
+
+
+def test_a_run_killed_mid_write_leaves_nothing_complete_and_a_rerun_writes_once(
+    tmp_path, small_model_base, taxi_rows
+):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import pandas as pd
+
+    from tests.conftest import REPO_ROOT
+
+    examples = keyed_examples(taxi_rows, {"trip_id": list(range(ROWS))})
+    files = [write_examples(tmp_path / "in" / "a.gz", examples)]
+    serving = served_copy(small_model_base, tmp_path)
+    out = tmp_path / "out"
+    # One row per call: the write lasts long enough to be killed in the middle of it.
+    run = subprocess.Popen(
+        [sys.executable, "-c", KILLED_RUN, files[0], str(out), str(serving)],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    deadline = time.monotonic() + 120
+    while not list(out.glob(f"{TEMPORARY_DIR}/*/*")) and run.poll() is None:
+        assert time.monotonic() < deadline, "the scoring run never started writing"
+        time.sleep(0.02)
+    run.send_signal(signal.SIGKILL)
+    assert run.wait() == -signal.SIGKILL, "the run ended before it was killed"
+    assert list((out / TEMPORARY_DIR).iterdir())
+    assert not list(out.rglob(SUCCESS_FILE)) and not list(out.glob("span=*"))
+    result = score(files, out, serving)
+    assert result.status == "written"
+    assert sorted(pd.read_parquet(result.partition)["trip_id"]) == list(range(ROWS))
+
+
+# --- Settings, keys in the dataset spec, the serving gate (fast) -------------------------
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"keys": ()}, "keys: name at least one id column"),
+        ({"keys": ("a", "a")}, r"keys: \['a'\] named more than once"),
+        ({"keys": ("a",), "output_format": "json"}, "format: 'json' is not one of parquet, csv"),
+        ({"keys": ("a",), "max_error_share": 2.0}, "max_error_share: 2.0 is not a share"),
+        ({"keys": ("a",), "batch_size": 0}, "batch_size: 0 is not a positive integer"),
+    ],
+)
+def test_scoring_settings_refuse_bad_values_naming_the_field(settings, message):
+    from components.scoring import ScoringInputError, ScoringSettings
+
+    with pytest.raises(ScoringInputError, match=message):
+        ScoringSettings(**settings)
+
+
+def test_keys_in_the_dataset_spec_are_read_and_checked_naming_the_field(taxi_spec):
+    import yaml
+
+    from schemas import load_schema_dir
+    from trainer.dataset_spec import DatasetSpecError, parse_spec
+
+    values = yaml.safe_load(load_schema_dir().spec_file.read_text())
+    assert parse_spec({**values, "keys": ["trip_id", "day"]}).keys == ("trip_id", "day")
+    assert "keys" not in parse_spec({**values, "keys": ["trip_id"]}).to_dict()
+    for keys, message in (
+        (["trip_id", "fare"], r"keys\[1\]: 'fare' is a feature"),
+        (["tips"], r"keys\[0\]: 'tips' is the label"),
+        (["a", "a"], r"keys\[1\]: 'a' is named twice"),
+        ("trip_id", "keys"),
+    ):
+        with pytest.raises(DatasetSpecError, match=message):
+            parse_spec({**values, "keys": keys})
+
+
+def test_the_serving_gate_lets_the_label_be_absent_and_new_columns_in_but_nothing_else():
+    import pandas as pd
+    import tensorflow_data_validation as tfdv
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    from components.data_gate import DataValidationError, check_data
+    from components.serving_gate import serving_anomalies, serving_schema
+
+    schema = schema_pb2.Schema()
+    for name, kind in (("tips", schema_pb2.FLOAT), ("fare", schema_pb2.FLOAT)):
+        feature = schema.feature.add(name=name, type=kind)
+        feature.presence.min_fraction = 1.0
+        feature.float_domain.min = 0.0
+    # A schema without environments gets them: only the label's source leaves SERVING.
+    assert list(serving_schema(schema, ["tips"]).feature[0].not_in_environment) == ["SERVING"]
+    new = tfdv.generate_statistics_from_dataframe(
+        pd.DataFrame({"fare": [1.0, 2.5], "trip_id": ["a", "b"]})
+    )
+    assert not serving_anomalies(new, schema, ["tips"]).anomaly_info
+    # Without the SERVING environment the absent label is an anomaly, as in ExampleValidator.
+    assert "tips" in tfdv.validate_statistics(new, schema).anomaly_info
+    bad = tfdv.generate_statistics_from_dataframe(
+        pd.DataFrame({"fare": [-1.0, 2.5], "trip_id": ["a", "b"]})
+    )
+    with pytest.raises(DataValidationError, match="feature 'fare'"):
+        check_data({"single": serving_anomalies(bad, schema, ["tips"])}, {"single": 2})
