@@ -469,3 +469,40 @@ def test_the_serving_gate_lets_the_label_be_absent_and_new_columns_in_but_nothin
     )
     with pytest.raises(DataValidationError, match="feature 'fare'"):
         check_data({"single": serving_anomalies(bad, schema, ["tips"])}, {"single": 2})
+
+
+def test_the_scoring_dag_is_its_declared_steps_with_the_gate_before_the_scorer(tmp_path, taxi_spec):
+    from components.scoring import ScoringSettings
+    from pipeline.scoring import create_scoring_pipeline
+    from pipeline.steps import BATCH_SCORER, SCORING_STEPS, SERVING_GATE
+
+    def build(**changes):
+        return create_scoring_pipeline(
+            **{
+                "dataset": taxi_spec,
+                "pipeline_root": str(tmp_path / "root"),
+                "data_root": str(tmp_path / "data"),
+                "schema_path": str(tmp_path / "schema.pbtxt"),
+                "serving_model_dir": str(tmp_path / "serving"),
+                "output_dir": str(tmp_path / "scores"),
+                "settings": ScoringSettings(keys=("trip_id",)),
+                "model_version": "4",
+                **changes,
+            }
+        )
+
+    pipeline = build()
+    by_id = {c.id: c for c in pipeline.components}
+    assert set(by_id) == set(SCORING_STEPS.ids)
+    for step_id, component in by_id.items():
+        assert set(component.outputs) == set(SCORING_STEPS[step_id].outputs), step_id
+    scorer = by_id[BATCH_SCORER]
+    assert by_id[SERVING_GATE] in scorer.upstream_nodes
+    assert scorer.exec_properties["model_version"] == "4"
+    assert json.loads(by_id[SERVING_GATE].exec_properties["excluded_columns"]) == ["tips"]
+    assert (pipeline.pipeline_info.pipeline_name, pipeline.enable_cache) == (
+        "taxi-big-tipper-scoring",
+        False,
+    )
+    with pytest.raises(ValueError, match=r"\['ServingDataGate'\] run no Beam"):
+        build(beam_pipeline_args_by_step={SERVING_GATE: ["--runner=FnApiRunner"]})
