@@ -69,7 +69,8 @@ def create_scoring_pipeline(
         input_pattern=dataset.input.pattern,
         spans=1,
         input_format=dataset.input.format,
-        ignore=dataset.ignore,
+        # A key the spec ignores is still read: the scores carry it.
+        ignore=tuple(c for c in dataset.ignore if c not in settings.keys),
     ).with_id(EXAMPLE_GEN)
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"]).with_id(STATISTICS_GEN)
     schema_importer = ImportSchemaGen(schema_file=schema_path).with_id(SCHEMA_IMPORTER)
