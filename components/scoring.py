@@ -158,8 +158,12 @@ def _first_line(err: Exception) -> str:
 
 def parse_keys(
     examples: Sequence[bytes], types: Mapping[str, str]
-) -> list[tuple[Any, ...] | ScoreFailure]:
-    """Each example's key values, or why it has none (a key absent or repeated in the row)."""
+) -> tuple[dict[str, list[Any]], dict[int, str]]:
+    """(each key's value per row, row index -> why the row has no key) for a batch.
+
+    A row without exactly one value for a key fails; its entry in the columns
+    is a placeholder that the caller drops with the row.
+    """
     import tensorflow as tf
 
     spec = {k: tf.io.VarLenFeature(tf.int64 if t == "int" else tf.string) for k, t in types.items()}
@@ -167,70 +171,135 @@ def parse_keys(
         parsed = tf.io.parse_example(tf.constant(list(examples), tf.string), spec)
     except tf.errors.InvalidArgumentError:
         if len(examples) == 1:
-            return [ScoreFailure(f"keys {', '.join(types)}: not of the key's type in this row")]
-        return [k for e in examples for k in parse_keys([e], types)]
+            return {k: [None] for k in types}, {0: f"keys {', '.join(types)}: of another type"}
+        columns: dict[str, list[Any]] = {k: [] for k in types}
+        failures: dict[int, str] = {}
+        for i, example in enumerate(examples):
+            one, failed = parse_keys([example], types)
+            for key in types:
+                columns[key] += one[key]
+            if failed:
+                failures[i] = failed[0]
+        return columns, failures
     columns = {}
-    counts = {}
+    failures = {}
     for key, sparse in parsed.items():
         rows = sparse.indices.numpy()[:, 0]
-        counts[key] = np.bincount(rows, minlength=len(examples))
-        values = sparse.values.numpy()
-        first = np.full(len(examples), -1)
+        counts = np.bincount(rows, minlength=len(examples))
+        first = np.zeros(len(examples), np.int64)
         first[rows[::-1]] = np.arange(len(rows))[::-1]
-        columns[key] = (values, first)
-    out: list[tuple[Any, ...] | ScoreFailure] = []
-    for i in range(len(examples)):
-        bad = [k for k in types if counts[k][i] != 1]
-        if bad:
-            out.append(ScoreFailure(f"key {bad[0]!r} has {counts[bad[0]][i]} values, not one"))
-            continue
-        row = []
-        for key, kind in types.items():
-            value = columns[key][0][columns[key][1][i]]
-            row.append(int(value) if kind == "int" else value.decode("utf-8", "replace"))
-        out.append(tuple(row))
-    return out
+        values = sparse.values.numpy()
+        picked = values[first] if len(values) else np.zeros(len(examples), values.dtype)
+        if types[key] == "string":
+            columns[key] = [v.decode("utf-8", "replace") for v in picked]
+        else:
+            columns[key] = picked.tolist()
+        for i in np.flatnonzero(counts != 1):
+            failures.setdefault(int(i), f"key {key!r} has {counts[i]} values, not one")
+    return columns, failures
 
 
-def call_signature(signature, examples: Sequence[bytes], output_key: str) -> list[Any]:
-    """The signature's output row for each example; a ScoreFailure for rows it refuses.
+def call_signature(
+    signature, examples: Sequence[bytes], output_key: str
+) -> tuple[np.ndarray | None, dict[int, str]]:
+    """(the signature's outputs for the batch, row index -> why the model refused the row).
 
     One call for the batch; when the batch is refused, one call per row, so
-    that one bad row costs only itself.
+    that one bad row costs only itself. Refused rows' outputs are NaN.
     """
     import tensorflow as tf
 
     try:
         outputs = signature(examples=tf.constant(list(examples), tf.string))[output_key].numpy()
-        return list(outputs)
+        return outputs.reshape(len(examples), -1), {}
     except (tf.errors.InvalidArgumentError, ValueError) as err:
         if len(examples) == 1:
-            return [ScoreFailure(f"the model refused the row: {_first_line(err)}")]
-    return [r for e in examples for r in call_signature(signature, [e], output_key)]
+            return None, {0: f"the model refused the row: {_first_line(err)}"}
+    rows: list[np.ndarray | None] = []
+    failures: dict[int, str] = {}
+    for i, example in enumerate(examples):
+        output, failed = call_signature(signature, [example], output_key)
+        rows.append(None if output is None else output[0])
+        if failed:
+            failures[i] = failed[0]
+    width = next((len(r) for r in rows if r is not None), 1)
+    nan = np.full(width, np.nan, np.float32)
+    return np.stack([nan if r is None else r for r in rows]), failures
 
 
-class ServedModelHandler(ModelHandler[bytes, PredictionResult, Any]):
+@dataclass(frozen=True)
+class ScoredBatch:
+    """A batch's scores (an Arrow table: keys, predictions, version) and its failed rows
+    (keys, reason)."""
+
+    table: Any
+    errors: tuple[tuple[Any, ...], ...]
+
+
+def prediction_arrays(spec: DatasetSpec, outputs: np.ndarray) -> dict[str, Any]:
+    """The prediction columns of a batch, from the signature's outputs.
+
+    Binary: the signature gives the positive class's probability; the
+    negative class's is its complement.
+    """
+    outputs = np.asarray(outputs, np.float32)
+    if spec.task == "regression":
+        return {PREDICTION_COLUMN: outputs[:, 0]}
+    classes = spec.label.classes
+    probabilities = (
+        np.stack([1 - outputs[:, 0], outputs[:, 0]], axis=1) if spec.task == "binary" else outputs
+    )
+    values: dict[str, Any] = {
+        f"probability_{c}": probabilities[:, i] for i, c in enumerate(classes)
+    }
+    values[CLASS_COLUMN] = np.asarray(classes, dtype=object)[np.argmax(probabilities, axis=1)]
+    return values
+
+
+def score_batch(
+    signature,
+    examples: Sequence[bytes],
+    spec: DatasetSpec,
+    types: Mapping[str, str],
+    version: str,
+) -> ScoredBatch:
+    """One batch scored: the rows that scored as a table, the others with their reasons."""
+    import pyarrow as pa
+
+    keys, key_failures = parse_keys(examples, types)
+    outputs, model_failures = call_signature(signature, examples, output_name(spec.label))
+    failures = {**model_failures, **key_failures}
+    scored = np.ones(len(examples), bool)
+    scored[list(failures)] = False
+    columns = {k: np.asarray(v, dtype=object)[scored].tolist() for k, v in keys.items()}
+    if outputs is None:
+        outputs = np.zeros((len(examples), 1), np.float32)
+    predictions = prediction_arrays(spec, outputs[scored])
+    table = pa.Table.from_pydict(
+        {**columns, **predictions, MODEL_VERSION_COLUMN: [version] * int(scored.sum())},
+        schema=output_schema(spec, types),
+    )
+    errors = tuple(
+        (*("" if i in key_failures else keys[k][i] for k in types), failures[i])
+        for i in sorted(failures)
+    )
+    return ScoredBatch(table, errors)
+
+
+class ServedModelHandler(ModelHandler[Sequence[bytes], PredictionResult, Any]):
     """RunInference's handler for a served version: `tf.saved_model.load`, `serving_default`.
 
-    Each result's `example` is the row's keys (or a ScoreFailure), its
-    `inference` the model's output row (or a ScoreFailure), and `model_id` the
+    Each element is a batch of serialized examples (`BatchExamples`, one fixed
+    size); its result's `inference` is the ScoredBatch, and `model_id` the
     served version.
     """
 
-    def __init__(
-        self,
-        model_dir: str,
-        version: str,
-        output_key: str,
-        types: Mapping[str, str],
-        batch_size: int,
-    ):
+    def __init__(self, model_dir: str, version: str, spec: DatasetSpec, types: Mapping[str, str]):
         super().__init__()
         self._model_dir = model_dir
         self._version = version
-        self._output_key = output_key
+        self._spec = spec
         self._types = dict(types)
-        self._batch_size = batch_size
 
     def load_model(self) -> Any:
         import tensorflow as tf
@@ -238,62 +307,25 @@ class ServedModelHandler(ModelHandler[bytes, PredictionResult, Any]):
         return tf.saved_model.load(self._model_dir)
 
     def run_inference(
-        self, batch: Sequence[bytes], model: Any, inference_args: Any = None
+        self, batch: Sequence[Sequence[bytes]], model: Any, inference_args: Any = None
     ) -> Iterable[PredictionResult]:
         del inference_args
-        keys = parse_keys(batch, self._types)
-        outputs = call_signature(model.signatures[SERVING_SIGNATURE], batch, self._output_key)
+        signature = model.signatures[SERVING_SIGNATURE]
         return [
-            PredictionResult(key, output, self._version)
-            for key, output in zip(keys, outputs, strict=True)
+            PredictionResult(
+                len(examples),
+                score_batch(signature, examples, self._spec, self._types, self._version),
+                self._version,
+            )
+            for examples in batch
         ]
 
     def batch_elements_kwargs(self) -> Mapping[str, Any]:
-        # Equal bounds: BatchElements never grows a batch past the first size.
-        return {"min_batch_size": self._batch_size, "max_batch_size": self._batch_size}
+        # Each element is already a batch of rows: one per call.
+        return {"min_batch_size": 1, "max_batch_size": 1}
 
     def get_metrics_namespace(self) -> str:
         return "BatchScorer"
-
-
-def prediction_values(spec: DatasetSpec, output: np.ndarray) -> dict[str, Any]:
-    """One row's prediction columns from the signature's output row.
-
-    Binary: the signature gives the positive class's probability; the
-    negative class's is its complement.
-    """
-    output = np.asarray(output, np.float32).reshape(-1)
-    if spec.task == "regression":
-        return {PREDICTION_COLUMN: float(output[0])}
-    classes = spec.label.classes
-    probabilities = (
-        np.array([1 - output[0], output[0]], np.float32) if spec.task == "binary" else output
-    )
-    values: dict[str, Any] = {
-        f"probability_{c}": float(p) for c, p in zip(classes, probabilities, strict=True)
-    }
-    values[CLASS_COLUMN] = classes[int(np.argmax(probabilities))]
-    return values
-
-
-class _SplitResults(beam.DoFn):
-    """Scored rows to the main output, failures (keys and reason) to `errors`."""
-
-    def __init__(self, spec: DatasetSpec, keys: Sequence[str]):
-        self._spec = spec
-        self._keys = tuple(keys)
-
-    def process(self, result: PredictionResult):
-        keys, output = result.example, result.inference
-        failure = keys if isinstance(keys, ScoreFailure) else output
-        if isinstance(failure, ScoreFailure):
-            key_values = ("",) * len(self._keys) if isinstance(keys, ScoreFailure) else keys
-            yield beam.pvalue.TaggedOutput("errors", (*key_values, failure.reason))
-            return
-        row = dict(zip(self._keys, keys, strict=True))
-        row.update(prediction_values(self._spec, output))
-        row[MODEL_VERSION_COLUMN] = result.model_id
-        yield row
 
 
 def output_schema(spec: DatasetSpec, types: Mapping[str, str]):
@@ -313,6 +345,12 @@ def csv_line(values: Sequence[Any]) -> str:
     return out.getvalue()
 
 
+def csv_lines(table) -> list[str]:
+    """A table's rows as CSV lines; a float32 in its shortest text that reads back equal."""
+    columns = [table.column(n).to_pylist() for n in table.column_names]
+    return [csv_line(row) for row in zip(*columns, strict=True)]
+
+
 def write_scores(
     pipeline: beam.Pipeline,
     files: Sequence[str],
@@ -323,31 +361,36 @@ def write_scores(
 ) -> None:
     """The Beam pipeline: examples in, scores and errors written under `directory`."""
     spec = model.spec
-    handler = ServedModelHandler(
-        model.path, model.version, output_name(spec.label), types, settings.batch_size
-    )
-    results = (
+    schema = output_schema(spec, types)
+    scored = (
         pipeline
         | "ExampleFiles" >> beam.Create(sorted(files))
         | "ReadExamples" >> beam.io.ReadAllFromTFRecord()
-        | "Score" >> RunInference(handler)
-        | "SplitResults"
-        >> beam.ParDo(_SplitResults(spec, settings.keys)).with_outputs("errors", main="rows")
+        # Equal bounds: every batch but a bundle's last has exactly batch_size rows.
+        | "BatchExamples"
+        >> beam.BatchElements(
+            min_batch_size=settings.batch_size, max_batch_size=settings.batch_size
+        )
+        | "Score" >> RunInference(ServedModelHandler(model.path, model.version, spec, types))
+        | "ScoredBatches" >> beam.Map(lambda result: result.inference)
     )
     prefix = os.path.join(directory, PART_PREFIX)
     if settings.output_format == "parquet":
-        _ = results.rows | "WriteParquet" >> beam.io.WriteToParquet(
-            prefix, output_schema(spec, types), file_name_suffix=".parquet"
+        _ = (
+            scored
+            | "Tables" >> beam.Map(lambda batch: batch.table)
+            | "WriteParquet"
+            >> beam.io.WriteToParquetBatched(prefix, schema, file_name_suffix=".parquet")
         )
     else:
-        columns = list(output_schema(spec, types).names)
         _ = (
-            results.rows
-            | "CsvLines" >> beam.Map(lambda row: csv_line([row[c] for c in columns]))
-            | "WriteCsv" >> beam.io.WriteToText(prefix, ".csv", header=csv_line(columns))
+            scored
+            | "CsvLines" >> beam.FlatMap(lambda batch: csv_lines(batch.table))
+            | "WriteCsv" >> beam.io.WriteToText(prefix, ".csv", header=csv_line(schema.names))
         )
     _ = (
-        results.errors
+        scored
+        | "Errors" >> beam.FlatMap(lambda batch: batch.errors)
         | "ErrorLines" >> beam.Map(csv_line)
         | "WriteErrors"
         >> beam.io.WriteToText(
