@@ -7,9 +7,9 @@ TF1's `saved_model.loader` and fails on Keras 3 models (tensorflow/tfx#7782).
 `ServedModelHandler` loads the export with `tf.saved_model.load` and calls
 `serving_default`, the signature TF Serving and KServe answer with, on
 batches of the serialized tf.Examples ExampleGen wrote: the scores are the
-served model's by construction. Batches have one fixed size (Beam's
-BatchElements between equal bounds), so no batch grows with the data
-(tensorflow/tfx#5777).
+served model's by construction. Each file is read in batches of one fixed
+size (the file's last batch fewer), so no batch grows with the data
+(tensorflow/tfx#5777), and Beam handles a batch at a time, not each row.
 
 A batch that the signature refuses (a row missing a value the schema
 requires, say) is scored again row by row; the rows that still fail go to the
@@ -27,7 +27,7 @@ import csv
 import io
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -168,7 +168,7 @@ def parse_keys(
 
     spec = {k: tf.io.VarLenFeature(tf.int64 if t == "int" else tf.string) for k, t in types.items()}
     try:
-        parsed = tf.io.parse_example(tf.constant(list(examples), tf.string), spec)
+        parsed = tf.io.parse_example(tf.constant(examples, tf.string), spec)
     except tf.errors.InvalidArgumentError:
         if len(examples) == 1:
             return {k: [None] for k in types}, {0: f"keys {', '.join(types)}: of another type"}
@@ -210,7 +210,7 @@ def call_signature(
     import tensorflow as tf
 
     try:
-        outputs = signature(examples=tf.constant(list(examples), tf.string))[output_key].numpy()
+        outputs = signature(examples=tf.constant(examples, tf.string))[output_key].numpy()
         return outputs.reshape(len(examples), -1), {}
     except (tf.errors.InvalidArgumentError, ValueError) as err:
         if len(examples) == 1:
@@ -289,7 +289,7 @@ def score_batch(
 class ServedModelHandler(ModelHandler[Sequence[bytes], PredictionResult, Any]):
     """RunInference's handler for a served version: `tf.saved_model.load`, `serving_default`.
 
-    Each element is a batch of serialized examples (`BatchExamples`, one fixed
+    Each element is a batch of serialized examples (`read_batches`, one fixed
     size); its result's `inference` is the ScoredBatch, and `model_id` the
     served version.
     """
@@ -351,6 +351,14 @@ def csv_lines(table) -> list[str]:
     return [csv_line(row) for row in zip(*columns, strict=True)]
 
 
+def read_batches(path: str, batch_size: int) -> Iterator[Any]:
+    """A gzipped TFRecord file's records, `batch_size` at a time (the file's last batch fewer)."""
+    import tensorflow as tf
+
+    for batch in tf.data.TFRecordDataset(path, compression_type="GZIP").batch(batch_size):
+        yield batch.numpy()
+
+
 def write_scores(
     pipeline: beam.Pipeline,
     files: Sequence[str],
@@ -365,12 +373,8 @@ def write_scores(
     scored = (
         pipeline
         | "ExampleFiles" >> beam.Create(sorted(files))
-        | "ReadExamples" >> beam.io.ReadAllFromTFRecord()
-        # Equal bounds: every batch but a bundle's last has exactly batch_size rows.
-        | "BatchExamples"
-        >> beam.BatchElements(
-            min_batch_size=settings.batch_size, max_batch_size=settings.batch_size
-        )
+        # A file at a time, read in batches: Beam handles a batch, not each row.
+        | "ReadBatches" >> beam.FlatMap(read_batches, settings.batch_size)
         | "Score" >> RunInference(ServedModelHandler(model.path, model.version, spec, types))
         | "ScoredBatches" >> beam.Map(lambda result: result.inference)
     )
