@@ -506,3 +506,28 @@ def test_the_scoring_dag_is_its_declared_steps_with_the_gate_before_the_scorer(t
     )
     with pytest.raises(ValueError, match=r"\['ServingDataGate'\] run no Beam"):
         build(beam_pipeline_args_by_step={SERVING_GATE: ["--runner=FnApiRunner"]})
+
+
+def test_prediction_columns_per_task(taxi_spec):
+    import dataclasses
+
+    import numpy as np
+
+    from components.scoring import prediction_arrays, prediction_columns
+
+    def task(name, classes=()):
+        label = dataclasses.replace(taxi_spec.label, task=name, classes=classes)
+        return dataclasses.replace(taxi_spec, label=label)
+
+    binary = prediction_arrays(taxi_spec, np.array([[0.25], [0.75]], np.float32))
+    assert list(binary) == list(prediction_columns(taxi_spec))
+    assert binary["probability_big_tip"].tolist() == [0.25, 0.75]
+    assert binary["probability_ordinary_tip"].tolist() == [0.75, 0.25]
+    assert binary["class"].tolist() == ["ordinary_tip", "big_tip"]
+    three = task("multiclass", ("a", "b", "c"))
+    multiclass = prediction_arrays(three, np.array([[0.2, 0.5, 0.3], [0.6, 0.1, 0.3]], np.float32))
+    assert list(multiclass) == ["probability_a", "probability_b", "probability_c", "class"]
+    assert multiclass["class"].tolist() == ["b", "a"]
+    assert multiclass["probability_c"].tolist() == np.float32([0.3, 0.3]).tolist()
+    regression = prediction_arrays(task("regression"), np.array([[1.5], [-2.0]], np.float32))
+    assert {k: v.tolist() for k, v in regression.items()} == {"prediction": [1.5, -2.0]}
