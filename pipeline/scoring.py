@@ -48,7 +48,7 @@ def create_scoring_pipeline(
     data_root: str | RuntimeParameter,
     schema_path: str,
     serving_model_dir: str,
-    output_dir: str,
+    output_dir: str | RuntimeParameter,
     settings: ScoringSettings,
     model_version: str | None = None,
     beam_pipeline_args: Sequence[str] = (),
@@ -62,6 +62,7 @@ def create_scoring_pipeline(
     the label's source columns are the ones the gate lets be absent. Scoring
     reads only the latest span, whatever window training reads.
     `model_version` None scores with the newest complete served version.
+    `data_root` and `output_dir` may be RuntimeParameters (Kubeflow), set per run.
     """
     per_step_beam_args = SCORING_STEPS.beam_args_by_step(beam_pipeline_args_by_step)
     example_gen = ExampleGen(

@@ -531,3 +531,50 @@ def test_prediction_columns_per_task(taxi_spec):
     assert multiclass["probability_c"].tolist() == np.float32([0.3, 0.3]).tolist()
     regression = prediction_arrays(task("regression"), np.array([[1.5], [-2.0]], np.float32))
     assert {k: v.tolist() for k, v in regression.items()} == {"prediction": [1.5, -2.0]}
+
+
+# --- The Kubeflow scoring package (compiled, not executed) --------------------------------
+
+
+def test_the_scoring_package_compiles_as_the_training_package_does(tmp_path):
+    import yaml
+
+    from kubeflow import compile as kfp_compile
+    from kubeflow import tfx_spec
+    from kubeflow.settings.fields import SettingsError
+    from pipeline.steps import BATCH_SCORER, SCORING_STEPS, SERVING_GATE
+    from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE
+
+    schema_dir = shutil.copytree(REPO_ROOT / "schemas" / "chicago_taxi", tmp_path / "ds")
+    with (schema_dir / "dataset.yaml").open("a") as f:
+        f.write("keys: [trip_id]\n")
+    settings = kfp_compile.load_scoring_settings(TEMPLATE_SETTINGS_FILE)
+    spec, platform = kfp_compile.compile_scoring_pipeline(settings, schema_dir)
+    tasks = tfx_spec.all_tasks(spec)
+    executors = {
+        t: spec["deploymentSpec"]["executors"][label]
+        for t, label in tfx_spec.executor_labels(spec).items()
+    }
+    assert set(executors) == set(SCORING_STEPS.ids)
+    for task_id, executor in executors.items():
+        container = executor["container"]
+        assert container["command"] == kfp_compile.STEP_COMMAND, task_id
+        assert container["resources"], task_id
+    assert SERVING_GATE in tasks[BATCH_SCORER]["dependentTasks"]
+    # Every run reads what is there now: no step comes from cache.
+    assert all(not t.get("cachingOptions", {}).get("enableCache") for t in tasks.values())
+    # Scoring only: retried by default (its commit makes that safe); the gate never.
+    assert tasks[BATCH_SCORER]["retryPolicy"]["maxRetryCount"] == 2
+    assert "retryPolicy" not in tasks[SERVING_GATE]
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    assert set(parameters) == {"data_root", "scores_root"}
+    assert parameters["scores_root"]["defaultValue"].endswith("/scores")
+    assert platform["platforms"]["kubernetes"]
+
+    raw = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
+    raw["retries"]["components"][SERVING_GATE] = {"max_retries": 1}
+    (tmp_path / "gate.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(SettingsError, match="ServingDataGate must not retry"):
+        kfp_compile.load_scoring_settings(tmp_path / "gate.yaml")
+    with pytest.raises(SettingsError, match="keys: the scoring package needs the id columns"):
+        kfp_compile.compile_scoring_pipeline(settings, REPO_ROOT / "schemas" / "chicago_taxi")
