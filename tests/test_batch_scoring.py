@@ -536,16 +536,6 @@ def test_prediction_columns_per_task(taxi_spec):
 # --- The Kubeflow scoring package (compiled, not executed) --------------------------------
 
 
-def taxi_schema_dir_with_keys(root: Path) -> Path:
-    """The embedded task's dataset directory, its spec naming `trip_id` as the key."""
-    from tests.conftest import REPO_ROOT
-
-    schema_dir = shutil.copytree(REPO_ROOT / "schemas" / "chicago_taxi", root / "ds")
-    with (schema_dir / "dataset.yaml").open("a") as f:
-        f.write("keys: [trip_id]\n")
-    return schema_dir
-
-
 def test_the_scoring_package_compiles_as_the_training_package_does(tmp_path):
     import yaml
 
@@ -554,6 +544,7 @@ def test_the_scoring_package_compiles_as_the_training_package_does(tmp_path):
     from kubeflow.settings.fields import SettingsError
     from pipeline.steps import BATCH_SCORER, SCORING_STEPS, SERVING_GATE
     from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE
+    from tests.harness import taxi_schema_dir_with_keys
 
     schema_dir = taxi_schema_dir_with_keys(tmp_path)
     settings = kfp_compile.load_scoring_settings(TEMPLATE_SETTINGS_FILE)

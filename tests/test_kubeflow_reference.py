@@ -135,7 +135,7 @@ def assert_placed_as_reference(spec, platform, steps, reference) -> None:
 
 def test_the_scoring_package_parses_and_places_as_current_kfp(tmp_path):
     """The batch scoring package (docs/batch-scoring.md), under the same checks."""
-    from tests.test_batch_scoring import taxi_schema_dir_with_keys
+    from tests.harness import taxi_schema_dir_with_keys
 
     schema_dir = taxi_schema_dir_with_keys(tmp_path)
     settings = kfp_compile.load_scoring_settings(TEMPLATE_SETTINGS_FILE)
