@@ -577,3 +577,28 @@ def test_the_scoring_package_compiles_as_the_training_package_does(tmp_path):
         kfp_compile.load_scoring_settings(tmp_path / "gate.yaml")
     with pytest.raises(SettingsError, match="keys: the scoring package needs the id columns"):
         kfp_compile.compile_scoring_pipeline(settings, REPO_ROOT / "schemas" / "chicago_taxi")
+
+
+def test_score_runner_scores_the_latest_span_into_its_own_folder(tmp_path, small_model_base):
+    import pandas as pd
+
+    import score_runner
+    from tests.conftest import read_taxi_rows, write_csv
+    from tests.harness import taxi_schema_dir_with_keys
+
+    schema_dir = taxi_schema_dir_with_keys(tmp_path)
+    with (schema_dir / "dataset.yaml").open("a") as f:
+        f.write("input: {pattern: 'span-{SPAN}/*.csv'}\n")
+    header, rows = read_taxi_rows(limit=220)
+    columns = [c for c in header if c != "tips"] + ["trip_id"]
+    for span, chunk in ((1, rows[200:210]), (2, rows[210:220])):
+        for i, row in enumerate(chunk):
+            row["trip_id"] = f"{span}-{i}"
+        write_csv(tmp_path / "new" / f"span-{span}" / "data.csv", columns, chunk)
+    serving = served_copy(small_model_base, tmp_path)
+    argv = ["--data-root", str(tmp_path / "new"), "--serving-dir", str(serving),
+            "--output-dir", str(tmp_path / "scores"), "--schema-dir", str(schema_dir)]  # fmt: skip
+    assert score_runner.main(argv) == 0
+    assert [p.name for p in (tmp_path / "scores").glob("span=*")] == ["span=2"]
+    scores = pd.read_parquet(tmp_path / "scores" / "span=2" / "version=1")
+    assert sorted(scores["trip_id"]) == [f"2-{i}" for i in range(10)]

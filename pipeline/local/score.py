@@ -74,6 +74,7 @@ class ScoreSummary:
 
 def score_local(options: ScoreOptions) -> ScoreSummary:
     """Runs the scoring DAG once; raises with a one-line reason on any failure."""
+    from components.scoring import check_keys
     from components.served_version import choose_version
     from pipeline.inputs import check_data_root
     from pipeline.local.run_lock import RunLock
@@ -93,6 +94,7 @@ def score_local(options: ScoreOptions) -> ScoreSummary:
             f"(columns: {', '.join(checked.header)}); pass --key with its id columns"
         )
     model = choose_version(options.serving_dir, options.model_version)
+    check_keys(options.settings.keys, model.spec)
     if model.spec.name != spec.name:
         raise ScoreInputError(
             f"the served model (version {model.version}) was trained for {model.spec.name!r}, "
