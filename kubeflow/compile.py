@@ -1,6 +1,7 @@
 """Compiles the pipeline for Kubeflow Pipelines v2.
 
     python -m kubeflow.compile --output pipeline.yaml [--config kubeflow/pipeline.yaml]
+    python -m kubeflow.compile --scoring --output scoring.yaml    # the batch scoring package
 
 The DAG is the same `create_pipeline(...)` that runs locally. TFX's
 KubeflowV2DagRunner writes the pipeline spec (schema 2.1.0); this module then
@@ -48,8 +49,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import dataclasses
 import difflib
 import json
+import posixpath
 import sys
 import tempfile
 from pathlib import Path
@@ -62,7 +65,7 @@ from kubeflow.settings import DEFAULT_SETTINGS_FILE, KubeflowSettings, load_sett
 from kubeflow.settings.fields import SettingsError
 from kubeflow.settings.object_store import ObjectStore
 from kubeflow.settings.placement import Placement, quantity_value
-from kubeflow.settings.retries import RetryRoles
+from kubeflow.settings.retries import DEFAULT_RETRY, RetryRoles
 from kubeflow.settings.training import check_training
 from kubeflow.step_entrypoint import DECLARED_OUTPUTS_FLAG, TFX_ENTRYPOINT_MODULE
 from kubeflow.tfjob.spec import TFJobSpec
@@ -75,12 +78,14 @@ from kubeflow.tfx_spec import (
     pass_parameters_into_sub_dags,
     type_final_status_parameters,
 )
-from pipeline.steps import DAG_STEPS, TRAINER
+from pipeline.steps import DAG_STEPS, SCORING_STEPS, TRAINER
 
 # The project checkout this module compiles from: schema_dir is relative to it.
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 TRAIN_ARGS_PARAMETER = "train_args"
 DATA_ROOT_PARAMETER = "data_root"
+# The scoring package's: where its partitions go (docs/batch-scoring.md).
+SCORES_ROOT_PARAMETER = "scores_root"
 # What every container runs instead of TFX's entrypoint (see kubeflow/step_entrypoint.py).
 STEP_COMMAND = ["python", "-m", "kubeflow.step_entrypoint"]
 
@@ -323,16 +328,19 @@ def complete_spec(
     settings: KubeflowSettings,
     uncached: tuple[str, ...],
     deadlines: dict[str, int] | None = None,
+    parameter_defaults: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Adds resources, parameter defaults, pipeline root and caching; returns (spec, platform).
 
     `deadlines`: seconds a step may run, where bounded; its retry window derives from it.
+    `parameter_defaults`: the runtime parameters' defaults (None: the training
+    package's, `data_root` and `train_args`).
     """
     deadlines = deadlines or {}
     spec = copy.deepcopy(spec)
     spec["defaultPipelineRoot"] = settings.pipeline_root
     parameters = spec["root"].setdefault("inputDefinitions", {}).setdefault("parameters", {})
-    defaults = {
+    defaults = parameter_defaults or {
         DATA_ROOT_PARAMETER: settings.data_root,
         TRAIN_ARGS_PARAMETER: train_args_value(settings.train_steps),
     }
@@ -396,6 +404,62 @@ def compile_pipeline(settings: KubeflowSettings) -> tuple[dict[str, Any], dict[s
     return complete_spec(tfx_spec, settings, KUBEFLOW_STEPS.uncached_ids, step_deadlines(settings))
 
 
+def scores_root(settings: KubeflowSettings) -> str:
+    """The scoring package's default output: `scores/` beside the serving directory."""
+    return posixpath.join(posixpath.dirname(settings.serving_model_dir.rstrip("/")), "scores")
+
+
+def build_scoring_pipeline(settings: KubeflowSettings, schema_dir: Path | None = None):
+    """The local scoring DAG, with runtime parameters for the data and the scores' root.
+
+    `schema_dir`: the dataset directory (default: the settings' `schema_dir`);
+    its spec's `keys:` are the id columns every score carries.
+    """
+    from tfx.orchestration.data_types import RuntimeParameter
+
+    from components.scoring import ScoringSettings
+    from pipeline.scoring import create_scoring_pipeline
+    from schemas import load_schema_dir
+
+    check_beam_options(settings)
+    loaded = load_schema_dir(schema_dir or PROJECT_ROOT / settings.schema_dir)
+    if not loaded.spec.keys:
+        raise SettingsError(
+            f"{loaded.spec_file}: keys: the scoring package needs the id columns each score "
+            "carries; list them under keys:"
+        )
+    return create_scoring_pipeline(
+        dataset=loaded.spec,
+        pipeline_root=settings.pipeline_root,
+        data_root=RuntimeParameter(name=DATA_ROOT_PARAMETER, ptype=str, default=settings.data_root),
+        schema_path=image_schema_path(settings),
+        serving_model_dir=settings.serving_model_dir,
+        output_dir=RuntimeParameter(
+            name=SCORES_ROOT_PARAMETER, ptype=str, default=scores_root(settings)
+        ),
+        settings=ScoringSettings(keys=loaded.spec.keys),
+        beam_pipeline_args_by_step={
+            step: beam_args_for(settings, step) for step in SCORING_STEPS.beam_ids
+        },
+    )
+
+
+def compile_scoring_pipeline(
+    settings: KubeflowSettings, schema_dir: Path | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The scoring package: the scoring DAG, mended as the training package is."""
+    dag = build_scoring_pipeline(settings, schema_dir)
+    return complete_spec(
+        _tfx_pipeline_spec(dag, settings.image),
+        settings,
+        SCORING_STEPS.uncached_ids,
+        parameter_defaults={
+            DATA_ROOT_PARAMETER: settings.data_root,
+            SCORES_ROOT_PARAMETER: scores_root(settings),
+        },
+    )
+
+
 def pipeline_step_ids() -> set[str]:
     """Every step of a Kubeflow run: the ids the settings may name."""
     from kubeflow.pipeline_steps import KUBEFLOW_STEPS
@@ -407,6 +471,32 @@ def pipeline_retry_roles() -> RetryRoles:
     from kubeflow.pipeline_steps import RETRY_ROLES
 
     return RETRY_ROLES
+
+
+def load_scoring_settings(path: Path) -> KubeflowSettings:
+    """The settings file read for the scoring package: its steps may be named too.
+
+    The training package's settings name only training's steps, so the steps
+    only scoring has and that retry by default (the scorer: its commit makes a
+    retry safe, docs/batch-scoring.md) get DEFAULT_RETRY unless named.
+    """
+    roles = pipeline_retry_roles()
+    settings = load_settings(
+        path,
+        pipeline_step_ids() | set(SCORING_STEPS.ids),
+        set(DAG_STEPS.beam_ids) | set(SCORING_STEPS.beam_ids),
+        RetryRoles(
+            retried_by_default=roles.retried_by_default
+            | frozenset(SCORING_STEPS.retried_by_default),
+            never_retried={**roles.never_retried, **SCORING_STEPS.never_retried},
+        ),
+    )
+    scoring_only = set(SCORING_STEPS.retried_by_default) - pipeline_step_ids()
+    unnamed = {s: DEFAULT_RETRY for s in scoring_only if s not in settings.retries.components}
+    retries = dataclasses.replace(
+        settings.retries, components={**settings.retries.components, **unnamed}
+    )
+    return dataclasses.replace(settings, retries=retries)
 
 
 def write_package(path: Path, spec: dict[str, Any], platform: dict[str, Any]) -> None:
@@ -426,15 +516,24 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_SETTINGS_FILE,
         help="Kubeflow settings (default: kubeflow/pipeline.yaml)",
     )
+    parser.add_argument(
+        "--scoring",
+        action="store_true",
+        help="compile the batch scoring package instead (docs/batch-scoring.md)",
+    )
     args = parser.parse_args(argv)
     try:
-        settings = load_settings(
-            args.config,
-            pipeline_step_ids(),
-            set(DAG_STEPS.beam_ids),
-            pipeline_retry_roles(),
-        )
-        spec, platform = compile_pipeline(settings)
+        if args.scoring:
+            settings = load_scoring_settings(args.config)
+            spec, platform = compile_scoring_pipeline(settings)
+        else:
+            settings = load_settings(
+                args.config,
+                pipeline_step_ids(),
+                set(DAG_STEPS.beam_ids),
+                pipeline_retry_roles(),
+            )
+            spec, platform = compile_pipeline(settings)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

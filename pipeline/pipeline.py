@@ -205,13 +205,7 @@ def create_pipeline(
     `kubeflow.pipeline_steps.KubeflowSteps`.
     """
     runner_steps = runner_steps or RunnerSteps()
-    per_step_beam_args = dict(beam_pipeline_args_by_step or {})
-    not_beam = sorted(set(per_step_beam_args) - set(DAG_STEPS.beam_ids))
-    if not_beam:
-        raise ValueError(
-            f"beam_pipeline_args_by_step: {not_beam} run no Beam; "
-            f"the Beam steps are {list(DAG_STEPS.beam_ids)}"
-        )
+    per_step_beam_args = DAG_STEPS.beam_args_by_step(beam_pipeline_args_by_step)
     first = runner_steps.before_example_gen(data_root=data_root, dataset=dataset)
     steps = list(first.steps)
     example_gen = ExampleGen(

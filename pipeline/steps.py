@@ -22,7 +22,7 @@ kubeflow/pipeline_steps.py, which adds them to this DAG.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
@@ -106,6 +106,19 @@ class Steps:
     @property
     def beam_ids(self) -> tuple[str, ...]:
         return tuple(s.id for s in self.steps if s.beam)
+
+    def beam_args_by_step(
+        self, by_step: Mapping[str, Sequence[str]] | None
+    ) -> dict[str, list[str]]:
+        """Per-step Beam arguments, checked: ValueError for a step that runs no Beam."""
+        args = {k: list(v) for k, v in (by_step or {}).items()}
+        not_beam = sorted(set(args) - set(self.beam_ids))
+        if not_beam:
+            raise ValueError(
+                f"beam_pipeline_args_by_step: {not_beam} run no Beam; "
+                f"the Beam steps are {list(self.beam_ids)}"
+            )
+        return args
 
     @property
     def uncached_ids(self) -> tuple[str, ...]:
@@ -194,5 +207,27 @@ DAG_STEPS = Steps(
             report={"evaluation": "evaluation", "blessing": "blessing"},
         ),
         Step(PUSHER, ("pushed_model",), report={"pushed": "pushed_model"}),
+    )
+)
+
+# The scoring DAG (pipeline/scoring.py): the same input steps, its own gate and
+# the scorer. The scorer reads the serving directory and writes outside the
+# pipeline, so it always runs; its commit makes a retry safe (a retried
+# attempt replaces or keeps the partition, never adds to it).
+SERVING_GATE = "ServingDataGate"
+BATCH_SCORER = "BatchScorer"
+SCORING_STEPS = Steps(
+    (
+        DAG_STEPS[EXAMPLE_GEN],
+        DAG_STEPS[STATISTICS_GEN],
+        DAG_STEPS[SCHEMA_IMPORTER],
+        Step(
+            SERVING_GATE,
+            ("examples_checked",),
+            retry=Retry.never(
+                "it fails on the data's anomalies, which a retry reads again unchanged"
+            ),
+        ),
+        Step(BATCH_SCORER, ("scores",), beam=True, cached=False, retry=BY_DEFAULT),
     )
 )

@@ -663,3 +663,11 @@ def assert_same_evaluation(ours: tuple, theirs: tuple) -> None:
     assert ours[2].validation_ok == theirs[2].validation_ok
     assert _failures(ours[2]) == _failures(theirs[2])
     assert ours[2].missing_slices == theirs[2].missing_slices
+
+
+def taxi_schema_dir_with_keys(root: Path) -> Path:
+    """The embedded task's dataset directory, its spec naming `trip_id` as the key."""
+    schema_dir = shutil.copytree(REPO_ROOT / "schemas" / "chicago_taxi", root / "ds")
+    with (schema_dir / "dataset.yaml").open("a") as f:
+        f.write("keys: [trip_id]\n")
+    return schema_dir

@@ -43,45 +43,9 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
     labels = tfx_spec.executor_labels(spec)
     steps = sorted(set(kfp_compile.pipeline_step_ids()) & set(labels))
     assert (kubeflow_steps.DEPLOY in steps) == (store == "minio")
-    placements = {
-        task: {
-            "resources": dataclasses.asdict(settings.placement_for(task).resources),
-            "node_selector": dict(settings.placement_for(task).node_selector),
-            "tolerations": [
-                dataclasses.asdict(t) for t in settings.placement_for(task).tolerations
-            ],
-            "env": settings.object_store.environment() if settings.object_store else {},
-            "secret_as_env": [
-                {"secret": credentials.secret, "key_to_env": credentials.key_to_env()}
-                for credentials in [settings.object_store and settings.object_store.credentials]
-                if credentials
-            ],
-            "retry": retry_arguments(
-                settings.retries.policy_for(task), kfp_compile.step_deadlines(settings).get(task)
-            ),
-        }
-        for task in steps
-    }
-    placements_file = tmp_path / "placements.json"
-    placements_file.write_text(json.dumps(placements))
-
-    proc = run_in_reference_env(
-        "check_spec.py", "--package", str(package), "--placements", str(placements_file),
-        timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    reference = json.loads(proc.stdout.strip().splitlines()[-1])
-
+    reference = checked_by_reference(tmp_path, settings, spec, platform, steps)
+    assert_placed_as_reference(spec, platform, steps, reference)
     tasks = tfx_spec.all_tasks(spec)
-    executors = spec["deploymentSpec"]["executors"]
-    ours_platform = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
-    for task in steps:
-        label = labels[task]
-        container = executors[label]["container"]
-        assert container.get("resources", {}) == reference[task]["resources"], task
-        assert container.get("env", []) == reference[task]["env"], task
-        assert ours_platform.get(label, {}) == reference[task]["kubernetes"], task
-        assert tasks[task].get("retryPolicy") == reference[task]["retry_policy"], task
     # The checked-in settings retry the Beam steps and the Trainer, and never a gate.
     retried = {task for task in tasks if "retryPolicy" in tasks[task]}
     assert retried == {*dag.DAG_STEPS.beam_ids, dag.TRAINER}
@@ -116,6 +80,69 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
             assert body["inputDefinitions"]["parameters"][name] == exit_reference["body_declares"]
             passed = spec["root"]["dag"]["tasks"][body_task]["inputs"]["parameters"][name]
             assert passed == {**exit_reference["body_is_passed"], "componentInputParameter": name}
+
+
+def checked_by_reference(tmp_path, settings, spec, platform, steps) -> dict:
+    """The package parsed by the current kfp, and what that SDK writes for each step's
+    settings (kubeflow/reference/check_spec.py)."""
+    package = tmp_path / "pipeline.yaml"
+    kfp_compile.write_package(package, spec, platform)
+    placements = {
+        task: {
+            "resources": dataclasses.asdict(settings.placement_for(task).resources),
+            "node_selector": dict(settings.placement_for(task).node_selector),
+            "tolerations": [
+                dataclasses.asdict(t) for t in settings.placement_for(task).tolerations
+            ],
+            "env": settings.object_store.environment() if settings.object_store else {},
+            "secret_as_env": [
+                {"secret": credentials.secret, "key_to_env": credentials.key_to_env()}
+                for credentials in [settings.object_store and settings.object_store.credentials]
+                if credentials
+            ],
+            "retry": retry_arguments(
+                settings.retries.policy_for(task), kfp_compile.step_deadlines(settings).get(task)
+            ),
+        }
+        for task in steps
+    }
+    placements_file = tmp_path / "placements.json"
+    placements_file.write_text(json.dumps(placements))
+
+    proc = run_in_reference_env(
+        "check_spec.py", "--package", str(package), "--placements", str(placements_file),
+        timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def assert_placed_as_reference(spec, platform, steps, reference) -> None:
+    """Each step's resources, environment, platform entry and retry policy, as the
+    current kfp writes them."""
+    labels = tfx_spec.executor_labels(spec)
+    tasks = tfx_spec.all_tasks(spec)
+    executors = spec["deploymentSpec"]["executors"]
+    ours_platform = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    for task in steps:
+        label = labels[task]
+        container = executors[label]["container"]
+        assert container.get("resources", {}) == reference[task]["resources"], task
+        assert container.get("env", []) == reference[task]["env"], task
+        assert ours_platform.get(label, {}) == reference[task]["kubernetes"], task
+        assert tasks[task].get("retryPolicy") == reference[task]["retry_policy"], task
+
+
+def test_the_scoring_package_parses_and_places_as_current_kfp(tmp_path):
+    """The batch scoring package (docs/batch-scoring.md), under the same checks."""
+    from tests.harness import taxi_schema_dir_with_keys
+
+    schema_dir = taxi_schema_dir_with_keys(tmp_path)
+    settings = kfp_compile.load_scoring_settings(TEMPLATE_SETTINGS_FILE)
+    spec, platform = kfp_compile.compile_scoring_pipeline(settings, schema_dir)
+    steps = sorted(dag.SCORING_STEPS.ids)
+    reference = checked_by_reference(tmp_path, settings, spec, platform, steps)
+    assert_placed_as_reference(spec, platform, steps, reference)
 
 
 def retry_arguments(policy, step_deadline: int | None) -> dict | None:

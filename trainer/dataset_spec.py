@@ -475,6 +475,16 @@ class DatasetSpec:
         metadata=declare(STRINGS, "columns whose values the metrics are also reported by"),
     )
     evaluation: EvaluationSpec = field(metadata=declare(MAPPING, "when a candidate is blessed"))
+    # Read by batch scoring only, not by Transform or the Trainer: not in `to_dict()`.
+    keys: tuple[str, ...] = field(
+        default=(),
+        metadata=declare(
+            STRINGS,
+            "id columns batch scoring keys each output row by (strings or integers); never "
+            "features",
+            serialized=False,
+        ),
+    )
     # Read by the pipeline's ExampleGen and drift gate, not by Transform or the
     # Trainer: not in `to_dict()`, so an edit to either re-runs neither.
     input: InputSpec = field(
@@ -584,7 +594,10 @@ class DatasetSpec:
                     f"drift.features.{name}: {drift.measure} compares {' or '.join(allowed)} "
                     f"values, but column {name!r} holds {column_types[name]} values; use {other}"
                 )
-        covered = set(self.features) | set(self.label.source_columns) | set(self.ignore)
+        # Keys need not be in training data; where they are, they are accounted for.
+        covered = (
+            set(self.features) | set(self.label.source_columns) | set(self.ignore) | set(self.keys)
+        )
         uncovered = [c for c in known if c not in covered]
         if uncovered:
             raise DatasetSpecError(
@@ -789,6 +802,15 @@ def parse_spec(values: object) -> DatasetSpec:
     if both:
         raise DatasetSpecError(f"ignore: {both} are also used as the label or a feature")
     evaluation = _parse_evaluation(values.get("evaluation"), label.task)
+    keys = check.strings(values.get("keys"), "keys")
+    for i, key in enumerate(keys):
+        if key in features or key in label.source_columns:
+            raise DatasetSpecError(
+                f"keys[{i}]: {key!r} is {'a feature' if key in features else 'the label'}; "
+                "a key is an id column the model never reads"
+            )
+        if keys.index(key) != i:
+            raise DatasetSpecError(f"keys[{i}]: {key!r} is named twice")
     return DatasetSpec(
         name=name,
         label=label,
@@ -796,6 +818,7 @@ def parse_spec(values: object) -> DatasetSpec:
         evaluation=evaluation,
         ignore=ignore,
         slices=slices,
+        keys=keys,
         input=parse_input(values.get("input")),
         drift=_parse_drift(values.get("drift"), features),
     )

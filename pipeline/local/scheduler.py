@@ -137,13 +137,19 @@ def run_ir(ir: pipeline_pb2.Pipeline, node_process: NodeProcess | None = None) -
         raise error
 
 
-def run_locally(pipeline: Pipeline, run_id: str, node_process: NodeProcess | None = None) -> None:
+def run_locally(
+    pipeline: Pipeline,
+    run_id: str,
+    node_process: NodeProcess | None = None,
+    uncached: Iterable[str] = DAG_STEPS.uncached_ids,
+) -> None:
     """Runs `pipeline` as the run `run_id`, the key its summary reads back from MLMD.
 
     LocalDagRunner would name the run after the clock itself; binding the id
-    first means this process knows which run is its own.
+    first means this process knows which run is its own. `uncached`: the
+    pipeline's steps that never come from cache (the scoring DAG has its own).
     """
-    ir = compile_with_uncached_steps(pipeline)
+    ir = compile_with_uncached_steps(pipeline, uncached)
     runtime_parameter_utils.substitute_runtime_parameter(
         ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id}
     )

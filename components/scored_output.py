@@ -1,0 +1,156 @@
+"""Where scores go, and how a partition is committed exactly once.
+
+    OUTPUT_DIR/span=<span>/version=<model version>/part-*.parquet (or .csv)
+                                                  /_errors.csv
+                                                  /_SUCCESS    (the manifest, JSON, last)
+    OUTPUT_DIR/_temporary/<attempt>/...                        (a run in progress, or killed)
+
+A run writes its partition under `_temporary/`, then moves it into place and
+writes `_SUCCESS` last, as Spark's output committers and Beam's
+`FileBasedSink` do. A partition without `_SUCCESS` is not complete, whatever
+files it holds: a killed run leaves nothing that looks complete. A rerun with
+the same input fingerprint and model digest finds the manifest and does
+nothing; with other input (the span rewritten) it replaces the partition. A
+new model version is another partition, and the old one stays.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tfx.dsl.io import fileio
+
+SUCCESS_FILE = "_SUCCESS"
+TEMPORARY_DIR = "_temporary"
+# Underscored, as _SUCCESS: readers of the directory (pyarrow, pandas, Spark) skip it.
+ERRORS_FILE = "_errors.csv"
+PART_PREFIX = "part"
+FORMATS = ("parquet", "csv")
+# The manifest's own format; a reader refuses another.
+MANIFEST_FORMAT = 1
+# How many duplicate keys a refusal lists.
+DUPLICATES_LISTED = 5
+
+
+class ScoredOutputError(RuntimeError):
+    """The scores cannot be committed: duplicate keys, or too many rows that failed."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What `_SUCCESS` records: the partition's counts, input and model."""
+
+    span: int
+    model_version: str
+    model_digest: str
+    input_fingerprint: str
+    rows: int
+    errors: int
+    keys: tuple[str, ...]
+    format: str
+    files: tuple[str, ...]
+    manifest_format: int = MANIFEST_FORMAT
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Manifest:
+        values = json.loads(text)
+        values["keys"] = tuple(values["keys"])
+        values["files"] = tuple(values["files"])
+        return cls(**values)
+
+    def same_scores(self, other: Manifest) -> bool:
+        """Same input, same model, same output settings: the partition already holds these."""
+        return (self.input_fingerprint, self.model_digest, self.keys, self.format) == (
+            other.input_fingerprint,
+            other.model_digest,
+            other.keys,
+            other.format,
+        )
+
+
+def partition_dir(output_dir: str, span: int, model_version: str) -> str:
+    return os.path.join(output_dir, f"span={span}", f"version={model_version}")
+
+
+def temporary_dir(output_dir: str) -> str:
+    """A fresh place for one attempt's files, never read as output."""
+    return os.path.join(output_dir, TEMPORARY_DIR, uuid.uuid4().hex)
+
+
+def read_manifest(partition: str) -> Manifest | None:
+    """The partition's manifest; None when it has none (not complete, or never written)."""
+    path = os.path.join(partition, SUCCESS_FILE)
+    if not fileio.exists(path):
+        return None
+    with fileio.open(path, "r") as f:
+        return Manifest.from_json(f.read())
+
+
+def commit(temporary: str, partition: str, manifest: Manifest) -> None:
+    """Moves `temporary` to `partition` (replacing what was there) and writes `_SUCCESS` last.
+
+    The old manifest goes first, so that from that moment no reader takes the
+    old partition for complete; the new one is written only once every file is
+    in place.
+    """
+    if fileio.exists(partition):
+        old = os.path.join(partition, SUCCESS_FILE)
+        if fileio.exists(old):
+            fileio.remove(old)
+        fileio.rmtree(partition)
+    fileio.makedirs(os.path.dirname(partition))
+    fileio.rename(temporary, partition)
+    with fileio.open(os.path.join(partition, SUCCESS_FILE + ".tmp"), "w") as f:
+        f.write(manifest.to_json())
+    fileio.rename(
+        os.path.join(partition, SUCCESS_FILE + ".tmp"), os.path.join(partition, SUCCESS_FILE)
+    )
+
+
+def duplicate_keys(rows: Sequence[tuple[Any, ...]]) -> tuple[int, list[tuple[Any, ...]]]:
+    """(how many rows repeat an earlier row's keys, the first few repeated keys in row order)."""
+    seen: set[tuple[Any, ...]] = set()
+    repeated: dict[tuple[Any, ...], None] = {}
+    count = 0
+    for row in rows:
+        if row in seen:
+            count += 1
+            repeated.setdefault(row, None)
+        else:
+            seen.add(row)
+    return count, list(repeated)[:DUPLICATES_LISTED]
+
+
+def check_duplicate_keys(keys: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:
+    """ScoredOutputError naming the first few repeated keys."""
+    count, first = duplicate_keys(rows)
+    if count:
+        shown = ", ".join(
+            "(" + ", ".join(f"{k}={v!r}" for k, v in zip(keys, row, strict=True)) + ")"
+            for row in first
+        )
+        raise ScoredOutputError(
+            f"{count} row(s) repeat a key ({', '.join(keys)}), e.g. {shown}; make the keys "
+            "unique in the data, or pass --allow-duplicate-keys"
+        )
+
+
+def check_error_share(errors: int, rows: int, max_share: float, reasons: Mapping[str, int]) -> None:
+    """ScoredOutputError when more than `max_share` of the input rows could not be scored."""
+    total = errors + rows
+    if total and errors / total > max_share:
+        common = ", ".join(
+            f"{reason} ({n})" for reason, n in sorted(reasons.items(), key=lambda r: -r[1])[:3]
+        )
+        raise ScoredOutputError(
+            f"{errors} of {total} rows ({errors / total:.2%}) could not be scored, over the "
+            f"allowed share {max_share:.2%} (--max-error-share); most common: {common}"
+        )

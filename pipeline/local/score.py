@@ -1,0 +1,160 @@
+"""A local scoring run, from typed options to a committed partition: what `score_runner.py` calls.
+
+    from pipeline.local.score import ScoreOptions, score_local
+
+    result = score_local(ScoreOptions(dataset=spec, schema_file=..., data_root="new/",
+                                      serving_dir="out/serving_model", output_dir="scores/",
+                                      settings=ScoringSettings(keys=("trip_id",))))
+
+It checks what can be checked before TensorFlow loads (the data root, the
+keys among its columns, the served model and its task), holds the output
+directory's run lock, and runs `create_scoring_pipeline(...)` with TFX's
+launcher per step (pipeline/local/scheduler.py). The DAG's own records
+(ML Metadata, the pipeline root) go under OUTPUT_DIR/_pipeline/, which
+readers of the scores skip as they skip `_SUCCESS`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipeline.beam import BeamMode
+
+if TYPE_CHECKING:
+    from components.scoring import ScoringSettings
+    from trainer.dataset_spec import DatasetSpec
+
+PIPELINE_DIR = "_pipeline"
+
+
+class ScoreInputError(ValueError):
+    """The scoring run's inputs do not fit together: keys, data, schema and model."""
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    """One local scoring run, resolved (flags read, dataset directory loaded)."""
+
+    dataset: DatasetSpec
+    schema_file: Path
+    data_root: str
+    serving_dir: str
+    output_dir: Path
+    settings: ScoringSettings
+    model_version: str | None = None
+    beam_mode: BeamMode = "auto"
+    verbose: bool = False
+
+
+@dataclass(frozen=True)
+class ScoreSummary:
+    status: str  # written, replaced or unchanged
+    partition: str
+    rows: int
+    errors: int
+    model_version: str
+    model_digest: str
+    span: int
+
+    def text(self) -> str:
+        what = {
+            "written": "written",
+            "replaced": "replaced (the span's input changed)",
+            "unchanged": "unchanged (already scored: same input, same model)",
+        }[self.status]
+        return (
+            f"Scores {what}: {self.rows} rows, {self.errors} errors, span {self.span}, "
+            f"model version {self.model_version} (digest {self.model_digest[:12]}) in "
+            f"{self.partition}"
+        )
+
+
+def score_local(options: ScoreOptions) -> ScoreSummary:
+    """Runs the scoring DAG once; raises with a one-line reason on any failure."""
+    from components.scoring import check_keys
+    from components.served_version import choose_version
+    from pipeline.inputs import check_data_root
+    from pipeline.local.run_lock import RunLock
+
+    spec = options.dataset
+    checked = check_data_root(
+        options.data_root,
+        spec.input.pattern,
+        1,
+        format=spec.input.format,
+        ignore=tuple(c for c in spec.ignore if c not in options.settings.keys),
+    )
+    missing = [k for k in options.settings.keys if k not in checked.header]
+    if missing:
+        raise ScoreInputError(
+            f"{checked.files[0]} has no key column {', '.join(map(repr, missing))} "
+            f"(columns: {', '.join(checked.header)}); pass --key with its id columns"
+        )
+    model = choose_version(options.serving_dir, options.model_version)
+    check_keys(options.settings.keys, model.spec)
+    if model.spec.name != spec.name:
+        raise ScoreInputError(
+            f"the served model (version {model.version}) was trained for {model.spec.name!r}, "
+            f"the schema dir is {spec.name!r}'s: pass --schema-dir of the served model's dataset"
+        )
+    output_dir = options.output_dir.resolve()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with RunLock(output_dir):
+        return _run(options, model.version, output_dir, checked.files)
+
+
+def _run(options: ScoreOptions, version: str, output_dir: Path, files) -> ScoreSummary:
+    from ml_metadata.metadata_store import metadata_store
+    from tfx.orchestration import metadata as tfx_metadata
+
+    from components import batch_scorer
+    from pipeline.beam import beam_pipeline_args, choose_beam_mode, data_size_bytes
+    from pipeline.local.run import new_run_id
+    from pipeline.local.scheduler import run_locally
+    from pipeline.scoring import create_scoring_pipeline
+    from pipeline.steps import SCORING_STEPS
+
+    records = output_dir / PIPELINE_DIR
+    connection = tfx_metadata.sqlite_metadata_connection_config(str(records / "metadata.sqlite"))
+    records.mkdir(exist_ok=True)
+    beam_mode = choose_beam_mode(data_size_bytes(files), options.beam_mode)
+    pipeline = create_scoring_pipeline(
+        dataset=options.dataset,
+        pipeline_root=str(records / "pipeline_root"),
+        data_root=options.data_root,
+        schema_path=str(options.schema_file),
+        serving_model_dir=os.path.abspath(options.serving_dir)
+        if "://" not in options.serving_dir
+        else options.serving_dir,
+        output_dir=str(output_dir),
+        settings=options.settings,
+        # Pinned before the run: a push during it does not change which model scores.
+        model_version=version,
+        beam_pipeline_args=beam_pipeline_args(beam_mode),
+        metadata_connection_config=connection,
+    )
+    print(
+        f"Scoring {options.data_root} with model version {version} from {options.serving_dir} "
+        f"(keys {', '.join(options.settings.keys)}, {options.settings.output_format}, "
+        f"Beam {beam_mode})",
+        flush=True,
+    )
+    run_locally(pipeline, new_run_id(), uncached=SCORING_STEPS.uncached_ids)
+    store = metadata_store.MetadataStore(connection)
+    scores = max(store.get_artifacts_by_type("InferenceResult"), key=lambda a: a.id)
+    props = scores.custom_properties
+    partition = props[batch_scorer.PARTITION_PROPERTY].string_value
+    summary = ScoreSummary(
+        status=props[batch_scorer.STATUS_PROPERTY].string_value,
+        partition=partition,
+        rows=props[batch_scorer.ROWS_PROPERTY].int_value,
+        errors=props[batch_scorer.ERRORS_PROPERTY].int_value,
+        model_version=props[batch_scorer.MODEL_VERSION_PROPERTY].string_value,
+        model_digest=props[batch_scorer.MODEL_DIGEST_PROPERTY].string_value,
+        span=props[batch_scorer.SPAN_SCORED_PROPERTY].int_value,
+    )
+    print(summary.text(), flush=True)
+    return summary

@@ -1,0 +1,604 @@
+"""Batch scoring: model choice, keys, exactness, bad rows, and the exactly-once output."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from components.scored_output import (
+    ERRORS_FILE,
+    SUCCESS_FILE,
+    TEMPORARY_DIR,
+    Manifest,
+    ScoredOutputError,
+    check_duplicate_keys,
+    check_error_share,
+    commit,
+    partition_dir,
+    read_manifest,
+)
+from components.served_version import ModelChoiceError, choose_version
+from trainer.export import SPEC_ASSET
+
+ROWS = 40
+
+
+def fake_version(base: Path, version: str, spec, *, complete: bool = True) -> Path:
+    """A version directory as the Pusher leaves it: the spec asset, saved_model.pb last."""
+    directory = base / version
+    (directory / SPEC_ASSET).parent.mkdir(parents=True)
+    (directory / SPEC_ASSET).write_text(json.dumps(spec.to_dict()))
+    if complete:
+        (directory / "saved_model.pb").write_bytes(b"")
+    return directory
+
+
+def manifest(**changes) -> Manifest:
+    values = dict(
+        span=0,
+        model_version="1",
+        model_digest="d",
+        input_fingerprint="f",
+        rows=2,
+        errors=0,
+        keys=("trip_id",),
+        format="parquet",
+        files=("part-0.parquet", ERRORS_FILE),
+    )
+    return Manifest(**{**values, **changes})
+
+
+# --- Which model -------------------------------------------------------------------------
+
+
+def test_newest_complete_version_is_chosen_and_a_pin_holds(tmp_path, taxi_spec):
+    fake_version(tmp_path, "3", taxi_spec)
+    fake_version(tmp_path, "12", taxi_spec)
+    fake_version(tmp_path, "20", taxi_spec, complete=False)  # still being copied
+    assert choose_version(str(tmp_path)).version == "12"
+    pinned = choose_version(str(tmp_path), "3")
+    assert (pinned.version, pinned.path, pinned.spec.name) == (
+        "3",
+        str(tmp_path / "3"),
+        "taxi-big-tipper",
+    )
+
+
+def test_nothing_served_is_one_clear_error(tmp_path):
+    with pytest.raises(ModelChoiceError, match="no model is served under"):
+        choose_version(str(tmp_path / "serving_model"))
+
+
+@pytest.mark.parametrize("pin", ["../other/1", "/elsewhere/1", "20", "1a"])
+def test_a_version_outside_the_serving_dir_or_incomplete_is_refused(tmp_path, taxi_spec, pin):
+    fake_version(tmp_path / "serving", "12", taxi_spec)
+    fake_version(tmp_path / "serving", "20", taxi_spec, complete=False)
+    fake_version(tmp_path / "other", "1", taxi_spec)
+    with pytest.raises(ModelChoiceError, match="model version"):
+        choose_version(str(tmp_path / "serving"), pin)
+
+
+# --- Output, exactly once ----------------------------------------------------------------
+
+
+def test_commit_moves_the_partition_in_and_writes_the_manifest_last(tmp_path):
+    partition = partition_dir(str(tmp_path), 7, "1")
+    temporary = tmp_path / TEMPORARY_DIR / "a"
+    temporary.mkdir(parents=True)
+    (temporary / "part-0.parquet").write_bytes(b"new")
+    assert read_manifest(partition) is None
+    commit(str(temporary), partition, manifest(span=7))
+    assert sorted(p.name for p in Path(partition).iterdir()) == [SUCCESS_FILE, "part-0.parquet"]
+    assert read_manifest(partition) == manifest(span=7)
+    assert not temporary.exists()
+
+
+def test_commit_replaces_an_old_or_incomplete_partition_whole(tmp_path):
+    partition = Path(partition_dir(str(tmp_path), 0, "1"))
+    partition.mkdir(parents=True)
+    (partition / "part-1.parquet").write_bytes(b"old, left by a killed run")
+    temporary = tmp_path / TEMPORARY_DIR / "b"
+    temporary.mkdir(parents=True)
+    (temporary / "part-0.parquet").write_bytes(b"new")
+    commit(str(temporary), str(partition), manifest(input_fingerprint="g"))
+    assert sorted(p.name for p in partition.iterdir()) == [SUCCESS_FILE, "part-0.parquet"]
+    assert read_manifest(str(partition)).input_fingerprint == "g"
+
+
+def test_a_manifest_is_the_same_scores_only_for_the_same_input_model_and_output():
+    assert manifest().same_scores(manifest(rows=5))
+    for change in ({"input_fingerprint": "g"}, {"model_digest": "e"}, {"format": "csv"}):
+        assert not manifest().same_scores(manifest(**change)), change
+
+
+def test_duplicate_keys_are_refused_listing_the_first_few():
+    rows = [(1, "a"), (2, "a"), (1, "a"), (3, "b"), (2, "a"), (1, "a")]
+    with pytest.raises(ScoredOutputError, match=r"3 row\(s\) repeat a key") as err:
+        check_duplicate_keys(("id", "zone"), rows)
+    assert "(id=1, zone='a'), (id=2, zone='a')" in str(err.value)
+    check_duplicate_keys(("id", "zone"), [(1, "a"), (1, "b")])
+
+
+def test_the_error_share_fails_only_over_the_limit():
+    check_error_share(1, 999, 0.001, {"bad": 1})
+    with pytest.raises(
+        ScoredOutputError, match=r"2 of 1000 rows \(0\.20%\).*most common: bad \(2\)"
+    ):
+        check_error_share(2, 998, 0.001, {"bad": 2})
+
+
+# --- Scoring with a served model (the small trained model: slow) --------------------------
+
+
+def keyed_examples(rows, keys: dict[str, list]) -> list[bytes]:
+    """Taxi rows as ExampleGen encodes them, each with its key columns added (extra columns)."""
+    import tensorflow as tf
+
+    from tests.conftest import load_schema
+    from tests.raw_examples import serialize_rows
+
+    serialized = []
+    for i, raw in enumerate(serialize_rows(rows, load_schema(), drop=("tips",))):
+        example = tf.train.Example.FromString(raw)
+        for key, values in keys.items():
+            value = values[i]
+            feature = example.features.feature[key]
+            if isinstance(value, int):
+                feature.int64_list.value.append(value)
+            elif value is not None:
+                feature.bytes_list.value.append(value.encode())
+        serialized.append(example.SerializeToString())
+    return serialized
+
+
+def write_examples(path: Path, examples: list[bytes]) -> str:
+    import tensorflow as tf
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+        for example in examples:
+            writer.write(example)
+    return str(path)
+
+
+def served_copy(small_model_base: Path, root: Path, versions=("1",)) -> Path:
+    for version in versions:
+        shutil.copytree(small_model_base / "1", root / "serving" / version)
+    return root / "serving"
+
+
+def score(files, output_dir: Path, serving: Path, version=None, *, fingerprint="f1", **settings):
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from components.scoring import ScoringSettings, score_partition
+    from pipeline.beam import IN_MEMORY_RUNNER_ARG
+
+    return score_partition(
+        example_files=files,
+        span=3,
+        input_fingerprint=fingerprint,
+        output_dir=str(output_dir),
+        model=choose_version(str(serving), version),
+        settings=ScoringSettings(**{"keys": ("trip_id",), "batch_size": 16, **settings}),
+        new_pipeline=lambda: beam.Pipeline(options=PipelineOptions([IN_MEMORY_RUNNER_ARG])),
+    )
+
+
+@pytest.fixture(scope="module")
+def taxi_rows():
+    from tests.conftest import read_taxi_rows
+
+    return read_taxi_rows(limit=ROWS)[1]
+
+
+def test_each_score_equals_serving_default_on_the_same_row_in_random_order(
+    tmp_path, small_model_base, taxi_rows
+):
+    import numpy as np
+    import pandas as pd
+    import tensorflow as tf
+
+    order = list(range(ROWS))
+    random.Random(53).shuffle(order)
+    ids = [f"trip-{i}" for i in range(ROWS)]
+    examples = keyed_examples([taxi_rows[i] for i in order], {"trip_id": [ids[i] for i in order]})
+    files = [
+        write_examples(tmp_path / "in" / "a.gz", examples[:25]),
+        write_examples(tmp_path / "in" / "b.gz", examples[25:]),
+    ]
+    serving = served_copy(small_model_base, tmp_path)
+    result = score(files, tmp_path / "out", serving)
+    assert (result.status, result.manifest.rows, result.manifest.errors) == ("written", ROWS, 0)
+    scores = pd.read_parquet(result.partition).set_index("trip_id")
+    assert list(scores.columns) == [
+        "probability_ordinary_tip",
+        "probability_big_tip",
+        "class",
+        "model_version",
+    ]
+    signature = tf.saved_model.load(str(serving / "1")).signatures["serving_default"]
+    by_id = dict(zip([ids[i] for i in order], examples, strict=True))
+    for trip_id, row in scores.iterrows():
+        alone = signature(examples=tf.constant([by_id[trip_id]]))["probabilities"].numpy()[0, 0]
+        # Equal to float32 rounding: TensorFlow's CPU kernels round a row's sums
+        # differently in a batch of 16 than alone (docs/batch-scoring.md).
+        np.testing.assert_allclose(row["probability_big_tip"], alone, rtol=1e-6, err_msg=trip_id)
+        np.testing.assert_allclose(row["probability_ordinary_tip"], 1 - alone, rtol=1e-6)
+        assert row["class"] == ("big_tip" if alone > 0.5 else "ordinary_tip")
+        assert row["model_version"] == "1"
+    assert sorted(scores.index) == sorted(ids)
+
+
+def test_rerun_does_nothing_a_new_version_gets_its_own_partition(
+    tmp_path, small_model_base, taxi_rows
+):
+    import pandas as pd
+
+    examples = keyed_examples(taxi_rows[:5], {"trip_id": list(range(5))})
+    files = [write_examples(tmp_path / "in" / "a.gz", examples)]
+    serving = served_copy(small_model_base, tmp_path, versions=("1", "2"))
+    first = score(files, tmp_path / "out", serving, "1", output_format="csv")
+    again = score(files, tmp_path / "out", serving, "1", output_format="csv")
+    assert (first.status, again.status) == ("written", "unchanged")
+    assert again.manifest == first.manifest
+    newer = score(files, tmp_path / "out", serving)
+    assert newer.status == "written"
+    assert newer.partition != first.partition and read_manifest(first.partition) is not None
+    csv_scores = pd.concat(pd.read_csv(p) for p in sorted(Path(first.partition).glob("part-*.csv")))
+    assert sorted(csv_scores["trip_id"]) == list(range(5))
+    assert set(csv_scores["model_version"]) == {1}
+    changed = score(files, tmp_path / "out", serving, "1", fingerprint="f2", output_format="csv")
+    assert changed.status == "replaced"
+    assert len(list(Path(first.partition).glob("part-*.csv"))) == len(first.manifest.files) - 1
+    assert not list((tmp_path / "out" / TEMPORARY_DIR).iterdir())
+
+
+def test_bad_rows_go_to_the_errors_file_and_too_many_fail_leaving_nothing_complete(
+    tmp_path, small_model_base, taxi_rows
+):
+    import pandas as pd
+    import tensorflow as tf
+
+    examples = keyed_examples(taxi_rows[:10], {"trip_id": [f"t{i}" for i in range(9)] + [None]})
+    # A type the model cannot take: a fare as text.
+    wrong_type = tf.train.Example.FromString(examples[4])
+    wrong_type.features.feature["fare"].Clear()
+    wrong_type.features.feature["fare"].bytes_list.value.append(b"12.5")
+    examples[4] = wrong_type.SerializeToString()
+    files = [write_examples(tmp_path / "in" / "a.gz", examples)]
+    serving = served_copy(small_model_base, tmp_path)
+    with pytest.raises(ScoredOutputError, match=r"2 of 10 rows \(20\.00%\) could not be scored"):
+        score(files, tmp_path / "out", serving)
+    assert not list((tmp_path / "out").glob(f"span=*/version=*/{SUCCESS_FILE}"))
+    assert not (tmp_path / "out" / "span=3").exists()
+
+    result = score(files, tmp_path / "out", serving, max_error_share=0.25)
+    assert (result.manifest.rows, result.manifest.errors) == (8, 2)
+    errors = pd.read_csv(Path(result.partition) / ERRORS_FILE, keep_default_na=False)
+    by_key = dict(zip(errors["trip_id"], errors["reason"], strict=True))
+    assert set(by_key) == {"t4", ""}
+    assert by_key["t4"].startswith("the model refused the row")
+    assert by_key[""] == "key 'trip_id' has 0 values, not one"
+
+
+def test_duplicate_keys_are_refused_unless_allowed_and_keys_are_never_model_inputs(
+    tmp_path, small_model_base, taxi_rows
+):
+    from components.scoring import ScoringInputError
+
+    examples = keyed_examples(taxi_rows[:4], {"trip_id": [7, 8, 7, 9]})
+    files = [write_examples(tmp_path / "in" / "a.gz", examples)]
+    serving = served_copy(small_model_base, tmp_path)
+    with pytest.raises(
+        ScoredOutputError, match=r"1 row\(s\) repeat a key \(trip_id\), e.g. \(trip_id=7\)"
+    ):
+        score(files, tmp_path / "out", serving)
+    assert score(files, tmp_path / "out", serving, allow_duplicate_keys=True).manifest.rows == 4
+    with pytest.raises(
+        ScoringInputError, match=r"keys: \['fare'\] are features of the served model"
+    ):
+        score(files, tmp_path / "out2", serving, keys=("fare",))
+    with pytest.raises(ScoringInputError, match="keys: the data has no column 'ride'"):
+        score(files, tmp_path / "out2", serving, keys=("ride",))
+
+
+# --- The scoring DAG, through the runner --------------------------------------------------
+
+
+def test_score_runner_scores_new_data_without_the_label_with_extra_columns(
+    tmp_path, small_model_base, capsys
+):
+    import pandas as pd
+
+    import score_runner
+    from tests.conftest import read_taxi_rows, write_csv
+
+    header, rows = read_taxi_rows(limit=230)
+    rows = rows[200:]  # the sample's first rows have no drop-off at all, which the schema refuses
+    for i, row in enumerate(rows):
+        row.update(trip_id=str(1000 + i), note=f"extra {i}")
+    columns = [c for c in header if c != "tips"] + ["trip_id", "note"]
+    write_csv(tmp_path / "new" / "data.csv", columns, rows)
+    serving = served_copy(small_model_base, tmp_path)
+    argv = [
+        "--data-root",
+        str(tmp_path / "new"),
+        "--serving-dir",
+        str(serving),
+        "--output-dir",
+        str(tmp_path / "scores"),
+        "--key",
+        "trip_id",
+    ]
+    assert score_runner.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "Scores written: 30 rows, 0 errors, span 0, model version 1" in out
+    partition = tmp_path / "scores" / "span=0" / "version=1"
+    scores = pd.read_parquet(partition)
+    assert sorted(scores["trip_id"]) == list(range(1000, 1030))
+    assert set(scores["model_version"]) == {"1"}
+    manifest = json.loads((partition / SUCCESS_FILE).read_text())
+    assert (manifest["rows"], manifest["errors"], manifest["model_version"]) == (30, 0, "1")
+    assert manifest["input_fingerprint"] and len(manifest["model_digest"]) == 64
+
+    assert score_runner.main(argv) == 0
+    assert "Scores unchanged (already scored: same input, same model)" in capsys.readouterr().out
+    assert len(pd.read_parquet(partition)) == 30
+
+    assert score_runner.main([*argv[:-2], "--key", "fare"]) == 1
+    assert "keys: ['fare'] are features of the served model" in capsys.readouterr().err
+    assert score_runner.main([*argv[:-1], "ride"]) == 1
+    assert "has no key column 'ride'" in capsys.readouterr().err
+    empty = tmp_path / "empty_serving"
+    empty.mkdir()
+    assert score_runner.main([*argv[:2], "--serving-dir", str(empty), *argv[4:]]) == 1
+    assert "no model is served under" in capsys.readouterr().err
+
+
+KILLED_RUN = """
+import sys
+from pathlib import Path
+from tests.test_batch_scoring import score
+score(sys.argv[1:2], Path(sys.argv[2]), Path(sys.argv[3]), batch_size=1)
+"""
+
+
+def test_a_run_killed_mid_write_leaves_nothing_complete_and_a_rerun_writes_once(
+    tmp_path, small_model_base, taxi_rows
+):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import pandas as pd
+
+    from tests.conftest import REPO_ROOT
+
+    examples = keyed_examples(taxi_rows, {"trip_id": list(range(ROWS))})
+    files = [write_examples(tmp_path / "in" / "a.gz", examples)]
+    serving = served_copy(small_model_base, tmp_path)
+    out = tmp_path / "out"
+    # One row per call: the write lasts long enough to be killed in the middle of it.
+    run = subprocess.Popen(
+        [sys.executable, "-c", KILLED_RUN, files[0], str(out), str(serving)],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    deadline = time.monotonic() + 120
+    while not list(out.glob(f"{TEMPORARY_DIR}/*/*")) and run.poll() is None:
+        assert time.monotonic() < deadline, "the scoring run never started writing"
+        time.sleep(0.02)
+    run.send_signal(signal.SIGKILL)
+    assert run.wait() == -signal.SIGKILL, "the run ended before it was killed"
+    assert list((out / TEMPORARY_DIR).iterdir())
+    assert not list(out.rglob(SUCCESS_FILE)) and not list(out.glob("span=*"))
+    result = score(files, out, serving)
+    assert result.status == "written"
+    assert sorted(pd.read_parquet(result.partition)["trip_id"]) == list(range(ROWS))
+
+
+# --- Settings, keys in the dataset spec, the serving gate (fast) -------------------------
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"keys": ()}, "keys: name at least one id column"),
+        ({"keys": ("a", "a")}, r"keys: \['a'\] named more than once"),
+        ({"keys": ("a",), "output_format": "json"}, "format: 'json' is not one of parquet, csv"),
+        ({"keys": ("a",), "max_error_share": 2.0}, "max_error_share: 2.0 is not a share"),
+        ({"keys": ("a",), "batch_size": 0}, "batch_size: 0 is not a positive integer"),
+    ],
+)
+def test_scoring_settings_refuse_bad_values_naming_the_field(settings, message):
+    from components.scoring import ScoringInputError, ScoringSettings
+
+    with pytest.raises(ScoringInputError, match=message):
+        ScoringSettings(**settings)
+
+
+def test_keys_in_the_dataset_spec_are_read_and_checked_naming_the_field(taxi_spec):
+    import yaml
+
+    from schemas import load_schema_dir
+    from trainer.dataset_spec import DatasetSpecError, parse_spec
+
+    values = yaml.safe_load(load_schema_dir().spec_file.read_text())
+    assert parse_spec({**values, "keys": ["trip_id", "day"]}).keys == ("trip_id", "day")
+    assert "keys" not in parse_spec({**values, "keys": ["trip_id"]}).to_dict()
+    for keys, message in (
+        (["trip_id", "fare"], r"keys\[1\]: 'fare' is a feature"),
+        (["tips"], r"keys\[0\]: 'tips' is the label"),
+        (["a", "a"], r"keys\[1\]: 'a' is named twice"),
+        ("trip_id", "keys"),
+    ):
+        with pytest.raises(DatasetSpecError, match=message):
+            parse_spec({**values, "keys": keys})
+
+
+def test_the_serving_gate_lets_the_label_be_absent_and_new_columns_in_but_nothing_else():
+    import pandas as pd
+    import tensorflow_data_validation as tfdv
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    from components.data_gate import DataValidationError, check_data
+    from components.serving_gate import serving_anomalies, serving_schema
+
+    schema = schema_pb2.Schema()
+    for name, kind in (("tips", schema_pb2.FLOAT), ("fare", schema_pb2.FLOAT)):
+        feature = schema.feature.add(name=name, type=kind)
+        feature.presence.min_fraction = 1.0
+        feature.float_domain.min = 0.0
+    # A schema without environments gets them: only the label's source leaves SERVING.
+    assert list(serving_schema(schema, ["tips"]).feature[0].not_in_environment) == ["SERVING"]
+    new = tfdv.generate_statistics_from_dataframe(
+        pd.DataFrame({"fare": [1.0, 2.5], "trip_id": ["a", "b"]})
+    )
+    assert not serving_anomalies(new, schema, ["tips"]).anomaly_info
+    # Without the SERVING environment the absent label is an anomaly, as in ExampleValidator.
+    assert "tips" in tfdv.validate_statistics(new, schema).anomaly_info
+    bad = tfdv.generate_statistics_from_dataframe(
+        pd.DataFrame({"fare": [-1.0, 2.5], "trip_id": ["a", "b"]})
+    )
+    with pytest.raises(DataValidationError, match="feature 'fare'"):
+        check_data({"single": serving_anomalies(bad, schema, ["tips"])}, {"single": 2})
+
+
+def test_the_scoring_dag_is_its_declared_steps_with_the_gate_before_the_scorer(tmp_path, taxi_spec):
+    from components.scoring import ScoringSettings
+    from pipeline.scoring import create_scoring_pipeline
+    from pipeline.steps import BATCH_SCORER, SCORING_STEPS, SERVING_GATE
+
+    def build(**changes):
+        return create_scoring_pipeline(
+            **{
+                "dataset": taxi_spec,
+                "pipeline_root": str(tmp_path / "root"),
+                "data_root": str(tmp_path / "data"),
+                "schema_path": str(tmp_path / "schema.pbtxt"),
+                "serving_model_dir": str(tmp_path / "serving"),
+                "output_dir": str(tmp_path / "scores"),
+                "settings": ScoringSettings(keys=("trip_id",)),
+                "model_version": "4",
+                **changes,
+            }
+        )
+
+    pipeline = build()
+    by_id = {c.id: c for c in pipeline.components}
+    assert set(by_id) == set(SCORING_STEPS.ids)
+    for step_id, component in by_id.items():
+        assert set(component.outputs) == set(SCORING_STEPS[step_id].outputs), step_id
+    scorer = by_id[BATCH_SCORER]
+    assert by_id[SERVING_GATE] in scorer.upstream_nodes
+    assert scorer.exec_properties["model_version"] == "4"
+    assert json.loads(by_id[SERVING_GATE].exec_properties["excluded_columns"]) == ["tips"]
+    assert (pipeline.pipeline_info.pipeline_name, pipeline.enable_cache) == (
+        "taxi-big-tipper-scoring",
+        False,
+    )
+    with pytest.raises(ValueError, match=r"\['ServingDataGate'\] run no Beam"):
+        build(beam_pipeline_args_by_step={SERVING_GATE: ["--runner=FnApiRunner"]})
+
+
+def test_prediction_columns_per_task(taxi_spec):
+    import dataclasses
+
+    import numpy as np
+
+    from components.scoring import prediction_arrays, prediction_columns
+
+    def task(name, classes=()):
+        label = dataclasses.replace(taxi_spec.label, task=name, classes=classes)
+        return dataclasses.replace(taxi_spec, label=label)
+
+    binary = prediction_arrays(taxi_spec, np.array([[0.25], [0.75]], np.float32))
+    assert list(binary) == list(prediction_columns(taxi_spec))
+    assert binary["probability_big_tip"].tolist() == [0.25, 0.75]
+    assert binary["probability_ordinary_tip"].tolist() == [0.75, 0.25]
+    assert binary["class"].tolist() == ["ordinary_tip", "big_tip"]
+    three = task("multiclass", ("a", "b", "c"))
+    multiclass = prediction_arrays(three, np.array([[0.2, 0.5, 0.3], [0.6, 0.1, 0.3]], np.float32))
+    assert list(multiclass) == ["probability_a", "probability_b", "probability_c", "class"]
+    assert multiclass["class"].tolist() == ["b", "a"]
+    assert multiclass["probability_c"].tolist() == np.float32([0.3, 0.3]).tolist()
+    regression = prediction_arrays(task("regression"), np.array([[1.5], [-2.0]], np.float32))
+    assert {k: v.tolist() for k, v in regression.items()} == {"prediction": [1.5, -2.0]}
+
+
+# --- The Kubeflow scoring package (compiled, not executed) --------------------------------
+
+
+def test_the_scoring_package_compiles_as_the_training_package_does(tmp_path):
+    import yaml
+
+    from kubeflow import compile as kfp_compile
+    from kubeflow import tfx_spec
+    from kubeflow.settings.fields import SettingsError
+    from pipeline.steps import BATCH_SCORER, SCORING_STEPS, SERVING_GATE
+    from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE
+    from tests.harness import taxi_schema_dir_with_keys
+
+    schema_dir = taxi_schema_dir_with_keys(tmp_path)
+    settings = kfp_compile.load_scoring_settings(TEMPLATE_SETTINGS_FILE)
+    spec, platform = kfp_compile.compile_scoring_pipeline(settings, schema_dir)
+    tasks = tfx_spec.all_tasks(spec)
+    executors = {
+        t: spec["deploymentSpec"]["executors"][label]
+        for t, label in tfx_spec.executor_labels(spec).items()
+    }
+    assert set(executors) == set(SCORING_STEPS.ids)
+    for task_id, executor in executors.items():
+        container = executor["container"]
+        assert container["command"] == kfp_compile.STEP_COMMAND, task_id
+        assert container["resources"], task_id
+    assert SERVING_GATE in tasks[BATCH_SCORER]["dependentTasks"]
+    # Every run reads what is there now: no step comes from cache.
+    assert all(not t.get("cachingOptions", {}).get("enableCache") for t in tasks.values())
+    # Scoring only: retried by default (its commit makes that safe); the gate never.
+    assert tasks[BATCH_SCORER]["retryPolicy"]["maxRetryCount"] == 2
+    assert "retryPolicy" not in tasks[SERVING_GATE]
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    assert set(parameters) == {"data_root", "scores_root"}
+    assert parameters["scores_root"]["defaultValue"].endswith("/scores")
+    assert platform["platforms"]["kubernetes"]
+
+    raw = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
+    raw["retries"]["components"][SERVING_GATE] = {"max_retries": 1}
+    (tmp_path / "gate.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(SettingsError, match="ServingDataGate must not retry"):
+        kfp_compile.load_scoring_settings(tmp_path / "gate.yaml")
+    with pytest.raises(SettingsError, match="keys: the scoring package needs the id columns"):
+        kfp_compile.compile_scoring_pipeline(settings, REPO_ROOT / "schemas" / "chicago_taxi")
+
+
+def test_score_runner_scores_the_latest_span_into_its_own_folder(tmp_path, small_model_base):
+    import pandas as pd
+
+    import score_runner
+    from tests.conftest import read_taxi_rows, write_csv
+    from tests.harness import taxi_schema_dir_with_keys
+
+    schema_dir = taxi_schema_dir_with_keys(tmp_path)
+    with (schema_dir / "dataset.yaml").open("a") as f:
+        f.write("input: {pattern: 'span-{SPAN}/*.csv'}\n")
+    header, rows = read_taxi_rows(limit=220)
+    columns = [c for c in header if c != "tips"] + ["trip_id"]
+    for span, chunk in ((1, rows[200:210]), (2, rows[210:220])):
+        for i, row in enumerate(chunk):
+            row["trip_id"] = f"{span}-{i}"
+        write_csv(tmp_path / "new" / f"span-{span}" / "data.csv", columns, chunk)
+    serving = served_copy(small_model_base, tmp_path)
+    argv = ["--data-root", str(tmp_path / "new"), "--serving-dir", str(serving),
+            "--output-dir", str(tmp_path / "scores"), "--schema-dir", str(schema_dir)]  # fmt: skip
+    assert score_runner.main(argv) == 0
+    assert [p.name for p in (tmp_path / "scores").glob("span=*")] == ["span=2"]
+    scores = pd.read_parquet(tmp_path / "scores" / "span=2" / "version=1")
+    assert sorted(scores["trip_id"]) == [f"2-{i}" for i in range(10)]
