@@ -315,11 +315,14 @@ def build_trainer_inputs(root: Path) -> dict:
     schema = load_schema()
     _, rows = read_taxi_rows(limit=2000)
     _, transformed = analyze_and_transform(rows, schema, root)
+    # Each feature's column as one array: indexing a tensor row by row runs an
+    # eager op per cell.
+    columns = {key: values.numpy() for key, values in transformed.items()}
 
     def transformed_example(i: int) -> bytes:
         feature = {}
-        for key, values in transformed.items():
-            value = values[i].numpy().item()
+        for key, values in columns.items():
+            value = values[i].item()
             if isinstance(value, float):
                 feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=[value]))
             else:

@@ -10,6 +10,7 @@ imports another.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import math
 import os
@@ -395,11 +396,15 @@ def execute(
 
 
 def compile_package(settings_file: Path, package: Path) -> Path:
-    subprocess.run(
-        [sys.executable, "-m", "kubeflow.compile", "--config", str(settings_file),
-         "--output", str(package)],
-        cwd=REPO_ROOT, check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
+    """`python -m kubeflow.compile --config SETTINGS --output PACKAGE`, run in this process:
+    its `main` is the command (tests/test_kubeflow.py runs the command itself), and a
+    process of its own would import TFX once more for each package."""
+    from kubeflow import compile as kfp_compile
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        code = kfp_compile.main(["--config", str(settings_file), "--output", str(package)])
+    assert code == 0, printed.getvalue()
     return package
 
 
