@@ -112,6 +112,9 @@ def options_from_args(args: argparse.Namespace) -> LocalRunOptions:
         enable_cache=config.enable_cache and not args.no_cache,
     )
     schema_dir = load_schema_dir(args.schema_dir or DEFAULT_SCHEMA_DIR)
+    # The tuner's frozen winner, where SCHEMA_DIR has one (tune_runner.py).
+    hyperparameters = schema_dir.hyperparameters
+    config = config.with_hyperparameters(hyperparameters)
     data_root = args.data_root
     return LocalRunOptions(
         dataset=schema_dir.spec,
@@ -121,6 +124,7 @@ def options_from_args(args: argparse.Namespace) -> LocalRunOptions:
         data_root=data_root if uri_scheme(data_root) else str(Path(data_root).resolve()),
         output_dir=args.output_dir,
         config=config,
+        hyperparameters=hyperparameters,
         beam_mode=args.beam_mode,
         sequential=args.sequential,
         fail_if_not_blessed=args.fail_if_not_blessed,
