@@ -150,3 +150,142 @@ def test_a_deadline_keeps_the_best_so_far_marked_partial(tmp_path, taxi_trainer_
         taxi_trainer_inputs, taxi_spec, tmp_path / "s", max_trials=3, deadline=time.time() - 1
     )
     assert cut.partial and cut.ran == () and cut.best == one.best
+
+
+# The runner: the DAG's steps up to Transform from the local runner's cache, a
+# search, the frozen file, and the next local run reading it.
+
+
+def tune(taxi_slice: Path, schema_dir: Path, output_dir: Path, *extra: str) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    import tune_runner
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = tune_runner.main(
+            [
+                "--data-root", str(taxi_slice),
+                "--schema-dir", str(schema_dir),
+                "--output-dir", str(output_dir),
+                "--max-trials", "2",
+                "--steps-per-trial", str(STEPS_PER_TRIAL),
+                "--eval-steps", "2",
+                *extra,
+            ]
+        )  # fmt: skip
+    return rc, out.getvalue(), err.getvalue()
+
+
+def run_states(output_dir: Path, pipeline_name: str) -> dict[str, str]:
+    from tfx.orchestration import metadata as tfx_metadata
+
+    from pipeline.local.run_summary import summarize_latest_run
+
+    metadata = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
+    return {s.step_id: s.state for s in summarize_latest_run(metadata, pipeline_name).steps}
+
+
+def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_it(
+    tmp_path, two_local_runs, taxi_slice, taxi_spec
+):
+    import contextlib
+    import io
+
+    import yaml
+
+    import local_runner
+    from tests.conftest import copy_tree
+
+    output_dir = copy_tree(two_local_runs.output_dir, tmp_path / "out")
+    schema_dir = copy_tree(load_schema_dir().path, tmp_path / "schema")
+    frozen_file = schema_dir / "hyperparameters.yaml"
+
+    rc, stdout, stderr = tune(taxi_slice, schema_dir, output_dir)
+    assert rc == 0, stderr
+    # Only the steps up to Transform ran, all from the local runner's cache.
+    assert run_states(output_dir, taxi_spec.name) == {
+        "ExampleGen": "cached",
+        "SchemaImporter": "cached",
+        "Transform": "cached",
+    }
+    assert "Winner: trial " in stdout and f"Frozen into {frozen_file}" in stdout
+    frozen = load_frozen(frozen_file)
+    provenance = frozen.provenance
+    assert provenance["trials"] == 2 and provenance["partial"] is False
+    assert provenance["data"]["spans"] == [0] and provenance["data"]["fingerprint"]
+    assert set(provenance["versions"]) == {"keras", "keras_tuner", "tensorflow", "tfx"}
+    from pipeline.fingerprint import code_fingerprint
+    from trainer.search_space import search_space
+
+    assert provenance["search_space_digest"] == code_fingerprint(search_space)
+    assert yaml.safe_load((output_dir / "tuning" / "best.yaml").read_text()) == frozen.to_dict()
+    report = (output_dir / "tuning" / "report.html").read_text()
+    assert 'id="trials"' in report and f"<code>{frozen_file}</code>" in report
+
+    # Run again on the same output dir: the search is complete, nothing is re-run.
+    rc, stdout, _ = tune(taxi_slice, schema_dir, output_dir)
+    assert rc == 0 and "Running Trial" not in stdout
+
+    # The next local run reads the frozen values: the Trainer and what follows
+    # run again, the data steps come from cache.
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = local_runner.main(
+            [
+                "--data-root", str(taxi_slice),
+                "--schema-dir", str(schema_dir),
+                "--output-dir", str(output_dir),
+                "--train-steps", str(two_local_runs.train_steps[0]),
+                "--eval-steps", "5",
+                "--no-report",
+            ]
+        )  # fmt: skip
+    assert rc == 0
+    states = run_states(output_dir, taxi_spec.name)
+    assert states["Trainer"] == "complete"
+    for step in ("ExampleGen", "StatisticsGen", "Transform", "ExampleValidator"):
+        assert states[step] == "cached", states
+    trained = sorted((output_dir / "pipeline_root").glob("**/model_run/*/trainer_config.json"))
+    config = yaml.safe_load(trained[-1].read_text())
+    assert config["model"]["hidden_units"] == frozen.model["hidden_units"]
+    assert config["model"]["learning_rate"] == frozen.model["learning_rate"]
+
+
+def test_a_search_the_deadline_cuts_off_freezes_nothing_unless_accepted(
+    tmp_path, two_local_runs, taxi_slice
+):
+    from tests.conftest import copy_tree
+
+    output_dir = copy_tree(two_local_runs.output_dir, tmp_path / "out")
+    schema_dir = copy_tree(load_schema_dir().path, tmp_path / "schema")
+    frozen_file = schema_dir / "hyperparameters.yaml"
+    rc, _, stderr = tune(taxi_slice, schema_dir, output_dir, "--deadline", "0.001s")
+    assert rc == 4
+    assert "no trial completed before the deadline" in stderr.strip().splitlines()[-1]
+    assert not frozen_file.exists()
+
+    # One trial completes; a larger budget then meets the deadline at once.
+    assert tune(taxi_slice, schema_dir, output_dir, "--max-trials", "1")[0] == 0
+    frozen_file.unlink()
+    cut = ("--max-trials", "3", "--deadline", "0.001s")
+    rc, stdout, stderr = tune(taxi_slice, schema_dir, output_dir, *cut)
+    assert rc == 4 and "the search is partial (1 of 3 trials" in stderr
+    assert "Running Trial" not in stdout and not frozen_file.exists()
+    assert load_frozen(output_dir / "tuning" / "best.yaml").partial
+    rc, _, stderr = tune(taxi_slice, schema_dir, output_dir, *cut, "--accept-partial")
+    assert rc == 0, stderr
+    assert load_frozen(frozen_file).partial and load_frozen(frozen_file).provenance["trials"] == 1
+
+
+def test_tune_runner_flags_are_checked(tmp_path, capsys):
+    import tune_runner
+
+    with pytest.raises(SystemExit):
+        tune_runner.parse_args(["--max-trials", "0"])
+    assert "--max-trials must be a positive integer, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        tune_runner.parse_args(["--deadline", "soon"])
+    assert "'soon' is not a positive duration" in capsys.readouterr().err
+    assert tune_runner.parse_args(["--deadline", "30m"]).deadline == 1800

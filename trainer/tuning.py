@@ -192,7 +192,7 @@ def search(
 
 def _result(oracle, space, gate_metric: str, ran: list[str], partial: bool) -> SearchResult:
     trials = []
-    for trial_id in sorted(oracle.trials):
+    for trial_id in sorted(oracle.trials, key=int):
         trial = oracle.trials[trial_id]
         completed = trial.status == "COMPLETED"
         trials.append(
@@ -211,7 +211,7 @@ def _result(oracle, space, gate_metric: str, ran: list[str], partial: bool) -> S
         )
     completed = [t for t in trials if t.status == "COMPLETED"]
     # Lowest loss; the earlier trial on a tie, so a rerun breaks ties the same way.
-    best = min(completed, key=lambda t: (t.score, t.trial_id)) if completed else None
+    best = min(completed, key=lambda t: (t.score, int(t.trial_id))) if completed else None
     # A search that stopped before its budget without trials left to run is complete;
     # one cut off by the deadline, or with no completed trial, is partial.
     partial = partial or len(trials) < oracle.max_trials or best is None
