@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -289,3 +290,39 @@ def test_tune_runner_flags_are_checked(tmp_path, capsys):
         tune_runner.parse_args(["--deadline", "soon"])
     assert "'soon' is not a positive duration" in capsys.readouterr().err
     assert tune_runner.parse_args(["--deadline", "30m"]).deadline == 1800
+
+
+@pytest.mark.slow  # a whole Kubeflow compile
+def test_the_training_package_compiles_the_frozen_values_and_has_no_tuning_step(
+    tmp_path, monkeypatch
+):
+    import json
+
+    from kubeflow import compile as kfp_compile
+    from kubeflow import tfx_spec
+    from kubeflow.pipeline_steps import DEPLOY
+    from kubeflow.settings import load_settings
+    from pipeline.steps import DAG_STEPS, TRAINER
+    from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, copy_tree
+    from trainer.config import CUSTOM_CONFIG_KEY
+
+    project = tmp_path / "project"
+    schema_dir = copy_tree(
+        REPO_ROOT / "schemas" / "chicago_taxi", project / "schemas" / "chicago_taxi"
+    )
+    write_frozen(schema_dir / "hyperparameters.yaml", FrozenHyperparameters(WINNER))
+    monkeypatch.setattr(kfp_compile, "PROJECT_ROOT", project)
+    settings = load_settings(
+        TEMPLATE_SETTINGS_FILE,
+        kfp_compile.pipeline_step_ids(),
+        set(DAG_STEPS.beam_ids),
+        kfp_compile.pipeline_retry_roles(),
+    )
+    spec, _ = kfp_compile.compile_pipeline(settings)
+    tasks = tfx_spec.all_tasks(spec)
+    constant = tasks[TRAINER]["inputs"]["parameters"]["custom_config"]["runtimeValue"]
+    trainer_config = json.loads(json.loads(constant["constant"])[CUSTOM_CONFIG_KEY])
+    assert trainer_config["model"] == WINNER != dataclasses.asdict(ModelConfig())
+    # Exactly the training DAG's steps and Kubeflow's own: nothing tunes.
+    assert set(tfx_spec.executor_labels(spec)) == kfp_compile.pipeline_step_ids() - {DEPLOY}
+    assert "keras_tuner" not in json.dumps(spec)
