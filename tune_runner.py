@@ -64,12 +64,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="freeze the winner of a search the deadline cut short (default: refuse, exit "
         f"{EXIT_PARTIAL}; rerun on the same --output-dir to resume)",
     )
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        help="trial processes at a time: KerasTuner workers of an oracle served on 127.0.0.1 "
+        "(default 1: trials in this process)",
+    )
     # What a local run has and a search does not need: no Trainer, no report of its own.
     parser.set_defaults(
         train_steps=None, sequential=True, fail_if_not_blessed=False, no_report=True
     )
     args = parser.parse_args(argv)
-    for flag in ("max_trials", "steps_per_trial", "eval_steps"):
+    for flag in ("max_trials", "steps_per_trial", "eval_steps", "parallel"):
         value = getattr(args, flag)
         if value is not None and value <= 0:
             parser.error(f"--{flag.replace('_', '-')} must be a positive integer, got {value}")
@@ -92,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                 eval_steps=run.config.eval_steps,
                 deadline_seconds=args.deadline,
                 accept_partial=args.accept_partial,
+                parallel=args.parallel,
             )
         )
         return 0

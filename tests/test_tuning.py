@@ -95,7 +95,7 @@ def test_data_age_is_read_from_the_provenance():
 STEPS_PER_TRIAL = 10
 
 
-def tiny_search(inputs, spec, directory: Path, max_trials: int, deadline=None):
+def tiny_search(inputs, spec, directory: Path, max_trials: int, deadline=None, parallel=1):
     from trainer.config import RuntimeConfig
     from trainer.run import InputFiles
     from trainer.tuning import SearchSettings, search
@@ -121,6 +121,7 @@ def tiny_search(inputs, spec, directory: Path, max_trials: int, deadline=None):
             eval_steps=2,
             deadline=deadline,
         ),
+        parallel=parallel,
     )
 
 
@@ -137,6 +138,21 @@ def test_a_seeded_search_picks_the_same_best_trial_and_resumes(
     resumed = tiny_search(taxi_trainer_inputs, taxi_spec, tmp_path / "a", max_trials=3)
     assert resumed.ran == ("2",)
     assert [t.score for t in resumed.trials[:2]] == [t.score for t in first.trials]
+
+
+def test_two_worker_processes_run_the_same_search(tmp_path, taxi_trainer_inputs, taxi_spec):
+    """KerasTuner's chief/worker protocol on 127.0.0.1: two real worker processes."""
+    parallel = tiny_search(taxi_trainer_inputs, taxi_spec, tmp_path / "p", max_trials=2, parallel=2)
+    sequential = tiny_search(taxi_trainer_inputs, taxi_spec, tmp_path / "s", max_trials=2)
+    assert not parallel.partial and parallel.ran == ("0", "1")
+    assert [t.status for t in parallel.trials] == ["COMPLETED", "COMPLETED"]
+    assert {t.trial_id: t.hyperparameters for t in parallel.trials} == {
+        t.trial_id: t.hyperparameters for t in sequential.trials
+    }
+    assert parallel.best.trial_id == sequential.best.trial_id
+    # Resumed in parallel: nothing left to run.
+    again = tiny_search(taxi_trainer_inputs, taxi_spec, tmp_path / "p", max_trials=2, parallel=2)
+    assert again.ran == () and again.best == parallel.best
 
 
 def test_a_deadline_keeps_the_best_so_far_marked_partial(tmp_path, taxi_trainer_inputs, taxi_spec):

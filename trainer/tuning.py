@@ -123,8 +123,49 @@ def search(
     files: InputFiles,
     settings: SearchSettings,
     space: Callable[..., ModelConfig] = search_space,
+    parallel: int = 1,
 ) -> SearchResult:
-    """Runs (or resumes) the search in `settings.directory`; returns every trial and the best."""
+    """Runs (or resumes) the search in `settings.directory`; returns every trial and the best.
+
+    `parallel` > 1: this process serves the oracle on 127.0.0.1 and `parallel`
+    worker processes run the trials (`serve_workers`).
+    """
+
+    tuner, ran, gate_metric = _tuner(config, spec, files, settings, space)
+    trials = tuner.oracle.trials.values()
+    finished = len(trials) >= settings.max_trials and all(t.status != "RUNNING" for t in trials)
+    if parallel > 1 and not finished:
+        before = {t for t, trial in tuner.oracle.trials.items() if trial.status == "COMPLETED"}
+        partial = serve_workers(tuner.oracle, parallel, config, spec, files, settings)
+        ran = sorted((t for t in tuner.oracle.trials if t not in before), key=int)
+        return _result(tuner.oracle, space, gate_metric, ran, partial)
+    return _result(tuner.oracle, space, gate_metric, ran, partial=not _search(tuner))
+
+
+def _search(tuner) -> bool:
+    """Runs KerasTuner's search loop; False where the deadline stopped it."""
+    import keras_tuner
+
+    try:
+        tuner.search()
+    except DeadlineReached:
+        return False
+    except keras_tuner.errors.FatalError as err:
+        if not isinstance(err.__cause__, DeadlineReached):
+            raise
+        return False
+    return True
+
+
+def _tuner(
+    config: TrainerConfig,
+    spec: DatasetSpec,
+    files: InputFiles,
+    settings: SearchSettings,
+    space: Callable[..., ModelConfig],
+):
+    """(KerasTuner's tuner over the search's directory, the ids of the trials it runs,
+    the gate metric's name). A worker's (KERASTUNER_* set) asks the chief for trials."""
     import keras_tuner
 
     # Same batches for every trial: the ranking is the models', not the shuffles'.
@@ -178,16 +219,97 @@ def search(
         project_name=PROJECT_NAME,
         overwrite=False,
     )
-    partial = False
+    return tuner, ran, gate_metric
+
+
+# KerasTuner's distributed tuning reads these (keras_tuner/src/distribute/utils.py, 1.4.8).
+ORACLE_IP = "KERASTUNER_ORACLE_IP"
+ORACLE_PORT = "KERASTUNER_ORACLE_PORT"
+TUNER_ID = "KERASTUNER_TUNER_ID"
+WORKER_JOB_FILE = "worker_job.json"
+
+
+def serve_workers(
+    oracle,
+    workers: int,
+    config: TrainerConfig,
+    spec: DatasetSpec,
+    files: InputFiles,
+    settings: SearchSettings,
+) -> bool:
+    """Serves `oracle` with KerasTuner's own gRPC servicer on 127.0.0.1 while `workers`
+    processes run trials as KerasTuner workers; returns whether the deadline stopped one.
+
+    KerasTuner's chief (`KERASTUNER_TUNER_ID=chief`) would serve until a
+    worker is told the budget is spent, and so wait forever for workers a
+    deadline or a crash ended; here the server stops when the workers have.
+    """
+    import json
+    import os
+    import subprocess
+    import sys
+    from concurrent import futures
+
+    import grpc
+    from keras_tuner.src import protos
+    from keras_tuner.src.distribute.oracle_chief import OracleServicer
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
+    protos.get_service_grpc().add_OracleServicer_to_server(OracleServicer(oracle), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    job = os.path.join(settings.directory, WORKER_JOB_FILE)
+    with open(job, "w") as f:
+        json.dump(
+            {
+                "config": config.to_custom_config(),
+                "spec": spec.to_custom_config(),
+                "files": dataclasses.asdict(files),
+                "settings": dataclasses.asdict(settings),
+            },
+            f,
+        )
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "trainer.tuning", job],
+            env=os.environ
+            | {ORACLE_IP: "127.0.0.1", ORACLE_PORT: str(port), TUNER_ID: f"tuner{i}"},
+        )
+        for i in range(workers)
+    ]
     try:
-        tuner.search()
-    except DeadlineReached:
-        partial = True
-    except keras_tuner.errors.FatalError as err:
-        if not isinstance(err.__cause__, DeadlineReached):
-            raise
-        partial = True
-    return _result(tuner.oracle, space, gate_metric, ran, partial)
+        codes = [process.wait() for process in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+        server.stop(grace=None)
+    failed = [
+        f"tuner{i} exited {code}" for i, code in enumerate(codes) if code not in (0, EXIT_DEADLINE)
+    ]
+    if failed:
+        raise RuntimeError(f"tuning workers failed: {', '.join(failed)}; their logs are above")
+    return EXIT_DEADLINE in codes
+
+
+EXIT_DEADLINE = 3
+
+
+def worker_main(job_file: str) -> int:
+    """A KerasTuner worker: asks the chief (KERASTUNER_* environment) for trials until none
+    are left or the deadline passes."""
+    import json
+
+    with open(job_file) as f:
+        job = json.load(f)
+    tuner, _, _ = _tuner(
+        TrainerConfig.from_custom_config(job["config"]),
+        DatasetSpec.from_custom_config(job["spec"]),
+        InputFiles(**job["files"]),
+        SearchSettings(**job["settings"]),
+        search_space,
+    )
+    return 0 if _search(tuner) else EXIT_DEADLINE
 
 
 def _result(oracle, space, gate_metric: str, ran: list[str], partial: bool) -> SearchResult:
@@ -214,5 +336,12 @@ def _result(oracle, space, gate_metric: str, ran: list[str], partial: bool) -> S
     best = min(completed, key=lambda t: (t.score, int(t.trial_id))) if completed else None
     # A search that stopped before its budget without trials left to run is complete;
     # one cut off by the deadline, or with no completed trial, is partial.
-    partial = partial or len(trials) < oracle.max_trials or best is None
+    running = any(t.status == "RUNNING" for t in trials)
+    partial = partial or running or len(trials) < oracle.max_trials or best is None
     return SearchResult(trials=tuple(trials), best=best, partial=partial, ran=tuple(ran))
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(worker_main(sys.argv[1]))

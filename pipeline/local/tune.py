@@ -42,7 +42,8 @@ REPORT_FILE = "report.html"
 class TuneOptions:
     """One search. `run`: the local run it starts as (data, schema dir, output dir,
     configuration: its runtime and seed are the trials'). `deadline_seconds`: wall
-    clock from the start, or None. `accept_partial`: freeze a partial result too."""
+    clock from the start, or None. `accept_partial`: freeze a partial result too.
+    `parallel`: trial processes, KerasTuner workers of an oracle this process serves."""
 
     run: LocalRunOptions
     max_trials: int
@@ -50,8 +51,11 @@ class TuneOptions:
     eval_steps: int
     deadline_seconds: float | None = None
     accept_partial: bool = False
+    parallel: int = 1
 
     def __post_init__(self) -> None:
+        if self.parallel < 1:
+            raise ValueError(f"parallel: must be at least 1, got {self.parallel}")
         if self.deadline_seconds is not None and self.deadline_seconds <= 0:
             raise ValueError(f"deadline: must be positive seconds, got {self.deadline_seconds}")
 
@@ -85,7 +89,8 @@ def run_tuning(options: TuneOptions) -> TuneOutcome:
         print(
             f"Tuning {spec.name}: its steps up to {TRANSFORM} on {run.data_root} "
             f"(cache {'on' if run.config.enable_cache else 'off'}), then at most "
-            f"{options.max_trials} trials of {options.steps_per_trial} steps",
+            f"{options.max_trials} trials of {options.steps_per_trial} steps"
+            + (f", {options.parallel} at a time" if options.parallel > 1 else ""),
             flush=True,
         )
         run_id = new_run_id()
@@ -105,6 +110,7 @@ def run_tuning(options: TuneOptions) -> TuneOutcome:
                 seed=run.config.trainer.seed,
                 deadline=deadline,
             ),
+            parallel=options.parallel,
         )
     print(trial_table(result), flush=True)
     return freeze(options, result, examples, tuning_dir)
