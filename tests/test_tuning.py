@@ -91,6 +91,34 @@ def test_data_age_is_read_from_the_provenance():
     assert FrozenHyperparameters(model={}).data_age(now) is None
 
 
+def test_the_run_report_shows_the_frozen_values_and_their_datas_age():
+    import datetime
+
+    from components.report.contents import RunReport
+    from components.report.render import render_html
+
+    frozen = FrozenHyperparameters(
+        model=WINNER,
+        provenance={
+            "partial": True,
+            "trials": 2,
+            "data": {"spans": [3, 4], "read_at": "2026-11-20T12:00:00+00:00"},
+        },
+    )
+    now = datetime.datetime(2026, 11, 27, 12, tzinfo=datetime.timezone.utc)
+    html = render_html(RunReport("p", "r", steps=(), hyperparameters=frozen.summary(now)))
+    assert '<table id="hyperparameters">' in html
+    for key, value in (
+        ("hidden_units", "[32, 16]"),
+        ("learning_rate", "0.001"),
+        ("data age", "7 days"),
+        ("data spans", "3, 4"),
+        ("trials", "2 (partial: cut off by the deadline)"),
+    ):
+        assert f'data-key="{key}"><th>{key.replace("_", " ")}</th><td>{value}</td>' in html
+    assert 'id="hyperparameters"' not in render_html(RunReport("p", "r", steps=()))
+
+
 # The search on real Transform output: tiny trials.
 STEPS_PER_TRIAL = 10
 
@@ -221,11 +249,13 @@ def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_i
 
     rc, stdout, stderr = tune(taxi_slice, schema_dir, output_dir)
     assert rc == 0, stderr
-    # Only the steps up to Transform ran, all from the local runner's cache.
+    # Only the steps up to Transform ran; ExampleGen from the local runner's
+    # cache. The schema's path is an input of the import (and so of Transform):
+    # this copy of the schema dir is new to the cache.
     assert run_states(output_dir, taxi_spec.name) == {
         "ExampleGen": "cached",
-        "SchemaImporter": "cached",
-        "Transform": "cached",
+        "SchemaImporter": "complete",
+        "Transform": "complete",
     }
     assert "Winner: trial " in stdout and f"Frozen into {frozen_file}" in stdout
     frozen = load_frozen(frozen_file)
@@ -241,9 +271,10 @@ def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_i
     report = (output_dir / "tuning" / "report.html").read_text()
     assert 'id="trials"' in report and f"<code>{frozen_file}</code>" in report
 
-    # Run again on the same output dir: the search is complete, nothing is re-run.
+    # Run again on the same output dir: every step from cache, no trial run again.
     rc, stdout, _ = tune(taxi_slice, schema_dir, output_dir)
     assert rc == 0 and "Running Trial" not in stdout
+    assert set(run_states(output_dir, taxi_spec.name).values()) == {"cached"}
 
     # The next local run reads the frozen values: the Trainer and what follows
     # run again, the data steps come from cache.
@@ -262,7 +293,7 @@ def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_i
     assert rc == 0
     states = run_states(output_dir, taxi_spec.name)
     assert states["Trainer"] == "complete"
-    for step in ("ExampleGen", "StatisticsGen", "Transform", "ExampleValidator"):
+    for step in ("ExampleGen", "StatisticsGen", "SchemaImporter", "Transform"):
         assert states[step] == "cached", states
     trained = sorted((output_dir / "pipeline_root").glob("**/model_run/*/trainer_config.json"))
     config = yaml.safe_load(trained[-1].read_text())

@@ -79,6 +79,23 @@ class FrozenHyperparameters:
         now = now or datetime.datetime.now(datetime.timezone.utc)
         return now - datetime.datetime.fromisoformat(read_at)
 
+    def summary(self, now: datetime.datetime | None = None) -> dict[str, str]:
+        """What the run report shows: the values, and how old and how complete their search was."""
+        rows = {key: str(value) for key, value in self.model.items()}
+        age = self.data_age(now)
+        if age is not None:
+            rows["data age"] = f"{age.days} days" if age.days else f"{age.seconds // 3600} hours"
+        data = self.provenance.get("data", {})
+        if "spans" in data:
+            rows["data spans"] = ", ".join(map(str, data["spans"]))
+        if "tuned_at" in self.provenance:
+            rows["tuned at"] = self.provenance["tuned_at"]
+        if "trials" in self.provenance:
+            rows["trials"] = str(self.provenance["trials"]) + (
+                " (partial: cut off by the deadline)" if self.partial else ""
+            )
+        return rows
+
     def to_dict(self) -> dict[str, Any]:
         return {"model": dict(self.model), "provenance": dict(self.provenance)}
 

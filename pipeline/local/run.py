@@ -333,12 +333,21 @@ def _run_pipeline(
     except Exception as err:
         # A failed run still gets its report, up to the failing step.
         if options.write_report:
-            write_run_report(metadata, spec.name, run_id, output_dir, error=error_text(err))
+            write_run_report(
+                metadata,
+                spec.name,
+                run_id,
+                output_dir,
+                error=error_text(err),
+                hyperparameters=options.hyperparameters,
+            )
         raise
     summary = summarize_run(metadata, spec.name, run_id)
     print(summary_text(summary), flush=True)
     if options.write_report:
-        write_run_report(metadata, spec.name, run_id, output_dir)
+        write_run_report(
+            metadata, spec.name, run_id, output_dir, hyperparameters=options.hyperparameters
+        )
     if options.fail_if_not_blessed and summary.blessed is False:
         failed = [t.describe() for t in summary.failed_thresholds]
         raise NotBlessedError(
@@ -353,13 +362,21 @@ def error_text(err: BaseException) -> str:
 
 
 def write_run_report(
-    metadata, pipeline_name: str, run_id: str, output_dir: Path, *, error: str | None = None
+    metadata,
+    pipeline_name: str,
+    run_id: str,
+    output_dir: Path,
+    *,
+    error: str | None = None,
+    hyperparameters: FrozenHyperparameters | None = None,
 ) -> Path | None:
     """Writes OUTPUT_DIR/reports/<run id>.html and latest.html, and prints where.
 
     Steps of the DAG that did not run (a failure stopped it before them) are
-    listed as "not run". The report never changes a run's outcome: if writing
-    it fails, that is said on stderr and the run's own exit code stands.
+    listed as "not run". `hyperparameters`: the frozen file the run trained
+    with, shown beside the resolved runtime. The report never changes a run's
+    outcome: if writing it fails, that is said on stderr and the run's own
+    exit code stands.
     """
     import dataclasses
     import time
@@ -379,6 +396,8 @@ def write_run_report(
             ran = {s.step_id for s in report.steps}
             not_run = tuple(StepRun(s, "not run") for s in DAG_STEPS.ids if s not in ran)
             report = dataclasses.replace(report, steps=report.steps + not_run, error=error)
+        if hyperparameters is not None:
+            report = dataclasses.replace(report, hyperparameters=hyperparameters.summary())
         path = write_report(report, output_dir / "reports")
     except Exception as err:  # Reported, never raised: see the docstring.
         print(f"warning: run report not written: {error_text(err)}", file=sys.stderr, flush=True)
