@@ -295,8 +295,9 @@ def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_i
     assert states["Trainer"] == "complete"
     for step in ("ExampleGen", "StatisticsGen", "SchemaImporter", "Transform"):
         assert states[step] == "cached", states
-    trained = sorted((output_dir / "pipeline_root").glob("**/model_run/*/trainer_config.json"))
-    config = yaml.safe_load(trained[-1].read_text())
+    trained = (output_dir / "pipeline_root").glob("**/model_run/*/trainer_config.json")
+    newest = max(trained, key=lambda path: int(path.parent.name))  # the execution's id
+    config = yaml.safe_load(newest.read_text())
     assert config["model"]["hidden_units"] == frozen.model["hidden_units"]
     assert config["model"]["learning_rate"] == frozen.model["learning_rate"]
 

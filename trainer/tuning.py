@@ -284,6 +284,11 @@ def serve_workers(
             if process.poll() is None:
                 process.kill()
         server.stop(grace=None)
+        # The oracle saves its state before it drops a trial that ended from its
+        # ongoing ones (Oracle.end_trial, keras-tuner 1.4.8); KerasTuner's sequential
+        # tuner saves again after, a worker does not save the chief's oracle. Without
+        # this save a resumed search would run the last trial again.
+        oracle.save()
     failed = [
         f"tuner{i} exited {code}" for i, code in enumerate(codes) if code not in (0, EXIT_DEADLINE)
     ]

@@ -98,6 +98,7 @@ def run_tuning(options: TuneOptions) -> TuneOutcome:
         transform = step_outputs(built.metadata, spec.name, run_id, TRANSFORM)
         examples = step_outputs(built.metadata, spec.name, run_id, EXAMPLE_GEN)["examples"]
         tuning_dir = output_dir / TUNING_DIR
+        search_started = time.monotonic()
         result = search(
             config=run.config.trainer,
             spec=spec,
@@ -113,6 +114,7 @@ def run_tuning(options: TuneOptions) -> TuneOutcome:
             parallel=options.parallel,
         )
     print(trial_table(result), flush=True)
+    print(search_line(result, time.monotonic() - search_started), flush=True)
     return freeze(options, result, examples, tuning_dir)
 
 
@@ -160,6 +162,13 @@ def trial_table(result: SearchResult) -> str:
             + (" (partial: the deadline cut the search short)" if result.partial else "")
         )
     return "\n".join(lines)
+
+
+def search_line(result: SearchResult, seconds: float) -> str:
+    """How long the trials this process ran took (benchmarks/tuning_parallel.py reads it)."""
+    ran = [t for t in result.trials if t.trial_id in result.ran and t.status == "COMPLETED"]
+    per = f", {seconds / len(ran):.1f} s per completed trial" if ran else ""
+    return f"Search: {len(ran)} trials completed in this run in {seconds:.1f} s{per}"
 
 
 def _short(value: object) -> str:
