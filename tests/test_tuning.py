@@ -374,3 +374,26 @@ def test_the_training_package_compiles_the_frozen_values_and_has_no_tuning_step(
     # Exactly the training DAG's steps and Kubeflow's own: nothing tunes.
     assert set(tfx_spec.executor_labels(spec)) == kfp_compile.pipeline_step_ids() - {DEPLOY}
     assert "keras_tuner" not in json.dumps(spec)
+
+
+@pytest.mark.slow  # the DAG's TFX compile: 9 s on a loaded machine
+def test_the_dag_up_to_transform_is_the_same_dags_nodes_unchanged(tmp_path):
+    from pipeline.local.scheduler import compile_with_uncached_steps, up_to
+    from pipeline.steps import EXAMPLE_GEN, SCHEMA_IMPORTER, TRANSFORM
+    from tests.harness import build
+
+    ir = compile_with_uncached_steps(build(tmp_path))
+    sub = up_to(ir, TRANSFORM)
+    nodes = {n.pipeline_node.node_info.id: n.pipeline_node for n in sub.nodes}
+    assert set(nodes) == {EXAMPLE_GEN, SCHEMA_IMPORTER, TRANSFORM}
+    whole = {n.pipeline_node.node_info.id: n.pipeline_node for n in ir.nodes}
+    for node_id, node in nodes.items():
+        # Same inputs, properties and contexts (so the same cache key); edges out of
+        # the sub-DAG dropped.
+        assert node.inputs == whole[node_id].inputs
+        assert node.parameters == whole[node_id].parameters
+        assert node.contexts == whole[node_id].contexts
+        assert set(node.downstream_nodes) <= set(nodes)
+    assert list(nodes[TRANSFORM].upstream_nodes) == list(whole[TRANSFORM].upstream_nodes)
+    with pytest.raises(ValueError, match="no such step in the pipeline: 'Tuner'"):
+        up_to(ir, "Tuner")
