@@ -376,7 +376,7 @@ def test_the_training_package_compiles_the_frozen_values_and_has_no_tuning_step(
     assert "keras_tuner" not in json.dumps(spec)
 
 
-@pytest.mark.slow  # the DAG's TFX compile: 9 s on a loaded machine
+@pytest.mark.slow  # a TFX compile of the whole DAG
 def test_the_dag_up_to_transform_is_the_same_dags_nodes_unchanged(tmp_path):
     from pipeline.local.scheduler import compile_with_uncached_steps, up_to
     from pipeline.steps import EXAMPLE_GEN, SCHEMA_IMPORTER, TRANSFORM
