@@ -9,6 +9,7 @@ from pathlib import Path
 import keras_tuner
 import pytest
 
+from components.report.tuning import render_tuning_html
 from schemas import load_schema_dir
 from trainer.config import ModelConfig, TrainerConfig
 from trainer.hyperparameters import (
@@ -17,6 +18,7 @@ from trainer.hyperparameters import (
     load_frozen,
     write_frozen,
 )
+from trainer.tuning import SearchResult, TrialResult
 
 WINNER = {"hidden_units": [32, 16], "embedding_dim": 4, "learning_rate": 0.001, "dropout": 0.2}
 
@@ -397,3 +399,17 @@ def test_the_dag_up_to_transform_is_the_same_dags_nodes_unchanged(tmp_path):
     assert list(nodes[TRANSFORM].upstream_nodes) == list(whole[TRANSFORM].upstream_nodes)
     with pytest.raises(ValueError, match="no such step in the pipeline: 'Tuner'"):
         up_to(ir, "Tuner")
+
+
+def test_the_tuning_report_escapes_what_the_search_holds():
+    name = "<b>units</b> & $x$ \\ [1] #\n"
+    trials = (
+        TrialResult("0", "COMPLETED", 0.5, 0.8, {name: "<i>64</i>"}, {"dropout": 0.1}),
+        TrialResult("1", "RUNNING", None, None, {name: 32}, {"dropout": 0.2}),
+    )
+    result = SearchResult(trials=trials, best=trials[0], partial=True, ran=("0",))
+    html = render_tuning_html("p<q>", result, {"model": {"dropout": 0.1}, "provenance": {}}, None)
+    assert "<b>" not in html and "<i>" not in html and "p<q>" not in html
+    assert "&lt;b&gt;units&lt;/b&gt; &amp; $x$" in html and "&lt;i&gt;64&lt;/i&gt;" in html
+    assert "Not frozen: the search is partial." in html
+    assert '<tr class="best">' in html and html.count('<tr class="best">') == 1
