@@ -186,19 +186,21 @@ def provenance(options: TuneOptions, result: SearchResult, examples) -> dict:
     from pipeline.local.run_summary import artifact_properties
     from trainer.search_space import search_space
 
+    best = result.best
+    if best is None or best.score is None:
+        raise ValueError("provenance: the search has no completed trial")
     properties = artifact_properties(examples)
     spans = str(properties.get("spans") or properties.get("span", 0))
     read_at = datetime.datetime.fromtimestamp(
         examples.create_time_since_epoch / 1000, datetime.timezone.utc
     )
-    best = result.best
     return {
         "search_space_digest": code_fingerprint(search_space),
-        "hyperparameters": dict(best.hyperparameters) if best else {},
+        "hyperparameters": dict(best.hyperparameters),
         "objective": result.objective,
         "direction": result.direction,
-        "best_score": float(best.score) if best else float("nan"),
-        "best_trial": best.trial_id if best else "",
+        "best_score": float(best.score),
+        "best_trial": best.trial_id,
         "trials": len(result.completed),
         "max_trials": options.max_trials,
         "steps_per_trial": options.steps_per_trial,
