@@ -14,10 +14,10 @@ the same search picks the same best trial. A deadline (wall clock) stops
 the search between batches; the trial then running is left for a resumed
 search, and the best completed trial is the result, marked partial.
 
-With `KERASTUNER_ORACLE_IP`, `KERASTUNER_ORACLE_PORT` and
-`KERASTUNER_TUNER_ID` set, KerasTuner's own chief/worker protocol runs: the
-chief (`KERASTUNER_TUNER_ID=chief`) serves the oracle over gRPC and runs no
-trial; each worker asks it for trials.
+Parallel trials use KerasTuner's own chief/worker protocol: `serve_workers`
+is the chief, serving the oracle with KerasTuner's gRPC servicer, and each
+worker (`python -m trainer.tuning`, with `KERASTUNER_ORACLE_IP`,
+`KERASTUNER_ORACLE_PORT` and `KERASTUNER_TUNER_ID` set) asks it for trials.
 """
 
 from __future__ import annotations
@@ -130,7 +130,6 @@ def search(
     `parallel` > 1: this process serves the oracle on 127.0.0.1 and `parallel`
     worker processes run the trials (`serve_workers`).
     """
-
     tuner, ran, gate_metric = _tuner(config, spec, files, settings, space)
     trials = tuner.oracle.trials.values()
     finished = len(trials) >= settings.max_trials and all(t.status != "RUNNING" for t in trials)
@@ -251,6 +250,9 @@ def serve_workers(
     from concurrent import futures
 
     import grpc
+
+    # The servicer KerasTuner's chief serves (keras_tuner/src/distribute/oracle_chief.py,
+    # 1.4.8): its workers' OracleClient speaks to exactly this.
     from keras_tuner.src import protos
     from keras_tuner.src.distribute.oracle_chief import OracleServicer
 
