@@ -199,6 +199,27 @@ def test_a_deadline_keeps_the_best_so_far_marked_partial(tmp_path, taxi_trainer_
     assert cut.partial and cut.ran == () and cut.best == one.best
 
 
+def test_a_deadline_in_the_middle_of_a_trial_leaves_it_for_the_resumed_search(
+    tmp_path, taxi_trainer_inputs, taxi_spec, monkeypatch
+):
+    import types
+
+    from trainer import tuning
+
+    # A clock past the deadline from the third reading on: the trial starts
+    # (one reading), its first batch ends in time, its second does not.
+    readings = iter(range(10**6))
+    clock = types.SimpleNamespace(time=lambda: 0.0 if next(readings) < 2 else 10.0)
+    monkeypatch.setattr(tuning, "time", clock)
+    cut = tiny_search(taxi_trainer_inputs, taxi_spec, tmp_path / "s", max_trials=1, deadline=5.0)
+    assert cut.partial and cut.best is None and cut.ran == ("0",)
+    assert [t.status for t in cut.trials] == ["RUNNING"]
+    monkeypatch.undo()
+    resumed = tiny_search(taxi_trainer_inputs, taxi_spec, tmp_path / "s", max_trials=1)
+    assert not resumed.partial and resumed.ran == ("0",)
+    assert resumed.trials[0].hyperparameters == cut.trials[0].hyperparameters
+
+
 # The runner: the DAG's steps up to Transform from the local runner's cache, a
 # search, the frozen file, and the next local run reading it.
 

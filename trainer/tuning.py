@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import keras
+import keras_tuner
 
 from trainer.config import ModelConfig, TrainerConfig
 from trainer.dataset_spec import GATE_METRICS, DatasetSpec
@@ -42,8 +43,14 @@ OBJECTIVE = "val_loss"
 PROJECT_NAME = "search"
 
 
-class DeadlineReached(Exception):
-    """The search's wall-clock deadline passed; the best completed trial stands."""
+class DeadlineReached(keras_tuner.errors.FatalError):
+    """The search's wall-clock deadline passed; the best completed trial stands.
+
+    A FatalError, so that KerasTuner's search loop lets it through (any other
+    error from a trial marks the trial failed and goes on) and leaves the trial
+    then running in the oracle's state, for a resumed search to run again. Its
+    own class, not a cause: Keras re-raises errors from `fit` without theirs.
+    """
 
 
 @dataclass(frozen=True)
@@ -109,11 +116,7 @@ class _DeadlineCallback(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None) -> None:
         if self.deadline is not None and time.time() >= self.deadline:
-            # A FatalError leaves KerasTuner's search loop with the trial still
-            # running in the oracle's state: a resumed search reruns it.
-            import keras_tuner
-
-            raise keras_tuner.errors.FatalError("deadline") from DeadlineReached()
+            raise DeadlineReached()
 
 
 def search(
@@ -143,15 +146,9 @@ def search(
 
 def _search(tuner) -> bool:
     """Runs KerasTuner's search loop; False where the deadline stopped it."""
-    import keras_tuner
-
     try:
         tuner.search()
     except DeadlineReached:
-        return False
-    except keras_tuner.errors.FatalError as err:
-        if not isinstance(err.__cause__, DeadlineReached):
-            raise
         return False
     return True
 
@@ -165,8 +162,6 @@ def _tuner(
 ):
     """(KerasTuner's tuner over the search's directory, the ids of the trials it runs,
     the gate metric's name). A worker's (KERASTUNER_* set) asks the chief for trials."""
-    import keras_tuner
-
     # Same batches for every trial: the ranking is the models', not the shuffles'.
     config = dataclasses.replace(
         config, runtime=dataclasses.replace(config.runtime, deterministic_input=True)
