@@ -155,25 +155,37 @@ def tiny_search(inputs, spec, directory: Path, max_trials: int, deadline=None, p
     )
 
 
+@pytest.fixture(scope="module")
+def two_trials(tmp_path_factory, taxi_trainer_inputs, taxi_spec):
+    """A finished sequential search of two trials, and its directory (copy it to resume it)."""
+    directory = tmp_path_factory.mktemp("two_trials")
+    return directory, tiny_search(taxi_trainer_inputs, taxi_spec, directory, max_trials=2)
+
+
 def test_a_seeded_search_picks_the_same_best_trial_and_resumes(
-    tmp_path, taxi_trainer_inputs, taxi_spec
+    tmp_path, two_trials, taxi_trainer_inputs, taxi_spec
 ):
-    first = tiny_search(taxi_trainer_inputs, taxi_spec, tmp_path / "a", max_trials=2)
+    from tests.conftest import copy_tree
+
+    directory, first = two_trials
     again = tiny_search(taxi_trainer_inputs, taxi_spec, tmp_path / "b", max_trials=2)
     assert not first.partial and first.ran == ("0", "1")
     assert [t.hyperparameters for t in first.trials] == [t.hyperparameters for t in again.trials]
     assert first.best.trial_id == again.best.trial_id
     assert first.best.score == pytest.approx(again.best.score, rel=1e-4)
     # Resumed with a larger budget: the completed trials are not run again.
-    resumed = tiny_search(taxi_trainer_inputs, taxi_spec, tmp_path / "a", max_trials=3)
+    resumed_dir = copy_tree(directory, tmp_path / "a")
+    resumed = tiny_search(taxi_trainer_inputs, taxi_spec, resumed_dir, max_trials=3)
     assert resumed.ran == ("2",)
     assert [t.score for t in resumed.trials[:2]] == [t.score for t in first.trials]
 
 
-def test_two_worker_processes_run_the_same_search(tmp_path, taxi_trainer_inputs, taxi_spec):
+def test_two_worker_processes_run_the_same_search(
+    tmp_path, two_trials, taxi_trainer_inputs, taxi_spec
+):
     """KerasTuner's chief/worker protocol on 127.0.0.1: two real worker processes."""
+    _, sequential = two_trials
     parallel = tiny_search(taxi_trainer_inputs, taxi_spec, tmp_path / "p", max_trials=2, parallel=2)
-    sequential = tiny_search(taxi_trainer_inputs, taxi_spec, tmp_path / "s", max_trials=2)
     assert not parallel.partial and parallel.ran == ("0", "1")
     assert [t.status for t in parallel.trials] == ["COMPLETED", "COMPLETED"]
     assert {t.trial_id: t.hyperparameters for t in parallel.trials} == {
