@@ -437,12 +437,15 @@ def test_the_dag_up_to_transform_is_the_same_dags_nodes_unchanged(tmp_path):
 def test_the_tuning_report_escapes_what_the_search_holds():
     name = "<b>units</b> & $x$ \\ [1] #\n"
     trials = (
-        TrialResult("0", "COMPLETED", 0.5, 0.8, {name: "<i>64</i>"}, {"dropout": 0.1}),
+        TrialResult(
+            "0", "COMPLETED", 0.5, 0.8, {name: "<i>64</i>", "rate": 0.000675286}, {"dropout": 0.1}
+        ),
         TrialResult("1", "RUNNING", None, None, {name: 32}, {"dropout": 0.2}),
     )
     result = SearchResult(trials=trials, best=trials[0], partial=True, ran=("0",))
     html = render_tuning_html("p<q>", result, {"model": {"dropout": 0.1}, "provenance": {}}, None)
     assert "<b>" not in html and "<i>" not in html and "p<q>" not in html
     assert "&lt;b&gt;units&lt;/b&gt; &amp; $x$" in html and "&lt;i&gt;64&lt;/i&gt;" in html
+    assert ">0.000675</td>" in html  # three significant digits, however small
     assert "Not frozen: the search is partial." in html
     assert '<tr class="best">' in html and html.count('<tr class="best">') == 1
