@@ -33,10 +33,8 @@ EXIT_NOT_BLESSED = 3
 EXIT_INTERRUPTED = 130
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Run the TFX pipeline locally (TFX's launcher per step, SQLite metadata)."
-    )
+def add_run_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags saying what to run on and where, shared with tune_runner.py."""
     parser.add_argument(
         "--data-root",
         default=str(DEFAULT_DATA_ROOT),
@@ -55,8 +53,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=DEFAULT_OUTPUT_DIR,
         help="artifacts, metadata and serving_model/ go here (default: ./outputs)",
     )
-    parser.add_argument("--train-steps", type=int, help="training steps (default from config)")
-    parser.add_argument("--eval-steps", type=int, help="validation steps (default from config)")
     parser.add_argument(
         "--no-cache", action="store_true", help="re-run every step instead of reusing results"
     )
@@ -71,6 +67,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="auto",
         help="DirectRunner mode (auto: in_memory for small data)",
     )
+    parser.add_argument("--verbose", action="store_true", help="show all TFX/TensorFlow logs")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Run the TFX pipeline locally (TFX's launcher per step, SQLite metadata)."
+    )
+    add_run_flags(parser)
+    parser.add_argument("--train-steps", type=int, help="training steps (default from config)")
+    parser.add_argument("--eval-steps", type=int, help="validation steps (default from config)")
     parser.add_argument(
         "--sequential",
         action="store_true",
@@ -88,7 +94,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="do not write the HTML run report (OUTPUT_DIR/reports/<run id>.html, latest.html)",
     )
-    parser.add_argument("--verbose", action="store_true", help="show all TFX/TensorFlow logs")
     args = parser.parse_args(argv)
     for flag in ("train_steps", "eval_steps"):
         value = getattr(args, flag)
@@ -112,6 +117,9 @@ def options_from_args(args: argparse.Namespace) -> LocalRunOptions:
         enable_cache=config.enable_cache and not args.no_cache,
     )
     schema_dir = load_schema_dir(args.schema_dir or DEFAULT_SCHEMA_DIR)
+    # The tuner's frozen winner, where SCHEMA_DIR has one (tune_runner.py).
+    hyperparameters = schema_dir.hyperparameters
+    config = config.with_hyperparameters(hyperparameters)
     data_root = args.data_root
     return LocalRunOptions(
         dataset=schema_dir.spec,
@@ -121,6 +129,7 @@ def options_from_args(args: argparse.Namespace) -> LocalRunOptions:
         data_root=data_root if uri_scheme(data_root) else str(Path(data_root).resolve()),
         output_dir=args.output_dir,
         config=config,
+        hyperparameters=hyperparameters,
         beam_mode=args.beam_mode,
         sequential=args.sequential,
         fail_if_not_blessed=args.fail_if_not_blessed,

@@ -211,7 +211,8 @@ def build_tfx_pipeline(settings: KubeflowSettings):
             default=train_args_value(settings.train_steps),
         ),
         eval_steps=config.eval_steps,
-        trainer_config=config.trainer,
+        # The tuner's frozen winner is compiled in; a scheduled run never tunes (docs/tuning.md).
+        trainer_config=config.with_hyperparameters(schema_dir.hyperparameters).trainer,
         enable_cache=config.enable_cache,
         # Each Beam step gets exactly its engine's arguments (`beam:` settings).
         beam_pipeline_args=(),

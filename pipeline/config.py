@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from trainer.config import RuntimeConfig, TrainerConfig
+from trainer.hyperparameters import FrozenHyperparameters
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,13 @@ class PipelineConfig:
 
     def replace(self, **changes) -> PipelineConfig:
         return dataclasses.replace(self, **changes)
+
+    def with_hyperparameters(self, frozen: FrozenHyperparameters | None) -> PipelineConfig:
+        """The Trainer's model settings replaced by the tuner's frozen winner, if any."""
+        if frozen is None:
+            return self
+        model = frozen.apply(self.trainer.model)
+        return self.replace(trainer=dataclasses.replace(self.trainer, model=model))
 
     def with_runtime(self, **changes) -> PipelineConfig:
         runtime = dataclasses.replace(self.trainer.runtime, **changes)

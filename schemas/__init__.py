@@ -19,6 +19,11 @@ from trainer.dataset_spec import (
     DatasetSpecError,
     load_spec,
 )
+from trainer.hyperparameters import (
+    HYPERPARAMETERS_FILE_NAME,
+    FrozenHyperparameters,
+    load_frozen,
+)
 
 SCHEMAS_ROOT = Path(__file__).resolve().parent
 DEFAULT_SCHEMA_DIR = SCHEMAS_ROOT / "chicago_taxi"
@@ -56,6 +61,15 @@ class SchemaDir:
     @property
     def spec_file(self) -> Path:
         return self.path / SPEC_FILE_NAME
+
+    @property
+    def hyperparameters_file(self) -> Path:
+        return self.path / HYPERPARAMETERS_FILE_NAME
+
+    @property
+    def hyperparameters(self) -> FrozenHyperparameters | None:
+        """The tuner's frozen winner (trainer/hyperparameters.py), or None: the defaults."""
+        return load_frozen(self.hyperparameters_file)
 
 
 def load_schema_dir(path: str | Path = DEFAULT_SCHEMA_DIR) -> SchemaDir:

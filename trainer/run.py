@@ -13,13 +13,13 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tfx.components.trainer.fn_args_utils import FnArgs
 
-from trainer.config import TrainerConfig
+from trainer.config import ModelConfig, TrainerConfig
 from trainer.custom_loop import fit_with_custom_loop
 from trainer.data import distributed_dataset
 from trainer.dataset_spec import LABEL_KEY, DatasetSpec
 from trainer.export import export_serving_model
 from trainer.model import build_model, compile_model, model_input_sizes
-from trainer.runtime import resolve_runtime
+from trainer.runtime import Runtime, resolve_runtime
 from trainer.transform_graph import TransformGraph
 
 logger = logging.getLogger(__name__)
@@ -71,6 +71,87 @@ def epoch_plan(train_steps: int, *, min_steps: int = 50, max_epochs: int = 10) -
     return 1, train_steps
 
 
+@dataclasses.dataclass(frozen=True)
+class InputFiles:
+    """What training reads: Transform's examples (or with `raw_examples` ExampleGen's, which
+    each input pipeline runs through the graph in `transform_output`) and Transform's graph."""
+
+    train: list[str]
+    eval: list[str]
+    transform_output: str
+    raw_examples: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingInputs:
+    """What training reads: the Transform graph, both input pipelines, the model's input sizes."""
+
+    transform_graph: TransformGraph
+    train: tf.distribute.DistributedDataset
+    eval: tf.distribute.DistributedDataset
+    input_sizes: dict[str, int | None]
+
+
+def training_inputs(
+    config: TrainerConfig, runtime: Runtime, spec: DatasetSpec, files: InputFiles
+) -> TrainingInputs:
+    """The train and eval input pipelines, as the Trainer reads them; the tuner reads the
+    same (trainer/tuning.py). Seeded first: tf.data's shuffle seeds derive from the global
+    seed at the time a pipeline is built, so the same seed gives the same batches."""
+    keras.utils.set_random_seed(config.seed)
+    transform_output, raw_examples = files.transform_output, files.raw_examples
+    train_files, eval_files = files.train, files.eval
+    tf_transform_output = tft.TFTransformOutput(transform_output)
+    feature_spec = tf_transform_output.transformed_feature_spec()
+    transform_graph = TransformGraph(tf_transform_output)
+    common = dict(
+        feature_spec=transform_graph.raw_feature_spec if raw_examples else feature_spec,
+        transform=transform_graph if raw_examples else None,
+        label_key=LABEL_KEY,
+        shuffle_buffer_size=config.runtime.shuffle_buffer_size,
+        seed=config.seed,
+    )
+    return TrainingInputs(
+        transform_graph=transform_graph,
+        train=distributed_dataset(
+            runtime.strategy,
+            runtime.global_batch_size,
+            file_patterns=train_files,
+            training=True,
+            cache=config.runtime.cache_dataset,
+            deterministic=config.runtime.deterministic_input,
+            **common,
+        ),
+        eval=distributed_dataset(
+            runtime.strategy,
+            runtime.global_batch_size,
+            file_patterns=eval_files,
+            training=False,
+            **common,
+        ),
+        input_sizes=model_input_sizes(spec.model_input_sizes(), feature_spec),
+    )
+
+
+def compiled_model(
+    model_config: ModelConfig,
+    spec: DatasetSpec,
+    runtime: Runtime,
+    input_sizes: dict[str, int | None],
+) -> keras.Model:
+    """The model built and compiled in the strategy's scope: the Trainer's and each trial's."""
+    with runtime.strategy.scope():
+        model = build_model(model_config, spec.label, input_sizes, dtype_policy=runtime.policy)
+        compile_model(
+            model,
+            model_config,
+            spec.label,
+            precision=runtime.plan.precision,
+            jit_compile=runtime.plan.jit_compile,
+        )
+    return model
+
+
 def train_and_export(
     *,
     config: TrainerConfig,
@@ -91,10 +172,13 @@ def train_and_export(
     the graph in `transform_output` batch by batch (trainer/data.py).
     """
     runtime = resolve_runtime(config.runtime)  # First: strategies configure TF at start-up.
-    keras.utils.set_random_seed(config.seed)
-    tf_transform_output = tft.TFTransformOutput(transform_output)
-    feature_spec = tf_transform_output.transformed_feature_spec()
-    transform_graph = TransformGraph(tf_transform_output)
+    inputs = training_inputs(
+        config,
+        runtime,
+        spec,
+        InputFiles(train_files, eval_files, transform_output, raw_examples),
+    )
+    transform_graph, train_data, eval_data = inputs.transform_graph, inputs.train, inputs.eval
 
     resolved = dataclasses.asdict(config) | {"resolved_runtime": runtime.summary()}
     chief = is_chief(os.environ.get("TF_CONFIG"))
@@ -103,44 +187,7 @@ def train_and_export(
         with tf.io.gfile.GFile(os.path.join(model_run_dir, "trainer_config.json"), "w") as f:
             f.write(json.dumps(resolved, indent=2, sort_keys=True, default=str))
 
-    common = dict(
-        feature_spec=transform_graph.raw_feature_spec if raw_examples else feature_spec,
-        transform=transform_graph if raw_examples else None,
-        label_key=LABEL_KEY,
-        shuffle_buffer_size=config.runtime.shuffle_buffer_size,
-        seed=config.seed,
-    )
-    train_data = distributed_dataset(
-        runtime.strategy,
-        runtime.global_batch_size,
-        file_patterns=train_files,
-        training=True,
-        cache=config.runtime.cache_dataset,
-        deterministic=config.runtime.deterministic_input,
-        **common,
-    )
-    eval_data = distributed_dataset(
-        runtime.strategy,
-        runtime.global_batch_size,
-        file_patterns=eval_files,
-        training=False,
-        **common,
-    )
-
-    with runtime.strategy.scope():
-        model = build_model(
-            config.model,
-            spec.label,
-            model_input_sizes(spec.model_input_sizes(), feature_spec),
-            dtype_policy=runtime.policy,
-        )
-        compile_model(
-            model,
-            config.model,
-            spec.label,
-            precision=runtime.plan.precision,
-            jit_compile=runtime.plan.jit_compile,
-        )
+    model = compiled_model(config.model, spec, runtime, inputs.input_sizes)
 
     epochs, steps_per_epoch = epoch_plan(train_steps)
     if isinstance(runtime.strategy, tf.distribute.MultiWorkerMirroredStrategy):

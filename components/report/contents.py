@@ -528,6 +528,9 @@ class RunReport:
     anomalies: tuple[Anomaly, ...] = ()
     curves: TrainingCurves | None = None
     runtime: dict[str, object] = field(default_factory=dict)
+    # The frozen hyperparameters the run trained with, and their data's age
+    # (trainer/hyperparameters.py's `summary`); empty without a frozen file.
+    hyperparameters: dict[str, str] = field(default_factory=dict)
     evaluation: Evaluation | None = None
     blessed: bool | None = None
     baseline_path: str | None = None

@@ -24,7 +24,8 @@ import logging
 import os
 import sys
 import warnings
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,11 +33,15 @@ from typing import TYPE_CHECKING
 from pipeline.beam import BeamMode
 
 if TYPE_CHECKING:
+    from ml_metadata.proto import metadata_store_pb2
+    from tfx.orchestration.pipeline import Pipeline
+
     from components.report.contents import RunReport
     from pipeline.config import PipelineConfig
     from pipeline.inputs import DataRoot
     from pipeline.local.node_process import NodeProcess
     from trainer.dataset_spec import DatasetSpec
+    from trainer.hyperparameters import FrozenHyperparameters
 
 # The pipeline that owns an output directory; another one gets a clear refusal.
 PIPELINE_NAME_FILE = ".pipeline_name"
@@ -50,7 +55,8 @@ class LocalRunOptions:
     `dataset`, `schema_file`, `spec_file`: a checked dataset directory
     (`schemas.load_schema_dir`). `data_root`: a local directory (absolute) or
     an s3:// or gs:// prefix. `config`: a variant of pipeline/config.py with
-    any overrides applied. `sequential`: one step at a time, in this
+    any overrides applied, the frozen `hyperparameters` among them (kept here
+    for the report). `sequential`: one step at a time, in this
     process. `fail_if_not_blessed`: raise NotBlessedError when the candidate
     is not blessed. `verbose`: every TFX and TensorFlow log line.
     """
@@ -61,6 +67,7 @@ class LocalRunOptions:
     data_root: str
     output_dir: Path
     config: PipelineConfig
+    hyperparameters: FrozenHyperparameters | None = None
     beam_mode: BeamMode = "auto"
     sequential: bool = False
     fail_if_not_blessed: bool = False
@@ -79,6 +86,17 @@ def run_local(options: LocalRunOptions) -> RunReport:
     """Runs the DAG once; returns the run's summary, its report without the
     statistics, anomalies and training sections. Raises on a failed run (the
     error says why), and NotBlessedError with `fail_if_not_blessed`."""
+    with prepared_run(options) as (checked, output_dir, node_process):
+        return _run_pipeline(options, checked, output_dir, node_process)
+
+
+@contextmanager
+def prepared_run(
+    options: LocalRunOptions,
+) -> Iterator[tuple[DataRoot, Path, NodeProcess | None]]:
+    """The checked data root, the output directory (held by this run, claimed for the
+    pipeline) and the second process, if any: what a run of the DAG, or of its steps
+    up to Transform (the tuner's, pipeline/local/tune.py), starts from."""
     # Only light modules before the lock: a second run is refused at once.
     from pipeline.inputs import check_data_root
     from pipeline.local.run_lock import RunLock
@@ -100,7 +118,7 @@ def run_local(options: LocalRunOptions) -> RunReport:
         with start_node_process(
             sequential=options.sequential, verbose=options.verbose
         ) as node_process:
-            return _run_pipeline(options, checked, output_dir, node_process)
+            yield checked, output_dir, node_process
 
 
 def configure_logging(verbose: bool) -> None:
@@ -237,12 +255,21 @@ def claim_output_dir(output_dir: Path, pipeline_name: str) -> None:
     marker.write_text(pipeline_name + "\n")
 
 
-def _run_pipeline(
-    options: LocalRunOptions,
-    checked: DataRoot,
-    output_dir: Path,
-    node_process: NodeProcess | None = None,
-) -> RunReport:
+@dataclass(frozen=True)
+class LocalPipeline:
+    """The DAG as a local run builds it, with its metadata store and the modes it chose."""
+
+    pipeline: Pipeline
+    metadata: metadata_store_pb2.ConnectionConfig
+    beam_mode: str
+    materialized: bool
+
+
+def build_local_pipeline(
+    options: LocalRunOptions, checked: DataRoot, output_dir: Path
+) -> LocalPipeline:
+    """`create_pipeline(...)` with this output directory's paths and metadata store, the
+    Beam mode and Transform's materialization chosen from the data's size."""
     from tfx.orchestration import metadata as tfx_metadata
 
     from pipeline.beam import (
@@ -251,8 +278,6 @@ def _run_pipeline(
         data_size_bytes,
         local_step_beam_args,
     )
-    from pipeline.local.run_summary import summarize_run, summary_text
-    from pipeline.local.scheduler import run_locally
     from pipeline.pipeline import create_pipeline
     from pipeline.steps import EXAMPLE_GEN
     from pipeline.transform_output import materialize_transform
@@ -266,12 +291,11 @@ def _run_pipeline(
     data_bytes = data_size_bytes(checked.files)
     beam_mode = choose_beam_mode(data_bytes, options.beam_mode)
     materialized = materialize_transform(data_bytes)
-
-    spec, config, data_root = options.dataset, options.config, options.data_root
+    config = options.config
     pipeline = create_pipeline(
-        dataset=spec,
+        dataset=options.dataset,
         pipeline_root=str(output_dir / "pipeline_root"),
-        data_root=str(data_root),
+        data_root=str(options.data_root),
         schema_path=str(options.schema_file),
         serving_model_dir=str(output_dir / "serving_model"),
         train_steps=config.train_steps,
@@ -283,6 +307,22 @@ def _run_pipeline(
         materialize_transform=materialized,
         metadata_connection_config=metadata,
     )
+    return LocalPipeline(pipeline, metadata, beam_mode, materialized)
+
+
+def _run_pipeline(
+    options: LocalRunOptions,
+    checked: DataRoot,
+    output_dir: Path,
+    node_process: NodeProcess | None = None,
+) -> RunReport:
+    from pipeline.local.run_summary import summarize_run, summary_text
+    from pipeline.local.scheduler import run_locally
+
+    built = build_local_pipeline(options, checked, output_dir)
+    pipeline, metadata = built.pipeline, built.metadata
+    beam_mode, materialized = built.beam_mode, built.materialized
+    spec, config, data_root = options.dataset, options.config, options.data_root
     spans = (
         f", span{'s' if len(checked.spans) > 1 else ''} "
         + ", ".join(str(s.span) for s in checked.spans)
@@ -303,12 +343,21 @@ def _run_pipeline(
     except Exception as err:
         # A failed run still gets its report, up to the failing step.
         if options.write_report:
-            write_run_report(metadata, spec.name, run_id, output_dir, error=error_text(err))
+            write_run_report(
+                metadata,
+                spec.name,
+                run_id,
+                output_dir,
+                error=error_text(err),
+                hyperparameters=options.hyperparameters,
+            )
         raise
     summary = summarize_run(metadata, spec.name, run_id)
     print(summary_text(summary), flush=True)
     if options.write_report:
-        write_run_report(metadata, spec.name, run_id, output_dir)
+        write_run_report(
+            metadata, spec.name, run_id, output_dir, hyperparameters=options.hyperparameters
+        )
     if options.fail_if_not_blessed and summary.blessed is False:
         failed = [t.describe() for t in summary.failed_thresholds]
         raise NotBlessedError(
@@ -323,13 +372,21 @@ def error_text(err: BaseException) -> str:
 
 
 def write_run_report(
-    metadata, pipeline_name: str, run_id: str, output_dir: Path, *, error: str | None = None
+    metadata,
+    pipeline_name: str,
+    run_id: str,
+    output_dir: Path,
+    *,
+    error: str | None = None,
+    hyperparameters: FrozenHyperparameters | None = None,
 ) -> Path | None:
     """Writes OUTPUT_DIR/reports/<run id>.html and latest.html, and prints where.
 
     Steps of the DAG that did not run (a failure stopped it before them) are
-    listed as "not run". The report never changes a run's outcome: if writing
-    it fails, that is said on stderr and the run's own exit code stands.
+    listed as "not run". `hyperparameters`: the frozen file the run trained
+    with, shown beside the resolved runtime. The report never changes a run's
+    outcome: if writing it fails, that is said on stderr and the run's own
+    exit code stands.
     """
     import dataclasses
     import time
@@ -349,6 +406,8 @@ def write_run_report(
             ran = {s.step_id for s in report.steps}
             not_run = tuple(StepRun(s, "not run") for s in DAG_STEPS.ids if s not in ran)
             report = dataclasses.replace(report, steps=report.steps + not_run, error=error)
+        if hyperparameters is not None:
+            report = dataclasses.replace(report, hyperparameters=hyperparameters.summary())
         path = write_report(report, output_dir / "reports")
     except Exception as err:  # Reported, never raised: see the docstring.
         print(f"warning: run report not written: {error_text(err)}", file=sys.stderr, flush=True)

@@ -81,7 +81,7 @@ def _property_value(value: metadata_store_pb2.Value) -> object:
     return getattr(value, kind) if kind else None
 
 
-def _properties(artifact: metadata_store_pb2.Artifact) -> dict[str, object]:
+def artifact_properties(artifact: metadata_store_pb2.Artifact) -> dict[str, object]:
     """An artifact's properties and custom properties, as plain values."""
     return {
         name: _property_value(value)
@@ -179,7 +179,10 @@ def summarize_run(
         field = field_of.get((step_of[event.execution_id], event.path.steps[0].key))
         if field is not None and (sections or field in _SUMMARY_FIELDS):
             wanted[event.artifact_id] = field
-    found = {wanted[a.id]: (a.uri, _properties(a)) for a in store.get_artifacts_by_id(list(wanted))}
+    found = {
+        wanted[a.id]: (a.uri, artifact_properties(a))
+        for a in store.get_artifacts_by_id(list(wanted))
+    }
     return RunReport(
         pipeline_name=pipeline_name,
         run_id=run.name,
@@ -194,3 +197,30 @@ def summarize_run(
         ),
         **report_fields(RunOutputs.from_artifacts(found)),
     )
+
+
+def step_outputs(
+    connection_config: metadata_store_pb2.ConnectionConfig,
+    pipeline_name: str,
+    run_id: str,
+    step_id: str,
+) -> dict[str, metadata_store_pb2.Artifact]:
+    """Output key -> artifact of step `step_id` in run `run_id` (run or served from cache)."""
+    store = metadata_store.MetadataStore(connection_config)
+    steps = _step_contexts(store, pipeline_name)
+    run = store.get_context_by_type_and_name("pipeline_run", run_id)
+    if run is None:
+        raise LookupError(f"no run {run_id!r} in the metadata store")
+    executions = [
+        e.id
+        for e in store.get_executions_by_context(run.id)
+        if _step_id(store, e, steps) == step_id
+    ]
+    if not executions:
+        raise LookupError(f"run {run_id!r} has no {step_id} step")
+    keys = {
+        event.artifact_id: event.path.steps[0].key
+        for event in store.get_events_by_execution_ids(executions)
+        if event.type in _OUTPUT_EVENTS and event.path.steps
+    }
+    return {keys[a.id]: a for a in store.get_artifacts_by_id(list(keys))}

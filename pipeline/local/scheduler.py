@@ -137,19 +137,52 @@ def run_ir(ir: pipeline_pb2.Pipeline, node_process: NodeProcess | None = None) -
         raise error
 
 
+def up_to(ir: pipeline_pb2.Pipeline, last: str) -> pipeline_pb2.Pipeline:
+    """The sub-DAG that ends at node `last`: it and every node it depends on, nothing else.
+
+    Each node keeps its id, inputs and properties, so TFX's cache serves it
+    exactly as it serves the whole DAG's (the tuner runs the DAG up to Transform).
+    """
+    nodes = {n.pipeline_node.node_info.id: n for n in ir.nodes}
+    if last not in nodes:
+        raise ValueError(f"no such step in the pipeline: {last!r}")
+    wanted, pending = set(), [last]
+    while pending:
+        node_id = pending.pop()
+        if node_id not in wanted:
+            wanted.add(node_id)
+            pending += nodes[node_id].pipeline_node.upstream_nodes
+    sub = pipeline_pb2.Pipeline()
+    sub.CopyFrom(ir)
+    del sub.nodes[:]
+    for node in ir.nodes:
+        if node.pipeline_node.node_info.id in wanted:
+            kept = sub.nodes.add()
+            kept.CopyFrom(node)
+            downstream = [d for d in kept.pipeline_node.downstream_nodes if d in wanted]
+            del kept.pipeline_node.downstream_nodes[:]
+            kept.pipeline_node.downstream_nodes.extend(downstream)
+    return sub
+
+
 def run_locally(
     pipeline: Pipeline,
     run_id: str,
     node_process: NodeProcess | None = None,
     uncached: Iterable[str] = DAG_STEPS.uncached_ids,
+    *,
+    last: str | None = None,
 ) -> None:
     """Runs `pipeline` as the run `run_id`, the key its summary reads back from MLMD.
 
     LocalDagRunner would name the run after the clock itself; binding the id
     first means this process knows which run is its own. `uncached`: the
     pipeline's steps that never come from cache (the scoring DAG has its own).
+    `last`: run only the steps up to that one (`up_to`).
     """
     ir = compile_with_uncached_steps(pipeline, uncached)
+    if last is not None:
+        ir = up_to(ir, last)
     runtime_parameter_utils.substitute_runtime_parameter(
         ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id}
     )

@@ -1,0 +1,451 @@
+"""Tuning: the search space, the search (seeded, resumable, deadline), the frozen file."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import keras_tuner
+import pytest
+
+from components.report.tuning import render_tuning_html
+from schemas import load_schema_dir
+from trainer.config import ModelConfig, TrainerConfig
+from trainer.hyperparameters import (
+    FrozenHyperparameters,
+    HyperparametersError,
+    load_frozen,
+    write_frozen,
+)
+from trainer.tuning import SearchResult, TrialResult
+
+WINNER = {"hidden_units": [32, 16], "embedding_dim": 4, "learning_rate": 0.001, "dropout": 0.2}
+
+
+def test_the_search_space_builds_the_trainers_model():
+    from trainer.model import build_model
+    from trainer.search_space import search_space
+
+    spec = load_schema_dir().spec
+    hp = keras_tuner.HyperParameters()
+    config = search_space(hp)
+    assert isinstance(config, ModelConfig)
+    assert set(hp.values) == {"width", "depth", "embedding_dim", "learning_rate", "dropout"}
+    hp.values.update(width=64, depth=3)
+    assert search_space(hp).hidden_units == (64, 32, 16)
+    model = build_model(config, spec.label, spec.model_input_sizes())
+    assert [layer.name for layer in model.layers if layer.name.startswith("hidden_")] == [
+        f"hidden_{i}" for i in range(len(config.hidden_units))
+    ]
+
+
+def test_frozen_values_replace_the_configs_and_round_trip(tmp_path):
+    from pipeline.config import PipelineConfig
+
+    frozen = FrozenHyperparameters(model=WINNER, provenance={"partial": False, "trials": 3})
+    path = write_frozen(tmp_path / "hyperparameters.yaml", frozen)
+    assert load_frozen(path) == frozen
+    config = PipelineConfig().with_hyperparameters(load_frozen(path))
+    assert config.trainer.model == ModelConfig(
+        hidden_units=(32, 16), embedding_dim=4, learning_rate=0.001, dropout=0.2
+    )
+    assert config.trainer.runtime == PipelineConfig().trainer.runtime
+    # No file: the configuration's own values.
+    assert load_frozen(tmp_path / "absent.yaml") is None
+    assert PipelineConfig().with_hyperparameters(None) == PipelineConfig()
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("model: {hidden_unit: [8]}", "model.hidden_unit: not a ModelConfig field"),
+        ("model: {hidden_units: 8}", "model.hidden_units: must be a list of integers"),
+        ("model: {learning_rate: fast}", "model.learning_rate: must be a number"),
+        ("model: {embedding_dim: true}", "model.embedding_dim: must be int"),
+        ("model: {dropout: 1.5}", "model.dropout must be in [0, 1)"),
+        ("model: {}\nprovenance: {partial: 'no'}", "provenance.partial: must be true or false"),
+        ("model: {}\nprovenance: {score: 1}", "provenance.score: unknown key"),
+        ("model: {}\nprovenance: {data: {spanz: [0]}}", "provenance.data.spanz: unknown key"),
+        ("modle: {}", "modle: unknown key"),
+        ("[1, 2]", "must be a mapping"),
+        ("model: [", "not valid YAML"),
+    ],
+)
+def test_unknown_or_mistyped_keys_are_refused_by_name(tmp_path, text, named):
+    path = tmp_path / "hyperparameters.yaml"
+    path.write_text(text)
+    with pytest.raises(HyperparametersError) as err:
+        load_frozen(path)
+    assert str(err.value).startswith(f"{path}: ")
+    assert named in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_data_age_is_read_from_the_provenance():
+    import datetime
+
+    frozen = FrozenHyperparameters(
+        model={}, provenance={"data": {"read_at": "2026-11-20T12:00:00+00:00"}}
+    )
+    now = datetime.datetime(2026, 11, 27, 12, tzinfo=datetime.timezone.utc)
+    assert frozen.data_age(now) == datetime.timedelta(days=7)
+    assert FrozenHyperparameters(model={}).data_age(now) is None
+
+
+def test_the_run_report_shows_the_frozen_values_and_their_datas_age():
+    import datetime
+
+    from components.report.contents import RunReport
+    from components.report.render import render_html
+
+    frozen = FrozenHyperparameters(
+        model=WINNER,
+        provenance={
+            "partial": True,
+            "trials": 2,
+            "data": {"spans": [3, 4], "read_at": "2026-11-20T12:00:00+00:00"},
+        },
+    )
+    now = datetime.datetime(2026, 11, 27, 12, tzinfo=datetime.timezone.utc)
+    html = render_html(RunReport("p", "r", steps=(), hyperparameters=frozen.summary(now)))
+    assert '<table id="hyperparameters">' in html
+    for key, value in (
+        ("hidden_units", "[32, 16]"),
+        ("learning_rate", "0.001"),
+        ("data age", "7 days"),
+        ("data spans", "3, 4"),
+        ("trials", "2 (partial: cut off by the deadline)"),
+    ):
+        assert f'data-key="{key}"><th>{key.replace("_", " ")}</th><td>{value}</td>' in html
+    assert 'id="hyperparameters"' not in render_html(RunReport("p", "r", steps=()))
+
+
+# The search on real Transform output: tiny trials.
+STEPS_PER_TRIAL = 10
+
+
+def tiny_search(inputs, spec, directory: Path, max_trials: int, deadline=None, parallel=1):
+    from trainer.config import RuntimeConfig
+    from trainer.run import InputFiles
+    from trainer.tuning import SearchSettings, search
+
+    config = TrainerConfig(
+        runtime=RuntimeConfig(
+            accelerator="cpu",
+            precision="float32",
+            per_replica_batch_size=64,
+            shuffle_buffer_size=200,
+        )
+    )
+    return search(
+        config=config,
+        spec=spec,
+        files=InputFiles(
+            [inputs["train_files"]], [inputs["eval_files"]], inputs["transform_output"]
+        ),
+        settings=SearchSettings(
+            directory=str(directory),
+            max_trials=max_trials,
+            steps_per_trial=STEPS_PER_TRIAL,
+            eval_steps=2,
+            deadline=deadline,
+        ),
+        parallel=parallel,
+    )
+
+
+@pytest.fixture(scope="module")
+def two_trials(tmp_path_factory, taxi_trainer_inputs, taxi_spec):
+    """A finished sequential search of two trials, and its directory (copy it to resume it)."""
+    directory = tmp_path_factory.mktemp("two_trials")
+    return directory, tiny_search(taxi_trainer_inputs, taxi_spec, directory, max_trials=2)
+
+
+def test_a_seeded_search_picks_the_same_best_trial_and_resumes(
+    tmp_path, two_trials, taxi_trainer_inputs, taxi_spec
+):
+    from tests.conftest import copy_tree
+
+    directory, first = two_trials
+    again = tiny_search(taxi_trainer_inputs, taxi_spec, tmp_path / "b", max_trials=2)
+    assert not first.partial and first.ran == ("0", "1")
+    assert [t.hyperparameters for t in first.trials] == [t.hyperparameters for t in again.trials]
+    assert first.best.trial_id == again.best.trial_id
+    assert first.best.score == pytest.approx(again.best.score, rel=1e-4)
+    # Resumed with a larger budget: the completed trials are not run again.
+    resumed_dir = copy_tree(directory, tmp_path / "a")
+    resumed = tiny_search(taxi_trainer_inputs, taxi_spec, resumed_dir, max_trials=3)
+    assert resumed.ran == ("2",)
+    assert [t.score for t in resumed.trials[:2]] == [t.score for t in first.trials]
+
+
+def test_two_worker_processes_run_the_same_search(
+    tmp_path, two_trials, taxi_trainer_inputs, taxi_spec
+):
+    """KerasTuner's chief/worker protocol on 127.0.0.1: two real worker processes."""
+    _, sequential = two_trials
+    parallel = tiny_search(taxi_trainer_inputs, taxi_spec, tmp_path / "p", max_trials=2, parallel=2)
+    assert not parallel.partial and parallel.ran == ("0", "1")
+    assert [t.status for t in parallel.trials] == ["COMPLETED", "COMPLETED"]
+    assert {t.trial_id: t.hyperparameters for t in parallel.trials} == {
+        t.trial_id: t.hyperparameters for t in sequential.trials
+    }
+    assert parallel.best.trial_id == sequential.best.trial_id
+    # Resumed in parallel: nothing left to run.
+    again = tiny_search(taxi_trainer_inputs, taxi_spec, tmp_path / "p", max_trials=2, parallel=2)
+    assert again.ran == () and again.best == parallel.best
+
+
+def test_a_deadline_keeps_the_best_so_far_marked_partial(tmp_path, taxi_trainer_inputs, taxi_spec):
+    past = tiny_search(
+        taxi_trainer_inputs, taxi_spec, tmp_path / "s", max_trials=3, deadline=time.time() - 1
+    )
+    assert past.partial and past.best is None and past.ran == ()
+    one = tiny_search(taxi_trainer_inputs, taxi_spec, tmp_path / "s", max_trials=1)
+    assert not one.partial
+    # Budget raised, deadline passed: the completed trial stands, marked partial.
+    cut = tiny_search(
+        taxi_trainer_inputs, taxi_spec, tmp_path / "s", max_trials=3, deadline=time.time() - 1
+    )
+    assert cut.partial and cut.ran == () and cut.best == one.best
+
+
+def test_a_deadline_in_the_middle_of_a_trial_leaves_it_for_the_resumed_search(
+    tmp_path, taxi_trainer_inputs, taxi_spec, monkeypatch
+):
+    import types
+
+    from trainer import tuning
+
+    # A clock past the deadline from the third reading on: the trial starts
+    # (one reading), its first batch ends in time, its second does not.
+    readings = iter(range(10**6))
+    clock = types.SimpleNamespace(time=lambda: 0.0 if next(readings) < 2 else 10.0)
+    monkeypatch.setattr(tuning, "time", clock)
+    cut = tiny_search(taxi_trainer_inputs, taxi_spec, tmp_path / "s", max_trials=1, deadline=5.0)
+    assert cut.partial and cut.best is None and cut.ran == ("0",)
+    assert [t.status for t in cut.trials] == ["RUNNING"]
+    monkeypatch.undo()
+    resumed = tiny_search(taxi_trainer_inputs, taxi_spec, tmp_path / "s", max_trials=1)
+    assert not resumed.partial and resumed.ran == ("0",)
+    assert resumed.trials[0].hyperparameters == cut.trials[0].hyperparameters
+
+
+# The runner: the DAG's steps up to Transform from the local runner's cache, a
+# search, the frozen file, and the next local run reading it.
+
+
+def tune(taxi_slice: Path, schema_dir: Path, output_dir: Path, *extra: str) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    import tune_runner
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = tune_runner.main(
+            [
+                "--data-root", str(taxi_slice),
+                "--schema-dir", str(schema_dir),
+                "--output-dir", str(output_dir),
+                "--max-trials", "2",
+                "--steps-per-trial", str(STEPS_PER_TRIAL),
+                "--eval-steps", "2",
+                *extra,
+            ]
+        )  # fmt: skip
+    return rc, out.getvalue(), err.getvalue()
+
+
+def run_states(output_dir: Path, pipeline_name: str) -> dict[str, str]:
+    from tfx.orchestration import metadata as tfx_metadata
+
+    from pipeline.local.run_summary import summarize_latest_run
+
+    metadata = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
+    return {s.step_id: s.state for s in summarize_latest_run(metadata, pipeline_name).steps}
+
+
+def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_it(
+    tmp_path, two_local_runs, taxi_slice, taxi_spec
+):
+    import contextlib
+    import io
+
+    import yaml
+
+    import local_runner
+    from tests.conftest import copy_tree
+
+    output_dir = copy_tree(two_local_runs.output_dir, tmp_path / "out")
+    schema_dir = copy_tree(load_schema_dir().path, tmp_path / "schema")
+    frozen_file = schema_dir / "hyperparameters.yaml"
+
+    rc, stdout, stderr = tune(taxi_slice, schema_dir, output_dir)
+    assert rc == 0, stderr
+    # Only the steps up to Transform ran; ExampleGen from the local runner's
+    # cache. The schema's path is an input of the import (and so of Transform):
+    # this copy of the schema dir is new to the cache.
+    assert run_states(output_dir, taxi_spec.name) == {
+        "ExampleGen": "cached",
+        "SchemaImporter": "complete",
+        "Transform": "complete",
+    }
+    assert "Winner: trial " in stdout and f"Frozen into {frozen_file}" in stdout
+    frozen = load_frozen(frozen_file)
+    provenance = frozen.provenance
+    assert provenance["trials"] == 2 and provenance["partial"] is False
+    assert provenance["data"]["spans"] == [0] and provenance["data"]["fingerprint"]
+    assert set(provenance["versions"]) == {"keras", "keras_tuner", "tensorflow", "tfx"}
+    from pipeline.fingerprint import code_fingerprint
+    from trainer.search_space import search_space
+
+    assert provenance["search_space_digest"] == code_fingerprint(search_space)
+    assert yaml.safe_load((output_dir / "tuning" / "best.yaml").read_text()) == frozen.to_dict()
+    report = (output_dir / "tuning" / "report.html").read_text()
+    assert 'id="trials"' in report and f"<code>{frozen_file}</code>" in report
+
+    # Run again on the same output dir: every step from cache, no trial run again.
+    rc, stdout, _ = tune(taxi_slice, schema_dir, output_dir)
+    assert rc == 0 and "Running Trial" not in stdout
+    assert set(run_states(output_dir, taxi_spec.name).values()) == {"cached"}
+
+    # The next local run reads the frozen values: the Trainer and what follows
+    # run again, the data steps come from cache.
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = local_runner.main(
+            [
+                "--data-root", str(taxi_slice),
+                "--schema-dir", str(schema_dir),
+                "--output-dir", str(output_dir),
+                "--train-steps", str(two_local_runs.train_steps[0]),
+                "--eval-steps", "5",
+                "--no-report",
+            ]
+        )  # fmt: skip
+    assert rc == 0
+    states = run_states(output_dir, taxi_spec.name)
+    assert states["Trainer"] == "complete"
+    for step in ("ExampleGen", "StatisticsGen", "SchemaImporter", "Transform"):
+        assert states[step] == "cached", states
+    trained = (output_dir / "pipeline_root").glob("**/model_run/*/trainer_config.json")
+    newest = max(trained, key=lambda path: int(path.parent.name))  # the execution's id
+    config = yaml.safe_load(newest.read_text())
+    assert config["model"]["hidden_units"] == frozen.model["hidden_units"]
+    assert config["model"]["learning_rate"] == frozen.model["learning_rate"]
+
+
+def test_a_search_the_deadline_cuts_off_freezes_nothing_unless_accepted(
+    tmp_path, two_local_runs, taxi_slice
+):
+    from tests.conftest import copy_tree
+
+    output_dir = copy_tree(two_local_runs.output_dir, tmp_path / "out")
+    schema_dir = copy_tree(load_schema_dir().path, tmp_path / "schema")
+    frozen_file = schema_dir / "hyperparameters.yaml"
+    rc, _, stderr = tune(taxi_slice, schema_dir, output_dir, "--deadline", "0.001s")
+    assert rc == 4
+    assert "no trial completed before the deadline" in stderr.strip().splitlines()[-1]
+    assert not frozen_file.exists()
+
+    # One trial completes; a larger budget then meets the deadline at once.
+    assert tune(taxi_slice, schema_dir, output_dir, "--max-trials", "1")[0] == 0
+    frozen_file.unlink()
+    cut = ("--max-trials", "3", "--deadline", "0.001s")
+    rc, stdout, stderr = tune(taxi_slice, schema_dir, output_dir, *cut)
+    assert rc == 4 and "the search is partial (1 of 3 trials" in stderr
+    assert "Running Trial" not in stdout and not frozen_file.exists()
+    assert load_frozen(output_dir / "tuning" / "best.yaml").partial
+    rc, _, stderr = tune(taxi_slice, schema_dir, output_dir, *cut, "--accept-partial")
+    assert rc == 0, stderr
+    assert load_frozen(frozen_file).partial and load_frozen(frozen_file).provenance["trials"] == 1
+
+
+def test_tune_runner_flags_are_checked(tmp_path, capsys):
+    import tune_runner
+
+    with pytest.raises(SystemExit):
+        tune_runner.parse_args(["--max-trials", "0"])
+    assert "--max-trials must be a positive integer, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        tune_runner.parse_args(["--deadline", "soon"])
+    assert "'soon' is not a positive duration" in capsys.readouterr().err
+    assert tune_runner.parse_args(["--deadline", "30m"]).deadline == 1800
+
+
+@pytest.mark.slow  # a whole Kubeflow compile
+def test_the_training_package_compiles_the_frozen_values_and_has_no_tuning_step(
+    tmp_path, monkeypatch
+):
+    import json
+
+    from kubeflow import compile as kfp_compile
+    from kubeflow import tfx_spec
+    from kubeflow.pipeline_steps import DEPLOY
+    from kubeflow.settings import load_settings
+    from pipeline.steps import DAG_STEPS, TRAINER
+    from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, copy_tree
+    from trainer.config import CUSTOM_CONFIG_KEY
+
+    project = tmp_path / "project"
+    schema_dir = copy_tree(
+        REPO_ROOT / "schemas" / "chicago_taxi", project / "schemas" / "chicago_taxi"
+    )
+    write_frozen(schema_dir / "hyperparameters.yaml", FrozenHyperparameters(WINNER))
+    monkeypatch.setattr(kfp_compile, "PROJECT_ROOT", project)
+    settings = load_settings(
+        TEMPLATE_SETTINGS_FILE,
+        kfp_compile.pipeline_step_ids(),
+        set(DAG_STEPS.beam_ids),
+        kfp_compile.pipeline_retry_roles(),
+    )
+    spec, _ = kfp_compile.compile_pipeline(settings)
+    tasks = tfx_spec.all_tasks(spec)
+    constant = tasks[TRAINER]["inputs"]["parameters"]["custom_config"]["runtimeValue"]
+    trainer_config = json.loads(json.loads(constant["constant"])[CUSTOM_CONFIG_KEY])
+    assert trainer_config["model"] == WINNER != dataclasses.asdict(ModelConfig())
+    # Exactly the training DAG's steps and Kubeflow's own: nothing tunes.
+    assert set(tfx_spec.executor_labels(spec)) == kfp_compile.pipeline_step_ids() - {DEPLOY}
+    assert "keras_tuner" not in json.dumps(spec)
+
+
+@pytest.mark.slow  # a TFX compile of the whole DAG
+def test_the_dag_up_to_transform_is_the_same_dags_nodes_unchanged(tmp_path):
+    from pipeline.local.scheduler import compile_with_uncached_steps, up_to
+    from pipeline.steps import EXAMPLE_GEN, SCHEMA_IMPORTER, TRANSFORM
+    from tests.harness import build
+
+    ir = compile_with_uncached_steps(build(tmp_path))
+    sub = up_to(ir, TRANSFORM)
+    nodes = {n.pipeline_node.node_info.id: n.pipeline_node for n in sub.nodes}
+    assert set(nodes) == {EXAMPLE_GEN, SCHEMA_IMPORTER, TRANSFORM}
+    whole = {n.pipeline_node.node_info.id: n.pipeline_node for n in ir.nodes}
+    for node_id, node in nodes.items():
+        # Same inputs, properties and contexts (so the same cache key); edges out of
+        # the sub-DAG dropped.
+        assert node.inputs == whole[node_id].inputs
+        assert node.parameters == whole[node_id].parameters
+        assert node.contexts == whole[node_id].contexts
+        assert set(node.downstream_nodes) <= set(nodes)
+    assert list(nodes[TRANSFORM].upstream_nodes) == list(whole[TRANSFORM].upstream_nodes)
+    with pytest.raises(ValueError, match="no such step in the pipeline: 'Tuner'"):
+        up_to(ir, "Tuner")
+
+
+def test_the_tuning_report_escapes_what_the_search_holds():
+    name = "<b>units</b> & $x$ \\ [1] #\n"
+    trials = (
+        TrialResult(
+            "0", "COMPLETED", 0.5, 0.8, {name: "<i>64</i>", "rate": 0.000675286}, {"dropout": 0.1}
+        ),
+        TrialResult("1", "RUNNING", None, None, {name: 32}, {"dropout": 0.2}),
+    )
+    result = SearchResult(trials=trials, best=trials[0], partial=True, ran=("0",))
+    html = render_tuning_html("p<q>", result, {"model": {"dropout": 0.1}, "provenance": {}}, None)
+    assert "<b>" not in html and "<i>" not in html and "p<q>" not in html
+    assert "&lt;b&gt;units&lt;/b&gt; &amp; $x$" in html and "&lt;i&gt;64&lt;/i&gt;" in html
+    assert ">0.000675</td>" in html  # three significant digits, however small
+    assert "Not frozen: the search is partial." in html
+    assert '<tr class="best">' in html and html.count('<tr class="best">') == 1

@@ -1,0 +1,349 @@
+"""The search: KerasTuner trials of the search space, on the Trainer's own inputs and model.
+
+Each trial builds `trainer/search_space.py`'s `ModelConfig` with the
+Trainer's code (`compiled_model`), fits it for a fixed number of steps on
+the train split and scores it on the eval split (`val_loss`: the quantity
+training minimises; the gate metric ties too often after a few steps to rank
+by). The holdout the Evaluator blesses with is never read here.
+
+The oracle's state lives in `directory`, not a temporary one: a search run
+again on the same directory reloads it, skips the completed trials and
+reruns the one that was cut off. Seeded: the oracle draws the same values in
+the same order, and each trial starts from the same weights and batches, so
+the same search picks the same best trial. A deadline (wall clock) stops
+the search between batches; the trial then running is left for a resumed
+search, and the best completed trial is the result, marked partial.
+
+Parallel trials use KerasTuner's own chief/worker protocol: `serve_workers`
+is the chief, serving the oracle with KerasTuner's gRPC servicer, and each
+worker (`python -m trainer.tuning`, with `KERASTUNER_ORACLE_IP`,
+`KERASTUNER_ORACLE_PORT` and `KERASTUNER_TUNER_ID` set) asks it for trials.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import keras
+import keras_tuner
+
+from trainer.config import ModelConfig, TrainerConfig
+from trainer.dataset_spec import GATE_METRICS, DatasetSpec
+from trainer.run import InputFiles, TrainingInputs, compiled_model, training_inputs
+from trainer.runtime import resolve_runtime
+from trainer.search_space import search_space
+
+logger = logging.getLogger(__name__)
+
+OBJECTIVE = "val_loss"
+PROJECT_NAME = "search"
+
+
+class DeadlineReached(keras_tuner.errors.FatalError):
+    """The search's wall-clock deadline passed; the best completed trial stands.
+
+    A FatalError, so that KerasTuner's search loop lets it through (any other
+    error from a trial marks the trial failed and goes on) and leaves the trial
+    then running in the oracle's state, for a resumed search to run again. Its
+    own class, not a cause: Keras re-raises errors from `fit` without theirs.
+    """
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """One search: where its state lives, its budget and its seed.
+
+    `deadline`: seconds since the epoch (time.time()) after which no batch
+    runs, or None.
+    """
+
+    directory: str
+    max_trials: int
+    steps_per_trial: int
+    eval_steps: int
+    seed: int = 42
+    deadline: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_trials", "steps_per_trial", "eval_steps"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """One trial: the values drawn, the ModelConfig they make, and its score (None unless
+    completed)."""
+
+    trial_id: str
+    status: str
+    score: float | None
+    gate_metric: float | None
+    hyperparameters: dict
+    model: dict
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    trials: tuple[TrialResult, ...]
+    best: TrialResult | None
+    partial: bool
+    ran: tuple[str, ...]  # The trials this process ran; a resumed search skips the others.
+    objective: str = OBJECTIVE
+    direction: str = "min"
+
+    @property
+    def completed(self) -> tuple[TrialResult, ...]:
+        return tuple(t for t in self.trials if t.status == "COMPLETED")
+
+
+def model_values(config: ModelConfig) -> dict:
+    """A ModelConfig as the frozen file holds it (lists, not tuples)."""
+    values = dataclasses.asdict(config)
+    values["hidden_units"] = list(values["hidden_units"])
+    return values
+
+
+class _DeadlineCallback(keras.callbacks.Callback):
+    def __init__(self, deadline: float | None) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def on_train_batch_end(self, batch, logs=None) -> None:
+        if self.deadline is not None and time.time() >= self.deadline:
+            raise DeadlineReached()
+
+
+def search(
+    *,
+    config: TrainerConfig,
+    spec: DatasetSpec,
+    files: InputFiles,
+    settings: SearchSettings,
+    space: Callable[..., ModelConfig] = search_space,
+    parallel: int = 1,
+) -> SearchResult:
+    """Runs (or resumes) the search in `settings.directory`; returns every trial and the best.
+
+    `parallel` > 1: this process serves the oracle on 127.0.0.1 and `parallel`
+    worker processes run the trials (`serve_workers`).
+    """
+    tuner, ran, gate_metric = _tuner(config, spec, files, settings, space)
+    trials = tuner.oracle.trials.values()
+    finished = len(trials) >= settings.max_trials and all(t.status != "RUNNING" for t in trials)
+    if parallel > 1 and not finished:
+        before = {t for t, trial in tuner.oracle.trials.items() if trial.status == "COMPLETED"}
+        partial = serve_workers(tuner.oracle, parallel, config, spec, files, settings)
+        ran = sorted((t for t in tuner.oracle.trials if t not in before), key=int)
+        return _result(tuner.oracle, space, gate_metric, ran, partial)
+    return _result(tuner.oracle, space, gate_metric, ran, partial=not _search(tuner))
+
+
+def _search(tuner) -> bool:
+    """Runs KerasTuner's search loop; False where the deadline stopped it."""
+    try:
+        tuner.search()
+    except DeadlineReached:
+        return False
+    return True
+
+
+def _tuner(
+    config: TrainerConfig,
+    spec: DatasetSpec,
+    files: InputFiles,
+    settings: SearchSettings,
+    space: Callable[..., ModelConfig],
+):
+    """(KerasTuner's tuner over the search's directory, the ids of the trials it runs,
+    the gate metric's name). A worker's (KERASTUNER_* set) asks the chief for trials."""
+    # Same batches for every trial: the ranking is the models', not the shuffles'.
+    config = dataclasses.replace(
+        config, runtime=dataclasses.replace(config.runtime, deterministic_input=True)
+    )
+    runtime = resolve_runtime(config.runtime)
+    gate_metric = "val_" + GATE_METRICS[spec.label.task][0]
+    ran: list[str] = []
+
+    def seeded_inputs() -> TrainingInputs:
+        """Every trial, in this process or a resumed one, reads the same batches in the
+        same order (`training_inputs` seeds them)."""
+        return training_inputs(config, runtime, spec, files)
+
+    input_sizes = seeded_inputs().input_sizes
+
+    def build(hp) -> keras.Model:
+        return compiled_model(space(hp), spec, runtime, input_sizes)
+
+    class TrialTuner(keras_tuner.Tuner):
+        def pre_create_trial(self) -> None:
+            if settings.deadline is not None and time.time() >= settings.deadline:
+                raise DeadlineReached()
+
+        def run_trial(self, trial, *args, **kwargs) -> dict[str, float]:
+            ran.append(trial.trial_id)
+            inputs = seeded_inputs()
+            model = build(trial.hyperparameters)
+            history = model.fit(
+                inputs.train,
+                epochs=1,
+                steps_per_epoch=settings.steps_per_trial,
+                validation_data=inputs.eval,
+                validation_steps=settings.eval_steps,
+                callbacks=[_DeadlineCallback(settings.deadline)],
+                verbose=0,
+            )
+            metrics = {k: float(v[-1]) for k, v in history.history.items()}
+            logger.info("trial %s: %s", trial.trial_id, metrics)
+            return {OBJECTIVE: metrics[OBJECTIVE], gate_metric: metrics[gate_metric]}
+
+    tuner = TrialTuner(
+        oracle=keras_tuner.oracles.RandomSearchOracle(
+            objective=keras_tuner.Objective(OBJECTIVE, "min"),
+            max_trials=settings.max_trials,
+            seed=settings.seed,
+        ),
+        hypermodel=build,
+        directory=settings.directory,
+        project_name=PROJECT_NAME,
+        overwrite=False,
+    )
+    return tuner, ran, gate_metric
+
+
+# KerasTuner's distributed tuning reads these (keras_tuner/src/distribute/utils.py, 1.4.8).
+ORACLE_IP = "KERASTUNER_ORACLE_IP"
+ORACLE_PORT = "KERASTUNER_ORACLE_PORT"
+TUNER_ID = "KERASTUNER_TUNER_ID"
+WORKER_JOB_FILE = "worker_job.json"
+
+
+def serve_workers(
+    oracle,
+    workers: int,
+    config: TrainerConfig,
+    spec: DatasetSpec,
+    files: InputFiles,
+    settings: SearchSettings,
+) -> bool:
+    """Serves `oracle` with KerasTuner's own gRPC servicer on 127.0.0.1 while `workers`
+    processes run trials as KerasTuner workers; returns whether the deadline stopped one.
+
+    KerasTuner's chief (`KERASTUNER_TUNER_ID=chief`) would serve until a
+    worker is told the budget is spent, and so wait forever for workers a
+    deadline or a crash ended; here the server stops when the workers have.
+    """
+    import json
+    import os
+    import subprocess
+    import sys
+    from concurrent import futures
+
+    import grpc
+
+    # The servicer KerasTuner's chief serves (keras_tuner/src/distribute/oracle_chief.py,
+    # 1.4.8): its workers' OracleClient speaks to exactly this.
+    from keras_tuner.src import protos
+    from keras_tuner.src.distribute.oracle_chief import OracleServicer
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
+    protos.get_service_grpc().add_OracleServicer_to_server(OracleServicer(oracle), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    job = os.path.join(settings.directory, WORKER_JOB_FILE)
+    with open(job, "w") as f:
+        json.dump(
+            {
+                "config": config.to_custom_config(),
+                "spec": spec.to_custom_config(),
+                "files": dataclasses.asdict(files),
+                "settings": dataclasses.asdict(settings),
+            },
+            f,
+        )
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "trainer.tuning", job],
+            env=os.environ
+            | {ORACLE_IP: "127.0.0.1", ORACLE_PORT: str(port), TUNER_ID: f"tuner{i}"},
+        )
+        for i in range(workers)
+    ]
+    try:
+        codes = [process.wait() for process in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+        server.stop(grace=None)
+        # The oracle saves its state before it drops a trial that ended from its
+        # ongoing ones (Oracle.end_trial, keras-tuner 1.4.8); KerasTuner's sequential
+        # tuner saves again after, a worker does not save the chief's oracle. Without
+        # this save a resumed search would run the last trial again.
+        oracle.save()
+    failed = [
+        f"tuner{i} exited {code}" for i, code in enumerate(codes) if code not in (0, EXIT_DEADLINE)
+    ]
+    if failed:
+        raise RuntimeError(f"tuning workers failed: {', '.join(failed)}; their logs are above")
+    return EXIT_DEADLINE in codes
+
+
+EXIT_DEADLINE = 3
+
+
+def worker_main(job_file: str) -> int:
+    """A KerasTuner worker: asks the chief (KERASTUNER_* environment) for trials until none
+    are left or the deadline passes."""
+    import json
+
+    with open(job_file) as f:
+        job = json.load(f)
+    tuner, _, _ = _tuner(
+        TrainerConfig.from_custom_config(job["config"]),
+        DatasetSpec.from_custom_config(job["spec"]),
+        InputFiles(**job["files"]),
+        SearchSettings(**job["settings"]),
+        search_space,
+    )
+    return 0 if _search(tuner) else EXIT_DEADLINE
+
+
+def _result(oracle, space, gate_metric: str, ran: list[str], partial: bool) -> SearchResult:
+    trials = []
+    for trial_id in sorted(oracle.trials, key=int):
+        trial = oracle.trials[trial_id]
+        completed = trial.status == "COMPLETED"
+        trials.append(
+            TrialResult(
+                trial_id=trial_id,
+                status=trial.status,
+                score=trial.score if completed else None,
+                gate_metric=(
+                    trial.metrics.get_last_value(gate_metric)
+                    if completed and trial.metrics.exists(gate_metric)
+                    else None
+                ),
+                hyperparameters=dict(trial.hyperparameters.values),
+                model=model_values(space(trial.hyperparameters.copy())),
+            )
+        )
+    completed = [t for t in trials if t.status == "COMPLETED"]
+    # Lowest loss; the earlier trial on a tie, so a rerun breaks ties the same way.
+    best = min(completed, key=lambda t: (t.score, int(t.trial_id))) if completed else None
+    # A search that stopped before its budget without trials left to run is complete;
+    # one cut off by the deadline, or with no completed trial, is partial.
+    running = any(t.status == "RUNNING" for t in trials)
+    partial = partial or running or len(trials) < oracle.max_trials or best is None
+    return SearchResult(trials=tuple(trials), best=best, partial=partial, ran=tuple(ran))
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(worker_main(sys.argv[1]))
