@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import math
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf
+from google.protobuf import json_format
+from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx.utils import proto_utils
 from tfx_bsl.coders.csv_decoder import ColumnType
 
@@ -31,8 +34,11 @@ from tests.conftest import taxi_as_parquet
 from tests.harness import run_example_gen, split_records
 
 UTC = datetime.timezone.utc
-# Set from the runs measured (see the test that uses it).
-METRIC_TOLERANCE = 0.0
+# Two local runs on the same ExampleGen files still train two models a little
+# apart: the default runtime reads its training input in whatever order keeps
+# tf.data busiest (`deterministic_input`, trainer/config.py). The Evaluator's
+# metrics then differ by a few of the ~1,000 eval rows (docs/parquet-and-partitions.md).
+METRIC_TOLERANCE = 0.01
 MOMENT = datetime.datetime(2024, 3, 1, 12, 30, 15, 250000, tzinfo=UTC)
 SECONDS = int(MOMENT.timestamp())
 MICROS = SECONDS * 1_000_000 + 250000
@@ -314,13 +320,36 @@ def split_files(output_dir: Path, step: str, name: str) -> dict[str, bytes]:
     return {f"{p.parent.name}/{p.name}": p.read_bytes() for p in found}
 
 
+def as_dict(serialized_statistics: bytes) -> dict:
+    return json_format.MessageToDict(
+        statistics_pb2.DatasetFeatureStatisticsList.FromString(serialized_statistics)
+    )
+
+
+def differences(a, b, path: str = "") -> list[str]:
+    """Where two statistics (as dicts) differ; a mean or a deviation summed in another
+    order (TFDV merges its accumulators as they come) is the same to 1e-9."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [
+            d
+            for k in sorted(a.keys() | b.keys())
+            for d in differences(a.get(k), b.get(k), f"{path}.{k}")
+        ]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        pairs = enumerate(zip(a, b, strict=True))
+        return [d for i, (x, y) in pairs for d in differences(x, y, f"{path}[{i}]")]
+    if isinstance(a, float) and isinstance(b, float):
+        return [] if math.isclose(a, b, rel_tol=1e-9) else [f"{path}: {a} != {b}"]
+    return [] if a == b else [f"{path}: {a!r} != {b!r}"]
+
+
 def test_a_run_on_the_rows_as_parquet_gets_the_csv_run_s_statistics_and_metrics(
     two_local_runs, parquet_local_run
 ):
     """The real runner on the same rows, as CSV (`two_local_runs`' first run) and as
     one Parquet file: the same files from ExampleGen, byte for byte (a block is
-    shuffled by its content, not at random), so the same statistics; the same
-    trained model's metrics, up to the Trainer's own run-to-run variation."""
+    shuffled by its content, not at random), so the same statistics; the
+    Evaluator's metrics, up to the Trainer's own run-to-run variation."""
     csv_run, parquet_run = two_local_runs, parquet_local_run
     assert parquet_run.exit_code == 0 and "Blessing: BLESSED" in parquet_run.stdout
     assert "ExampleGen" in parquet_run.stdout
@@ -332,10 +361,13 @@ def test_a_run_on_the_rows_as_parquet_gets_the_csv_run_s_statistics_and_metrics(
     assert examples == split_files(csv_run.output_dir, "ExampleGen", "data_tfrecord-*.gz")
     statistics = split_files(parquet_run.output_dir, "StatisticsGen", "FeatureStats.pb")
     assert sorted(statistics) == ["Split-eval/FeatureStats.pb", "Split-train/FeatureStats.pb"]
-    assert statistics == split_files(csv_run.output_dir, "StatisticsGen", "FeatureStats.pb")
+    csv_statistics = split_files(csv_run.output_dir, "StatisticsGen", "FeatureStats.pb")
+    for split, serialized in statistics.items():
+        assert differences(as_dict(serialized), as_dict(csv_statistics[split])) == [], split
     metrics, csv_metrics = parquet_run.report.metrics, csv_run.first.metrics
-    assert metrics.keys() == csv_metrics.keys() and "auc" in metrics
-    assert metrics == pytest.approx(csv_metrics, abs=METRIC_TOLERANCE)
+    assert metrics.keys() == csv_metrics.keys() and "binary_accuracy" in metrics
+    assert metrics["example_count"] == csv_metrics["example_count"]
+    assert metrics == pytest.approx(csv_metrics, abs=METRIC_TOLERANCE), (metrics, csv_metrics)
 
 
 # --- the data root's checks and spans (pipeline/inputs.py, components/example_gen.py) ---
