@@ -124,8 +124,8 @@ def table(
     rows: int, results: dict[str, list[float]], floors: dict[str, list[float]], sizes: dict
 ) -> str:
     lines = [
-        f"ExampleGen on {rows:,} rows (1 file each: CSV {sizes['csv'] / 1e6:.0f} MB; Parquet "
-        f"{sizes['parquet'] / 1e6:.0f} MB, snappy, row groups of {ROW_GROUP_ROWS:,})",
+        f"ExampleGen on {rows:,} rows (1 file each: CSV {sizes['csv'] / 1e6:.1f} MB; Parquet "
+        f"{sizes['parquet'] / 1e6:.1f} MB, snappy, row groups of {ROW_GROUP_ROWS:,})",
         "",
         "| run | seconds | peak memory (launching process) |",
         "| --- | --- | --- |",
