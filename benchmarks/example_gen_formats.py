@@ -5,6 +5,7 @@ and the floor (each part of the work alone).
     ./dev exec python -m benchmarks.example_gen_formats --rows 150000
     ./dev exec python -m benchmarks.example_gen_formats --no-stock      # without TFX's executor
     ./dev exec python -m benchmarks.example_gen_formats --stock-rows 150000  # TFX's on a part
+    ./dev exec python -m benchmarks.example_gen_formats --rounds 3 --no-stock --no-floor
 
 The rows are the embedded taxi sample repeated (benchmarks/scale.py's
 `write_rows`), written once as CSV and once as Parquet as Spark writes a
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -111,6 +113,12 @@ def write_parquet(csv: Path, root: Path, rows: int | None = None) -> Path:
     return root / "part-00000.snappy.parquet"
 
 
+def median_run(runs: list[list[float]]) -> list[float]:
+    """[median seconds, the largest peak, each run's seconds in order]."""
+    seconds = [run[0] for run in runs]
+    return [statistics.median(seconds), max(run[1] for run in runs), *seconds]
+
+
 FLOOR_PARTS = (
     "our reader: the file into typed Arrow columns",
     "encode as serialized tf.Examples",
@@ -130,8 +138,11 @@ def table(
         "| run | seconds | peak memory (launching process) |",
         "| --- | --- | --- |",
     ]
-    for name, (seconds, peak) in results.items():
-        lines.append(f"| {name} | {seconds:.1f} | {peak / 1e9:.2f} GB |")
+    for name, (seconds, peak, *each) in results.items():
+        runs = f" ({' / '.join(f'{s:.1f}' for s in each)})" if len(each) > 1 else ""
+        lines.append(f"| {name} | {seconds:.1f}{runs} | {peak / 1e9:.2f} GB |")
+    if not floors:
+        return "\n".join(lines)
     lines += ["", "| floor (one process, each part alone) | CSV | Parquet |", "| --- | --- | --- |"]
     for i, part in enumerate(FLOOR_PARTS):
         lines.append(f"| {part} | {floors['csv'][i]:.2f} | {floors['parquet'][i]:.2f} |")
@@ -147,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
         "--stock-rows", type=int, help="run TFX's executor on the first N rows and scale it"
     )
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="our runs, CSV and Parquet alternating"
+    )
+    parser.add_argument("--no-floor", action="store_true", help="skip the floor")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="example-gen-formats-") as work:
         workdir = Path(work)
@@ -157,14 +172,16 @@ def main(argv: list[str] | None = None) -> int:
             "csv": (csv_root / "data.csv").stat().st_size,
             "parquet": parquet_file.stat().st_size,
         }
-        results = {}
+        runs: dict[str, list[list[float]]] = {}
         for mode in args.modes:
-            for name, root in (("CSV", csv_root), ("Parquet", parquet_root)):
-                out = workdir / f"out-{name}-{mode}"
-                results[f"ours, {name}, {mode}"] = measured_in_python(
-                    _RUN, "ours", str(root), str(out), mode
-                )
-                shutil.rmtree(out)
+            for _ in range(args.rounds):
+                for name, root in (("CSV", csv_root), ("Parquet", parquet_root)):
+                    out = workdir / f"out-{name}-{mode}"
+                    runs.setdefault(f"ours, {name}, {mode}", []).append(
+                        measured_in_python(_RUN, "ours", str(root), str(out), mode)
+                    )
+                    shutil.rmtree(out)
+        results = {name: median_run(measured) for name, measured in runs.items()}
         if not args.no_stock:
             stock_rows = min(args.stock_rows or args.rows, args.rows)
             stock_root = parquet_root
@@ -179,14 +196,16 @@ def main(argv: list[str] | None = None) -> int:
                 name += f" (run on {stock_rows:,} rows: {seconds:.1f} s; time scaled)"
                 seconds *= args.rows / stock_rows
             results[name] = [seconds, peak]
-        floors = {
-            "csv": measured_in_python(
-                _FLOOR, "csv", str(csv_root / "data.csv"), str(workdir / "floor.gz")
-            ),
-            "parquet": measured_in_python(
-                _FLOOR, "parquet", str(parquet_file), str(workdir / "floor.gz")
-            ),
-        }
+        floors = {}
+        if not args.no_floor:
+            floors = {
+                "csv": measured_in_python(
+                    _FLOOR, "csv", str(csv_root / "data.csv"), str(workdir / "floor.gz")
+                ),
+                "parquet": measured_in_python(
+                    _FLOOR, "parquet", str(parquet_file), str(workdir / "floor.gz")
+                ),
+            }
     print(table(args.rows, results, floors, sizes))
     return 0
 
