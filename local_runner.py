@@ -38,8 +38,8 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data-root",
         default=str(DEFAULT_DATA_ROOT),
-        help="directory of CSV files: a local path, s3://BUCKET/PREFIX or gs://BUCKET/PREFIX "
-        "(default: the embedded taxi sample)",
+        help="directory of CSV or Parquet files: a local path, s3://BUCKET/PREFIX or "
+        "gs://BUCKET/PREFIX (default: the embedded taxi sample)",
     )
     parser.add_argument(
         "--schema-dir",

@@ -16,7 +16,10 @@ from the reader to the files, all in one stage:
   anyway, so locally TFX's files are in CSV order. Here each block is
   shuffled and written in the stage that encoded it: memory stays a few
   blocks per worker, examples are mixed within blocks of ~8,000 rows, and
-  the Trainer shuffles the files and a 10,000-example buffer on top;
+  the Trainer shuffles the files and a 10,000-example buffer on top. A
+  block's order is seeded by its records, so a rerun of the same input writes
+  the same files, and the same rows read from CSV and from Parquet in one
+  block are written alike (tests/test_parquet_to_examples.py);
 - a run is framed as TFRecords and compressed in one piece; the files are
   TFX's: gzipped TFRecords, `data_tfrecord-?????-of-?????.gz` under
   `Split-<name>`, a new one every FILE_BLOCKS blocks so that the steps
@@ -168,6 +171,12 @@ def staging_dir(output_split_path: str) -> str:
     return os.path.join(parent, f".staging-{split}")
 
 
+def _block_seed(records: list[bytes]) -> int:
+    """A block's shuffle seed, from its records: the same block, the same order. Its
+    ends and length tell blocks apart enough for a seed, at no cost per record."""
+    return google_crc32c.value(records[0] + records[-1]) ^ len(records) if records else 0
+
+
 class _WriteBlocksFn(beam.DoFn):
     """A bundle's blocks, each shuffled, into gzipped TFRecord files in the staging
     directory, a new file every FILE_BLOCKS blocks.
@@ -197,7 +206,7 @@ class _WriteBlocksFn(beam.DoFn):
         records = list(block)
         path, rows = self._written[-1]
         self._written[-1] = (path, rows + len(records))
-        random.shuffle(records)
+        random.Random(_block_seed(records)).shuffle(records)
         for start in range(0, len(records), WRITE_RUN):
             self._file.write(tfrecord_frames(records[start : start + WRITE_RUN]))
         self._file_blocks += 1

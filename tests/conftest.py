@@ -62,7 +62,9 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], T]) -> T:
 
 # Fixtures that train, run Beam or run the DAG: a test using one, however
 # indirectly, is slow whatever its own markers say (./dev test --fast leaves it out).
-SLOW_FIXTURES = frozenset({"taxi_trainer_inputs", "small_model_base", "two_local_runs"})
+SLOW_FIXTURES = frozenset(
+    {"taxi_trainer_inputs", "small_model_base", "two_local_runs", "parquet_local_run"}
+)
 # A fast-tier test (not marked slow) that takes longer than this, set up and
 # run, fails and says to mark it: the fast tier stays fast by design. Generous,
 # as three xdist workers share two cores (./dev runs a worker per core and one more).
@@ -169,6 +171,32 @@ def write_csv(path: Path, header: list[str], rows: list[dict[str, str]]) -> Path
         writer.writeheader()
         writer.writerows(rows)
     return path
+
+
+def taxi_as_parquet(
+    taxi_csv: Path, root: Path, parts: int = 2, row_group_size: int | None = 600
+) -> Path:
+    """The rows of `taxi_csv` as Spark writes a table: `parts` snappy part files of
+    row groups of `row_group_size` rows (None: one), its _SUCCESS marker and hidden
+    .crc checksums beside them. An empty cell is a null, as a CSV reader takes it."""
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
+
+    table = pa_csv.read_csv(
+        taxi_csv, convert_options=pa_csv.ConvertOptions(strings_can_be_null=True)
+    )
+    root.mkdir(parents=True, exist_ok=True)
+    bounds = [table.num_rows * i // parts for i in range(parts + 1)]
+    for part in range(parts):
+        name = f"part-{part:05d}-1b2c.c000.snappy.parquet"
+        rows = table.slice(bounds[part], bounds[part + 1] - bounds[part])
+        # Parquet 2.6: pyarrow 10's default (2.4) stores nanoseconds as micros.
+        pq.write_table(
+            rows, root / name, version="2.6", compression="snappy", row_group_size=row_group_size
+        )
+        (root / f".{name}.crc").write_bytes(b"crc")
+    (root / "_SUCCESS").write_bytes(b"")
+    return root
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -435,39 +463,65 @@ def two_local_runs(tmp_path_factory, taxi_slice) -> TwoLocalRuns:
     return built_once(tmp_path_factory, "two_local_runs", lambda root: run_twice(root, taxi_slice))
 
 
-def run_twice(root: Path, taxi_slice: Path) -> TwoLocalRuns:
+@dataclass(frozen=True)
+class LocalRun:
+    """One `local_runner` run: its output directory, exit code, summary and printout."""
+
+    output_dir: Path
+    exit_code: int
+    report: object  # RunReport (pipeline.local.run_summary.summarize_latest_run)
+    stdout: str
+
+
+def run_local_runner(data_root: Path, output_dir: Path, train_steps: int) -> LocalRun:
+    """`local_runner.py` as a user runs it on `data_root`, in this process."""
     from tfx.orchestration import metadata as tfx_metadata
 
     import local_runner
     from pipeline.local.run_summary import summarize_latest_run
 
-    output_dir = root / "out"
-    args = ["--data-root", str(taxi_slice), "--output-dir", str(output_dir), "--eval-steps", "5"]
+    args = ["--data-root", str(data_root), "--output-dir", str(output_dir), "--eval-steps", "5"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = local_runner.main([*args, "--train-steps", str(train_steps)])
+    sys.stdout.write(out.getvalue())
     metadata = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
+    return LocalRun(
+        output_dir, rc, summarize_latest_run(metadata, "taxi-big-tipper"), out.getvalue()
+    )
 
-    def run(train_steps: int) -> tuple[int, str]:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            rc = local_runner.main([*args, "--train-steps", str(train_steps)])
-        sys.stdout.write(out.getvalue())
-        return rc, out.getvalue()
 
+@pytest.fixture(scope="session")
+def parquet_local_run(tmp_path_factory, taxi_slice) -> LocalRun:
+    """The real runner once on `taxi_slice`'s rows written as one Parquet file, as
+    `two_local_runs` first runs on the CSV (tests/test_parquet_to_examples.py compares
+    them). One row group: ExampleGen reads it as one block, as it reads the CSV."""
+
+    def build(root: Path) -> LocalRun:
+        data_root = taxi_as_parquet(
+            taxi_slice / "data.csv", root / "data", parts=1, row_group_size=None
+        )
+        return run_local_runner(data_root, root / "out", TWO_RUNS_TRAIN_STEPS[0])
+
+    return built_once(tmp_path_factory, "parquet_local_run", build)
+
+
+def run_twice(root: Path, taxi_slice: Path) -> TwoLocalRuns:
+    output_dir = root / "out"
     first_steps, second_steps = TWO_RUNS_TRAIN_STEPS
-    rc1, stdout1 = run(first_steps)
-    first = summarize_latest_run(metadata, "taxi-big-tipper")
+    first = run_local_runner(taxi_slice, output_dir, first_steps)
     versions = sorted((output_dir / "serving_model").iterdir())
     assert len(versions) == 1, f"expected one pushed version after run 1, found {versions}"
     before = snapshot_files(versions[0])
-    rc2, stdout2 = run(second_steps)
-    second = summarize_latest_run(metadata, "taxi-big-tipper")
+    second = run_local_runner(taxi_slice, output_dir, second_steps)
     return TwoLocalRuns(
         output_dir=output_dir,
-        exit_codes=(rc1, rc2),
+        exit_codes=(first.exit_code, second.exit_code),
         train_steps=TWO_RUNS_TRAIN_STEPS,
-        first=first,
-        second=second,
-        first_stdout=stdout1,
-        second_stdout=stdout2,
+        first=first.report,
+        second=second.report,
+        first_stdout=first.stdout,
+        second_stdout=second.stdout,
         first_version=versions[0],
         served_files_before_second=before,
         served_files_after_second=snapshot_files(versions[0]),

@@ -9,8 +9,6 @@ signatures, as a real store does.
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
 import socket
 import sys
@@ -73,11 +71,6 @@ class S3Standin:
         return sorted(
             p["Prefix"][len(prefix) :].rstrip("/") for p in listing.get("CommonPrefixes", [])
         )
-
-    def read_csv(self, uri: str) -> list[dict[str, str]]:
-        bucket, key = split_uri(uri)
-        body = self.client().get_object(Bucket=bucket, Key=key)["Body"].read().decode()
-        return list(csv.DictReader(io.StringIO(body)))
 
     def download(self, uri: str, local: Path) -> Path:
         """Copies every object under the prefix `uri` into `local`, keeping relative paths."""

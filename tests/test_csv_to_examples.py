@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,7 +22,12 @@ from components.csv_to_examples import (
     read_blocks,
     typed_batch,
 )
-from components.example_blocks import RowsLostError, name_staged_files, staging_dir
+from components.example_blocks import (
+    RowsLostError,
+    name_staged_files,
+    staging_dir,
+    tfrecord_frames,
+)
 from components.example_encoding import encode_examples
 from components.example_gen import SpanResolvingExecutor, input_config
 from pipeline.beam import beam_pipeline_args
@@ -227,6 +233,27 @@ def test_staged_files_are_named_in_the_split_and_leftovers_removed(tmp_path):
     assert (split / "data_tfrecord-00000-of-00002.gz").read_bytes() == b"a.gz"
     assert not staging.exists()
     assert sorted(p.name for p in (tmp_path / "examples").iterdir()) == ["Split-train"]
+
+
+def test_a_block_is_shuffled_alike_every_time_it_is_written(tmp_path):
+    """A rerun of the same input writes the same bytes; so do the same rows read from
+    another format in the same block (tests/test_parquet_to_examples.py)."""
+    block = [f"record {i}".encode() for i in range(200)]
+
+    def written(attempt: str) -> bytes:
+        write = example_blocks._WriteBlocksFn(str(tmp_path / attempt / "Split-train"))
+        write.start_bundle()
+        write.process(list(block))
+        ((staged, rows),) = [value.value for value in write.finish_bundle()]
+        assert rows == len(block)
+        return gzip.decompress(Path(staged).read_bytes())
+
+    first = written("first")
+    assert first == written("second")
+    assert first != tfrecord_frames(block)  # shuffled, not in the order read
+    (tmp_path / "frames").write_bytes(first)
+    read_back = tf.data.TFRecordDataset(str(tmp_path / "frames")).as_numpy_iterator()
+    assert sorted(read_back) == sorted(block)  # every record, once
 
 
 @pytest.mark.slow  # two ExampleGen Beam pipelines

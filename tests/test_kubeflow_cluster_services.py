@@ -20,6 +20,11 @@ step; the worker pool gets only what `kubeflow.worker_pool`'s sidecar gives
 it. The workers of the default multi-processing mode, which register s3://
 through `--beam_plugins`, are tested on their own below.
 
+The data is Parquet as Spark writes a table (part files of several row groups,
+a `_SUCCESS` marker, `.crc` checksums): ExampleGen plans the row groups from the
+footers in its pod, and the workers read each from the store (the other
+executed packages read CSV).
+
 Reproduced: the Job API (prepare, stage artifacts, run, state), artifact
 staging, the Fn API to external workers, the compiled options, the launcher's
 downloads. Not: Flink's or Spark's translation of the pipeline, the Java job
@@ -34,6 +39,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -49,7 +55,7 @@ from pipeline.object_store import (
     check_reachable,
 )
 from pipeline.steps import DAG_STEPS
-from tests.conftest import REPO_ROOT, read_taxi_rows, write_csv
+from tests.conftest import REPO_ROOT, read_taxi_rows, taxi_as_parquet, write_csv
 from tests.harness import (
     DATA_ROOT,
     PIPELINE_ROOT,
@@ -60,7 +66,9 @@ from tests.harness import (
     execute_isolated,
     local_settings,
     refusing_port,
+    run_example_gen,
     s3_settings,
+    split_records,
 )
 from tests.s3_standin import s3_standin, silent_endpoint
 
@@ -174,7 +182,11 @@ def executions(store, tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("kubeflow_cluster")
     header, rows = read_taxi_rows(limit=ROWS)
-    store.upload(write_csv(tmp / "data.csv", header, rows), f"{DATA_ROOT}/data.csv")
+    # The data as Spark writes a table: its row groups are the Beam elements the
+    # external workers read from the store (the other executed packages read CSV).
+    parquet = taxi_as_parquet(write_csv(tmp / "data.csv", header, rows), tmp / "parquet", 2, 100)
+    for path in parquet.iterdir():
+        store.upload(path, f"{DATA_ROOT}/{path.name}")
     settings_file = s3_settings(tmp, store.endpoint)
     # The sidecar's environment is the store's; the Beam addresses come after.
     settings = load_settings(settings_file, pipeline_step_ids(), set(DAG_STEPS.beam_ids))
@@ -209,6 +221,7 @@ def executions(store, tmp_path_factory):
         second = execute_isolated(package, tmp, "second", store.secret_data(), **cache)
     return {
         "tmp": tmp,
+        "parquet": parquet,
         "first": first,
         "second": second,
         "served": served_after_first,
@@ -257,7 +270,8 @@ def test_pushed_model_sits_in_the_bucket_and_scores_raw_rows_read_back(
 ):
     (version,) = executions["served"]
     model_dir = store.download(f"{SERVING_DIR}/{version}", tmp_path / "model")
-    assert_scores_raw_rows(model_dir, store.read_csv(f"{DATA_ROOT}/data.csv")[:50], taxi_spec)
+    _, rows = read_taxi_rows(limit=50)
+    assert_scores_raw_rows(model_dir, rows, taxi_spec)
     # The report is the object at its artifact's URI, where the KFP UI reads it.
     report = executions["first"]["steps"]["RunReport"]["outputs"]["report"][0]
     html = store.client().get_object(Bucket="pipelines", Key=report[len("s3://pipelines/") :])
@@ -269,6 +283,26 @@ def test_pushed_model_sits_in_the_bucket_and_scores_raw_rows_read_back(
         page["Body"].read().decode().count('data-state="succeeded"')
         == len(executions["first"]["steps"]) - 1
     )
+
+
+def test_example_gen_read_the_parquet_files_on_s3_as_they_are_read_locally(
+    executions, store, tmp_path
+):
+    """Footers planned in the step's pod, row groups read by the job service's workers
+    through Beam's S3 filesystem; the examples are a local in-memory read's."""
+    from tfx.utils import proto_utils
+
+    from components.example_gen import SpanResolvingExecutor, input_config
+
+    (examples,) = executions["first"]["steps"]["ExampleGen"]["outputs"]["examples"]
+    from_store = store.download(examples, tmp_path / "examples")
+    properties = {"input_config": proto_utils.proto_to_json(input_config(None))}
+    local = run_example_gen(
+        SpanResolvingExecutor, executions["parquet"], tmp_path / "local", properties
+    )
+    records = split_records(local)
+    assert split_records(SimpleNamespace(uri=str(from_store))) == records
+    assert sum(len(r) for r in records.values()) == ROWS
 
 
 def test_second_execution_finds_the_first_model_as_its_baseline(executions, store, tmp_path):

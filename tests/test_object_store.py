@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -306,3 +307,46 @@ def test_a_parquet_data_root_on_s3_is_checked_as_a_local_one(store, tmp_path):
     )
     assert f"column 'trip' in {prefix}/part.parquet is struct<km: double>" in printed
     assert f"parquet ('fare',) ('{prefix}/part.parquet',)" in printed, printed
+
+
+@pytest.mark.slow  # a process importing TensorFlow, and two ExampleGen Beam pipelines
+def test_parquet_on_s3_is_read_into_the_examples_of_the_same_files_read_locally(store, tmp_path):
+    """ExampleGen's Parquet reader on s3://: the footers are planned and the row groups
+    read through Beam's S3 filesystem, Spark's marker and checksums skipped there too."""
+    from tfx.utils import proto_utils
+
+    from components.example_gen import SpanResolvingExecutor, input_config
+    from tests.conftest import taxi_as_parquet
+    from tests.harness import run_example_gen, split_records
+
+    header, rows = read_taxi_rows(limit=300)
+    local = taxi_as_parquet(
+        write_csv(tmp_path / "data.csv", header, rows), tmp_path / "parquet", row_group_size=100
+    )
+    prefix = "s3://pipelines/parquet-examples"
+    for path in local.iterdir():
+        store.upload(path, f"{prefix}/{path.name}")
+    properties = {"input_config": proto_utils.proto_to_json(input_config(None))}
+    from_s3 = tmp_path / "from_s3"
+    proc = subprocess.run(
+        [sys.executable, "-c",
+         "import json, sys\n"
+         "from pathlib import Path\n"
+         "from absl import logging\n"
+         "from pipeline.object_store import exit_process, register_filesystems\n"
+         "logging.set_verbosity(logging.INFO)\n"
+         "register_filesystems()\n"
+         "from components.example_gen import SpanResolvingExecutor\n"
+         "from tests.harness import run_example_gen\n"
+         "run_example_gen(SpanResolvingExecutor, sys.argv[1], Path(sys.argv[2]),"
+         " json.loads(sys.argv[3]))\n"
+         "exit_process(0)", prefix, str(from_s3), json.dumps(properties)],
+        cwd=REPO_ROOT, env=store.shell_environment(tmp_path), capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Reading 2 parquet file(s) under s3://pipelines/parquet-examples" in proc.stderr
+    from_local = run_example_gen(SpanResolvingExecutor, local, tmp_path / "local", properties)
+    examples = split_records(from_local)
+    assert split_records(SimpleNamespace(uri=str(from_s3))) == examples
+    assert sum(len(records) for records in examples.values()) == 300

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import math
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf
+from google.protobuf import json_format
+from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx.utils import proto_utils
 from tfx_bsl.coders.csv_decoder import ColumnType
 
@@ -26,7 +28,9 @@ from components.parquet_columns import (
     plan_files,
     read_row_group,
 )
+from pipeline.beam import beam_pipeline_args
 from pipeline.inputs import InputDataError, check_data_root
+from tests.conftest import taxi_as_parquet
 from tests.harness import run_example_gen, split_records
 
 UTC = datetime.timezone.utc
@@ -260,22 +264,6 @@ def test_a_timestamp_is_text_in_csv_and_microseconds_in_parquet(tmp_path):
     assert values(from_parquet, "at") == ("int64_list", [MICROS])
 
 
-def taxi_as_parquet(taxi_csv: Path, root: Path) -> Path:
-    """The taxi rows as Spark writes a table: snappy part files of several row groups,
-    its _SUCCESS marker and hidden .crc checksums beside them."""
-    table = pa_csv.read_csv(
-        taxi_csv,
-        convert_options=pa_csv.ConvertOptions(strings_can_be_null=True),
-    )
-    half = table.num_rows // 2
-    for part, rows in enumerate((table.slice(0, half), table.slice(half))):
-        name = f"part-0000{part}-1b2c.c000.snappy.parquet"
-        write(root / name, rows, compression="snappy", row_group_size=600)
-        (root / f".{name}.crc").write_bytes(b"crc")
-    (root / "_SUCCESS").write_bytes(b"")
-    return root
-
-
 @pytest.mark.slow  # two ExampleGen Beam pipelines
 def test_the_same_rows_as_csv_and_as_parquet_are_the_same_examples_in_each_split(
     taxi_slice, tmp_path
@@ -294,6 +282,94 @@ def test_the_same_rows_as_csv_and_as_parquet_are_the_same_examples_in_each_split
         values(tf.train.Example.FromString(r), "pickup_census_tract") is None
         for r in csv_splits["train"]
     )
+
+
+@pytest.mark.slow  # Beam's multi-processing runner: two worker processes
+def test_two_worker_processes_read_a_file_s_row_groups_and_write_every_row_once(
+    taxi_slice, tmp_path
+):
+    """ExampleGen on Kubeflow's default Beam engine (`direct`: Beam's multi-processing
+    runner, kubeflow/settings/beam.py): one Parquet file's row groups are the Beam
+    elements the workers share, and every row is written once, as the CSV path
+    writes it in memory."""
+    parquet_root = taxi_as_parquet(
+        taxi_slice / "data.csv", tmp_path / "parquet", parts=1, row_group_size=500
+    )
+    properties = {"input_config": proto_utils.proto_to_json(input_config(None))}
+    workers = tuple(beam_pipeline_args("multi_processing", num_workers=2))
+    ours = run_example_gen(
+        SpanResolvingExecutor, parquet_root, tmp_path / "ours", properties, workers
+    )
+    from_csv = run_example_gen(SpanResolvingExecutor, taxi_slice, tmp_path / "csv", properties)
+    assert split_records(ours) == split_records(from_csv)
+    # Six row groups in bundles of their own files: more than one writer per split.
+    for split in ("train", "eval"):
+        assert len(list(Path(ours.uri, f"Split-{split}").glob("*.gz"))) > 1, split
+
+
+def split_files(output_dir: Path, step: str, name: str) -> dict[str, bytes]:
+    """Each split's files a step wrote in a local run, by split and file name (one
+    execution: the second run of `two_local_runs` takes its data steps from cache)."""
+    found = sorted((output_dir / "pipeline_root" / step).glob(f"*/*/Split-*/{name}"))
+    executions = {p.parents[1] for p in found}
+    assert len(executions) == 1, f"expected one {step} execution, found {sorted(executions)}"
+    return {f"{p.parent.name}/{p.name}": p.read_bytes() for p in found}
+
+
+def as_dict(serialized_statistics: bytes) -> dict:
+    return json_format.MessageToDict(
+        statistics_pb2.DatasetFeatureStatisticsList.FromString(serialized_statistics)
+    )
+
+
+def differences(a, b, path: str = "") -> list[str]:
+    """Where two statistics (as dicts) differ; a mean or a deviation summed in another
+    order (TFDV merges its accumulators as they come) is the same to 1e-9."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [
+            d
+            for k in sorted(a.keys() | b.keys())
+            for d in differences(a.get(k), b.get(k), f"{path}.{k}")
+        ]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        pairs = enumerate(zip(a, b, strict=True))
+        return [d for i, (x, y) in pairs for d in differences(x, y, f"{path}[{i}]")]
+    if isinstance(a, float) and isinstance(b, float):
+        return [] if math.isclose(a, b, rel_tol=1e-9) else [f"{path}: {a} != {b}"]
+    return [] if a == b else [f"{path}: {a!r} != {b!r}"]
+
+
+# Two local runs on the same ExampleGen files may still train two models a little
+# apart: the default runtime reads its training input in whatever order keeps
+# tf.data busiest (`deterministic_input`, trainer/config.py). The Evaluator's
+# metrics then differ by a few of the ~1,000 eval rows (docs/parquet-and-partitions.md).
+METRIC_TOLERANCE = 0.01
+
+
+def test_a_run_on_the_rows_as_parquet_gets_the_csv_run_s_statistics_and_metrics(
+    two_local_runs, parquet_local_run
+):
+    """The real runner on the same rows, as CSV (`two_local_runs`' first run) and as
+    one Parquet file: the same files from ExampleGen, byte for byte (a block is
+    shuffled by its content, not at random), so the same statistics; the
+    Evaluator's metrics, up to the Trainer's own run-to-run variation."""
+    csv_run, parquet_run = two_local_runs, parquet_local_run
+    assert parquet_run.exit_code == 0 and "Blessing: BLESSED" in parquet_run.stdout
+    examples = split_files(parquet_run.output_dir, "ExampleGen", "data_tfrecord-*.gz")
+    assert sorted(examples) == [
+        "Split-eval/data_tfrecord-00000-of-00001.gz",
+        "Split-train/data_tfrecord-00000-of-00001.gz",
+    ]
+    assert examples == split_files(csv_run.output_dir, "ExampleGen", "data_tfrecord-*.gz")
+    statistics = split_files(parquet_run.output_dir, "StatisticsGen", "FeatureStats.pb")
+    assert sorted(statistics) == ["Split-eval/FeatureStats.pb", "Split-train/FeatureStats.pb"]
+    csv_statistics = split_files(csv_run.output_dir, "StatisticsGen", "FeatureStats.pb")
+    for split, serialized in statistics.items():
+        assert differences(as_dict(serialized), as_dict(csv_statistics[split])) == [], split
+    metrics, csv_metrics = parquet_run.report.metrics, csv_run.first.metrics
+    assert metrics.keys() == csv_metrics.keys() and "binary_accuracy" in metrics
+    assert metrics["example_count"] == csv_metrics["example_count"]
+    assert metrics == pytest.approx(csv_metrics, abs=METRIC_TOLERANCE), (metrics, csv_metrics)
 
 
 # --- the data root's checks and spans (pipeline/inputs.py, components/example_gen.py) ---

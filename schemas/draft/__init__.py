@@ -220,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m schemas.draft", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--data-root", type=Path, required=True, help="directory of CSV files")
+    parser.add_argument(
+        "--data-root", type=Path, required=True, help="directory of CSV or Parquet files"
+    )
     parser.add_argument("--label", required=True, help="the column to predict")
     parser.add_argument(
         "--output-dir",
