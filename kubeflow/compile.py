@@ -494,9 +494,7 @@ def tuning_spec(settings: KubeflowSettings):
 def build_tuning_pipeline(settings: KubeflowSettings):
     """The training DAG's steps up to Transform, unchanged (so KFP's cache serves a training
     run's), then Tune, given the Trainer's own configuration."""
-    from tfx.orchestration.pipeline import Pipeline
-
-    from kubeflow.tuning.component import Tune
+    from tfx.dsl.context_managers import dsl_context_registry
 
     training = build_tfx_pipeline(settings)
     by_id = {c.id: c for c in training.components}
@@ -511,6 +509,16 @@ def build_tuning_pipeline(settings: KubeflowSettings):
         # Edges to the steps left out, which the compiler would otherwise follow.
         step._downstream_nodes = {n for n in step.downstream_nodes if n.id in kept}
     trainer_config = by_id[TRAINER].exec_properties["custom_config"]
+    # TFX knows a pipeline's nodes from the DSL registry they were built in: Tune joins theirs.
+    with dsl_context_registry.use_registry(training.dsl_context_registry):
+        return _with_tune(training, steps, by_id, trainer_config, settings)
+
+
+def _with_tune(training, steps, by_id, trainer_config, settings: KubeflowSettings):
+    from tfx.orchestration.pipeline import Pipeline
+
+    from kubeflow.tuning.component import Tune
+
     tune = Tune(
         examples=by_id[EXAMPLE_GEN].outputs["examples"],
         transformed_examples=by_id[TRANSFORM].outputs["transformed_examples"],
