@@ -481,6 +481,7 @@ def tuning_spec(settings: KubeflowSettings):
         eval_steps=variant(settings.config_variant).eval_steps,
         deadline_seconds=tuning.deadline_seconds,
         search_root=posixpath.join(settings.pipeline_root, TUNING_DIR),
+        accept_partial=tuning.accept_partial,
         resources=tuning.placement.resources.to_kubernetes(),
         node_selector=dict(tuning.placement.node_selector),
         tolerations=tuple(t.to_kubernetes() for t in tuning.placement.tolerations),
@@ -552,10 +553,20 @@ def compile_tuning_pipeline(settings: KubeflowSettings) -> tuple[dict[str, Any],
 
 
 def load_tuning_settings(path: Path) -> KubeflowSettings:
-    """The settings read for the tuning package: `components:` and `retries:` may name Tune."""
-    return load_settings(
+    """The settings read for the tuning package: `components:` and `retries:` may name Tune.
+
+    Unnamed, Tune retries as DEFAULT_RETRY does, within its `tuning.deadline`: a retry
+    resumes the search from its directory on the object store (docs/tuning.md).
+    """
+    settings = load_settings(
         path, pipeline_step_ids() | {TUNE}, set(DAG_STEPS.beam_ids), pipeline_retry_roles()
     )
+    if TUNE in settings.retries.components:
+        return settings
+    retries = dataclasses.replace(
+        settings.retries, components={**settings.retries.components, TUNE: DEFAULT_RETRY}
+    )
+    return dataclasses.replace(settings, retries=retries)
 
 
 def pipeline_step_ids() -> set[str]:

@@ -37,9 +37,10 @@ def test_the_tuning_package_is_the_training_dag_up_to_transform_then_tune(tmp_pa
     for step in ("InputSnapshot", EXAMPLE_GEN, TRANSFORM):
         # The same task and container as training's: KFP's cache serves one for the other.
         assert tasks[step]["inputs"] == training_tasks[step]["inputs"], step
-        assert executors[labels[step]] == training["deploymentSpec"]["executors"][
-            training_labels[step]
-        ], step
+        assert (
+            executors[labels[step]]
+            == training["deploymentSpec"]["executors"][training_labels[step]]
+        ), step
     for label in labels.values():
         assert executors[label]["container"]["command"] == kfp_compile.STEP_COMMAND
     tune_parameters = tasks["Tune"]["inputs"]["parameters"]
@@ -64,6 +65,7 @@ def test_the_tuning_package_is_the_training_dag_up_to_transform_then_tune(tmp_pa
         ({"max_trials": "ten"}, r"tuning\.max_trials: must be an integer >= 1"),
         ({"steps_per_trial": True}, r"tuning\.steps_per_trial: must be an integer >= 1"),
         ({"deadline": "6 hours"}, r"tuning\.deadline: '6 hours' is not a duration"),
+        ({"accept_partial": "yes"}, r"tuning\.accept_partial: must be true or false"),
         ({"namespace": "Bad_NS"}, r"tuning\.namespace: 'Bad_NS' is not a namespace"),
         ({"replicas": 2}, r"tuning: unknown field\(s\) \['replicas'\]"),
         ({"resources": {"gpu": -1}}, r"tuning\.resources\.gpu"),
@@ -96,9 +98,14 @@ def test_a_worker_pod_is_a_keras_tuner_worker_of_the_steps_chief(tmp_path):
     name = search_name("gs://b/root/run-1/Tune/hyperparameters")
     pods = [
         worker_pod(
-            spec, name=name, namespace="kubeflow-user", index=i,
-            job_file=f"{directory}/worker_job.json", oracle_ip="10.0.0.7", oracle_port=4321,
-        )  # fmt: skip
+            spec,
+            name=name,
+            namespace="kubeflow-user",
+            index=i,
+            job_file=f"{directory}/worker_job.json",
+            oracle_ip="10.0.0.7",
+            oracle_port=4321,
+        )
         for i in range(2)
     ]
     for i, pod in enumerate(pods):

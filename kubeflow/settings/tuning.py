@@ -4,7 +4,8 @@ Read only by `python -m kubeflow.compile --tuning` (docs/tuning.md): the
 tuning step serves KerasTuner's oracle in its own pod (the chief) and starts
 `workers` worker pods, placed as this section says, which ask it for trials
 until `max_trials` trials of `steps_per_trial` steps are done or `deadline`
-has passed. The training package reads none of it.
+has passed; a search the deadline cut short fails the step (its retry
+resumes it) unless `accept_partial`. The training package reads none of it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class Tuning:
     max_trials: int = 20
     steps_per_trial: int = 200
     deadline: str = "6h"
+    accept_partial: bool = False
     placement: Placement = field(default_factory=Placement)
     namespace: str | None = None
     service_account: str | None = None
@@ -49,10 +51,15 @@ def parse_tuning(values: Any) -> Tuning:
     own = [name for name in field_names(Tuning) if name != "placement"]
     check.no_unknown(raw, [*own, *field_names(Placement)], where)
     deadline = raw.get("deadline", "6h")
-    if not isinstance(deadline, str) or not DURATION.match(deadline) or not duration_seconds(
-        deadline
-    ):
-        raise SettingsError(f"{where}.deadline: {deadline!r} is not a duration above zero (30m, 6h)")
+    if not (isinstance(deadline, str) and DURATION.match(deadline) and duration_seconds(deadline)):
+        raise SettingsError(
+            f"{where}.deadline: {deadline!r} is not a duration above zero (30m, 6h)"
+        )
+    accept_partial = raw.get("accept_partial", False)
+    if not isinstance(accept_partial, bool):
+        raise SettingsError(
+            f"{where}.accept_partial: must be true or false, got {accept_partial!r}"
+        )
     names = {}
     for name, pattern, what in (
         ("namespace", NAMESPACE, "a namespace"),
@@ -67,6 +74,7 @@ def parse_tuning(values: Any) -> Tuning:
         max_trials=_positive_int(raw, "max_trials", 20, "the trial budget"),
         steps_per_trial=_positive_int(raw, "steps_per_trial", 200, "training steps per trial"),
         deadline=deadline,
+        accept_partial=accept_partial,
         placement=parse_placement(
             {k: raw[k] for k in ("resources", "node_selector", "tolerations") if k in raw}, where
         ),

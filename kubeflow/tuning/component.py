@@ -53,7 +53,11 @@ def Tune(
     from pipeline.local.tune import search_provenance, trial_table
     from trainer.config import TrainerConfig
     from trainer.dataset_spec import DatasetSpec
-    from trainer.hyperparameters import HYPERPARAMETERS_FILE_NAME, FrozenHyperparameters, frozen_text
+    from trainer.hyperparameters import (
+        HYPERPARAMETERS_FILE_NAME,
+        FrozenHyperparameters,
+        frozen_text,
+    )
     from trainer.run import InputFiles
     from trainer.search_space import search_space
     from trainer.tuning import SearchSettings, search
@@ -89,9 +93,12 @@ def Tune(
         ),
         parallel=spec.workers,
         launch=pod_launcher(
-            cluster, spec, name=search_name(hyperparameters.uri), namespace=namespace,
+            cluster,
+            spec,
+            name=search_name(hyperparameters.uri),
+            namespace=namespace,
             log=logging.info,
-        ),  # fmt: skip
+        ),
         bind="0.0.0.0",
         advertise=pod_ip(),
     )
@@ -100,6 +107,13 @@ def Tune(
         raise RuntimeError(
             f"no trial completed within tuning.deadline; the search's state is in {directory}: "
             "run the package again on the same data to resume it"
+        )
+    if result.partial and not spec.accept_partial:
+        raise RuntimeError(
+            f"the search is partial ({len(result.completed)} of {spec.max_trials} trials within "
+            f"tuning.deadline); nothing was output. Its state is in {directory}: a retry of this "
+            "step, or the package run again on the same data, resumes it; or set "
+            "tuning.accept_partial: true to output its best trial"
         )
     read_at = datetime.datetime.fromtimestamp(
         examples.mlmd_artifact.create_time_since_epoch / 1000, datetime.timezone.utc

@@ -144,9 +144,14 @@ def pod_launcher(
     def launch(job_file: str, oracle_ip: str, oracle_port: int, workers: int) -> list[int]:
         pods = [
             worker_pod(
-                spec, name=name, namespace=namespace, index=i, job_file=job_file,
-                oracle_ip=oracle_ip, oracle_port=oracle_port,
-            )  # fmt: skip
+                spec,
+                name=name,
+                namespace=namespace,
+                index=i,
+                job_file=job_file,
+                oracle_ip=oracle_ip,
+                oracle_port=oracle_port,
+            )
             for i in range(workers)
         ]
         names = [p["metadata"]["name"] for p in pods]
@@ -164,11 +169,11 @@ def pod_launcher(
             while len(codes) < len(names):
                 for pod_name in names:
                     if pod_name not in codes:
-                        pod = cluster.get_pod(namespace, pod_name)
-                        if pod is None:
+                        current = cluster.get_pod(namespace, pod_name)
+                        if current is None:
                             codes[pod_name] = 1
                             log(f"Pod {namespace}/{pod_name} was deleted while it ran")
-                        elif (code := exit_code(pod)) is not None:
+                        elif (code := exit_code(current)) is not None:
                             codes[pod_name] = code
                 time.sleep(0 if len(codes) == len(names) else poll_seconds)
             return [codes[n] for n in names]

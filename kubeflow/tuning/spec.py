@@ -18,6 +18,7 @@ class TuningSpec:
     workers: worker pods beside the chief (the step's own pod).
     max_trials, steps_per_trial, eval_steps, deadline_seconds: the search's budget.
     search_root: where search directories go (under the pipeline root, on the object store).
+    accept_partial: output the winner of a search the deadline cut short (else the step fails).
     resources, node_selector, tolerations, env, namespace, service_account: each worker pod's.
     """
 
@@ -29,6 +30,7 @@ class TuningSpec:
     eval_steps: int
     deadline_seconds: int
     search_root: str
+    accept_partial: bool = False
     resources: Mapping[str, Any] = field(default_factory=dict)
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
