@@ -2,6 +2,7 @@
 
     python -m kubeflow.compile --output pipeline.yaml [--config kubeflow/pipeline.yaml]
     python -m kubeflow.compile --scoring --output scoring.yaml    # the batch scoring package
+    python -m kubeflow.compile --tuning --output tuning.yaml      # the tuning package
 
 The DAG is the same `create_pipeline(...)` that runs locally. TFX's
 KubeflowV2DagRunner writes the pipeline spec (schema 2.1.0); this module then
@@ -78,7 +79,7 @@ from kubeflow.tfx_spec import (
     pass_parameters_into_sub_dags,
     type_final_status_parameters,
 )
-from pipeline.steps import DAG_STEPS, SCORING_STEPS, TRAINER
+from pipeline.steps import DAG_STEPS, EXAMPLE_GEN, SCORING_STEPS, TRAINER, TRANSFORM
 
 # The project checkout this module compiles from: schema_dir is relative to it.
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -88,6 +89,10 @@ DATA_ROOT_PARAMETER = "data_root"
 SCORES_ROOT_PARAMETER = "scores_root"
 # What every container runs instead of TFX's entrypoint (see kubeflow/step_entrypoint.py).
 STEP_COMMAND = ["python", "-m", "kubeflow.step_entrypoint"]
+# The tuning package's last step (kubeflow/tuning/component.py).
+TUNE = "Tune"
+# Under the pipeline root: the tuning step's search directories (docs/tuning.md).
+TUNING_DIR = "tuning"
 
 
 def _cpu_number(quantity: str) -> float:
@@ -461,6 +466,109 @@ def compile_scoring_pipeline(
     )
 
 
+def tuning_spec(settings: KubeflowSettings):
+    """The Tune step's spec: the `tuning:` settings, the image, the store's environment."""
+    from kubeflow.tuning.spec import TuningSpec
+    from pipeline.config import variant
+
+    tuning, store = settings.tuning, settings.object_store
+    return TuningSpec(
+        image=settings.image,
+        working_dir=settings.project_root_in_image,
+        workers=tuning.workers,
+        max_trials=tuning.max_trials,
+        steps_per_trial=tuning.steps_per_trial,
+        eval_steps=variant(settings.config_variant).eval_steps,
+        deadline_seconds=tuning.deadline_seconds,
+        search_root=posixpath.join(settings.pipeline_root, TUNING_DIR),
+        accept_partial=tuning.accept_partial,
+        resources=tuning.placement.resources.to_kubernetes(),
+        node_selector=dict(tuning.placement.node_selector),
+        tolerations=tuple(t.to_kubernetes() for t in tuning.placement.tolerations),
+        # The workers read Transform's output and write the search's state on the store.
+        env=tuple(store.container_env()) if store is not None else (),
+        namespace=tuning.namespace,
+        service_account=tuning.service_account,
+    )
+
+
+def build_tuning_pipeline(settings: KubeflowSettings):
+    """The training DAG's steps up to Transform, unchanged (so KFP's cache serves a training
+    run's), then Tune, given the Trainer's own configuration."""
+    from tfx.dsl.context_managers import dsl_context_registry
+
+    training = build_tfx_pipeline(settings)
+    by_id = {c.id: c for c in training.components}
+    kept, pending = set(), [by_id[TRANSFORM]]
+    while pending:
+        node = pending.pop()
+        if node.id not in kept:
+            kept.add(node.id)
+            pending.extend(node.upstream_nodes)
+    steps = [c for c in training.components if c.id in kept]
+    for step in steps:
+        # Edges to the steps left out, which the compiler would otherwise follow.
+        step._downstream_nodes = {n for n in step.downstream_nodes if n.id in kept}
+    trainer_config = by_id[TRAINER].exec_properties["custom_config"]
+    # TFX knows a pipeline's nodes from the DSL registry they were built in: Tune joins theirs.
+    with dsl_context_registry.use_registry(training.dsl_context_registry):
+        return _with_tune(training, steps, by_id, trainer_config, settings)
+
+
+def _with_tune(training, steps, by_id, trainer_config, settings: KubeflowSettings):
+    from tfx.orchestration.pipeline import Pipeline
+
+    from kubeflow.tuning.component import Tune
+
+    tune = Tune(
+        examples=by_id[EXAMPLE_GEN].outputs["examples"],
+        transformed_examples=by_id[TRANSFORM].outputs["transformed_examples"],
+        transform_graph=by_id[TRANSFORM].outputs["transform_graph"],
+        tuning=tuning_spec(settings).to_json(),
+        trainer_config=trainer_config
+        if isinstance(trainer_config, str)
+        else json.dumps(trainer_config, sort_keys=True),
+    ).with_id(TUNE)
+    return Pipeline(
+        pipeline_name=training.pipeline_info.pipeline_name,
+        pipeline_root=training.pipeline_info.pipeline_root,
+        components=[*steps, tune],
+        enable_cache=training.enable_cache,
+        beam_pipeline_args=training.beam_pipeline_args,
+    )
+
+
+def compile_tuning_pipeline(settings: KubeflowSettings) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The tuning package: the DAG up to Transform and Tune, mended as the training package is."""
+    from kubeflow.pipeline_steps import KUBEFLOW_STEPS
+
+    dag = build_tuning_pipeline(settings)
+    return complete_spec(
+        _tfx_pipeline_spec(dag, settings.image),
+        settings,
+        KUBEFLOW_STEPS.uncached_ids,
+        {TUNE: settings.tuning.deadline_seconds},
+        parameter_defaults={DATA_ROOT_PARAMETER: settings.data_root},
+    )
+
+
+def load_tuning_settings(path: Path) -> KubeflowSettings:
+    """The settings read for the tuning package: `components:` and `retries:` may name Tune.
+
+    Unnamed, Tune retries as DEFAULT_RETRY does, within its `tuning.deadline`: a retry
+    resumes the search from its directory on the object store (docs/tuning.md).
+    """
+    settings = load_settings(
+        path, pipeline_step_ids() | {TUNE}, set(DAG_STEPS.beam_ids), pipeline_retry_roles()
+    )
+    if TUNE in settings.retries.components:
+        return settings
+    retries = dataclasses.replace(
+        settings.retries, components={**settings.retries.components, TUNE: DEFAULT_RETRY}
+    )
+    return dataclasses.replace(settings, retries=retries)
+
+
 def pipeline_step_ids() -> set[str]:
     """Every step of a Kubeflow run: the ids the settings may name."""
     from kubeflow.pipeline_steps import KUBEFLOW_STEPS
@@ -522,9 +630,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="compile the batch scoring package instead (docs/batch-scoring.md)",
     )
+    parser.add_argument(
+        "--tuning",
+        action="store_true",
+        help="compile the tuning package instead (docs/tuning.md)",
+    )
     args = parser.parse_args(argv)
+    if args.scoring and args.tuning:
+        parser.error("--scoring and --tuning: one package at a time")
     try:
-        if args.scoring:
+        if args.tuning:
+            settings = load_tuning_settings(args.config)
+            spec, platform = compile_tuning_pipeline(settings)
+        elif args.scoring:
             settings = load_scoring_settings(args.config)
             spec, platform = compile_scoring_pipeline(settings)
         else:

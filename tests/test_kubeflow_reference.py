@@ -82,9 +82,11 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
             assert passed == {**exit_reference["body_is_passed"], "componentInputParameter": name}
 
 
-def checked_by_reference(tmp_path, settings, spec, platform, steps) -> dict:
+def checked_by_reference(tmp_path, settings, spec, platform, steps, deadlines=None) -> dict:
     """The package parsed by the current kfp, and what that SDK writes for each step's
-    settings (kubeflow/reference/check_spec.py)."""
+    settings (kubeflow/reference/check_spec.py). `deadlines`: the steps' (default: the
+    training package's)."""
+    deadlines = kfp_compile.step_deadlines(settings) if deadlines is None else deadlines
     package = tmp_path / "pipeline.yaml"
     kfp_compile.write_package(package, spec, platform)
     placements = {
@@ -100,9 +102,7 @@ def checked_by_reference(tmp_path, settings, spec, platform, steps) -> dict:
                 for credentials in [settings.object_store and settings.object_store.credentials]
                 if credentials
             ],
-            "retry": retry_arguments(
-                settings.retries.policy_for(task), kfp_compile.step_deadlines(settings).get(task)
-            ),
+            "retry": retry_arguments(settings.retries.policy_for(task), deadlines.get(task)),
         }
         for task in steps
     }
@@ -156,3 +156,21 @@ def retry_arguments(policy, step_deadline: int | None) -> dict | None:
         "backoff_factor": policy.backoff_factor,
         "backoff_max_duration": f"{policy.window_seconds(step_deadline)}s",
     }
+
+
+def test_the_tuning_package_parses_and_places_as_current_kfp(tmp_path):
+    """The tuning package (docs/tuning.md), under the same checks, with an S3 store."""
+    raw = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
+    raw.update(MINIO)
+    raw["components"]["Tune"] = {"resources": {"cpu_request": "2", "memory_limit": "8Gi"}}
+    path = tmp_path / "settings.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    settings = kfp_compile.load_tuning_settings(path)
+    spec, platform = kfp_compile.compile_tuning_pipeline(settings)
+    steps = sorted(tfx_spec.executor_labels(spec))
+    assert kfp_compile.TUNE in steps
+    deadlines = {kfp_compile.TUNE: settings.tuning.deadline_seconds}
+    reference = checked_by_reference(tmp_path, settings, spec, platform, steps, deadlines)
+    assert_placed_as_reference(spec, platform, steps, reference)
+    # Unnamed in retries:, Tune retries (a retry resumes the search), within its deadline.
+    assert tfx_spec.all_tasks(spec)[kfp_compile.TUNE]["retryPolicy"]["maxRetryCount"] == 2

@@ -206,12 +206,17 @@ HEADER = (
 )
 
 
-def write_frozen(path: str | Path, frozen: FrozenHyperparameters) -> Path:
-    """Writes `frozen` to `path` whole or not at all (a temporary file, then a rename)."""
+def frozen_text(frozen: FrozenHyperparameters) -> str:
+    """The frozen file's text, its header first."""
     import yaml
 
+    return HEADER + yaml.safe_dump(frozen.to_dict(), sort_keys=False, default_flow_style=False)
+
+
+def write_frozen(path: str | Path, frozen: FrozenHyperparameters) -> Path:
+    """Writes `frozen` to `path` whole or not at all (a temporary file, then a rename)."""
     path = Path(path)
-    text = HEADER + yaml.safe_dump(frozen.to_dict(), sort_keys=False, default_flow_style=False)
+    text = frozen_text(frozen)
     temporary = path.with_name(f".{path.name}.tmp")
     temporary.write_text(text)
     os.replace(temporary, path)

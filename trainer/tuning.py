@@ -27,6 +27,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import keras
 import keras_tuner
@@ -127,18 +128,21 @@ def search(
     settings: SearchSettings,
     space: Callable[..., ModelConfig] = search_space,
     parallel: int = 1,
+    **serving: Any,
 ) -> SearchResult:
     """Runs (or resumes) the search in `settings.directory`; returns every trial and the best.
 
-    `parallel` > 1: this process serves the oracle on 127.0.0.1 and `parallel`
-    worker processes run the trials (`serve_workers`).
+    `parallel` > 1: this process serves the oracle and `parallel` workers run
+    the trials (`serve_workers`, which takes `serving`: by default processes
+    on 127.0.0.1; the Kubeflow tuning step's are pods).
     """
     tuner, ran, gate_metric = _tuner(config, spec, files, settings, space)
     trials = tuner.oracle.trials.values()
     finished = len(trials) >= settings.max_trials and all(t.status != "RUNNING" for t in trials)
-    if parallel > 1 and not finished:
+    # Workers elsewhere (`serving`: the Kubeflow step's pods) are workers however many.
+    if (parallel > 1 or serving) and not finished:
         before = {t for t, trial in tuner.oracle.trials.items() if trial.status == "COMPLETED"}
-        partial = serve_workers(tuner.oracle, parallel, config, spec, files, settings)
+        partial = serve_workers(tuner.oracle, parallel, config, spec, files, settings, **serving)
         ran = sorted((t for t in tuner.oracle.trials if t not in before), key=int)
         return _result(tuner.oracle, space, gate_metric, ran, partial)
     return _result(tuner.oracle, space, gate_metric, ran, partial=not _search(tuner))
@@ -223,6 +227,36 @@ TUNER_ID = "KERASTUNER_TUNER_ID"
 WORKER_JOB_FILE = "worker_job.json"
 
 
+def worker_environment(oracle_ip: str, oracle_port: int, index: int) -> dict[str, str]:
+    """What KerasTuner reads to make a process worker `index` of the chief at ip:port."""
+    return {ORACLE_IP: oracle_ip, ORACLE_PORT: str(oracle_port), TUNER_ID: f"tuner{index}"}
+
+
+def local_workers(job_file: str, oracle_ip: str, oracle_port: int, workers: int) -> list[int]:
+    """Runs `workers` worker processes on this machine; returns their exit codes."""
+    import os
+    import subprocess
+    import sys
+
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "trainer.tuning", job_file],
+            env=os.environ | worker_environment(oracle_ip, oracle_port, i),
+        )
+        for i in range(workers)
+    ]
+    try:
+        return [process.wait() for process in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+
+
+# Starts the workers of the chief at (ip, port) on the job file, waits; their exit codes.
+WorkerLauncher = Callable[[str, str, int, int], list[int]]
+
+
 def serve_workers(
     oracle,
     workers: int,
@@ -230,21 +264,24 @@ def serve_workers(
     spec: DatasetSpec,
     files: InputFiles,
     settings: SearchSettings,
+    *,
+    launch: WorkerLauncher = local_workers,
+    bind: str = "127.0.0.1",
+    advertise: str = "127.0.0.1",
 ) -> bool:
-    """Serves `oracle` with KerasTuner's own gRPC servicer on 127.0.0.1 while `workers`
-    processes run trials as KerasTuner workers; returns whether the deadline stopped one.
+    """Serves `oracle` with KerasTuner's own gRPC servicer on `bind` while `workers`
+    KerasTuner workers (`launch`: local processes, or pods on Kubeflow) run trials, asking
+    it at `advertise`; returns whether the deadline stopped one.
 
     KerasTuner's chief (`KERASTUNER_TUNER_ID=chief`) would serve until a
     worker is told the budget is spent, and so wait forever for workers a
     deadline or a crash ended; here the server stops when the workers have.
     """
     import json
-    import os
-    import subprocess
-    import sys
     from concurrent import futures
 
     import grpc
+    import tensorflow as tf
 
     # The servicer KerasTuner's chief serves (keras_tuner/src/distribute/oracle_chief.py,
     # 1.4.8): its workers' OracleClient speaks to exactly this.
@@ -253,33 +290,24 @@ def serve_workers(
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
     protos.get_service_grpc().add_OracleServicer_to_server(OracleServicer(oracle), server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    port = server.add_insecure_port(f"{bind}:0")
     server.start()
-    job = os.path.join(settings.directory, WORKER_JOB_FILE)
-    with open(job, "w") as f:
-        json.dump(
-            {
-                "config": config.to_custom_config(),
-                "spec": spec.to_custom_config(),
-                "files": dataclasses.asdict(files),
-                "settings": dataclasses.asdict(settings),
-            },
-            f,
+    # The search's directory may be on an object store (the Kubeflow tuning step's).
+    job = f"{settings.directory.rstrip('/')}/{WORKER_JOB_FILE}"
+    with tf.io.gfile.GFile(job, "w") as f:
+        f.write(
+            json.dumps(
+                {
+                    "config": config.to_custom_config(),
+                    "spec": spec.to_custom_config(),
+                    "files": dataclasses.asdict(files),
+                    "settings": dataclasses.asdict(settings),
+                }
+            )
         )
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "trainer.tuning", job],
-            env=os.environ
-            | {ORACLE_IP: "127.0.0.1", ORACLE_PORT: str(port), TUNER_ID: f"tuner{i}"},
-        )
-        for i in range(workers)
-    ]
     try:
-        codes = [process.wait() for process in processes]
+        codes = launch(job, advertise, port, workers)
     finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
         server.stop(grace=None)
         # The oracle saves its state before it drops a trial that ended from its
         # ongoing ones (Oracle.end_trial, keras-tuner 1.4.8); KerasTuner's sequential
@@ -302,8 +330,10 @@ def worker_main(job_file: str) -> int:
     are left or the deadline passes."""
     import json
 
-    with open(job_file) as f:
-        job = json.load(f)
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(job_file) as f:
+        job = json.loads(f.read())
     tuner, _, _ = _tuner(
         TrainerConfig.from_custom_config(job["config"]),
         DatasetSpec.from_custom_config(job["spec"]),

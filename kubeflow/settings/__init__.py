@@ -12,6 +12,7 @@ pod that never schedules. One module per section of the file:
 * training.py      `training:`: the Trainer in its pod, or on a TFJob
 * schedule.py      `schedule:`: recurring runs
 * serving.py       `serving:`: the KServe InferenceService a pushed version goes to
+* tuning.py        `tuning:`: the tuning package's worker pods and trial budget
 
 The checks are the kit's plain functions rather than pydantic models (the
 dataset spec reads with the same kit): most of them are Kubernetes' and
@@ -44,6 +45,7 @@ from kubeflow.settings.retries import Retries, RetryRoles, parse_retries
 from kubeflow.settings.schedule import Schedule, parse_schedule
 from kubeflow.settings.serving import Serving, parse_serving
 from kubeflow.settings.training import Training, parse_training
+from kubeflow.settings.tuning import Tuning, parse_tuning
 
 DEFAULT_SETTINGS_FILE = Path(__file__).resolve().parents[1] / "pipeline.yaml"
 # The Dockerfile's WORKDIR: where the pipeline image holds the project.
@@ -71,6 +73,7 @@ class KubeflowSettings:
     retries: Retries = field(default_factory=Retries)
     training: Training = field(default_factory=Training)
     serving: Serving | None = None
+    tuning: Tuning = field(default_factory=Tuning)
 
     def placement_for(self, step_id: str) -> Placement:
         """The step's own placement, or the defaults."""
@@ -110,6 +113,7 @@ def parse_settings(
         "retries",
         "training",
         "serving",
+        "tuning",
     }
     check.no_unknown(values, known, "settings")
     image = required_str(values, "image")
@@ -158,6 +162,7 @@ def parse_settings(
         retries=retries,
         training=parse_training(values.get("training")),
         serving=parse_serving(values.get("serving"), paths["serving_model_dir"]),
+        tuning=parse_tuning(values.get("tuning")),
     )
 
 

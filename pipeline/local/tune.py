@@ -177,23 +177,47 @@ def _short(value: object) -> str:
 
 def provenance(options: TuneOptions, result: SearchResult, examples) -> dict:
     """Where the winner came from: the space, the data, the versions, the search."""
+    from pipeline.local.run_summary import artifact_properties
+
+    properties = artifact_properties(examples)
+    read_at = datetime.datetime.fromtimestamp(
+        examples.create_time_since_epoch / 1000, datetime.timezone.utc
+    )
+    return search_provenance(
+        result,
+        pipeline=options.run.dataset.name,
+        max_trials=options.max_trials,
+        steps_per_trial=options.steps_per_trial,
+        properties=properties,
+        examples_uri=examples.uri,
+        read_at=read_at,
+    )
+
+
+def search_provenance(
+    result: SearchResult,
+    *,
+    pipeline: str,
+    max_trials: int,
+    steps_per_trial: int,
+    properties: dict,
+    examples_uri: str,
+    read_at: datetime.datetime,
+) -> dict:
+    """The frozen file's provenance, from the search and ExampleGen's examples (`properties`:
+    their custom properties; `read_at`: when they were written). The Kubeflow Tune step's too."""
     import keras
     import keras_tuner
     import tensorflow as tf
     import tfx
 
     from pipeline.fingerprint import code_fingerprint
-    from pipeline.local.run_summary import artifact_properties
     from trainer.search_space import search_space
 
     best = result.best
     if best is None or best.score is None:
         raise ValueError("provenance: the search has no completed trial")
-    properties = artifact_properties(examples)
     spans = str(properties.get("spans") or properties.get("span", 0))
-    read_at = datetime.datetime.fromtimestamp(
-        examples.create_time_since_epoch / 1000, datetime.timezone.utc
-    )
     return {
         "search_space_digest": code_fingerprint(search_space),
         "hyperparameters": dict(best.hyperparameters),
@@ -202,14 +226,14 @@ def provenance(options: TuneOptions, result: SearchResult, examples) -> dict:
         "best_score": float(best.score),
         "best_trial": best.trial_id,
         "trials": len(result.completed),
-        "max_trials": options.max_trials,
-        "steps_per_trial": options.steps_per_trial,
+        "max_trials": max_trials,
+        "steps_per_trial": steps_per_trial,
         "partial": result.partial,
         "data": {
-            "pipeline": options.run.dataset.name,
+            "pipeline": pipeline,
             "fingerprint": str(properties.get("input_fingerprint", "")),
             "spans": [int(s) for s in spans.split(",")],
-            "examples_uri": examples.uri,
+            "examples_uri": examples_uri,
             "read_at": read_at.isoformat(timespec="seconds"),
         },
         "versions": {
