@@ -69,6 +69,7 @@ from kubeflow.settings.placement import Placement, quantity_value
 from kubeflow.settings.retries import DEFAULT_RETRY, RetryRoles
 from kubeflow.settings.training import check_training
 from kubeflow.step_entrypoint import DECLARED_OUTPUTS_FLAG, TFX_ENTRYPOINT_MODULE
+from kubeflow.step_ids import TUNE, settings_step_ids
 from kubeflow.tfjob.spec import TFJobSpec
 from kubeflow.tfx_spec import (
     all_tasks,
@@ -90,7 +91,6 @@ SCORES_ROOT_PARAMETER = "scores_root"
 # What every container runs instead of TFX's entrypoint (see kubeflow/step_entrypoint.py).
 STEP_COMMAND = ["python", "-m", "kubeflow.step_entrypoint"]
 # The tuning package's last step (kubeflow/tuning/component.py).
-TUNE = "Tune"
 # Under the pipeline root: the tuning step's search directories (docs/tuning.md).
 TUNING_DIR = "tuning"
 
@@ -558,9 +558,7 @@ def load_tuning_settings(path: Path) -> KubeflowSettings:
     Unnamed, Tune retries as DEFAULT_RETRY does, within its `tuning.deadline`: a retry
     resumes the search from its directory on the object store (docs/tuning.md).
     """
-    settings = load_settings(
-        path, pipeline_step_ids() | {TUNE}, set(DAG_STEPS.beam_ids), pipeline_retry_roles()
-    )
+    settings = load_package_settings(path)
     if TUNE in settings.retries.components:
         return settings
     retries = dataclasses.replace(
@@ -582,17 +580,14 @@ def pipeline_retry_roles() -> RetryRoles:
     return RETRY_ROLES
 
 
-def load_scoring_settings(path: Path) -> KubeflowSettings:
-    """The settings file read for the scoring package: its steps may be named too.
-
-    The training package's settings name only training's steps, so the steps
-    only scoring has and that retry by default (the scorer: its commit makes a
-    retry safe, docs/batch-scoring.md) get DEFAULT_RETRY unless named.
-    """
+def load_package_settings(path: Path) -> KubeflowSettings:
+    """The settings file every package reads: it may name the steps of any of the three
+    (training, scoring, tuning), so that one kubeflow/pipeline.yaml serves them all; a
+    package applies the entries of its own steps. An id no package has is refused."""
     roles = pipeline_retry_roles()
-    settings = load_settings(
+    return load_settings(
         path,
-        pipeline_step_ids() | set(SCORING_STEPS.ids),
+        settings_step_ids(),
         set(DAG_STEPS.beam_ids) | set(SCORING_STEPS.beam_ids),
         RetryRoles(
             retried_by_default=roles.retried_by_default
@@ -600,6 +595,16 @@ def load_scoring_settings(path: Path) -> KubeflowSettings:
             never_retried={**roles.never_retried, **SCORING_STEPS.never_retried},
         ),
     )
+
+
+def load_scoring_settings(path: Path) -> KubeflowSettings:
+    """The settings file read for the scoring package: its steps may be named too.
+
+    The training package's settings name only training's steps, so the steps
+    only scoring has and that retry by default (the scorer: its commit makes a
+    retry safe, docs/batch-scoring.md) get DEFAULT_RETRY unless named.
+    """
+    settings = load_package_settings(path)
     scoring_only = set(SCORING_STEPS.retried_by_default) - pipeline_step_ids()
     unnamed = {s: DEFAULT_RETRY for s in scoring_only if s not in settings.retries.components}
     retries = dataclasses.replace(
@@ -646,12 +651,7 @@ def main(argv: list[str] | None = None) -> int:
             settings = load_scoring_settings(args.config)
             spec, platform = compile_scoring_pipeline(settings)
         else:
-            settings = load_settings(
-                args.config,
-                pipeline_step_ids(),
-                set(DAG_STEPS.beam_ids),
-                pipeline_retry_roles(),
-            )
+            settings = load_package_settings(args.config)
             spec, platform = compile_pipeline(settings)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)

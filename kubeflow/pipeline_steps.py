@@ -38,6 +38,7 @@ from tfx.orchestration.pipeline import Pipeline
 from components.example_gen import input_config, input_window
 from kubeflow.settings.retries import RetryRoles
 from kubeflow.settings.serving import Serving
+from kubeflow.step_ids import DEPLOY, INPUT_SNAPSHOT, RUN_REPORT, RUN_STATUS
 from kubeflow.steps.deploy import Deploy
 from kubeflow.steps.input_snapshot import SNAPSHOT_KEY, InputSnapshot
 from kubeflow.steps.run_report import RunReport
@@ -48,12 +49,6 @@ from pipeline.runner_steps import DagSteps, FirstSteps, RunnerSteps
 from pipeline.steps import DAG_STEPS, EXAMPLE_GEN, PUSHER, Retry, Step, Steps
 from trainer.dataset_spec import DatasetSpec
 
-# Stable ids of the steps only Kubeflow has.
-INPUT_SNAPSHOT = "InputSnapshot"
-DEPLOY = "Deploy"
-RUN_REPORT = "RunReport"
-# The exit handler: not one of the DAG's steps, but a task of the spec's root.
-RUN_STATUS = "RunStatus"
 # The input snapshot and Deploy read state outside the pipeline (the input
 # data, the InferenceService), so they run every time.
 KUBEFLOW_ONLY_STEPS = Steps(

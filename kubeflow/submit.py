@@ -44,6 +44,7 @@ from kubeflow.compile import DATA_ROOT_PARAMETER, TRAIN_ARGS_PARAMETER, train_ar
 from kubeflow.settings import DEFAULT_SETTINGS_FILE, load_settings
 from kubeflow.settings.fields import SettingsError
 from kubeflow.settings.object_store import ObjectStore, store_path
+from kubeflow.step_ids import settings_step_ids
 from kubeflow.tfx_spec import all_tasks
 
 
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.package.exists():
             raise SettingsError(f"--package: {args.package} does not exist")
         spec = package_spec(args.package)
-        settings = load_settings(args.config, set(all_tasks(spec)))
+        settings = load_settings(args.config, settings_step_ids() | set(all_tasks(spec)))
         arguments = run_arguments(args.data_root, args.train_steps, settings.object_store)
         root = pipeline_root(spec, args.pipeline_root, settings.object_store, args.package)
         schedule = settings.schedule

@@ -21,11 +21,10 @@ from typing import Any
 
 import yaml
 
-from kubeflow.compile import pipeline_step_ids
-from kubeflow.settings import DEFAULT_SETTINGS_FILE, KubeflowSettings, load_settings
+from kubeflow.compile import load_package_settings
+from kubeflow.settings import DEFAULT_SETTINGS_FILE, KubeflowSettings
 from kubeflow.settings.beam import WORKER_POOL_PORT
 from kubeflow.settings.fields import SettingsError
-from pipeline.steps import DAG_STEPS
 
 CONTAINER_NAME = "beam-worker-pool"
 
@@ -48,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=DEFAULT_SETTINGS_FILE)
     args = parser.parse_args(argv)
     try:
-        settings = load_settings(args.config, pipeline_step_ids(), set(DAG_STEPS.beam_ids))
+        settings = load_package_settings(args.config)
     except SettingsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

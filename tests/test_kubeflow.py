@@ -920,3 +920,42 @@ def test_gcs_settings_add_no_environment_but_the_step_command(compiled):
         assert "env" not in executor["container"], task
         assert executor["container"]["command"] == kfp_compile.STEP_COMMAND, task
         assert "secretAsEnv" not in _platform(spec, platform)[task]
+
+
+@pytest.mark.slow  # three packages compiled
+def test_one_settings_file_places_the_steps_of_all_three_packages(tmp_path):
+    """A fork keeps one kubeflow/pipeline.yaml: entries for the scorer and the tuning
+    step leave the training package as it was and reach their own packages; an id no
+    package has is still refused, naming it."""
+    raw = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
+    scorer_resources = {"cpu_request": "3", "cpu_limit": "3", "memory_request": "5Gi",
+                        "memory_limit": "5Gi"}  # fmt: skip
+    raw.setdefault("components", {})[dag.BATCH_SCORER] = {"resources": scorer_resources}
+    raw["components"][kfp_compile.TUNE] = {"resources": scorer_resources}
+    both = tmp_path / "pipeline.yaml"
+    both.write_text(yaml.safe_dump(raw))
+
+    plain = kfp_compile.load_package_settings(TEMPLATE_SETTINGS_FILE)
+    more = kfp_compile.load_package_settings(both)
+    training = [kfp_compile.compile_pipeline(s)[0] for s in (plain, more)]
+    assert _volatile_removed(training[0]) == _volatile_removed(training[1])
+    from tests.harness import taxi_schema_dir_with_keys
+
+    keyed = taxi_schema_dir_with_keys(tmp_path)
+    for step, spec in [
+        (
+            dag.BATCH_SCORER,
+            kfp_compile.compile_scoring_pipeline(kfp_compile.load_scoring_settings(both), keyed)[0],
+        ),
+        (
+            kfp_compile.TUNE,
+            kfp_compile.compile_tuning_pipeline(kfp_compile.load_tuning_settings(both))[0],
+        ),
+    ]:
+        executor = spec["deploymentSpec"]["executors"][f"{step}_executor"]
+        assert executor["container"]["resources"]["cpuLimit"] == 3.0, step
+
+    raw["components"]["Tuner"] = {"resources": scorer_resources}
+    both.write_text(yaml.safe_dump(raw))
+    with pytest.raises(SettingsError, match="Tuner"):
+        kfp_compile.load_package_settings(both)
