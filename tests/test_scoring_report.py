@@ -157,6 +157,28 @@ def test_the_report_shows_keys_and_reasons_as_text_and_says_failed(tmp_path):
     assert not [a for _t, a in elements if "left-out" in a.get("class", "")]
 
 
+def test_a_run_stopped_before_scoring_says_failed_and_what_is_not_known():
+    report = ScoringReport(
+        pipeline_name="taxi-scoring",
+        run_id="r2",
+        status="failed",
+        model_version="1",
+        model_digest="d" * 64,
+        span=None,
+        input_fingerprint=None,
+        max_error_share=0.001,
+        error="DataValidationError: 'fare' <out of range>",
+    )
+    html = render_scoring_html(report)
+    elements = parse(html)
+    assert with_attr(elements, "data-status", data_status="failed")
+    assert "DataValidationError: &#39;fare&#39; &lt;out of range&gt;" in html
+    (rows,) = with_attr(elements, "id", id="rows")
+    assert rows["data-value"] == "" and "Not known: the run stopped before it scored" in html
+    assert "No scores: the run wrote none" in html and "none committed" in html
+    assert not [t for t, _a in elements if t == "img"]
+
+
 # --- a scoring run, through the runner (the small trained model: slow) -----------------
 
 

@@ -205,7 +205,7 @@ def write_scoring_run_report(
             "pipeline_name": pipeline_name,
             "run_id": run_id,
             "model_version": version,
-            "model_digest": model.digest(),
+            "model_digest": None,
             "max_error_share": options.settings.max_error_share,
             "served": served_evaluation(read_served_record(model.path), model.spec),
             **_input_of(connection, pipeline_name, run_id),
@@ -219,7 +219,8 @@ def write_scoring_run_report(
                 else {}
             )
         else:
-            fields.update(status="failed", error=error_text(outcome))
+            # A committed run's manifest holds the digest; a failed run's is computed here.
+            fields.update(status="failed", error=error_text(outcome), model_digest=model.digest())
             attempt = getattr(outcome, "attempt", None)
             if attempt:
                 fields.update(
