@@ -42,7 +42,8 @@ REPORTS_DIR = "_reports"
 # How many failed rows the page lists; the errors file holds them all.
 REASONS_LISTED = 5
 HISTOGRAM_BUCKETS = 10
-SCORED, SERVED_EVAL = "scored now", "served model, eval split"
+# The charts' series names: the legend holds about eight characters.
+SCORED, SERVED_EVAL = "scored", "eval"
 # The batched evaluator's confusion counts, [tp, tn, fp, fn] at TFMA's threshold
 # (components/batched_metrics.py, `_confusion`), are recorded under these metrics.
 _CONFUSION_METRICS = ("binary_accuracy", "precision", "recall")
