@@ -19,12 +19,14 @@ from components.report.scoring import (
     served_evaluation,
 )
 from components.scored_output import ERRORS_FILE, SUCCESS_FILE, TEMPORARY_DIR
-from tests.harness import parse, with_attr
-from tests.test_run_report import (
+from tests.harness import (
     HOSTILE_VALUES,
     assert_self_contained,
+    parse,
     report_path_printed,
+    served_copy,
     svg_texts,
+    with_attr,
 )
 
 # --- pure pieces (fast) ------------------------------------------------------------------
@@ -189,7 +191,6 @@ def test_a_scoring_run_reports_the_partitions_numbers_and_a_failed_one_says_why(
 
     import score_runner
     from tests.conftest import read_taxi_rows, write_csv
-    from tests.test_batch_scoring import served_copy
 
     header, rows = read_taxi_rows(limit=230)
     rows = rows[200:]  # the sample's first rows have no drop-off at all, which the schema refuses

@@ -250,6 +250,6 @@ def _input_of(connection, pipeline_name: str, run_id: str) -> dict:
     properties = artifact_properties(outputs["examples"])
     span = property_value(properties, SPAN_PROPERTY)
     return {
-        "span": None if span is None else int(span),
+        "span": None if span is None else int(span),  # type: ignore[call-overload]
         "input_fingerprint": property_value(properties, FINGERPRINT_PROPERTY),
     }
