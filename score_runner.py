@@ -82,6 +82,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="auto",
         help="DirectRunner mode (auto: in_memory for small data)",
     )
+    parser.add_argument(
+        "--no-report",
+        action="store_true",
+        help="do not write the HTML scoring report (OUTPUT_DIR/_reports/<run id>.html, "
+        "latest.html)",
+    )
     parser.add_argument("--verbose", action="store_true", help="show all TFX/TensorFlow logs")
     args = parser.parse_args(argv)
     if not 0 <= args.max_error_share <= 1:
@@ -119,6 +125,7 @@ def options_from_args(args: argparse.Namespace) -> ScoreOptions:
         model_version=args.model_version,
         beam_mode=args.beam_mode,
         verbose=args.verbose,
+        write_report=not args.no_report,
     )
 
 

@@ -38,7 +38,13 @@ DUPLICATES_LISTED = 5
 
 
 class ScoredOutputError(RuntimeError):
-    """The scores cannot be committed: duplicate keys, or too many rows that failed."""
+    """The scores cannot be committed: duplicate keys, or too many rows that failed.
+
+    `attempt`: the uncommitted attempt's directory, where one was written (the
+    scoring report reads its counts and reasons from it).
+    """
+
+    attempt: str | None = None
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from components.scored_output import (
     FORMATS,
     PART_PREFIX,
     Manifest,
+    ScoredOutputError,
     check_duplicate_keys,
     check_error_share,
     commit,
@@ -340,9 +341,15 @@ def output_schema(spec: DatasetSpec, types: Mapping[str, str]):
 
 
 def csv_line(values: Sequence[Any]) -> str:
+    """One CSV row without its line end; a value holding a line break is quoted.
+
+    The writer quotes the characters of its line terminator (on Python 3.10
+    only those), so it writes with CRLF, which is then taken off: a key
+    holding a newline stays one field of one row.
+    """
     out = io.StringIO()
-    csv.writer(out, lineterminator="").writerow(values)
-    return out.getvalue()
+    csv.writer(out, lineterminator="\r\n").writerow(values)
+    return out.getvalue()[:-2]
 
 
 def csv_lines(table) -> list[str]:
@@ -510,9 +517,13 @@ def score_partition(
     parts, key_rows = read_written_keys(temporary, settings.keys, types, settings.output_format)
     reasons = read_error_reasons(temporary, settings.keys)
     errors = sum(reasons.values())
-    check_error_share(errors, len(key_rows), settings.max_error_share, reasons)
-    if not settings.allow_duplicate_keys:
-        check_duplicate_keys(settings.keys, key_rows)
+    try:
+        check_error_share(errors, len(key_rows), settings.max_error_share, reasons)
+        if not settings.allow_duplicate_keys:
+            check_duplicate_keys(settings.keys, key_rows)
+    except ScoredOutputError as err:
+        err.attempt = temporary
+        raise
     manifest = Manifest(
         **{
             **asdict(wanted),

@@ -14,6 +14,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -79,6 +80,56 @@ def with_attr(elements, name: str, **match: str) -> list[dict[str, str]]:
         if name in attrs
         and all(attrs.get(k.rstrip("_").replace("_", "-")) == v for k, v in match.items())
     ]
+
+
+def assert_self_contained(html: str) -> None:
+    elements = parse(html)
+    assert not [a for t, a in elements if t in ("script", "link", "iframe", "object")]
+    for tag, attrs in elements:
+        for key in ("src", "href"):
+            value = attrs.get(key)
+            if value is not None:
+                assert value.startswith(("data:", "#")), f"<{tag} {key}={value[:60]!r}>"
+    assert not re.search(r"url\(\s*['\"]?(?!data:)", html), "a CSS url() that is not data:"
+    assert not re.search(r"@import|https?://(?!www\.w3\.org/)", html.replace("xmlns", "")), (
+        "a reference to the network"
+    )
+
+
+def report_path_printed(stdout: str) -> Path:
+    (line,) = [line for line in stdout.splitlines() if line.startswith("Report: ")]
+    return Path(line.split()[1])
+
+
+def svg_texts(svg: str) -> list[str]:
+    """Every text of an SVG document, read by an XML parser (which refuses broken XML)."""
+    from xml.etree import ElementTree
+
+    tree = ElementTree.fromstring(svg)
+    return ["".join(t.itertext()) for t in tree.iter("{http://www.w3.org/2000/svg}text")]
+
+
+# What a CSV cell can hold that some renderer reads as markup (STYLE.md, habit 21).
+HOSTILE_VALUES = (
+    "$0_to_$10",
+    "C:\\data\\x",
+    "<b>&amp;",
+    "[1]",
+    "#1",
+    "two\nlines",
+    "bell\x07 nul\x00 esc\x1b",
+    "next line\x85 sep\u2028",
+)
+
+
+# --- batch scoring ---
+
+
+def served_copy(small_model_base: Path, root: Path, versions=("1",)) -> Path:
+    """Copies of the small model as versions of a serving directory under `root`."""
+    for version in versions:
+        shutil.copytree(small_model_base / "1", root / "serving" / version)
+    return root / "serving"
 
 
 # --- the DAG's expected shape, and the DAG built without running it ---

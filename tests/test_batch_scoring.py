@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from components.scored_output import (
     read_manifest,
 )
 from components.served_version import ModelChoiceError, choose_version
+from tests.harness import served_copy
 from trainer.export import SPEC_ASSET
 
 ROWS = 40
@@ -163,12 +163,6 @@ def write_examples(path: Path, examples: list[bytes]) -> str:
         for example in examples:
             writer.write(example)
     return str(path)
-
-
-def served_copy(small_model_base: Path, root: Path, versions=("1",)) -> Path:
-    for version in versions:
-        shutil.copytree(small_model_base / "1", root / "serving" / version)
-    return root / "serving"
 
 
 def score(files, output_dir: Path, serving: Path, version=None, *, fingerprint="f1", **settings):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -14,34 +13,18 @@ import pytest
 from components.report import contents, render
 from components.report.contents import RunReport, StepRun
 from tests.harness import (
+    HOSTILE_VALUES,
     assert_models_differ,
+    assert_self_contained,
     candidate_vs_baseline_by_tfma,
     latest_artifact,
     metrics_by_tfma,
     parse,
+    report_path_printed,
+    svg_texts,
     with_attr,
 )
 from trainer.run import epoch_plan
-
-
-def assert_self_contained(html: str) -> None:
-    elements = parse(html)
-    assert not [a for t, a in elements if t in ("script", "link", "iframe", "object")]
-    for tag, attrs in elements:
-        for key in ("src", "href"):
-            value = attrs.get(key)
-            if value is not None:
-                assert value.startswith(("data:", "#")), f"<{tag} {key}={value[:60]!r}>"
-    assert not re.search(r"url\(\s*['\"]?(?!data:)", html), "a CSS url() that is not data:"
-    assert not re.search(r"@import|https?://(?!www\.w3\.org/)", html.replace("xmlns", "")), (
-        "a reference to the network"
-    )
-
-
-def report_path_printed(stdout: str) -> Path:
-    (line,) = [line for line in stdout.splitlines() if line.startswith("Report: ")]
-    return Path(line.split()[1])
-
 
 # --- pure pieces --------------------------------------------------------------
 
@@ -137,19 +120,6 @@ def test_feature_charts_draw_every_bar_and_escape_values():
     assert "&lt;a &amp; b&gt;" in text
 
 
-# What a CSV cell can hold that some renderer reads as markup (STYLE.md, habit 21).
-HOSTILE_VALUES = (
-    "$0_to_$10",
-    "C:\\data\\x",
-    "<b>&amp;",
-    "[1]",
-    "#1",
-    "two\nlines",
-    "bell\x07 nul\x00 esc\x1b",
-    "next line\x85 sep\u2028",
-)
-
-
 def hostile_report() -> RunReport:
     """A report whose every drawn name and value holds one of HOSTILE_VALUES."""
     from components.report.contents import (
@@ -187,14 +157,6 @@ def hostile_report() -> RunReport:
             has_baseline=True,
         ),
     )
-
-
-def svg_texts(svg: str) -> list[str]:
-    """Every text of an SVG document, read by an XML parser (which refuses broken XML)."""
-    from xml.etree import ElementTree
-
-    tree = ElementTree.fromstring(svg)
-    return ["".join(t.itertext()) for t in tree.iter("{http://www.w3.org/2000/svg}text")]
 
 
 def test_every_chart_draws_values_that_renderers_read_as_markup_as_text():

@@ -180,9 +180,13 @@ def _write_atomically(path: Path, text: str) -> None:
 
 def write_report(report: RunReport, reports_dir: Path) -> Path:
     """Writes `reports_dir/<run id>.html` and `reports_dir/latest.html`; returns the first."""
+    return write_pages(render_html(report), report.run_id, reports_dir)
+
+
+def write_pages(html: str, run_id: str, reports_dir: Path) -> Path:
+    """`html` as `reports_dir/<run id>.html` and `reports_dir/latest.html`; returns the first."""
     reports_dir.mkdir(parents=True, exist_ok=True)
-    html = render_html(report)
-    path = reports_dir / report_filename(report.run_id)
+    path = reports_dir / report_filename(run_id)
     _write_atomically(path, html)
     _write_atomically(reports_dir / LATEST, html)
     return path

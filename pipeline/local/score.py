@@ -17,6 +17,7 @@ readers of the scores skip as they skip `_SUCCESS`.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,6 +48,7 @@ class ScoreOptions:
     model_version: str | None = None
     beam_mode: BeamMode = "auto"
     verbose: bool = False
+    write_report: bool = True
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,14 @@ def _run(options: ScoreOptions, version: str, output_dir: Path, files) -> ScoreS
         f"Beam {beam_mode})",
         flush=True,
     )
-    run_locally(pipeline, new_run_id(), uncached=SCORING_STEPS.uncached_ids)
+    run_id = new_run_id()
+    try:
+        run_locally(pipeline, run_id, uncached=SCORING_STEPS.uncached_ids)
+    except Exception as err:
+        # A failed run still gets its report: what it was given, and why it stopped.
+        if options.write_report:
+            write_scoring_run_report(options, connection, run_id, version, output_dir, err)
+        raise
     store = metadata_store.MetadataStore(connection)
     scores = max(store.get_artifacts_by_type("InferenceResult"), key=lambda a: a.id)
     props = scores.custom_properties
@@ -157,4 +166,90 @@ def _run(options: ScoreOptions, version: str, output_dir: Path, files) -> ScoreS
         span=props[batch_scorer.SPAN_SCORED_PROPERTY].int_value,
     )
     print(summary.text(), flush=True)
+    if options.write_report:
+        write_scoring_run_report(options, connection, run_id, version, output_dir, summary)
     return summary
+
+
+def write_scoring_run_report(
+    options: ScoreOptions,
+    connection,
+    run_id: str,
+    version: str,
+    output_dir: Path,
+    outcome: ScoreSummary | Exception,
+) -> Path | None:
+    """Writes OUTPUT_DIR/_reports/<run id>.html and latest.html, and prints where.
+
+    `outcome`: the run's summary, or the error that stopped it; a failed
+    scorer's error names its attempt, whose files give the counts. As with the
+    training run's report, writing it never changes the run's outcome: a
+    failure to write is said on stderr.
+    """
+    from components.evaluation_record import read_served_record
+    from components.report.scoring import (
+        ScoringReport,
+        scored_fields,
+        served_evaluation,
+        write_scoring_report,
+    )
+    from components.scored_output import read_manifest
+    from components.served_version import choose_version
+    from pipeline.local.run import error_text
+    from pipeline.scoring import scoring_pipeline_name
+
+    pipeline_name = scoring_pipeline_name(options.dataset)
+    try:
+        model = choose_version(options.serving_dir, version)
+        fields: dict = {
+            "pipeline_name": pipeline_name,
+            "run_id": run_id,
+            "model_version": version,
+            "model_digest": None,
+            "max_error_share": options.settings.max_error_share,
+            "served": served_evaluation(read_served_record(model.path), model.spec),
+            **_input_of(connection, pipeline_name, run_id),
+        }
+        if isinstance(outcome, ScoreSummary):
+            manifest = read_manifest(outcome.partition)
+            fields.update(status=outcome.status, partition=outcome.partition)
+            fields.update(
+                scored_fields(outcome.partition, model.spec, manifest.format, manifest)
+                if manifest is not None
+                else {}
+            )
+        else:
+            # A committed run's manifest holds the digest; a failed run's is computed here.
+            fields.update(status="failed", error=error_text(outcome), model_digest=model.digest())
+            attempt = getattr(outcome, "attempt", None)
+            if attempt:
+                fields.update(
+                    scored_fields(attempt, model.spec, options.settings.output_format, None)
+                )
+        path = write_scoring_report(ScoringReport(**fields), output_dir)
+    except Exception as err:  # Reported, never raised: see the docstring.
+        print(f"warning: scoring report not written: {error_text(err)}", file=sys.stderr)
+        return None
+    print(f"Report: {path}", flush=True)
+    return path
+
+
+def _input_of(connection, pipeline_name: str, run_id: str) -> dict:
+    """The span and fingerprint ExampleGen recorded in this run; empty if it did not run."""
+    from components.example_gen import FINGERPRINT_PROPERTY, SPAN_PROPERTY
+    from components.report.outputs import property_value
+    from pipeline.local.run_summary import artifact_properties, step_outputs
+    from pipeline.steps import EXAMPLE_GEN
+
+    try:
+        outputs = step_outputs(connection, pipeline_name, run_id, EXAMPLE_GEN)
+    except LookupError:
+        return {}
+    if "examples" not in outputs:
+        return {}
+    properties = artifact_properties(outputs["examples"])
+    span = property_value(properties, SPAN_PROPERTY)
+    return {
+        "span": None if span is None else int(span),  # type: ignore[call-overload]
+        "input_fingerprint": property_value(properties, FINGERPRINT_PROPERTY),
+    }
