@@ -10,6 +10,7 @@ from pipeline.beam import (
     MULTI_PROCESSING_RUNNER_ARG,
     beam_pipeline_args,
     choose_beam_mode,
+    data_size_bytes,
     local_step_beam_args,
 )
 
@@ -23,6 +24,26 @@ def test_the_mode_follows_the_size_unless_one_is_asked_for():
     assert choose_beam_mode(1, "multi_processing") == "multi_processing"
     with pytest.raises(ValueError, match="unknown Beam mode 'threads'"):
         beam_pipeline_args("threads")
+
+
+def test_parquet_counts_at_about_its_csv_size_not_its_compressed_size(tmp_path):
+    """The threshold was measured in CSV bytes: the same rows as Parquet take a sixth of
+    that on disk, and counted so would stay in memory at six times the threshold."""
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
+
+    from tests.conftest import read_taxi_rows, write_csv
+
+    header, rows = read_taxi_rows(limit=3000)
+    csv_file = tmp_path / "data.csv"
+    write_csv(csv_file, header, rows)
+    parquet_file = tmp_path / "data.parquet"
+    pq.write_table(pa_csv.read_csv(csv_file), parquet_file, row_group_size=1000)
+    as_csv = data_size_bytes([csv_file])
+    as_parquet = data_size_bytes([parquet_file], "parquet")
+    assert parquet_file.stat().st_size < as_csv / 3
+    assert 0.75 * as_csv < as_parquet < 1.5 * as_csv
+    assert as_parquet == 8 * len(rows) * len(header)
 
 
 def test_example_gen_runs_in_memory_when_the_others_use_every_core():

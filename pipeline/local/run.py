@@ -288,7 +288,7 @@ def build_local_pipeline(
     # which costs nothing for modules that live as long as the process.
     gc.freeze()
     metadata = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
-    data_bytes = data_size_bytes(checked.files)
+    data_bytes = data_size_bytes(checked.files, checked.format)
     beam_mode = choose_beam_mode(data_bytes, options.beam_mode)
     materialized = materialize_transform(data_bytes)
     config = options.config

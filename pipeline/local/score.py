@@ -105,10 +105,12 @@ def score_local(options: ScoreOptions) -> ScoreSummary:
     output_dir = options.output_dir.resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(output_dir):
-        return _run(options, model.version, output_dir, checked.files)
+        return _run(options, model.version, output_dir, checked.files, checked.format)
 
 
-def _run(options: ScoreOptions, version: str, output_dir: Path, files) -> ScoreSummary:
+def _run(
+    options: ScoreOptions, version: str, output_dir: Path, files, input_format: str
+) -> ScoreSummary:
     from ml_metadata.metadata_store import metadata_store
     from tfx.orchestration import metadata as tfx_metadata
 
@@ -122,7 +124,7 @@ def _run(options: ScoreOptions, version: str, output_dir: Path, files) -> ScoreS
     records = output_dir / PIPELINE_DIR
     connection = tfx_metadata.sqlite_metadata_connection_config(str(records / "metadata.sqlite"))
     records.mkdir(exist_ok=True)
-    beam_mode = choose_beam_mode(data_size_bytes(files), options.beam_mode)
+    beam_mode = choose_beam_mode(data_size_bytes(files, input_format), options.beam_mode)
     pipeline = create_scoring_pipeline(
         dataset=options.dataset,
         pipeline_root=str(records / "pipeline_root"),
