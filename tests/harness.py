@@ -394,10 +394,11 @@ def execute(
     return summary
 
 
-def compile_package(settings_file: Path, package: Path) -> Path:
+def compile_package(settings_file: Path, package: Path, *flags: str) -> Path:
+    """`python -m kubeflow.compile` with the settings; `flags`: `--scoring`, say."""
     subprocess.run(
         [sys.executable, "-m", "kubeflow.compile", "--config", str(settings_file),
-         "--output", str(package)],
+         "--output", str(package), *flags],
         cwd=REPO_ROOT, check=True, capture_output=True, timeout=300,
     )  # fmt: skip
     return package
@@ -473,8 +474,15 @@ def s3_settings(tmp: Path, endpoint: str) -> Path:
 
 
 def execute_isolated(
-    package: Path, tmp: Path, name: str, secret: dict, cache_root: Path | None = None, **kwargs
+    package: Path,
+    tmp: Path,
+    name: str,
+    secret: dict,
+    cache_root: Path | None = None,
+    options: tuple[str, ...] = (),
+    **kwargs,
 ) -> dict:
+    """`execute` with only a pod's environment and the store's secret; `options`: its flags."""
     secret_file = tmp / f"{name}-secret.json"
     secret_file.write_text(json.dumps(secret))
     cache = ("--cache-root", str(cache_root)) if cache_root else ()
@@ -486,6 +494,7 @@ def execute_isolated(
         "--secret",
         f"{SECRET}={secret_file}",
         *cache,
+        *options,
         **kwargs,
     )
 
