@@ -87,6 +87,8 @@ def BatchScorer(
         new_pipeline=lambda: beam_pipeline,
     )
     manifest = result.manifest
+    # On Kubeflow nothing makes the artifact's own folder (the launcher makes its parent).
+    fileio.makedirs(scores.uri)
     with fileio.open(os.path.join(scores.uri, MANIFEST_FILE), "w") as f:
         f.write(manifest.to_json())
     scores.set_string_custom_property(STATUS_PROPERTY, result.status)

@@ -3,7 +3,8 @@
     OUTPUT_DIR/span=<span>/version=<model version>/part-*.parquet (or .csv)
                                                   /_errors.csv
                                                   /_SUCCESS    (the manifest, JSON, last)
-    OUTPUT_DIR/_temporary/<attempt>/...                        (a run in progress, or killed)
+    OUTPUT_DIR/_temporary/span=<span>/version=<model version>/<attempt>/...
+                                                  (a run in progress, or killed)
 
 A run writes its partition under `_temporary/`, then moves it into place and
 writes `_SUCCESS` last, as Spark's output committers and Beam's
@@ -12,6 +13,13 @@ files it holds: a killed run leaves nothing that looks complete. A rerun with
 the same input fingerprint and model digest finds the manifest and does
 nothing; with other input (the span rewritten) it replaces the partition. A
 new model version is another partition, and the old one stays.
+
+A run that finishes with a partition (committed, or found already complete)
+removes every attempt of that partition under `_temporary/`: killed attempts
+would otherwise stay for good. Attempts of other partitions are left alone,
+since another run may be writing them. As Hadoop's `FileOutputCommitter`
+deletes its `_temporary/` at job commit, this assumes one run per partition at
+a time (a schedule's `max_concurrency: 1`).
 """
 
 from __future__ import annotations
@@ -86,9 +94,25 @@ def partition_dir(output_dir: str, span: int, model_version: str) -> str:
     return os.path.join(output_dir, f"span={span}", f"version={model_version}")
 
 
-def temporary_dir(output_dir: str) -> str:
+def attempts_dir(output_dir: str, span: int, model_version: str) -> str:
+    """Where the attempts at one partition write, each in a folder of its own."""
+    return os.path.join(output_dir, TEMPORARY_DIR, f"span={span}", f"version={model_version}")
+
+
+def temporary_dir(output_dir: str, span: int, model_version: str) -> str:
     """A fresh place for one attempt's files, never read as output."""
-    return os.path.join(output_dir, TEMPORARY_DIR, uuid.uuid4().hex)
+    return os.path.join(attempts_dir(output_dir, span, model_version), uuid.uuid4().hex)
+
+
+def remove_attempts(output_dir: str, span: int, model_version: str) -> None:
+    """Removes what attempts at the partition left under `_temporary/` (killed ones, once
+    the partition is complete), then `_temporary/` itself when nothing else is in it."""
+    attempts = attempts_dir(output_dir, span, model_version)
+    if fileio.exists(attempts):
+        fileio.rmtree(attempts)
+    for parent in (os.path.dirname(attempts), os.path.join(output_dir, TEMPORARY_DIR)):
+        if fileio.exists(parent) and not fileio.listdir(parent):
+            fileio.rmtree(parent)
 
 
 def read_manifest(partition: str) -> Manifest | None:

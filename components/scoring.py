@@ -47,6 +47,7 @@ from components.scored_output import (
     commit,
     partition_dir,
     read_manifest,
+    remove_attempts,
     temporary_dir,
 )
 from components.served_version import ServedVersion
@@ -510,8 +511,9 @@ def score_partition(
         files=(),
     )
     if existing is not None and existing.same_scores(wanted):
+        remove_attempts(output_dir, span, model.version)
         return ScoringResult("unchanged", partition, existing)
-    temporary = temporary_dir(output_dir)
+    temporary = temporary_dir(output_dir, span, model.version)
     with new_pipeline() as pipeline:
         write_scores(pipeline, example_files, temporary, model, types, settings)
     parts, key_rows = read_written_keys(temporary, settings.keys, types, settings.output_format)
@@ -534,4 +536,5 @@ def score_partition(
     )
     replacing = fileio.exists(partition)
     commit(temporary, partition, manifest)
+    remove_attempts(output_dir, span, model.version)
     return ScoringResult("replaced" if replacing else "written", partition, manifest)

@@ -14,7 +14,9 @@ warns where the release cannot be read, where it is a 2.x newer than those
 read, and on 2.17 and later, whose stock Argo settings retry no failed step.
 Once: creates (or reuses) the experiment and starts a run.
 --schedule: creates a recurring run from the `schedule` section of the
-settings file (cron, experiment, max_concurrency, catchup).
+settings file (cron, experiment, max_concurrency, catchup); for the batch
+scoring package (`python -m kubeflow.compile --scoring`), from its
+`scoring_schedule` section.
 
 Both carry the pipeline root in the run's runtime config: the package's own
 `defaultPipelineRoot`, or `--pipeline-root`. The backend never reads the
@@ -40,7 +42,12 @@ from pathlib import Path
 import yaml
 
 from kubeflow import backend
-from kubeflow.compile import DATA_ROOT_PARAMETER, TRAIN_ARGS_PARAMETER, train_args_value
+from kubeflow.compile import (
+    DATA_ROOT_PARAMETER,
+    SCORES_ROOT_PARAMETER,
+    TRAIN_ARGS_PARAMETER,
+    train_args_value,
+)
 from kubeflow.settings import DEFAULT_SETTINGS_FILE, load_settings
 from kubeflow.settings.fields import SettingsError
 from kubeflow.settings.object_store import ObjectStore, store_path
@@ -63,6 +70,12 @@ def run_arguments(
             raise SettingsError(f"--train-steps: must be > 0, got {train_steps}")
         arguments[TRAIN_ARGS_PARAMETER] = train_args_value(train_steps)
     return arguments
+
+
+def is_scoring_package(spec: dict) -> bool:
+    """The batch scoring package: the one whose runs take a `scores_root`."""
+    parameters = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {})
+    return SCORES_ROOT_PARAMETER in parameters
 
 
 def backend_release(client) -> str | None:
@@ -127,12 +140,18 @@ def main(argv: list[str] | None = None) -> int:
         if not args.package.exists():
             raise SettingsError(f"--package: {args.package} does not exist")
         spec = package_spec(args.package)
+        scoring = is_scoring_package(spec)
+        if scoring and args.train_steps is not None:
+            raise SettingsError(
+                f"--train-steps: {args.package} is the scoring package, which trains nothing"
+            )
         settings = load_settings(args.config, settings_step_ids() | set(all_tasks(spec)))
         arguments = run_arguments(args.data_root, args.train_steps, settings.object_store)
         root = pipeline_root(spec, args.pipeline_root, settings.object_store, args.package)
-        schedule = settings.schedule
+        section = "scoring_schedule" if scoring else "schedule"
+        schedule = settings.scoring_schedule if scoring else settings.schedule
         if args.schedule and schedule is None:
-            raise SettingsError(f"schedule: required in {args.config} for --schedule")
+            raise SettingsError(f"{section}: required in {args.config} for --schedule")
     except SettingsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

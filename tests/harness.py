@@ -446,15 +446,15 @@ def execute(
     return summary
 
 
-def compile_package(settings_file: Path, package: Path) -> Path:
-    """`python -m kubeflow.compile --config SETTINGS --output PACKAGE`, run in this process:
-    its `main` is the command (tests/test_kubeflow.py runs the command itself), and a
-    process of its own would import TFX once more for each package."""
+def compile_package(settings_file: Path, package: Path, *flags: str) -> Path:
+    """`python -m kubeflow.compile --config SETTINGS --output PACKAGE [flags]` (`--scoring`,
+    say), run in this process: its `main` is the command (tests/test_kubeflow.py runs the
+    command itself), and a process of its own would import TFX once more for each package."""
     from kubeflow import compile as kfp_compile
 
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-        code = kfp_compile.main(["--config", str(settings_file), "--output", str(package)])
+        code = kfp_compile.main(["--config", str(settings_file), "--output", str(package), *flags])
     assert code == 0, printed.getvalue()
     return package
 
@@ -529,8 +529,15 @@ def s3_settings(tmp: Path, endpoint: str) -> Path:
 
 
 def execute_isolated(
-    package: Path, tmp: Path, name: str, secret: dict, cache_root: Path | None = None, **kwargs
+    package: Path,
+    tmp: Path,
+    name: str,
+    secret: dict,
+    cache_root: Path | None = None,
+    options: tuple[str, ...] = (),
+    **kwargs,
 ) -> dict:
+    """`execute` with only a pod's environment and the store's secret; `options`: its flags."""
     secret_file = tmp / f"{name}-secret.json"
     secret_file.write_text(json.dumps(secret))
     cache = ("--cache-root", str(cache_root)) if cache_root else ()
@@ -542,6 +549,7 @@ def execute_isolated(
         "--secret",
         f"{SECRET}={secret_file}",
         *cache,
+        *options,
         **kwargs,
     )
 

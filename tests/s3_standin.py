@@ -4,6 +4,12 @@ It is not MinIO, and not AWS: it speaks the S3 REST API (path-style buckets,
 SigV4 signatures, multipart uploads) as moto implements it. With IAM
 authentication switched on, it refuses unknown access keys and bad
 signatures, as a real store does.
+
+One rule is the stores', not moto's: the path a signature covers
+(`store_canonical_path`). moto signs the request path as it arrived; MinIO
+and SeaweedFS (KFP's stores) sign it decoded, then encoded again. The two
+differ for a key holding `=` (a partition `span=1/`) read by tensorflow-io,
+whose AWS C++ SDK sends `=` as it is and signs it as `%3D`.
 """
 
 from __future__ import annotations
@@ -102,6 +108,43 @@ class S3Standin:
         return {"accesskey": self.access_key_id, "secretkey": self.secret_access_key}
 
 
+def store_canonical_path(path: str) -> str:
+    """The canonical URI a store computes a SigV4 signature over: the request's path
+    decoded, then every byte but the unreserved ones and `/` percent-encoded.
+
+    MinIO RELEASE.2025-10-15T17-29-55Z, cmd/signature-v4.go:106-108
+    (`getCanonicalRequest`: `s3utils.EncodePath(urlPath)`) and :389 (`urlPath` is
+    `req.URL.Path`, which Go decodes); SeaweedFS 4.44, weed/s3api/auth_signature_v4.go:
+    321-350 (the escaped path, then the decoded one) and 1031-1033, 1143 (`encodePath`).
+    So `span=1` and `span%3D1` verify alike, as aws/aws-sdk-cpp#1224 reports for Amazon
+    S3 and MinIO. moto 5.2 signs the path as it arrived (botocore's `S3SigV4Auth`
+    leaves an S3 path alone), and refuses the first.
+    """
+    from urllib.parse import quote, unquote
+
+    return quote(unquote(path), safe="/")
+
+
+@contextlib.contextmanager
+def _stores_canonical_path() -> Iterator[None]:
+    """moto's S3 signature check, with the path a store signs (`store_canonical_path`)."""
+    from botocore.auth import S3SigV4Auth
+    from moto.iam.access_control import S3IAMRequest
+
+    class StoreSigV4Auth(S3SigV4Auth):
+        def _normalize_url_path(self, path: str) -> str:
+            return store_canonical_path(path)
+
+    original = S3IAMRequest._create_auth
+    S3IAMRequest._create_auth = lambda self, credentials: StoreSigV4Auth(  # type: ignore[method-assign]
+        credentials, self._service, self._region
+    )
+    try:
+        yield
+    finally:
+        S3IAMRequest._create_auth = original  # type: ignore[method-assign]
+
+
 def split_uri(uri: str) -> tuple[str, str]:
     bucket, _, key = uri.removeprefix("s3://").partition("/")
     return bucket, key
@@ -119,44 +162,47 @@ def s3_standin() -> Iterator[S3Standin]:
     import requests
     from moto.server import ThreadedMotoServer
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    try:
-        # moto keeps its state and its authentication switch per process, not
-        # per server: start from nothing, whatever an earlier test module left.
-        _reset(endpoint)
-        bootstrap = {
-            "endpoint_url": endpoint,
-            "region_name": REGION,
-            "aws_access_key_id": _BOOTSTRAP_KEY[0],
-            "aws_secret_access_key": _BOOTSTRAP_KEY[1],
-        }
-        iam = boto3.client("iam", **bootstrap)
-        iam.create_user(UserName="pipeline")
-        iam.put_user_policy(
-            UserName="pipeline",
-            PolicyName="bucket",
-            PolicyDocument=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
-                }
-            ),
-        )
-        key = iam.create_access_key(UserName="pipeline")["AccessKey"]
-        boto3.client("s3", **bootstrap).create_bucket(Bucket=BUCKET)
-        # From here on every request must carry a known key and a valid signature.
-        requests.post(f"{endpoint}/moto-api/reset-auth", data="0", timeout=10).raise_for_status()
-        yield S3Standin(
-            endpoint=endpoint,
-            access_key_id=key["AccessKeyId"],
-            secret_access_key=key["SecretAccessKey"],
-        )
-    finally:
-        _reset(endpoint)
-        server.stop()
+    with _stores_canonical_path():
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        try:
+            # moto keeps its state and its authentication switch per process, not
+            # per server: start from nothing, whatever an earlier test module left.
+            _reset(endpoint)
+            bootstrap = {
+                "endpoint_url": endpoint,
+                "region_name": REGION,
+                "aws_access_key_id": _BOOTSTRAP_KEY[0],
+                "aws_secret_access_key": _BOOTSTRAP_KEY[1],
+            }
+            iam = boto3.client("iam", **bootstrap)
+            iam.create_user(UserName="pipeline")
+            iam.put_user_policy(
+                UserName="pipeline",
+                PolicyName="bucket",
+                PolicyDocument=json.dumps(
+                    {
+                        "Version": "2012-10-17",
+                        "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
+                    }
+                ),
+            )
+            key = iam.create_access_key(UserName="pipeline")["AccessKey"]
+            boto3.client("s3", **bootstrap).create_bucket(Bucket=BUCKET)
+            # From here on every request must carry a known key and a valid signature.
+            requests.post(
+                f"{endpoint}/moto-api/reset-auth", data="0", timeout=10
+            ).raise_for_status()
+            yield S3Standin(
+                endpoint=endpoint,
+                access_key_id=key["AccessKeyId"],
+                secret_access_key=key["SecretAccessKey"],
+            )
+        finally:
+            _reset(endpoint)
+            server.stop()
 
 
 def _reset(endpoint: str) -> None:

@@ -237,8 +237,13 @@ def test_rerun_does_nothing_a_new_version_gets_its_own_partition(
     files = [write_examples(tmp_path / "in" / "a.gz", examples)]
     serving = served_copy(small_model_base, tmp_path, versions=("1", "2"))
     first = score(files, tmp_path / "out", serving, "1", output_format="csv")
+    # A killed attempt at the partition; a run that finds the partition complete removes it.
+    killed = tmp_path / "out" / TEMPORARY_DIR / "span=3" / "version=1" / "killed"
+    killed.mkdir(parents=True)
+    (killed / "part-00000-of-00001.csv").write_text("trip_id\n0\n")
     again = score(files, tmp_path / "out", serving, "1", output_format="csv")
     assert (first.status, again.status) == ("written", "unchanged")
+    assert not (tmp_path / "out" / TEMPORARY_DIR).exists()
     assert again.manifest == first.manifest
     newer = score(files, tmp_path / "out", serving)
     assert newer.status == "written"
@@ -249,7 +254,7 @@ def test_rerun_does_nothing_a_new_version_gets_its_own_partition(
     changed = score(files, tmp_path / "out", serving, "1", fingerprint="f2", output_format="csv")
     assert changed.status == "replaced"
     assert len(list(Path(first.partition).glob("part-*.csv"))) == len(first.manifest.files) - 1
-    assert not list((tmp_path / "out" / TEMPORARY_DIR).iterdir())
+    assert not (tmp_path / "out" / TEMPORARY_DIR).exists()
 
 
 def test_bad_rows_go_to_the_errors_file_and_too_many_fail_leaving_nothing_complete(
@@ -386,16 +391,27 @@ def test_a_run_killed_mid_write_leaves_nothing_complete_and_a_rerun_writes_once(
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )
     deadline = time.monotonic() + 120
-    while not list(out.glob(f"{TEMPORARY_DIR}/*/*")) and run.poll() is None:
+    # _temporary/span=3/version=1/<attempt>/<Beam's temporary folder>
+    while not list(out.glob(f"{TEMPORARY_DIR}/*/*/*/*")) and run.poll() is None:
         assert time.monotonic() < deadline, "the scoring run never started writing"
         time.sleep(0.02)
     run.send_signal(signal.SIGKILL)
     assert run.wait() == -signal.SIGKILL, "the run ended before it was killed"
-    assert list((out / TEMPORARY_DIR).iterdir())
+    (killed,) = (out / TEMPORARY_DIR / "span=3" / "version=1").iterdir()
     assert not list(out.rglob(SUCCESS_FILE)) and not list(out.glob("span=*"))
+    # Another partition's attempt, which another run may still be writing.
+    other = out / TEMPORARY_DIR / "span=4" / "version=1" / "running"
+    other.mkdir(parents=True)
     result = score(files, out, serving)
     assert result.status == "written"
     assert sorted(pd.read_parquet(result.partition)["trip_id"]) == list(range(ROWS))
+    # The commit removed the killed attempt at its partition, and only that.
+    assert not killed.exists() and not killed.parent.exists()
+    assert sorted(p.relative_to(out) for p in (out / TEMPORARY_DIR).rglob("*")) == [
+        Path(TEMPORARY_DIR, "span=4"),
+        Path(TEMPORARY_DIR, "span=4", "version=1"),
+        Path(TEMPORARY_DIR, "span=4", "version=1", "running"),
+    ]
 
 
 # --- Settings, keys in the dataset spec, the serving gate (fast) -------------------------

@@ -363,6 +363,12 @@ _DELETE = object()
             r"defaults.node_selector.pool: 5 is not a Kubernetes label",
         ),
         ("schedule.cron", "0 3 * * *", r"schedule.cron: '0 3 \* \* \*' must have 6 fields"),
+        (
+            "scoring_schedule.cron",
+            "0 5 * * *",
+            r"^scoring_schedule.cron: '0 5 \* \* \*' must have 6 fields",
+        ),
+        ("scoring_schedule.every", "1d", r"^scoring_schedule: unknown field\(s\) \['every'\]"),
         ("parameters.train_steps", 0, r"parameters.train_steps: must be > 0"),
         ("parameters.data_path", "gs://x", r"parameters: unknown field\(s\) \['data_path'\]"),
         (

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
 
 from kubeflow import backend
 from kubeflow.tfx_spec import all_tasks
-from tests.conftest import REPO_ROOT, golden_path
+from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, golden_path
 from tests.harness import REFERENCE_PROJECT, uv_binary
 from tests.kfp_standin import KfpStandIn
 
@@ -18,9 +19,9 @@ pytestmark = pytest.mark.slow
 PACKAGE = golden_path("kubeflow_pipeline.yaml")
 
 
-def submit(host: str, *args: str) -> subprocess.CompletedProcess:
+def submit(host: str, *args: str, package: Path = PACKAGE) -> subprocess.CompletedProcess:
     command = [uv_binary(), "run", "--project", str(REFERENCE_PROJECT), "--locked"]
-    command += ["python", "-m", "kubeflow.submit", "--host", host, "--package", str(PACKAGE), *args]
+    command += ["python", "-m", "kubeflow.submit", "--host", host, "--package", str(package), *args]
     return subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
 
 
@@ -69,6 +70,53 @@ def test_schedule_creates_a_recurring_run_from_the_settings():
     assert recurring["runtime_config"]["pipeline_root"] == spec["defaultPipelineRoot"]
     assert "Trainer" in all_tasks(recurring["pipeline_spec"]["pipeline_spec"])
     assert recurring["pipeline_spec"]["platform_spec"]["platforms"]["kubernetes"]
+
+
+@pytest.fixture(scope="module")
+def scoring_package(tmp_path_factory) -> Path:
+    """The batch scoring package compiled from the checked-in settings, the dataset's
+    spec naming its key."""
+    from kubeflow import compile as kfp_compile
+    from tests.harness import taxi_schema_dir_with_keys
+
+    tmp = tmp_path_factory.mktemp("scoring_package")
+    settings = kfp_compile.load_scoring_settings(TEMPLATE_SETTINGS_FILE)
+    spec, platform = kfp_compile.compile_scoring_pipeline(settings, taxi_schema_dir_with_keys(tmp))
+    kfp_compile.write_package(tmp / "scoring.yaml", spec, platform)
+    return tmp / "scoring.yaml"
+
+
+def test_the_scoring_package_is_scheduled_from_its_own_section(scoring_package, tmp_path):
+    settings = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
+    with KfpStandIn() as kfp:
+        proc = submit(
+            kfp.host, "--schedule", "--data-root", "gs://bucket/new", package=scoring_package
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        (experiment,) = kfp.posted("/apis/v2beta1/experiments")
+        (recurring,) = kfp.posted("/apis/v2beta1/recurringruns")
+    assert experiment["display_name"] == settings["scoring_schedule"]["experiment"]
+    assert recurring["trigger"]["cron_schedule"]["cron"] == settings["scoring_schedule"]["cron"]
+    assert settings["scoring_schedule"]["cron"] != settings["schedule"]["cron"]
+    assert recurring["max_concurrency"] in (1, "1")
+    assert recurring["runtime_config"]["parameters"] == {"data_root": "gs://bucket/new"}
+    assert "BatchScorer" in all_tasks(recurring["pipeline_spec"]["pipeline_spec"])
+
+    del settings["scoring_schedule"]
+    (tmp_path / "settings.yaml").write_text(yaml.safe_dump(settings))
+    with KfpStandIn() as kfp:
+        unscheduled = submit(kfp.host, "--schedule", "--config", str(tmp_path / "settings.yaml"),
+                             package=scoring_package)  # fmt: skip
+        trained = submit(kfp.host, "--train-steps", "300", package=scoring_package)
+        assert kfp.requests == []
+    assert unscheduled.returncode == 2
+    assert unscheduled.stderr.strip().splitlines()[-1] == (
+        f"error: scoring_schedule: required in {tmp_path / 'settings.yaml'} for --schedule"
+    )
+    assert trained.returncode == 2
+    assert trained.stderr.strip().splitlines()[-1] == (
+        f"error: --train-steps: {scoring_package} is the scoring package, which trains nothing"
+    )
 
 
 def test_pipeline_root_flag_replaces_the_packages_root_in_runs_and_recurring_runs():

@@ -18,7 +18,7 @@ from kubeflow.step_attempt import written_locations
 from kubeflow.step_entrypoint import step_uris
 from pipeline.object_store import ObjectStoreError, check_uri, remove_folder_markers
 from tests.conftest import REPO_ROOT, read_taxi_rows, write_csv
-from tests.s3_standin import s3_standin
+from tests.s3_standin import s3_standin, store_canonical_path
 
 
 @pytest.mark.parametrize(
@@ -186,6 +186,44 @@ def test_a_delete_the_store_refuses_is_an_error_naming_the_store(store, monkeypa
         r"'pipelines': s3://pipelines/sweep/: .*SignatureDoesNotMatch",
     ):
         remove_folder_markers(["s3://pipelines/sweep"])
+
+
+# A partition's key, as the batch scorer writes them (components/scored_output.py).
+HIVE_KEY = "scores/span=1/version=1/_SUCCESS"
+READ_WITH_TENSORFLOW = """
+import sys
+from pipeline.object_store import exit_process, register_filesystems
+register_filesystems()
+import tensorflow as tf
+print(tf.io.gfile.GFile(sys.argv[1], "rb").read().decode(), flush=True)
+exit_process(0)
+"""
+
+
+def test_the_store_signs_a_path_decoded_then_encoded_as_minio_does():
+    assert store_canonical_path("/pipelines/span=1/a b") == "/pipelines/span%3D1/a%20b"
+    assert store_canonical_path("/pipelines/span%3D1/a%20b") == "/pipelines/span%3D1/a%20b"
+    assert store_canonical_path("/pipelines/plain-key_1.~/x") == "/pipelines/plain-key_1.~/x"
+
+
+@pytest.mark.slow
+def test_tensorflow_reads_a_key_holding_an_equals_sign_and_a_bad_signature_is_still_refused(
+    store, tmp_path
+):
+    """tensorflow-io's AWS C++ SDK sends `=` as it is and signs `%3D` (aws/aws-sdk-cpp#1224);
+    the store verifies the path decoded then encoded (tests/s3_standin.py)."""
+    from botocore.exceptions import ClientError
+
+    store.client().put_object(Bucket="pipelines", Key=HIVE_KEY, Body=b"{}")
+    proc = subprocess.run(
+        [sys.executable, "-c", READ_WITH_TENSORFLOW, f"s3://pipelines/{HIVE_KEY}"],
+        cwd=REPO_ROOT, env=store.shell_environment(tmp_path),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip() == "{}", proc.stderr[-2000:]
+    wrong = store.client(secret_access_key="wrong")
+    with pytest.raises(ClientError, match="403"):
+        wrong.head_object(Bucket="pipelines", Key=HIVE_KEY)
 
 
 @pytest.fixture(scope="module")

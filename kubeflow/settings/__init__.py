@@ -10,7 +10,7 @@ pod that never schedules. One module per section of the file:
 * beam.py          `beam:`: where each Beam step runs its Beam pipeline
 * retries.py       `retries:`: which steps retry, how often, within what window
 * training.py      `training:`: the Trainer in its pod, or on a TFJob
-* schedule.py      `schedule:`: recurring runs
+* schedule.py      `schedule:`, `scoring_schedule:`: recurring runs
 * serving.py       `serving:`: the KServe InferenceService a pushed version goes to
 * tuning.py        `tuning:`: the tuning package's worker pods and trial budget
 
@@ -74,6 +74,8 @@ class KubeflowSettings:
     training: Training = field(default_factory=Training)
     serving: Serving | None = None
     tuning: Tuning = field(default_factory=Tuning)
+    # The batch scoring package's recurring runs (docs/batch-scoring.md).
+    scoring_schedule: Schedule | None = None
 
     def placement_for(self, step_id: str) -> Placement:
         """The step's own placement, or the defaults."""
@@ -110,6 +112,7 @@ def parse_settings(
         "beam",
         "object_store",
         "schedule",
+        "scoring_schedule",
         "retries",
         "training",
         "serving",
@@ -163,6 +166,7 @@ def parse_settings(
         training=parse_training(values.get("training")),
         serving=parse_serving(values.get("serving"), paths["serving_model_dir"]),
         tuning=parse_tuning(values.get("tuning")),
+        scoring_schedule=parse_schedule(values.get("scoring_schedule"), "scoring_schedule"),
     )
 
 

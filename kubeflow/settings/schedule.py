@@ -1,4 +1,5 @@
-"""Recurring runs: the `schedule:` section of kubeflow/pipeline.yaml (read by kubeflow.submit)."""
+"""Recurring runs: the `schedule:` section of kubeflow/pipeline.yaml for the training package,
+`scoring_schedule:` for the batch scoring package (both read by kubeflow.submit)."""
 
 from __future__ import annotations
 
@@ -25,16 +26,17 @@ class Schedule:
     )
 
 
-def parse_schedule(values: Any) -> Schedule | None:
-    """The `schedule:` section; absent or empty, runs are submitted one at a time."""
+def parse_schedule(values: Any, section: str = "schedule") -> Schedule | None:
+    """The `section` (`schedule` or `scoring_schedule`); absent or empty, runs are
+    submitted one at a time."""
     if not values:
         return None
-    raw = check.typed(values, dict, "schedule")
-    check.no_unknown(raw, field_names(Schedule), "schedule")
-    cron = required_str(raw, "cron") if "cron" in raw else required_str({}, "schedule.cron")
+    raw = check.typed(values, dict, section)
+    check.no_unknown(raw, field_names(Schedule), section)
+    cron = required_str(raw, "cron") if "cron" in raw else required_str({}, f"{section}.cron")
     if len(cron.split()) != 6:
         raise SettingsError(
-            f"schedule.cron: {cron!r} must have 6 fields (KFP cron starts with seconds: "
+            f"{section}.cron: {cron!r} must have 6 fields (KFP cron starts with seconds: "
             "'0 0 3 * * *' is 03:00 daily)"
         )
-    return check.read(Schedule, raw, "schedule", cron=cron)
+    return check.read(Schedule, raw, section, cron=cron)
