@@ -1,5 +1,6 @@
 """A Kubernetes API on loopback that plays the Training Operator, for the TFJob tests
-(and KServe, for the Deploy step's: tests/kserve_standin.py).
+(and KServe, for the Deploy step's: tests/kserve_standin.py; and the kubelet, for
+the Tune step's worker pods).
 
 It answers the five calls the Trainer step makes (kubeflow/tfjob/
 cluster.py), through the official client, over HTTP:
@@ -28,11 +29,28 @@ its log has a line matching `after`; `crd_installed = False` is a cluster
 without the operator (no tfjobs resource: 404); `outage(seconds)` answers
 every call with 503 for a while.
 
+Plain core/v1 Pods (the Tune step's workers, kubeflow/tuning/pods.py):
+
+    POST   /api/v1/namespaces/NS/pods         create a pod
+    GET    /api/v1/namespaces/NS/pods/NAME    the pod, with its status
+    DELETE /api/v1/namespaces/NS/pods/NAME    the pod
+
+A created pod is Pending, with no podIP and no container status, until the
+next pass of the kubelet's loop here starts its one container as a process
+(its command and args, its `env` only, in its `workingDir`); then Running,
+podIP 127.0.0.1, the container `running`; once the process has exited and its
+output is read, Succeeded (exit 0) or Failed, the container `terminated` with
+its exit code. The phases follow the kubelet's rules for a pod of one
+container with `restartPolicy: Never` (`Pod` below cites them).
+
 Not reproduced: scheduling (resources, node selectors, tolerations), image
 pulls, services and DNS, restarts (`restartPolicy`, `backoffLimit`: every
-non-zero exit fails the job here), `ttlSecondsAfterFinished`, watches,
-graceful pod termination (a deleted job's replicas are gone when the delete
-answers), and any other API call.
+non-zero exit fails the job here; a pod's container is never restarted,
+whatever its `restartPolicy`), init and sidecar containers,
+`ttlSecondsAfterFinished`, watches, graceful pod termination (a deleted job's
+replicas, and a deleted pod, are gone when the delete answers: no
+`deletionTimestamp` phase, no SIGTERM before the SIGKILL), pod validation
+beyond a duplicate name, and any other API call.
 """
 
 from __future__ import annotations
@@ -59,6 +77,7 @@ from tests.kserve_standin import KServeController
 
 _TFJOBS = re.compile(r"^/apis/kubeflow\.org/v1/namespaces/([^/]+)/tfjobs(?:/([^/]+))?$")
 _PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods$")
+_POD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)$")
 _POD_LOG = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$")
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 WEBHOOK = "validator.tfjob.training-operator.kubeflow.org"
@@ -114,15 +133,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@dataclass
-class Replica:
-    pod: str
-    replica_type: str
-    index: int
-    namespace: str
-    job: str
-    port: int
-    container: dict[str, Any]
+@dataclass(kw_only=True)
+class ContainerRun:
+    """A container run as a process: its output, and how it ended."""
+
     process: subprocess.Popen | None = None
     lines: list[tuple[str, str]] = field(default_factory=list)
     exit_code: int | None = None
@@ -131,6 +145,21 @@ class Replica:
     # The container has ended only once its whole output is in the log.
     log_closed: bool = False
     finished_at: str = ""
+
+    def log_text(self, tail: int | None = None, timestamps: bool = False) -> str:
+        lines = self.lines[-tail:] if tail else list(self.lines)
+        return "".join(f"{t} {text}\n" if timestamps else f"{text}\n" for t, text in lines)
+
+
+@dataclass
+class Replica(ContainerRun):
+    pod: str
+    replica_type: str
+    index: int
+    namespace: str
+    job: str
+    port: int
+    container: dict[str, Any]
     # Stopped by the operator when the job finished (cleanPodPolicy): its pod is deleted.
     cleaned_up: bool = False
 
@@ -165,10 +194,6 @@ class Replica:
                 "containerStatuses": [{"name": "tensorflow", "state": state}],
             },
         }
-
-    def log_text(self, tail: int | None = None, timestamps: bool = False) -> str:
-        lines = self.lines[-tail:] if tail else list(self.lines)
-        return "".join(f"{t} {text}\n" if timestamps else f"{text}\n" for t, text in lines)
 
 
 @dataclass
@@ -212,6 +237,97 @@ class Job:
         }
 
 
+# Where the phase rules below come from. The API: kubernetes/api v0.34.10 (Kubernetes
+# 1.34), core/v1/types.go. The API server and the kubelet: kubernetes/kubernetes as
+# stored here (commit df5f02437d38; the whole repository is too large to fetch at a
+# tag), pkg/registry/core/pod/strategy.go and pkg/kubelet/kubelet_pods.go.
+@dataclass
+class Pod(ContainerRun):
+    """A core/v1 Pod: the API server's object, its one container a subprocess (the kubelet's
+    part). `pod` is its name, as a Replica's, so the log reader and the OOM fault serve both."""
+
+    manifest: dict[str, Any]
+    uid: str
+    created_at: str
+    started_at: str = ""
+    # Every phase a GET could have seen, in order (the test checks the transitions).
+    phases: list[str] = field(default_factory=list)
+
+    @property
+    def pod(self) -> str:
+        return self.manifest["metadata"]["name"]
+
+    @property
+    def namespace(self) -> str:
+        return self.manifest["metadata"]["namespace"]
+
+    @property
+    def container(self) -> dict[str, Any]:
+        return self.manifest["spec"]["containers"][0]
+
+    def phase(self) -> str:
+        # types.go lines 3476-3488: Pending until its containers have started; Running
+        # while one runs; Succeeded when all exited 0, Failed when one did not. The
+        # kubelet's getPhase (kubelet_pods.go) for a regular container under
+        # restartPolicy Never: waiting -> Pending, running -> Running, all stopped ->
+        # Succeeded if every exit code is 0, else Failed.
+        if self.process is None and self.exit_code is None:
+            return "Pending"
+        if self.exit_code is None:
+            return "Running"
+        return "Succeeded" if self.exit_code == 0 else "Failed"
+
+    def qos_class(self) -> str:
+        # strategy.go PrepareForCreate sets qos.GetPodQOS(pod): BestEffort without any
+        # request or limit. Guaranteed (requests equal to limits) is not told apart here.
+        resources = [c.get("resources") for c in self.manifest["spec"].get("containers", [])]
+        return "Burstable" if any(resources) else "BestEffort"
+
+    def pod_object(self) -> dict[str, Any]:
+        # strategy.go PrepareForCreate: a created pod's status is only its phase, Pending,
+        # and its QoS class; the kubelet adds the rest once it runs the pod.
+        status: dict[str, Any] = {"phase": self.phase(), "qosClass": self.qos_class()}
+        name = self.container["name"]
+        if self.process is not None or self.exit_code is not None:
+            # types.go lines 5266-5269: podIP is empty until one is allocated (with the
+            # pod's sandbox, before its containers start).
+            status.update(
+                podIP="127.0.0.1", podIPs=[{"ip": "127.0.0.1"}], startTime=self.started_at
+            )
+            if self.exit_code is None:
+                state: dict[str, Any] = {"running": {"startedAt": self.started_at}}
+            else:
+                state = {
+                    "terminated": {
+                        "exitCode": self.exit_code,
+                        "reason": self.reason or ("Completed" if self.exit_code == 0 else "Error"),
+                        "startedAt": self.started_at,
+                        "finishedAt": self.finished_at,
+                    }
+                }
+            # No image is pulled here: imageID (a digest on a cluster) is left empty.
+            status["containerStatuses"] = [
+                {"name": name, "state": state, "ready": self.exit_code is None,
+                 "restartCount": 0, "image": self.container.get("image", ""), "imageID": "",
+                 "containerID": f"containerd://{self.uid}"}
+            ]  # fmt: skip
+        metadata = {
+            **self.manifest["metadata"],
+            "uid": self.uid,
+            "creationTimestamp": self.created_at,
+        }
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+                "spec": self.manifest["spec"], "status": status}  # fmt: skip
+
+    def observed(self) -> dict[str, Any]:
+        """The pod as a GET answers it, its phase recorded."""
+        body = self.pod_object()
+        phase = body["status"]["phase"]
+        if not self.phases or self.phases[-1] != phase:
+            self.phases.append(phase)
+        return body
+
+
 class KubernetesStandin:
     """The API server and the operator, in this process's threads; replicas as subprocesses."""
 
@@ -237,6 +353,9 @@ class KubernetesStandin:
         self._unavailable_until = 0.0
         self.kills: dict[str, tuple[re.Pattern, int]] = {}
         self.finished_jobs: list[Job] = []
+        # core/v1 Pods created through the API (the Tune step's workers), and those deleted.
+        self.pods: dict[tuple[str, str], Pod] = {}
+        self.deleted_pods: list[Pod] = []
         self._lock = threading.RLock()
         self._home = tempfile.mkdtemp(prefix="standin-home-")
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -257,6 +376,8 @@ class KubernetesStandin:
         with self._lock:
             for job in self.jobs.values():
                 self._stop_replicas(job)
+            for pod in self.pods.values():
+                self._kill(pod)
         self._server.shutdown()
 
     def kubeconfig(self, path: Path, *, namespace: str, token: str) -> Path:
@@ -314,7 +435,19 @@ class KubernetesStandin:
                 for r in job.replicas:
                     if r.pod == pod:
                         return r.log_text()
+            for p in [*self.pods.values(), *self.deleted_pods]:
+                if p.pod == pod:
+                    return p.log_text()
         raise KeyError(pod)
+
+    def running_pods(self) -> list[str]:
+        """The created pods whose container process is still alive."""
+        with self._lock:
+            return [
+                p.pod
+                for p in [*self.pods.values(), *self.deleted_pods]
+                if p.process is not None and p.process.poll() is None
+            ]
 
     # --- the operator -----------------------------------------------------
     def _launch(self, manifest: dict[str, Any]) -> Job:
@@ -360,22 +493,27 @@ class KubernetesStandin:
                         "environment": "cloud",
                     }
                 )
-            command = [*r.container.get("command", []), *r.container.get("args", [])]
-            if command and command[0] == "python":
-                command[0] = self.python
-            r.process = subprocess.Popen(
-                command,
-                cwd=r.container.get("workingDir") or None,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",
-                start_new_session=True,
-            )
-            threading.Thread(target=self._read_log, args=(r,), daemon=True).start()
+            self._start(r, env)
         job.condition("Running", "TFJobRunning", f"TFJob {namespace}/{name} is running.")
         return job
+
+    def _start(self, target: Replica | Pod, env: dict[str, str]) -> None:
+        """Runs the container's command and args as a process, its output read into the log."""
+        container = target.container
+        command = [*container.get("command", []), *container.get("args", [])]
+        if command and command[0] == "python":
+            command[0] = self.python
+        target.process = subprocess.Popen(
+            command,
+            cwd=container.get("workingDir") or None,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
+        threading.Thread(target=self._read_log, args=(target,), daemon=True).start()
 
     def _container_env(self, container: dict[str, Any]) -> dict[str, str]:
         env = {}
@@ -387,7 +525,7 @@ class KubernetesStandin:
                 env[entry["name"]] = self.secrets[ref["name"]][ref["key"]]
         return env
 
-    def _read_log(self, replica: Replica) -> None:
+    def _read_log(self, replica: ContainerRun) -> None:
         assert replica.process is not None and replica.process.stdout is not None
         for line in replica.process.stdout:
             with self._lock:
@@ -408,7 +546,7 @@ class KubernetesStandin:
             replica.log_closed = True
 
     @staticmethod
-    def _kill(replica: Replica) -> None:
+    def _kill(replica: ContainerRun) -> None:
         """SIGKILLs the replica and waits for it: once a delete has answered, none is running."""
         if replica.process is not None and replica.process.poll() is None:
             os.killpg(replica.process.pid, signal.SIGKILL)
@@ -423,7 +561,26 @@ class KubernetesStandin:
             with self._lock:
                 for job in list(self.jobs.values()):
                     self._reconcile(job)
+                for pod in list(self.pods.values()):
+                    self._run_pod(pod)
             time.sleep(0.2)
+
+    def _run_pod(self, pod: Pod) -> None:
+        """The kubelet's part, one pass: start a pending pod's container; record its exit."""
+        if pod.process is None and pod.exit_code is None:
+            pod.started_at = _now()
+            env = dict(self.base_env, HOME=self._home)
+            try:
+                env.update(self._container_env(pod.container))
+            except KeyError as missing:
+                pod.exit_code, pod.reason, pod.finished_at = 1, "CreateContainerConfigError", _now()
+                pod.lines.append((_now(), f"secret key {missing} not found"))
+                return
+            self._start(pod, env)
+        elif pod.exit_code is None and pod.log_closed and pod.process.poll() is not None:
+            code = pod.process.returncode
+            pod.exit_code = 128 - code if code < 0 else code
+            pod.reason, pod.finished_at = pod.killed_as, _now()
 
     def _reconcile(self, job: Job) -> None:
         for r in job.replicas:
@@ -543,8 +700,11 @@ class KubernetesStandin:
             def do_POST(self) -> None:
                 if self._kserve("POST"):
                     return None
-                match = standin._tfjobs_route(urlparse(self.path).path)
+                path = urlparse(self.path).path
+                match = standin._tfjobs_route(path)
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                if pods := _PODS.match(path):
+                    return self._create_pod(pods.group(1), body)
                 if not match or match.group(2):
                     return self._status(
                         404, "NotFound", "the server could not find the requested resource"
@@ -574,6 +734,42 @@ class KubernetesStandin:
                     standin.jobs[(namespace, name)] = job
                     return self._send(201, job.body())
 
+            def _create_pod(self, namespace: str, body: dict[str, Any]) -> None:
+                if not self._allowed("create", "pods", "", namespace):
+                    return None
+                body.setdefault("metadata", {})["namespace"] = namespace
+                body.pop("status", None)  # strategy.go PrepareForCreate: set by the system
+                name = body["metadata"]["name"]
+                with standin._lock:
+                    if (namespace, name) in standin.pods:
+                        return self._status(409, "AlreadyExists", f'pods "{name}" already exists')
+                    uid = f"uid-pod-{len(standin.created)}"
+                    standin.created.append(json.loads(json.dumps(body)))
+                    pod = Pod(manifest=body, uid=uid, created_at=_now())
+                    standin.pods[(namespace, name)] = pod
+                    return self._send(201, pod.observed())
+
+            def _pod(self, verb: str, namespace: str, name: str) -> None:
+                if not self._allowed(verb, "pods", "", namespace):
+                    return None
+                if self.headers.get("Content-Length"):
+                    self.rfile.read(int(self.headers["Content-Length"]))
+                with standin._lock:
+                    pod = standin.pods.get((namespace, name))
+                    if pod is None:
+                        return self._status(404, "NotFound", f'pods "{name}" not found')
+                    if verb == "get":
+                        return self._send(200, pod.observed())
+                    standin._kill(pod)
+                    del standin.pods[(namespace, name)]
+                    standin.deleted_pods.append(pod)
+                    standin.deleted.append(name)
+                    # A pod's delete answers with the pod, not a Status: the pod
+                    # registry's ReturnDeletedObject (pkg/registry/core/pod/storage/storage.go).
+                    body = pod.pod_object()
+                    body["metadata"]["deletionTimestamp"] = _now()
+                    return self._send(200, body)
+
             def do_GET(self) -> None:
                 if self._kserve("GET"):
                     return None
@@ -590,6 +786,8 @@ class KubernetesStandin:
                                 404, "NotFound", f'tfjobs.kubeflow.org "{name}" not found'
                             )
                         return self._send(200, job.body())
+                if match := _POD.match(url.path):
+                    return self._pod("get", *match.groups())
                 if match := _PODS.match(url.path):
                     namespace = match.group(1)
                     if not self._allowed("list", "pods", "", namespace):
@@ -602,9 +800,15 @@ class KubernetesStandin:
                             if job.namespace == namespace
                             for r in job.replicas
                             if not r.cleaned_up
+                        ] + [
+                            p.pod_object()
+                            for p in standin.pods.values()
+                            if p.namespace == namespace
                         ]
                     items = [
-                        p for p in pods if not key or p["metadata"]["labels"].get(key) == value
+                        p
+                        for p in pods
+                        if not key or p["metadata"].get("labels", {}).get(key) == value
                     ]
                     return self._send(200, {"kind": "PodList", "apiVersion": "v1", "items": items})
                 if match := _POD_LOG.match(url.path):
@@ -657,6 +861,8 @@ class KubernetesStandin:
             def do_DELETE(self) -> None:
                 if self._kserve("DELETE"):
                     return None
+                if pod := _POD.match(urlparse(self.path).path):
+                    return self._pod("delete", *pod.groups())
                 match = standin._tfjobs_route(urlparse(self.path).path)
                 if not match or not match.group(2):
                     return self._status(

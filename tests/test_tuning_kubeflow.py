@@ -1,11 +1,20 @@
-"""The Kubeflow tuning package (docs/tuning.md): compiled and checked, not executed."""
+"""The Kubeflow tuning package (docs/tuning.md): compiled and checked; its Tune step
+executed against the Kubernetes stand-in, worker pods as keras-tuner processes."""
 
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.conftest import REPO_ROOT
+from tests.kubernetes_standin import KubernetesStandin
+
+NAMESPACE = "kubeflow-user-example-com"
+TOKEN = "tune-step-token"
 
 
 def _settings(tmp_path, **tuning):
@@ -121,3 +130,161 @@ def test_a_worker_pod_is_a_keras_tuner_worker_of_the_steps_chief(tmp_path):
         assert pod["spec"]["serviceAccountName"] == "default-editor"
         assert pod["spec"]["restartPolicy"] == "Never"
     assert len({p["metadata"]["name"] for p in pods}) == 2
+
+
+@pytest.fixture
+def standin(tmp_path, monkeypatch):
+    """The Kubernetes stand-in, found as the step finds it outside a pod: KUBECONFIG."""
+    with KubernetesStandin(
+        sys.executable,
+        users={TOKEN: f"system:serviceaccount:{NAMESPACE}:default-editor"},
+        base_env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHONUNBUFFERED": "1"},
+    ) as api:
+        kubeconfig = api.kubeconfig(tmp_path / "kubeconfig", namespace=NAMESPACE, token=TOKEN)
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        yield api
+
+
+def _script_pod(name: str, script: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "tuner", "image": "img", "command": ["python", "-c", script]}],
+        },
+    }
+
+
+def _wait_for(cluster, name: str, done) -> dict:
+    import time
+
+    for _ in range(300):
+        pod = cluster.get_pod(NAMESPACE, name)
+        if done(pod):
+            return pod
+        time.sleep(0.05)
+    raise AssertionError(f"pod {name}: still {pod['status']['phase']}")
+
+
+def test_a_pod_goes_pending_running_then_succeeded_or_failed_and_is_gone_once_deleted(standin):
+    """The stand-in's pods, through the client the Tune step uses (kubeflow/tuning/pods.py)."""
+    from kubeflow.kubernetes_api import ClusterError
+    from kubeflow.tuning.pods import PodCluster, exit_code
+
+    cluster = PodCluster.from_environment()
+    # Each ends when the test has seen it run: a file it waits for.
+    gate = standin._home + "/gate"
+    wait = f"import os, sys, time\nwhile not os.path.exists({gate!r}): time.sleep(0.02)\n"
+    cluster.create_pod(_script_pod("ok", wait + "print('done')"))
+    cluster.create_pod(_script_pod("bad", wait + "sys.exit(3)"))
+    with pytest.raises(ClusterError, match=r'HTTP 409 .*pods "ok" already exists'):
+        cluster.create_pod(_script_pod("ok", "pass"))
+    for name in ("ok", "bad"):
+        running = _wait_for(cluster, name, lambda p: p["status"]["phase"] != "Pending")
+        assert running["status"]["phase"] == "Running" and exit_code(running) is None
+        assert running["status"]["podIP"] == "127.0.0.1"
+    Path(gate).touch()
+    ok = _wait_for(cluster, "ok", lambda p: p["status"]["phase"] not in ("Pending", "Running"))
+    bad = _wait_for(cluster, "bad", lambda p: p["status"]["phase"] not in ("Pending", "Running"))
+    assert (ok["status"]["phase"], exit_code(ok)) == ("Succeeded", 0)
+    assert (bad["status"]["phase"], exit_code(bad)) == ("Failed", 3)
+    assert standin.replica_log("ok") == "done\n"
+    # Pending first, with no IP: the API server's object before the kubelet ran it.
+    assert [p.phases for p in standin.pods.values()] == [
+        ["Pending", "Running", "Succeeded"], ["Pending", "Running", "Failed"]
+    ]  # fmt: skip
+    assert cluster.delete_pod(NAMESPACE, "ok") is True
+    assert cluster.get_pod(NAMESPACE, "ok") is None
+    assert cluster.delete_pod(NAMESPACE, "ok") is False
+    standin.forbid("create", "pods")
+    with pytest.raises(ClusterError, match=r"needs create, get, delete on pods"):
+        cluster.create_pod(_script_pod("refused", "pass"))
+
+
+def _artifact(kind, uri: str):
+    artifact = kind()
+    artifact.uri = uri
+    return artifact
+
+
+def _run_tune_step(inputs: dict, spec, tmp: Path, output_uri: str) -> Path:
+    """The Tune step's executor, as the step's container runs it: the compiled
+    parameters, and the artifacts its inputs resolved to."""
+    import shutil
+
+    from tfx.types import standard_artifacts
+
+    from kubeflow.tuning.component import Tune
+    from kubeflow.tuning.spec import TuningSpec
+    from trainer.config import RuntimeConfig, TrainerConfig
+
+    transformed = tmp / "transformed"
+    for split, key in (("train", "train_files"), ("eval", "eval_files")):
+        (transformed / f"Split-{split}").mkdir(parents=True, exist_ok=True)
+        shutil.copy(inputs[key], transformed / f"Split-{split}" / "data.gz")
+    examples = _artifact(standard_artifacts.Examples, str(tmp / "examples"))
+    examples.set_string_custom_property("input_fingerprint", "split:taxi-2000")
+    examples.mlmd_artifact.create_time_since_epoch = 1_790_000_000_000
+    hyperparameters = _artifact(standard_artifacts.HyperParameters, output_uri)
+    tuning = TuningSpec(
+        image="pipeline-image",
+        working_dir=str(REPO_ROOT),
+        workers=2,
+        max_trials=2,
+        steps_per_trial=5,
+        eval_steps=2,
+        deadline_seconds=600,
+        search_root=str(tmp / "root" / "tuning"),
+        namespace=NAMESPACE,
+    )
+    config = TrainerConfig(
+        runtime=RuntimeConfig(
+            accelerator="cpu", precision="float32", per_replica_batch_size=64,
+            shuffle_buffer_size=200,
+        )
+    )  # fmt: skip
+    Tune.EXECUTOR_SPEC.executor_class().Do(
+        {
+            "examples": [examples],
+            "transformed_examples": [_artifact(standard_artifacts.Examples, str(transformed))],
+            "transform_graph": [
+                _artifact(standard_artifacts.TransformGraph, inputs["transform_output"])
+            ],
+        },
+        {"hyperparameters": [hyperparameters]},
+        {
+            "tuning": tuning.to_json(),
+            "trainer_config": json.dumps(config.to_custom_config() | spec.to_custom_config()),
+        },
+    )
+    return Path(output_uri) / "hyperparameters.yaml"
+
+
+def test_the_tune_step_runs_its_trials_in_worker_pods_and_a_retry_resumes(
+    tmp_path, standin, taxi_trainer_inputs, taxi_spec
+):
+    """Issue 55: the chief in the step's process, two worker pods as keras-tuner
+    processes asking it for trials over gRPC on 127.0.0.1; a retry runs no trial again."""
+    from trainer.hyperparameters import load_frozen
+
+    output = str(tmp_path / "Tune" / "hyperparameters")
+    frozen_file = _run_tune_step(taxi_trainer_inputs, taxi_spec, tmp_path, output)
+    frozen = load_frozen(frozen_file)
+    assert frozen.provenance["trials"] == 2 and frozen.provenance["partial"] is False
+    pods = [p for p in standin.created if p["kind"] == "Pod"]
+    assert [p["metadata"]["name"].rsplit("-", 2)[1:] for p in pods] == [
+        ["worker", "0"], ["worker", "1"]
+    ]  # fmt: skip
+    # Both pods ran trials against the chief and ended; the step deleted them.
+    assert standin.pods == {} and standin.running_pods() == []
+    assert [p.phases[-1] for p in standin.deleted_pods] == ["Succeeded", "Succeeded"]
+    # A retry of the step (same output, same data): the oracle's state says the
+    # budget is spent, so no pod is created and the same winner is written.
+    frozen_file.unlink()
+    _run_tune_step(taxi_trainer_inputs, taxi_spec, tmp_path, output)
+    assert [p for p in standin.created if p["kind"] == "Pod"] == pods
+    again = load_frozen(frozen_file)
+    assert again.model == frozen.model
+    assert {**again.provenance, "tuned_at": None} == {**frozen.provenance, "tuned_at": None}
