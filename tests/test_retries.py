@@ -259,13 +259,17 @@ STEP = "LongStep"
 
 
 # A step that writes into its output artifact and, on its first attempt, then waits
-# to be killed (the --lose-node fault); argv: a counter file, the executor input, the
-# step's name.
+# to be killed (the --lose-node and --preempt faults), its executor output file begun
+# and not finished, as a TFX step killed while writing it leaves it; argv: a counter
+# file, the executor input, the step's name.
 WRITES_THEN_WAITS_ONCE = (
     "import json, pathlib, sys, time\n"
     "counter = pathlib.Path(sys.argv[1])\n"
     "attempt = int(counter.read_text() or 0) + 1 if counter.exists() else 1\n"
     "counter.write_text(str(attempt))\n"
+    "output_file = pathlib.Path(json.loads(sys.argv[3])['outputs']['outputFile'])\n"
+    "output_file.parent.mkdir(parents=True, exist_ok=True)\n"
+    "output_file.write_text('{' if attempt == 1 else '{}')\n"
     "outputs = json.loads(sys.argv[3])['outputs']['artifacts']\n"
     "model = pathlib.Path(outputs['model']['artifacts'][0]['uri'])\n"
     "model.mkdir(parents=True, exist_ok=True)\n"
@@ -429,3 +433,16 @@ def test_a_lost_node_is_not_retried_under_the_recommended_setup_and_is_under_alw
         "Always",
     )
     assert always["earlier_log_tails"][0][-1].startswith("[node lost:")
+
+
+@pytest.mark.slow
+def test_a_preempted_attempts_half_written_executor_output_is_not_read(tmp_path):
+    """As the backend's launcher, which reads the executor output file only after the
+    command succeeded: a step killed while TFX wrote that file is retried, not a crash."""
+    step = run_one_step(
+        tmp_path, DEFAULT_RETRY.spec(60), "--preempt", STEP, "--template-retry-policy", "none",
+        writes_outputs=True,
+    )  # fmt: skip
+    assert (step["status"], step["attempts"]) == ("SUCCESS", 2)
+    assert step["earlier_log_tails"][0][-1] == "[preempted: killed while writing its outputs]"
+    assert step["executor_output"] == {}

@@ -437,9 +437,13 @@ def make_task_handler(
                     .items()
                 },
                 "log_tail": lines[-40:] if process.returncode else [],
+                # Read only after the command succeeded, as the backend's launcher does
+                # (kubeflow/pipelines backend/src/v2/component/launcher_v2.go, `execute`:
+                # a failed command returns before getExecutorOutputFile): an attempt
+                # killed while TFX wrote the file leaves it half-written.
                 "executor_output": (
                     json.loads(Path(output_file).read_text())
-                    if output_file and Path(output_file).is_file()
+                    if process.returncode == 0 and output_file and Path(output_file).is_file()
                     else None
                 ),
             }
