@@ -1,4 +1,4 @@
-"""The tuning package (`python -m kubeflow.compile --tuning`), executed against the Kubernetes stand-in.
+"""The tuning package (`kubeflow.compile --tuning`), executed against the Kubernetes stand-in.
 
 As tests/test_kubeflow_tfjob_executed.py runs the training package: run_compiled.py
 plays the backend's driver (untyped input artifacts, the extra `executor-logs`
@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kubeflow.step_ids import TUNE
 from tests.conftest import REPO_ROOT
@@ -73,9 +72,7 @@ def tuning_run(tmp_path_factory):
         with standin, pytest.MonkeyPatch.context() as env:
             kubeconfig = standin.kubeconfig(tmp / "kubeconfig", namespace=NAMESPACE, token=TOKEN)
             env.setenv("KUBECONFIG", str(kubeconfig))
-            run = execute(
-                package, tmp, "tuning", "--preempt", TUNE, "--log-dir", str(tmp / "logs")
-            )
+            run = execute(package, tmp, "tuning", "--preempt", TUNE, "--log-dir", str(tmp / "logs"))
             running = standin.running_pods()
     finally:
         shutil.rmtree(REPO_ROOT / schema_dir)
