@@ -86,6 +86,8 @@ LONGEST_MODULES = (
     "tests.test_kubeflow_executed",
     "tests.test_kubeflow_cluster_services",
     "tests.test_kubeflow_tfjob_executed",
+    "tests.test_kubeflow_scoring_executed",
+    "tests.test_kubeflow_tuning_executed",
     "tests.test_local_loop",
     "tests.test_bring_your_own_data",
     "tests.test_spans",
