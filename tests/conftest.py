@@ -442,6 +442,10 @@ class TwoLocalRuns:
     first run's model, and a candidate of its own (`train_steps`)."""
 
     output_dir: Path
+    # The data both runs read. Built once for all workers, from the first worker's
+    # `taxi_slice`: a test that reruns on this output and expects the cache reads
+    # this root, not its own worker's slice (another path, so another ExampleGen).
+    data_root: Path
     exit_codes: tuple[int, int]
     train_steps: tuple[int, int]
     first: object  # RunReport (pipeline.local.run_summary.summarize_latest_run)
@@ -518,6 +522,7 @@ def run_twice(root: Path, taxi_slice: Path) -> TwoLocalRuns:
     second = run_local_runner(taxi_slice, output_dir, second_steps)
     return TwoLocalRuns(
         output_dir=output_dir,
+        data_root=taxi_slice,
         exit_codes=(first.exit_code, second.exit_code),
         train_steps=TWO_RUNS_TRAIN_STEPS,
         first=first.report,

@@ -268,7 +268,7 @@ def run_states(output_dir: Path, pipeline_name: str) -> dict[str, str]:
 
 
 def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_it(
-    tmp_path, two_local_runs, taxi_slice, taxi_spec
+    tmp_path, two_local_runs, taxi_spec
 ):
     import contextlib
     import io
@@ -281,6 +281,7 @@ def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_i
     output_dir = copy_tree(two_local_runs.output_dir, tmp_path / "out")
     schema_dir = copy_tree(load_schema_dir().path, tmp_path / "schema")
     frozen_file = schema_dir / "hyperparameters.yaml"
+    taxi_slice = two_local_runs.data_root  # the path its cached ExampleGen read
 
     rc, stdout, stderr = tune(taxi_slice, schema_dir, output_dir)
     assert rc == 0, stderr
@@ -337,11 +338,10 @@ def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_i
     assert config["model"]["learning_rate"] == frozen.model["learning_rate"]
 
 
-def test_a_search_the_deadline_cuts_off_freezes_nothing_unless_accepted(
-    tmp_path, two_local_runs, taxi_slice
-):
+def test_a_search_the_deadline_cuts_off_freezes_nothing_unless_accepted(tmp_path, two_local_runs):
     from tests.conftest import copy_tree
 
+    taxi_slice = two_local_runs.data_root  # its ExampleGen from the runs' cache
     output_dir = copy_tree(two_local_runs.output_dir, tmp_path / "out")
     schema_dir = copy_tree(load_schema_dir().path, tmp_path / "schema")
     frozen_file = schema_dir / "hyperparameters.yaml"
