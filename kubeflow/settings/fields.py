@@ -42,6 +42,21 @@ class SettingsError(FieldError):
 check = Checks(SettingsError)
 
 
+def namespace_and_service_account(raw: Mapping[str, Any], where: str) -> dict[str, str | None]:
+    """`namespace` and `service_account` of a section that starts pods (`training:`,
+    `tuning:`), each checked as Kubernetes names it, None where not set."""
+    names: dict[str, str | None] = {}
+    for name, pattern, what in (
+        ("namespace", NAMESPACE, "a namespace"),
+        ("service_account", SECRET_NAME, "a service account name"),
+    ):
+        value = raw.get(name)
+        if value is not None and (not isinstance(value, str) or not pattern.match(value)):
+            raise SettingsError(f"{where}.{name}: {value!r} is not {what}")
+        names[name] = value
+    return names
+
+
 def required_str(values: Mapping[str, Any], key: str) -> str:
     value = values.get(key)
     if value is None or (isinstance(value, str) and not value.strip()):

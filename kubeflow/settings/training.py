@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kubeflow.settings.fields import NAMESPACE, SECRET_NAME, SettingsError, check
+from kubeflow.settings.fields import SettingsError, check, namespace_and_service_account
 from kubeflow.settings.placement import Placement, parse_placement
 from kubeflow.settings.retries import DURATION, duration_seconds
 from kubeflow.tfjob.spec import CLEAN_POD_POLICIES, TFJobSpec
@@ -158,15 +158,7 @@ def parse_training(values: Any) -> Training:
                 f"{where}.{name}: {value!r} is not a duration above zero (30m, 6h, 1d)"
             )
         durations[name] = value
-    names = {}
-    for name, pattern, what in (
-        ("namespace", NAMESPACE, "a namespace"),
-        ("service_account", SECRET_NAME, "a service account name"),
-    ):
-        value = raw.get(name)
-        if value is not None and (not isinstance(value, str) or not pattern.match(value)):
-            raise SettingsError(f"{where}.{name}: {value!r} is not {what}")
-        names[name] = value
+    names = namespace_and_service_account(raw, where)
     placement = parse_placement(
         {k: raw[k] for k in ("resources", "node_selector", "tolerations") if k in raw}, where
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubeflow.settings.fields import NAMESPACE, SECRET_NAME, SettingsError, check
+from kubeflow.settings.fields import SettingsError, check, namespace_and_service_account
 from kubeflow.settings.placement import Placement, parse_placement
 from kubeflow.settings.retries import DURATION, duration_seconds
 from trainer.fields import field_names
@@ -60,15 +60,7 @@ def parse_tuning(values: Any) -> Tuning:
         raise SettingsError(
             f"{where}.accept_partial: must be true or false, got {accept_partial!r}"
         )
-    names = {}
-    for name, pattern, what in (
-        ("namespace", NAMESPACE, "a namespace"),
-        ("service_account", SECRET_NAME, "a service account name"),
-    ):
-        value = raw.get(name)
-        if value is not None and (not isinstance(value, str) or not pattern.match(value)):
-            raise SettingsError(f"{where}.{name}: {value!r} is not {what}")
-        names[name] = value
+    names = namespace_and_service_account(raw, where)
     return Tuning(
         workers=_positive_int(raw, "workers", 2, "worker pods beside the chief"),
         max_trials=_positive_int(raw, "max_trials", 20, "the trial budget"),
