@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from kubeflow.tfjob.spec import TFJobSpec
 
@@ -89,19 +89,40 @@ def _pod_template(spec: TFJobSpec, labels: Mapping[str, str], args: Sequence[str
     }
     if spec.env:
         container["env"] = [dict(e) for e in spec.env]
-    if spec.resources:
-        container["resources"] = {k: dict(v) for k, v in spec.resources.items()}
-    pod: dict[str, Any] = {"containers": [container]}
-    if spec.node_selector:
-        pod["nodeSelector"] = dict(spec.node_selector)
-    if spec.tolerations:
-        pod["tolerations"] = [dict(t) for t in spec.tolerations]
-    if spec.service_account:
-        pod["serviceAccountName"] = spec.service_account
     return {
         "metadata": {"labels": dict(labels), "annotations": dict(POD_ANNOTATIONS)},
-        "spec": pod,
+        "spec": placed_pod_spec(spec, container),
     }
+
+
+class PodPlacement(Protocol):
+    """What places a pod: TFJobSpec's replicas, TuningSpec's worker pods."""
+
+    @property
+    def resources(self) -> Mapping[str, Any]: ...
+    @property
+    def node_selector(self) -> Mapping[str, str]: ...
+    @property
+    def tolerations(self) -> tuple[Mapping[str, Any], ...]: ...
+    @property
+    def service_account(self) -> str | None: ...
+
+
+def placed_pod_spec(placement: PodPlacement, container: dict[str, Any], **fields: Any) -> dict:
+    """A core/v1 PodSpec of the one `container`, given the placement's resources, and
+    placed by its node selector, tolerations and service account; `fields`: more
+    PodSpec fields (restartPolicy, say)."""
+    container = dict(container)
+    if placement.resources:
+        container["resources"] = {k: dict(v) for k, v in placement.resources.items()}
+    pod: dict[str, Any] = {**fields, "containers": [container]}
+    if placement.node_selector:
+        pod["nodeSelector"] = dict(placement.node_selector)
+    if placement.tolerations:
+        pod["tolerations"] = [dict(t) for t in placement.tolerations]
+    if placement.service_account:
+        pod["serviceAccountName"] = placement.service_account
+    return pod
 
 
 def tfjob_manifest(

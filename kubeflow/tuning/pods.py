@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubeflow.kubernetes_api import ClusterError, KubernetesApi
-from kubeflow.tfjob.manifest import POD_ANNOTATIONS, job_name
+from kubeflow.tfjob.manifest import POD_ANNOTATIONS, job_name, placed_pod_spec
 from kubeflow.tuning.spec import TuningSpec
 from trainer.tuning import worker_environment
 
@@ -54,19 +54,8 @@ def worker_pod(
         "workingDir": spec.working_dir,
         "env": env,
     }
-    if spec.resources:
-        container["resources"] = {k: dict(v) for k, v in spec.resources.items()}
-    pod: dict[str, Any] = {
-        # A failed worker is the step's to report; the step's retry resumes the search.
-        "restartPolicy": "Never",
-        "containers": [container],
-    }
-    if spec.node_selector:
-        pod["nodeSelector"] = dict(spec.node_selector)
-    if spec.tolerations:
-        pod["tolerations"] = [dict(t) for t in spec.tolerations]
-    if spec.service_account:
-        pod["serviceAccountName"] = spec.service_account
+    # A failed worker is the step's to report; the step's retry resumes the search.
+    pod = placed_pod_spec(spec, container, restartPolicy="Never")
     return {
         "apiVersion": "v1",
         "kind": "Pod",
