@@ -218,6 +218,86 @@ def test_a_chart_that_cannot_be_drawn_is_left_out_with_a_note(monkeypatch, chart
     assert drawn == 1 + 2 + 2 + 1 - len(notes)
 
 
+def run_report_step(tmp_path, *, anomalies_pb: bytes | None = None, blessed: str = "1"):
+    """The Kubeflow RunReport step's executor on artifacts of no run: an anomalies
+    artifact holding `anomalies_pb` (when given) and a blessing saying `blessed`.
+    Returns the page it wrote and its metrics artifact."""
+    from tfx.types import standard_artifacts
+
+    from components.drift_gate import DataDrift
+    from kubeflow.steps.kfp_artifacts import HTML, Metrics
+    from kubeflow.steps.run_report import RunReport as RunReportStep
+    from pipeline import steps as dag
+
+    inputs = {
+        "examples": standard_artifacts.Examples(),
+        "statistics": standard_artifacts.ExampleStatistics(),
+        "anomalies": standard_artifacts.ExampleAnomalies(),
+        "drift": DataDrift(),
+        "model_run": standard_artifacts.ModelRun(),
+        "evaluation": standard_artifacts.ModelEvaluation(),
+        "blessing": standard_artifacts.ModelBlessing(),
+        "baseline_model": standard_artifacts.Model(),
+        "pushed_model": standard_artifacts.PushedModel(),
+    }
+    if anomalies_pb is not None:
+        split = tmp_path / "anomalies" / "Split-train"
+        split.mkdir(parents=True)
+        (split / "SchemaDiff.pb").write_bytes(anomalies_pb)
+        inputs["anomalies"].uri = str(tmp_path / "anomalies")
+    inputs["blessing"].set_string_custom_property("blessed", blessed)
+    report, metrics = HTML(), Metrics()
+    report.uri = str(tmp_path / "run-7" / "RunReport" / "report")
+    metrics.uri = str(tmp_path / "run-7" / "RunReport" / "metrics")
+    RunReportStep.EXECUTOR_SPEC.executor_class().Do(
+        {key: [artifact] for key, artifact in inputs.items()},
+        {"report": [report], "metrics": [metrics]},
+        {"pipeline_name": "p", "component_ids": json.dumps(dag.DAG_STEPS.ids)},
+    )
+    return Path(report.uri).read_text(), metrics
+
+
+@pytest.mark.parametrize(
+    ("broken", "note"),
+    [
+        ("a chart", "The step timeline chart is left out: it could not be drawn (ValueError"),
+        ("an artifact", "The anomalies section is left out: its artifact could not be read ("),
+        ("the whole report", "sections are left out: they could not be read or drawn (ValueError"),
+        ("nothing", None),
+    ],
+)
+def test_the_kubeflow_run_report_step_writes_what_it_can_and_says_what_it_left_out(
+    tmp_path, monkeypatch, broken, note
+):
+    """The RunReport step runs after Deploy has served the model: a chart it cannot
+    draw, an artifact it cannot read, or a report it cannot build at all leaves the
+    step succeeding with a page that names what is missing (before, the step raised
+    and the run read FAILED with the model served)."""
+    from components.report import plots
+    from pipeline import steps as dag
+
+    def fail(*_args):
+        raise ValueError("cannot draw this")
+
+    if broken == "a chart":
+        monkeypatch.setattr(plots, "timeline", fail)
+    html, metrics = run_report_step(
+        tmp_path,
+        anomalies_pb=b"not a protocol buffer" if broken == "an artifact" else None,
+        blessed="yes, by hand" if broken == "the whole report" else "1",
+    )
+    elements = parse(html)
+    notes = [a for _t, a in elements if "left-out" in a.get("class", "")]
+    if note is None:
+        assert notes == [], html
+    else:
+        assert len(notes) == 1 and html.count(note) == 1, html
+    assert {a["data-step"] for a in with_attr(elements, "data-step")} == set(dag.DAG_STEPS.ids)
+    assert metrics.get_string_custom_property("display_name") == "metrics"
+    if broken != "the whole report":  # the blessing read, the rest shown
+        assert metrics.get_float_custom_property("blessed") == 1.0
+
+
 def test_axis_labels_get_the_digits_that_tell_ticks_apart():
     from components.report.plots import _axis_labels
 

@@ -328,9 +328,19 @@ def test_examples_properties_read_through_tfxs_custom_prefix():
     assert fields["input"].spans == (2, 3) and fields["input"].version == 1
 
 
-def test_the_exit_handler_writes_its_report_when_a_chart_cannot_be_drawn(tmp_path, monkeypatch):
-    """A chart that raises leaves the page without it, saying so; the step succeeds."""
-    from components.report import plots
+@pytest.mark.parametrize(
+    ("broken", "note"),
+    [
+        ("a chart", "step timeline chart is left out"),
+        ("the artifacts", "sections are left out: they could not be read or drawn"),
+    ],
+)
+def test_the_exit_handler_writes_its_report_when_a_part_cannot_be_read_or_drawn(
+    tmp_path, monkeypatch, broken, note
+):
+    """A chart that raises leaves the page without it, and artifacts that cannot be
+    read leave the page with the steps' states alone, each saying so; the step succeeds."""
+    from components.report import outputs, plots
     from kubeflow.steps.kfp_artifacts import HTML
     from kubeflow.steps.run_status import RunStatus
     from tests.harness import parse
@@ -338,7 +348,11 @@ def test_the_exit_handler_writes_its_report_when_a_chart_cannot_be_drawn(tmp_pat
     def fail(*_args):
         raise ValueError("cannot draw this")
 
-    monkeypatch.setattr(plots, "timeline", fail)
+    monkeypatch.setattr(
+        plots if broken == "a chart" else outputs,
+        "timeline" if broken == "a chart" else "report_fields",
+        fail,
+    )
     report = HTML()
     report.uri = str(tmp_path / "run-7" / "RunStatus" / "report")
     RunStatus.EXECUTOR_SPEC.executor_class().Do(
@@ -354,6 +368,6 @@ def test_the_exit_handler_writes_its_report_when_a_chart_cannot_be_drawn(tmp_pat
     html = Path(report.uri).read_text()
     notes = [a for _t, a in parse(html) if "left-out" in a.get("class", "")]
     assert len(notes) == 1
-    assert "step timeline chart is left out" in html
+    assert note in html
     assert "ValueError: cannot draw this" in html
     assert {a["data-step"] for _t, a in parse(html) if "data-step" in a} == set(ORDER)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from absl import logging
 from tfx.dsl.io import fileio
 
 from components.drift_gate import DriftResult, read_result
@@ -542,6 +543,9 @@ class RunReport:
     deployment: dict[str, Any] | None = None
     error: str | None = None
     notes: tuple[str, ...] = ()
+    # What the report could not show, and why (a section it could not read; the
+    # renderer adds each chart it could not draw).
+    left_out: tuple[str, ...] = ()
 
     @property
     def outcome(self) -> str:
@@ -588,17 +592,43 @@ class ArtifactUris:
 
 
 def read_artifacts(uris: ArtifactUris) -> dict[str, Any]:
-    """Report fields read from `uris`, for `RunReport(**...)`."""
-    fields: dict[str, Any] = {}
+    """Report fields read from `uris`, for `RunReport(**...)`.
+
+    A section whose artifact cannot be read is left out, and `left_out` says
+    which and why: the report shows what it can (on Kubeflow the RunReport step
+    runs after Deploy has served the model, and a step that raised would fail
+    that run).
+    """
+    sections: list[tuple[str, Callable[[], dict[str, Any]]]] = []
     if uris.statistics:
-        fields["statistics"] = read_statistics(uris.statistics)
+        sections.append(("statistics", lambda: {"statistics": read_statistics(uris.statistics)}))
     if uris.anomalies:
-        fields["anomalies"] = read_anomalies(uris.anomalies)
+        sections.append(("anomalies", lambda: {"anomalies": read_anomalies(uris.anomalies)}))
     if uris.drift:
-        fields["drift"] = read_result(uris.drift)
+        sections.append(("drift", lambda: {"drift": read_result(uris.drift)}))
     if uris.model_run:
-        fields["curves"] = read_training_curves(uris.model_run)
-        fields["runtime"] = read_resolved_runtime(uris.model_run)
+        sections.append(
+            (
+                "training",
+                lambda: {
+                    "curves": read_training_curves(uris.model_run),
+                    "runtime": read_resolved_runtime(uris.model_run),
+                },
+            )
+        )
     if uris.evaluation and fileio.exists(os.path.join(uris.evaluation, "eval_config.json")):
-        fields["evaluation"] = read_evaluation(uris.evaluation)
+        sections.append(("evaluation", lambda: {"evaluation": read_evaluation(uris.evaluation)}))
+    fields: dict[str, Any] = {}
+    left_out = []
+    for section, read in sections:
+        try:
+            fields.update(read())
+        except Exception as err:  # Any failure to read leaves one section out.
+            logging.warning("Run report: the %s section was not read: %r", section, err)
+            left_out.append(
+                f"The {section} section is left out: its artifact could not be read "
+                f"({type(err).__name__}: {err})."
+            )
+    if left_out:
+        fields["left_out"] = tuple(left_out)
     return fields

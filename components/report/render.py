@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 import os
 import re
@@ -86,7 +87,7 @@ def _chart(what: str, draw: Callable[..., str], *args: Any, left_out: list[str])
 def render_html(report: RunReport) -> str:
     """The report as one HTML document with its charts inlined (a chart that cannot be
     drawn is left out, with a note saying so)."""
-    left_out: list[str] = []
+    left_out = list(report.left_out)
     features = []
     if report.statistics:
         names = sorted({f.name for s in report.statistics for f in s.features})
@@ -159,6 +160,30 @@ def render_html(report: RunReport) -> str:
             generated=datetime.datetime.now().isoformat(timespec="seconds"),
         )
     )
+
+
+def render_what_it_can(build: Callable[[], RunReport], bare: RunReport) -> tuple[RunReport, str]:
+    """`build()`'s report and its page; where building or rendering it raises, `bare`'s,
+    with a note saying what was left out and why.
+
+    For Kubeflow's report steps, where `bare` holds what a step knows without
+    reading an artifact (the steps, the notes): the RunReport step runs after
+    Deploy has served the model, and a step that raised would fail that run.
+    """
+    try:
+        report = build()
+        return report, render_html(report)
+    except Exception as err:  # Whatever it was, the steps' states are still worth a page.
+        logging.warning("Run report: only the steps' states are shown: %r", err)
+        report = dataclasses.replace(
+            bare,
+            left_out=(
+                *bare.left_out,
+                "The report's sections are left out: they could not be read or drawn "
+                f"({type(err).__name__}: {err}). The step's log holds the details.",
+            ),
+        )
+        return report, render_html(report)
 
 
 def report_filename(run_id: str) -> str:

@@ -19,6 +19,7 @@ which the run comparison view charts across scheduled runs.
 # No `from __future__ import annotations`: the @component decorator reads
 # the real annotation objects.
 
+import dataclasses
 import json
 import os
 
@@ -121,7 +122,7 @@ def RunReport(
     # Here, not at the top: the report's plotting imports are for this step only.
     from components.report import contents as report_contents
     from components.report.outputs import RunOutputs, report_fields
-    from components.report.render import render_html
+    from components.report.render import render_what_it_can
 
     inputs = {
         "examples": examples,
@@ -134,15 +135,7 @@ def RunReport(
         "baseline_model": baseline_model,
         "pushed_model": pushed_model,
     }
-    fields = report_fields(
-        RunOutputs.from_artifacts(
-            {
-                role: (inputs[key].uri, artifact_properties(inputs[key]))
-                for role, (_step, key) in DAG_STEPS.report_outputs.items()
-            }
-        )
-    )
-    contents = report_contents.RunReport(
+    bare = report_contents.RunReport(
         pipeline_name=pipeline_name,
         # A Kubeflow step does not see its run's id; its output directory is unique per run.
         run_id=os.path.dirname(report.uri.rstrip("/")),
@@ -153,10 +146,26 @@ def RunReport(
             "Written by the RunReport step after every other step succeeded; "
             "step times are on the Kubeflow run page.",
         ),
-        deployment=read_outcome(deployment.uri) if deployment is not None else None,
-        **fields,
     )
-    html = render_html(contents)
+
+    def build() -> report_contents.RunReport:
+        fields = report_fields(
+            RunOutputs.from_artifacts(
+                {
+                    role: (inputs[key].uri, artifact_properties(inputs[key]))
+                    for role, (_step, key) in DAG_STEPS.report_outputs.items()
+                }
+            )
+        )
+        return dataclasses.replace(
+            bare,
+            deployment=read_outcome(deployment.uri) if deployment is not None else None,
+            **fields,
+        )
+
+    # The model may be served already: a report that cannot be read or drawn
+    # whole is written with what it can show, never failing the run.
+    contents, html = render_what_it_can(build, bare)
     io_utils.write_string_file(report.uri, html)
     shown_as(report, "report")
     shown_as(metrics, "metrics")

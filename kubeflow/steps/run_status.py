@@ -24,6 +24,7 @@ Visualization tab.
 # No `from __future__ import annotations`: the @component decorator reads
 # the real annotation objects.
 
+import dataclasses
 import datetime
 import json
 from collections.abc import Mapping, Sequence
@@ -226,7 +227,7 @@ def RunStatus(
     """
     from components.report import contents as report_contents
     from components.report.outputs import report_fields
-    from components.report.render import render_html
+    from components.report.render import render_what_it_can
 
     status = final_status_dict(final_status)
     dag = json.loads(steps)
@@ -257,8 +258,7 @@ def RunStatus(
         notes.insert(1, note)
     if run_dir is None:
         notes.append(f"The run's directory is not in this step's output URI {report.uri}.")
-    fields = report_fields(run_outputs(states, records, dag["outputs"]))
-    contents = report_contents.RunReport(
+    bare = report_contents.RunReport(
         pipeline_name=pipeline_name,
         run_id=run_dir or report.uri,
         steps=tuple(
@@ -272,8 +272,15 @@ def RunStatus(
         ),
         error=error,
         notes=tuple(notes),
-        **fields,
     )
-    io_utils.write_string_file(report.uri, render_html(contents))
+    # The only report a failed run gets: its steps' states are written whatever
+    # else cannot be read or drawn.
+    contents, html = render_what_it_can(
+        lambda: dataclasses.replace(
+            bare, **report_fields(run_outputs(states, records, dag["outputs"]))
+        ),
+        bare,
+    )
+    io_utils.write_string_file(report.uri, html)
     shown_as(report, "status report")
     logging.info("Run status: %s; steps: %s", contents.outcome, json.dumps(states, sort_keys=True))
