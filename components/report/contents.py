@@ -12,6 +12,7 @@ import math
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from absl import logging
@@ -599,30 +600,27 @@ def read_artifacts(uris: ArtifactUris) -> dict[str, Any]:
     runs after Deploy has served the model, and a step that raised would fail
     that run).
     """
-    sections: list[tuple[str, Callable[[], dict[str, Any]]]] = []
+    # Each section, and the fields it fills with their readers.
+    sections: list[tuple[str, dict[str, Callable[[], Any]]]] = []
     if uris.statistics:
-        sections.append(("statistics", lambda: {"statistics": read_statistics(uris.statistics)}))
+        sections.append(("statistics", {"statistics": partial(read_statistics, uris.statistics)}))
     if uris.anomalies:
-        sections.append(("anomalies", lambda: {"anomalies": read_anomalies(uris.anomalies)}))
+        sections.append(("anomalies", {"anomalies": partial(read_anomalies, uris.anomalies)}))
     if uris.drift:
-        sections.append(("drift", lambda: {"drift": read_result(uris.drift)}))
+        sections.append(("drift", {"drift": partial(read_result, uris.drift)}))
     if uris.model_run:
-        sections.append(
-            (
-                "training",
-                lambda: {
-                    "curves": read_training_curves(uris.model_run),
-                    "runtime": read_resolved_runtime(uris.model_run),
-                },
-            )
-        )
+        training: dict[str, Callable[[], Any]] = {
+            "curves": partial(read_training_curves, uris.model_run),
+            "runtime": partial(read_resolved_runtime, uris.model_run),
+        }
+        sections.append(("training", training))
     if uris.evaluation and fileio.exists(os.path.join(uris.evaluation, "eval_config.json")):
-        sections.append(("evaluation", lambda: {"evaluation": read_evaluation(uris.evaluation)}))
+        sections.append(("evaluation", {"evaluation": partial(read_evaluation, uris.evaluation)}))
     fields: dict[str, Any] = {}
     left_out = []
-    for section, read in sections:
+    for section, readers in sections:
         try:
-            fields.update(read())
+            fields.update({name: read() for name, read in readers.items()})
         except Exception as err:  # Any failure to read leaves one section out.
             logging.warning("Run report: the %s section was not read: %r", section, err)
             left_out.append(
