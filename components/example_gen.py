@@ -35,11 +35,15 @@ from __future__ import annotations
 import copy
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 import apache_beam as beam
 from absl import logging
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 from tfx import types
 from tfx.components.example_gen import base_example_gen_executor, input_processor, write_split
 from tfx.components.example_gen import component as example_gen_component
@@ -55,6 +59,7 @@ from tfx.utils import proto_utils
 
 from components.csv_to_examples import csv_batches
 from components.example_blocks import (
+    InOrderThread,
     WriteExampleBlocks,
     check_rows_written,
     count_rows_read,
@@ -139,9 +144,41 @@ def _size(path: str) -> int:
     return 0 if fileio.isdir(path) else fileio.stat(path).length
 
 
-def _encode_counted(batch, kinds) -> list[bytes]:
-    count_rows_read(batch.num_rows)
-    return encode_examples(batch, kinds)
+# Batches handed to the encoding thread and not yet written: memory stays this
+# many batches ahead of the writer.
+ENCODE_AHEAD = 2
+
+
+class _EncodeAhead(beam.DoFn):
+    """Batches of typed columns -> blocks of serialized tf.Examples, in the order they came.
+
+    Each batch is encoded on a thread of its own while Beam's thread reads and
+    types the next, and splits and writes the last: the encoder's Arrow kernels
+    let go of the GIL, so the two use both cores.
+    """
+
+    def __init__(self) -> None:
+        self._encoder: InOrderThread | None = None
+
+    def start_bundle(self) -> None:
+        self._encoder = InOrderThread("EncodeExamples", ENCODE_AHEAD)
+
+    def process(self, batch, kinds) -> Iterator[list[bytes]]:
+        assert self._encoder is not None
+        # encode_examples is looked up at each call: a test replaces it.
+        for rows, examples in self._encoder.submit(batch.num_rows, encode_examples, batch, kinds):
+            count_rows_read(rows)  # on Beam's thread: its metrics are kept per thread
+            yield examples
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        assert self._encoder is not None
+        for rows, examples in self._encoder.drain():
+            count_rows_read(rows)
+            yield WindowedValue(examples, MIN_TIMESTAMP, [GlobalWindow()])
+
+    def teardown(self) -> None:
+        if self._encoder is not None:
+            self._encoder.close()
 
 
 @beam.ptransform_fn
@@ -165,7 +202,7 @@ def ReadExamples(
         "Reading %d %s file(s) under %s into tf.Examples.", len(files), read_format, input_base
     )
     batches, kinds = READERS[read_format](root, files, tuple(window.get("ignore", ())))
-    return batches | "EncodeExamples" >> beam.Map(_encode_counted, kinds)
+    return batches | "EncodeExamples" >> beam.ParDo(_EncodeAhead(), kinds)
 
 
 def input_config(pattern: str | None) -> example_gen_pb2.Input:

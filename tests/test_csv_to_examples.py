@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import random
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,6 +25,7 @@ from components.csv_to_examples import (
     typed_batch,
 )
 from components.example_blocks import (
+    InOrderThread,
     RowsLostError,
     name_staged_files,
     staging_dir,
@@ -254,6 +257,67 @@ def test_a_block_is_shuffled_alike_every_time_it_is_written(tmp_path):
     (tmp_path / "frames").write_bytes(first)
     read_back = tf.data.TFRecordDataset(str(tmp_path / "frames")).as_numpy_iterator()
     assert sorted(read_back) == sorted(block)  # every record, once
+
+
+def test_blocks_written_on_the_writing_thread_are_framed_in_order_file_by_file(
+    tmp_path, monkeypatch
+):
+    """Three blocks, two to a file: each file holds its blocks' frames in the order they
+    came, each block in its seeded order, as one thread would write them."""
+    monkeypatch.setattr(example_blocks, "FILE_BLOCKS", 2)
+    blocks = [[f"block {b} record {i}".encode() for i in range(300)] for b in range(3)]
+    write = example_blocks._WriteBlocksFn(str(tmp_path / "Split-train"))
+    write.start_bundle()
+    for block in blocks:
+        write.process(list(block))
+    staged = [value.value for value in write.finish_bundle()]
+    assert [rows for _path, rows in staged] == [600, 300]
+
+    def frames(block: list[bytes]) -> bytes:
+        shuffled = list(block)
+        random.Random(example_blocks._block_seed(shuffled)).shuffle(shuffled)
+        return tfrecord_frames(shuffled)
+
+    contents = [gzip.decompress(Path(path).read_bytes()) for path, _rows in staged]
+    assert contents == [frames(blocks[0]) + frames(blocks[1]), frames(blocks[2])]
+
+
+def test_a_failed_write_fails_the_bundle(tmp_path, monkeypatch):
+    def full_disk(file, records):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(example_blocks, "_write_block", full_disk)
+    write = example_blocks._WriteBlocksFn(str(tmp_path / "Split-train"))
+    write.start_bundle()
+    with pytest.raises(OSError, match="No space left"):
+        for _ in range(example_blocks.WRITE_AHEAD + 1):
+            write.process([b"record"])
+    write.teardown()
+
+
+def test_work_on_the_thread_keeps_its_order_and_at_most_ahead_pieces_wait():
+    thread = InOrderThread("test", ahead=2)
+    release = threading.Event()
+    started = []
+
+    def work(value):
+        started.append(value)
+        release.wait(5)
+        return value * 10
+
+    assert thread.submit("a", work, 1) == []
+    assert thread.submit("b", work, 2) == []
+    release.set()
+    assert thread.submit("c", work, 3) == [("a", 10)]  # the third waits for the first
+    assert thread.drain() == [("b", 20), ("c", 30)]
+    assert started == [1, 2, 3]
+
+
+def test_an_error_on_the_thread_is_raised_to_the_caller():
+    thread = InOrderThread("test", ahead=0)
+    with pytest.raises(ZeroDivisionError):
+        thread.submit("a", lambda: 1 / 0)
+    thread.close()
 
 
 @pytest.mark.slow  # two ExampleGen Beam pipelines
