@@ -82,6 +82,30 @@ def test_a_version_outside_the_serving_dir_or_incomplete_is_refused(tmp_path, ta
         choose_version(str(tmp_path / "serving"), pin)
 
 
+def test_with_a_rollout_record_the_rolled_out_version_scores_and_a_pin_still_wins(
+    tmp_path, taxi_spec
+):
+    from components.rollout_record import record_rolled_out, rolled_out_record
+
+    serving = tmp_path / "serving"
+    for version in ("3", "12", "20"):  # 20: a canary not promoted, or rejected
+        fake_version(serving, version, taxi_spec)
+    record = rolled_out_record(str(tmp_path / "kserve"))
+    with pytest.raises(ModelChoiceError, match="no model has been rolled out yet.*model_version"):
+        choose_version(str(serving), None, record)
+    assert choose_version(str(serving), "3", record).version == "3"  # before any rollout, too
+    record_rolled_out(record, "12", str(tmp_path / "kserve" / "12"), "models/taxi")
+    assert choose_version(str(serving), None, record).version == "12"
+    assert choose_version(str(serving), "3", record).version == "3"
+    assert choose_version(str(serving)).version == "20"  # locally: no record, the newest
+    record_rolled_out(record, "7", str(tmp_path / "kserve" / "7"), "models/taxi")
+    with pytest.raises(ModelChoiceError, match="names the rolled-out version; model version 7"):
+        choose_version(str(serving), None, record)
+    record_rolled_out(record, None, "", "models/taxi")  # a first version that failed
+    with pytest.raises(ModelChoiceError, match="no model has been rolled out yet"):
+        choose_version(str(serving), None, record)
+
+
 # --- Output, exactly once ----------------------------------------------------------------
 
 
@@ -576,7 +600,8 @@ def test_the_scoring_package_compiles_as_the_training_package_does(tmp_path):
     assert tasks[BATCH_SCORER]["retryPolicy"]["maxRetryCount"] == 2
     assert "retryPolicy" not in tasks[SERVING_GATE]
     parameters = spec["root"]["inputDefinitions"]["parameters"]
-    assert set(parameters) == {"data_root", "scores_root"}
+    assert set(parameters) == {"data_root", "scores_root", "model_version"}
+    assert parameters["model_version"]["defaultValue"] == ""
     assert parameters["scores_root"]["defaultValue"].endswith("/scores")
     assert platform["platforms"]["kubernetes"]
 
