@@ -91,7 +91,7 @@ def test_with_a_rollout_record_the_rolled_out_version_scores_and_a_pin_still_win
     for version in ("3", "12", "20"):  # 20: a canary not promoted, or rejected
         fake_version(serving, version, taxi_spec)
     record = rolled_out_record(str(tmp_path / "kserve"))
-    with pytest.raises(ModelChoiceError, match="no model has been rolled out yet.*model_version"):
+    with pytest.raises(ModelChoiceError, match=r"no model has been rolled out yet.*model_version"):
         choose_version(str(serving), None, record)
     assert choose_version(str(serving), "3", record).version == "3"  # before any rollout, too
     record_rolled_out(record, "12", str(tmp_path / "kserve" / "12"), "models/taxi")
