@@ -463,10 +463,13 @@ def build_scoring_pipeline(settings: KubeflowSettings, schema_dir: Path | None =
 def compile_scoring_pipeline(
     settings: KubeflowSettings, schema_dir: Path | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The scoring package: the scoring DAG, mended as the training package is."""
+    """The scoring package: the scoring DAG, mended as the training package is, and its
+    exit handler, the scoring report."""
+    from kubeflow.pipeline_steps import create_scoring_report_step
+
     dag = build_scoring_pipeline(settings, schema_dir)
     return complete_spec(
-        _tfx_pipeline_spec(dag, settings.image),
+        _tfx_pipeline_spec(dag, settings.image, create_scoring_report_step(dag)),
         settings,
         SCORING_STEPS.uncached_ids,
         parameter_defaults={
