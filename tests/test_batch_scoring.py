@@ -21,20 +21,9 @@ from components.scored_output import (
     read_manifest,
 )
 from components.served_version import ModelChoiceError, choose_version
-from tests.harness import served_copy
-from trainer.export import SPEC_ASSET
+from tests.harness import fake_version, served_copy
 
 ROWS = 40
-
-
-def fake_version(base: Path, version: str, spec, *, complete: bool = True) -> Path:
-    """A version directory as the Pusher leaves it: the spec asset, saved_model.pb last."""
-    directory = base / version
-    (directory / SPEC_ASSET).parent.mkdir(parents=True)
-    (directory / SPEC_ASSET).write_text(json.dumps(spec.to_dict()))
-    if complete:
-        (directory / "saved_model.pb").write_bytes(b"")
-    return directory
 
 
 def manifest(**changes) -> Manifest:

@@ -22,6 +22,7 @@ from components.scored_output import ERRORS_FILE, SUCCESS_FILE, TEMPORARY_DIR
 from tests.harness import (
     HOSTILE_VALUES,
     assert_self_contained,
+    fake_version,
     parse,
     report_path_printed,
     served_copy,
@@ -201,7 +202,6 @@ def test_on_kubeflow_a_run_whose_scorer_failed_gets_its_report_from_the_attempt(
     from kubeflow.steps.kfp_artifacts import HTML
     from kubeflow.steps.scoring_report import ScoringReport
     from pipeline.steps import BATCH_SCORER, EXAMPLE_GEN
-    from tests.test_batch_scoring import fake_version
 
     serving = tmp_path / "serving"
     for version in ("1", "2"):

@@ -79,7 +79,7 @@ def ScoringReport(
         if states.get(BATCH_SCORER) == "failed"
         else None
     )
-    scored_version: "str | None" = None
+    scored_version: str | None = None
     if scores is not None:
         scored_version = str(property_value(scores, MODEL_VERSION_PROPERTY))
     elif attempt is not None:
