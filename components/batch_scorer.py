@@ -71,11 +71,13 @@ def BatchScorer(
     serving_model_dir: Parameter[str],
     output_dir: Parameter[str],
     model_version: Parameter[str],
+    rolled_out_record: Parameter[str],
     settings: Parameter[str],
     beam_pipeline: BeamComponentParameter[beam.Pipeline] = None,
 ):
-    """Scores the examples with the served model (`model_version`, or "" for the newest)."""
-    model = choose_version(serving_model_dir, model_version or None)
+    """Scores the examples with `model_version`, or with the version `rolled_out_record`
+    names (the KServe rollout's, on Kubeflow), or with the newest served one when both are ""."""
+    model = choose_version(serving_model_dir, model_version or None, rolled_out_record or None)
     span, fingerprint = input_of(examples)
     result = score_partition(
         example_files=example_files(examples),

@@ -49,10 +49,25 @@ class ScoredOutputError(RuntimeError):
     """The scores cannot be committed: duplicate keys, or too many rows that failed.
 
     `attempt`: the uncommitted attempt's directory, where one was written (the
-    scoring report reads its counts and reasons from it).
+    scoring report reads its counts and reasons from it). The message names
+    it too, so that a report built from the error's text alone (Kubeflow's,
+    from the step's record) finds it: `attempt_named_in`.
     """
 
     attempt: str | None = None
+
+    def __str__(self) -> str:
+        message = super().__str__()
+        return f"{message} ({UNCOMMITTED_IN}{self.attempt})" if self.attempt else message
+
+
+UNCOMMITTED_IN = "the uncommitted scores: "
+
+
+def attempt_named_in(error: str) -> str | None:
+    """The attempt directory a ScoredOutputError's message names, or None."""
+    _, found, rest = error.rpartition(f"({UNCOMMITTED_IN}")
+    return rest.rsplit(")", 1)[0] if found and ")" in rest else None
 
 
 @dataclass(frozen=True)
@@ -92,6 +107,13 @@ class Manifest:
 
 def partition_dir(output_dir: str, span: int, model_version: str) -> str:
     return os.path.join(output_dir, f"span={span}", f"version={model_version}")
+
+
+def version_of(directory: str) -> str | None:
+    """The model version of a partition or an attempt at one, from its path; None if none."""
+    parts = directory.rstrip("/").split("/")
+    found = [p.removeprefix("version=") for p in parts if p.startswith("version=")]
+    return found[-1] if found else None
 
 
 def attempts_dir(output_dir: str, span: int, model_version: str) -> str:

@@ -1,11 +1,16 @@
-"""Which served model a batch scoring run uses: the newest complete version, or a pinned one.
+"""Which served model a batch scoring run uses: the served version, or a pinned one.
 
-"Complete" is what `components.served_model.latest_served_version` says, the
-rule the Evaluator's baseline and the drift gate already follow: a numeric
-version directory holding `saved_model.pb`, which the Pusher writes last.
-A pinned version must be one of those, and lie inside the serving directory:
-scores name a version, and a version is only meaningful under the directory
-the Pusher writes (on Kubeflow, the one KServe rolls out).
+The served version is, locally, the newest complete version under the
+serving directory: "complete" is what `components.served_model.
+latest_served_version` says, the rule the Evaluator's baseline and the drift
+gate already follow (a numeric version directory holding `saved_model.pb`,
+which the Pusher writes last). With KServe (Kubeflow's Deploy step) it is the
+version the rollout last rolled out, which the Deploy step records in
+`rolled_out.json` under its storage root, beside the copies KServe serves
+from: the newest pushed version may still be a canary, or be rejected.
+A pinned version must be a complete one, and lie inside the serving
+directory: scores name a version, and a version is only meaningful under the
+directory the Pusher writes.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 
 from tfx.dsl.io import fileio
 
+from components.rollout_record import rolled_out_version
 from components.served_model import latest_served_version, model_digest
 from trainer.dataset_spec import DatasetSpec, parse_spec
 from trainer.export import SPEC_ASSET
@@ -38,12 +44,28 @@ class ServedVersion:
         return model_digest(self.path)
 
 
-def choose_version(serving_model_dir: str, version: str | None = None) -> ServedVersion:
-    """The newest complete version under `serving_model_dir`, or `version` when given.
+def choose_version(
+    serving_model_dir: str, version: str | None = None, rolled_out: str | None = None
+) -> ServedVersion:
+    """`version` when given; else the version the record at `rolled_out` names (the
+    Deploy step's, kubeflow/kserve/rollout.py) when one is given; else the newest
+    complete version under `serving_model_dir`.
 
-    ModelChoiceError when nothing is served, when `version` is not a version
-    number (a path, `..`), or when it is not a complete version there.
+    ModelChoiceError when nothing is served or rolled out, when `version` is not
+    a version number (a path, `..`), or when it is not a complete version there.
     """
+    if version is None and rolled_out is not None:
+        version = rolled_out_version(rolled_out)
+        if version is None:
+            raise ModelChoiceError(
+                f"no model has been rolled out yet: {rolled_out} does not exist (the Deploy "
+                "step writes it when a version takes the InferenceService's traffic); pin a "
+                "version with the run's model_version parameter to score before that"
+            )
+        try:
+            return choose_version(serving_model_dir, version)
+        except ModelChoiceError as err:
+            raise ModelChoiceError(f"{rolled_out} names the rolled-out version; {err}") from None
     if version is None:
         chosen = latest_served_version(serving_model_dir)
         if chosen is None:

@@ -88,6 +88,8 @@ TRAIN_ARGS_PARAMETER = "train_args"
 DATA_ROOT_PARAMETER = "data_root"
 # The scoring package's: where its partitions go (docs/batch-scoring.md).
 SCORES_ROOT_PARAMETER = "scores_root"
+# The scoring package's pin: a served version number, or "" for the served version.
+MODEL_VERSION_PARAMETER = "model_version"
 # What every container runs instead of TFX's entrypoint (see kubeflow/step_entrypoint.py).
 STEP_COMMAND = ["python", "-m", "kubeflow.step_entrypoint"]
 # The tuning package's last step (kubeflow/tuning/component.py).
@@ -416,13 +418,17 @@ def scores_root(settings: KubeflowSettings) -> str:
 
 
 def build_scoring_pipeline(settings: KubeflowSettings, schema_dir: Path | None = None):
-    """The local scoring DAG, with runtime parameters for the data and the scores' root.
+    """The local scoring DAG, with runtime parameters for the data, the scores' root and
+    a pinned model version.
 
     `schema_dir`: the dataset directory (default: the settings' `schema_dir`);
-    its spec's `keys:` are the id columns every score carries.
+    its spec's `keys:` are the id columns every score carries. With `serving:`
+    (the Deploy step), the scorer scores what the KServe rollout last rolled
+    out, from the Deploy step's record under `serving.storage_root`.
     """
     from tfx.orchestration.data_types import RuntimeParameter
 
+    from components.rollout_record import rolled_out_record
     from components.scoring import ScoringSettings
     from pipeline.scoring import create_scoring_pipeline
     from schemas import load_schema_dir
@@ -444,6 +450,10 @@ def build_scoring_pipeline(settings: KubeflowSettings, schema_dir: Path | None =
             name=SCORES_ROOT_PARAMETER, ptype=str, default=scores_root(settings)
         ),
         settings=ScoringSettings(keys=loaded.spec.keys),
+        model_version=RuntimeParameter(name=MODEL_VERSION_PARAMETER, ptype=str, default=""),
+        rolled_out_record=(
+            rolled_out_record(settings.serving.storage_root) if settings.serving else None
+        ),
         beam_pipeline_args_by_step={
             step: beam_args_for(settings, step) for step in SCORING_STEPS.beam_ids
         },
@@ -453,15 +463,19 @@ def build_scoring_pipeline(settings: KubeflowSettings, schema_dir: Path | None =
 def compile_scoring_pipeline(
     settings: KubeflowSettings, schema_dir: Path | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The scoring package: the scoring DAG, mended as the training package is."""
+    """The scoring package: the scoring DAG, mended as the training package is, and its
+    exit handler, the scoring report."""
+    from kubeflow.pipeline_steps import create_scoring_report_step
+
     dag = build_scoring_pipeline(settings, schema_dir)
     return complete_spec(
-        _tfx_pipeline_spec(dag, settings.image),
+        _tfx_pipeline_spec(dag, settings.image, create_scoring_report_step(dag)),
         settings,
         SCORING_STEPS.uncached_ids,
         parameter_defaults={
             DATA_ROOT_PARAMETER: settings.data_root,
             SCORES_ROOT_PARAMETER: scores_root(settings),
+            MODEL_VERSION_PARAMETER: "",
         },
     )
 

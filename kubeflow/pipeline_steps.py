@@ -38,15 +38,16 @@ from tfx.orchestration.pipeline import Pipeline
 from components.example_gen import input_config, input_window
 from kubeflow.settings.retries import RetryRoles
 from kubeflow.settings.serving import Serving
-from kubeflow.step_ids import DEPLOY, INPUT_SNAPSHOT, RUN_REPORT, RUN_STATUS
+from kubeflow.step_ids import DEPLOY, INPUT_SNAPSHOT, RUN_REPORT, RUN_STATUS, SCORING_REPORT
 from kubeflow.steps.deploy import Deploy
 from kubeflow.steps.input_snapshot import SNAPSHOT_KEY, InputSnapshot
 from kubeflow.steps.run_report import RunReport
 from kubeflow.steps.run_status import RunStatus
+from kubeflow.steps.scoring_report import ScoringReport
 from kubeflow.tfjob.component import TFJobTrainer
 from kubeflow.tfjob.spec import TFJobSpec
 from pipeline.runner_steps import DagSteps, FirstSteps, RunnerSteps
-from pipeline.steps import DAG_STEPS, EXAMPLE_GEN, PUSHER, Retry, Step, Steps
+from pipeline.steps import BATCH_SCORER, DAG_STEPS, EXAMPLE_GEN, PUSHER, Retry, Step, Steps
 from trainer.dataset_spec import DatasetSpec
 
 # The input snapshot and Deploy read state outside the pipeline (the input
@@ -147,11 +148,9 @@ def create_run_status_step(pipeline: Pipeline) -> BaseComponent:
     recorded (kubeflow/steps/run_status.py). Pass it to the Kubeflow V2
     runner's `set_exit_handler`; it is not one of the DAG's steps.
     """
-    order = [c.id for c in pipeline.components]
-    steps = {
-        "order": order,
-        "upstream": {c.id: sorted(n.id for n in c.upstream_nodes) for c in pipeline.components},
-        "outputs": {role: list(source) for role, source in report_outputs(order).items()},
+    steps = dag_shape(pipeline)
+    steps["outputs"] = {
+        role: list(source) for role, source in report_outputs(steps["order"]).items()
     }
     return RunStatus(
         final_status=FinalStatusStr(),
@@ -159,3 +158,27 @@ def create_run_status_step(pipeline: Pipeline) -> BaseComponent:
         steps=json.dumps(steps, sort_keys=True),
         task_name=RUN_STATUS,
     ).with_id(RUN_STATUS)
+
+
+def create_scoring_report_step(pipeline: Pipeline) -> BaseComponent:
+    """The scoring package's exit handler (kubeflow/steps/scoring_report.py): the scoring
+    report of every run, failed ones included. It takes the scorer's own parameters, so
+    it looks for the model where the scorer did."""
+    scorer = next(c for c in pipeline.components if c.id == BATCH_SCORER)
+    # Not model_version: a runtime parameter, which TFX hands to the DAG's steps only.
+    parameters = ("serving_model_dir", "rolled_out_record", "settings")
+    return ScoringReport(
+        final_status=FinalStatusStr(),
+        pipeline_name=pipeline.pipeline_info.pipeline_name,
+        steps=json.dumps(dag_shape(pipeline), sort_keys=True),
+        task_name=SCORING_REPORT,
+        **{name: scorer.exec_properties[name] for name in parameters},
+    ).with_id(SCORING_REPORT)
+
+
+def dag_shape(pipeline: Pipeline) -> dict[str, Any]:
+    """The DAG's steps in order, and each one's upstream steps, for an exit handler."""
+    return {
+        "order": [c.id for c in pipeline.components],
+        "upstream": {c.id: sorted(n.id for n in c.upstream_nodes) for c in pipeline.components},
+    }

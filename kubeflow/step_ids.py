@@ -11,6 +11,8 @@ DEPLOY = "Deploy"
 RUN_REPORT = "RunReport"
 # The exit handler: not one of the DAG's steps, but a task of the spec's root.
 RUN_STATUS = "RunStatus"
+# The scoring package's exit handler (kubeflow/steps/scoring_report.py).
+SCORING_REPORT = "ScoringReport"
 # The tuning package's search (kubeflow/tuning/).
 TUNE = "Tune"
 
@@ -22,5 +24,5 @@ def settings_step_ids() -> set[str]:
     return (
         set(DAG_STEPS.ids)
         | set(SCORING_STEPS.ids)
-        | {INPUT_SNAPSHOT, DEPLOY, RUN_REPORT, RUN_STATUS, TUNE}
+        | {INPUT_SNAPSHOT, DEPLOY, RUN_REPORT, RUN_STATUS, SCORING_REPORT, TUNE}
     )

@@ -2,7 +2,7 @@
 
     ./dev submit --host https://kfp.example.com --package build/pipeline.yaml \
         [--data-root gs://bucket/data/2026-11] [--train-steps 5000] [--schedule] \
-        [--pipeline-root gs://bucket/tfx/root]
+        [--pipeline-root gs://bucket/tfx/root] [--model-version V (the scoring package)]
 
 Runs in the current-KFP-SDK environment (kubeflow/reference/), not the
 project's: TFX 1.16 holds the project's kfp at 2.5, whose client cannot read
@@ -44,6 +44,7 @@ import yaml
 from kubeflow import backend
 from kubeflow.compile import (
     DATA_ROOT_PARAMETER,
+    MODEL_VERSION_PARAMETER,
     SCORES_ROOT_PARAMETER,
     TRAIN_ARGS_PARAMETER,
     train_args_value,
@@ -70,6 +71,21 @@ def run_arguments(
             raise SettingsError(f"--train-steps: must be > 0, got {train_steps}")
         arguments[TRAIN_ARGS_PARAMETER] = train_args_value(train_steps)
     return arguments
+
+
+def pinned_version(version: str, package: Path, scoring: bool) -> str:
+    """`--model-version`: a version number, for the scoring package only."""
+    if not scoring:
+        raise SettingsError(
+            f"--model-version: {package} is not the scoring package; only scoring runs pin "
+            "a model version"
+        )
+    if not version.isdigit():
+        raise SettingsError(
+            f"--model-version: {version!r} is not a version number (a directory number "
+            "under serving_model_dir)"
+        )
+    return version
 
 
 def is_scoring_package(spec: dict) -> bool:
@@ -129,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--train-steps", type=int, help="override the training steps")
     parser.add_argument(
+        "--model-version",
+        help="the scoring package: score with this served version, not the served one",
+    )
+    parser.add_argument(
         "--experiment", help="experiment name (default: the settings' schedule one)"
     )
     parser.add_argument("--run-name", help="display name of the run or recurring run")
@@ -147,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         settings = load_settings(args.config, settings_step_ids() | set(all_tasks(spec)))
         arguments = run_arguments(args.data_root, args.train_steps, settings.object_store)
+        if args.model_version is not None:
+            arguments[MODEL_VERSION_PARAMETER] = pinned_version(
+                args.model_version, args.package, scoring
+            )
         root = pipeline_root(spec, args.pipeline_root, settings.object_store, args.package)
         section = "scoring_schedule" if scoring else "schedule"
         schedule = settings.scoring_schedule if scoring else settings.schedule

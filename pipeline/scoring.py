@@ -3,7 +3,8 @@
 ExampleGen (the latest span; CSV or Parquet, spans, patterns and object
 stores as in training) -> StatisticsGen -> ServingDataGate (against the
 schema's SERVING environment: the label may be absent, new columns are
-allowed) -> BatchScorer (the served model, newest or pinned, into one
+allowed) -> BatchScorer (the served model, pinned or else the newest, or what
+KServe rolled out where a rollout record is given, into one
 partition per span and model version, committed once; components/scoring.py).
 The scorer waits for the gate: rows that fail validation are never scored.
 """
@@ -50,7 +51,8 @@ def create_scoring_pipeline(
     serving_model_dir: str,
     output_dir: str | RuntimeParameter,
     settings: ScoringSettings,
-    model_version: str | None = None,
+    model_version: str | RuntimeParameter | None = None,
+    rolled_out_record: str | None = None,
     beam_pipeline_args: Sequence[str] = (),
     beam_pipeline_args_by_step: Mapping[str, Sequence[str]] | None = None,
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
@@ -61,7 +63,9 @@ def create_scoring_pipeline(
     (pattern, format, ignored columns) tells ExampleGen what to read, and
     the label's source columns are the ones the gate lets be absent. Scoring
     reads only the latest span, whatever window training reads.
-    `model_version` None scores with the newest complete served version.
+    `model_version` None (or "") scores with the served version: the one the
+    record at `rolled_out_record` names (the KServe rollout's,
+    components/rollout_record.py) when given, else the newest complete one.
     `data_root` and `output_dir` may be RuntimeParameters (Kubeflow), set per run.
     """
     per_step_beam_args = SCORING_STEPS.beam_args_by_step(beam_pipeline_args_by_step)
@@ -85,6 +89,7 @@ def create_scoring_pipeline(
         serving_model_dir=serving_model_dir,
         output_dir=output_dir,
         model_version=model_version or "",
+        rolled_out_record=rolled_out_record or "",
         settings=settings.to_json(),
     ).with_id(BATCH_SCORER)
     # The scorer takes nothing from the gate; this edge keeps bad data from being scored.

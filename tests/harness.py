@@ -48,7 +48,7 @@ from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, load_schema
 from tests.raw_examples import serialize_rows
 from tests.span_data import span_schema_dir
 from trainer.dataset_spec import load_spec
-from trainer.export import SERVING_SIGNATURE
+from trainer.export import SERVING_SIGNATURE, SPEC_ASSET
 from trainer.json_signature import CONTRACT_ASSET, contract_from_dicts, instance_from_example
 from trainer.model import PROBABILITIES_OUTPUT
 
@@ -735,3 +735,13 @@ def taxi_schema_dir_with_keys(root: Path) -> Path:
     with (schema_dir / "dataset.yaml").open("a") as f:
         f.write("keys: [trip_id]\n")
     return schema_dir
+
+
+def fake_version(base: Path, version: str, spec, *, complete: bool = True) -> Path:
+    """A version directory as the Pusher leaves it: the spec asset, saved_model.pb last."""
+    directory = base / version
+    (directory / SPEC_ASSET).parent.mkdir(parents=True)
+    (directory / SPEC_ASSET).write_text(json.dumps(spec.to_dict()))
+    if complete:
+        (directory / "saved_model.pb").write_bytes(b"")
+    return directory

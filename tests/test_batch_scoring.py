@@ -21,20 +21,9 @@ from components.scored_output import (
     read_manifest,
 )
 from components.served_version import ModelChoiceError, choose_version
-from tests.harness import served_copy
-from trainer.export import SPEC_ASSET
+from tests.harness import fake_version, served_copy
 
 ROWS = 40
-
-
-def fake_version(base: Path, version: str, spec, *, complete: bool = True) -> Path:
-    """A version directory as the Pusher leaves it: the spec asset, saved_model.pb last."""
-    directory = base / version
-    (directory / SPEC_ASSET).parent.mkdir(parents=True)
-    (directory / SPEC_ASSET).write_text(json.dumps(spec.to_dict()))
-    if complete:
-        (directory / "saved_model.pb").write_bytes(b"")
-    return directory
 
 
 def manifest(**changes) -> Manifest:
@@ -80,6 +69,30 @@ def test_a_version_outside_the_serving_dir_or_incomplete_is_refused(tmp_path, ta
     fake_version(tmp_path / "other", "1", taxi_spec)
     with pytest.raises(ModelChoiceError, match="model version"):
         choose_version(str(tmp_path / "serving"), pin)
+
+
+def test_with_a_rollout_record_the_rolled_out_version_scores_and_a_pin_still_wins(
+    tmp_path, taxi_spec
+):
+    from components.rollout_record import record_rolled_out, rolled_out_record
+
+    serving = tmp_path / "serving"
+    for version in ("3", "12", "20"):  # 20: a canary not promoted, or rejected
+        fake_version(serving, version, taxi_spec)
+    record = rolled_out_record(str(tmp_path / "kserve"))
+    with pytest.raises(ModelChoiceError, match=r"no model has been rolled out yet.*model_version"):
+        choose_version(str(serving), None, record)
+    assert choose_version(str(serving), "3", record).version == "3"  # before any rollout, too
+    record_rolled_out(record, "12", str(tmp_path / "kserve" / "12"), "models/taxi")
+    assert choose_version(str(serving), None, record).version == "12"
+    assert choose_version(str(serving), "3", record).version == "3"
+    assert choose_version(str(serving)).version == "20"  # locally: no record, the newest
+    record_rolled_out(record, "7", str(tmp_path / "kserve" / "7"), "models/taxi")
+    with pytest.raises(ModelChoiceError, match="names the rolled-out version; model version 7"):
+        choose_version(str(serving), None, record)
+    record_rolled_out(record, None, "", "models/taxi")  # a first version that failed
+    with pytest.raises(ModelChoiceError, match="no model has been rolled out yet"):
+        choose_version(str(serving), None, record)
 
 
 # --- Output, exactly once ----------------------------------------------------------------
@@ -552,6 +565,7 @@ def test_the_scoring_package_compiles_as_the_training_package_does(tmp_path):
     from kubeflow import compile as kfp_compile
     from kubeflow import tfx_spec
     from kubeflow.settings.fields import SettingsError
+    from kubeflow.step_ids import SCORING_REPORT
     from pipeline.steps import BATCH_SCORER, SCORING_STEPS, SERVING_GATE
     from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE
     from tests.harness import taxi_schema_dir_with_keys
@@ -564,7 +578,10 @@ def test_the_scoring_package_compiles_as_the_training_package_does(tmp_path):
         t: spec["deploymentSpec"]["executors"][label]
         for t, label in tfx_spec.executor_labels(spec).items()
     }
-    assert set(executors) == set(SCORING_STEPS.ids)
+    assert set(executors) == {*SCORING_STEPS.ids, SCORING_REPORT}
+    # The report is the exit handler: it runs however the DAG ended.
+    assert tasks[SCORING_REPORT]["triggerPolicy"]["strategy"] == "ALL_UPSTREAM_TASKS_COMPLETED"
+    assert "final_status" in tasks[SCORING_REPORT]["inputs"]["parameters"]
     for task_id, executor in executors.items():
         container = executor["container"]
         assert container["command"] == kfp_compile.STEP_COMMAND, task_id
@@ -576,7 +593,8 @@ def test_the_scoring_package_compiles_as_the_training_package_does(tmp_path):
     assert tasks[BATCH_SCORER]["retryPolicy"]["maxRetryCount"] == 2
     assert "retryPolicy" not in tasks[SERVING_GATE]
     parameters = spec["root"]["inputDefinitions"]["parameters"]
-    assert set(parameters) == {"data_root", "scores_root"}
+    assert set(parameters) == {"data_root", "scores_root", "model_version"}
+    assert parameters["model_version"]["defaultValue"] == ""
     assert parameters["scores_root"]["defaultValue"].endswith("/scores")
     assert platform["platforms"]["kubernetes"]
 
@@ -587,6 +605,55 @@ def test_the_scoring_package_compiles_as_the_training_package_does(tmp_path):
         kfp_compile.load_scoring_settings(tmp_path / "gate.yaml")
     with pytest.raises(SettingsError, match="keys: the scoring package needs the id columns"):
         kfp_compile.compile_scoring_pipeline(settings, REPO_ROOT / "schemas" / "chicago_taxi")
+
+
+def scorer_constant(spec, name: str) -> str:
+    from kubeflow import tfx_spec
+    from pipeline.steps import BATCH_SCORER
+
+    parameters = tfx_spec.all_tasks(spec)[BATCH_SCORER]["inputs"]["parameters"]
+    return parameters[name]["runtimeValue"]["constant"]
+
+
+def test_the_scoring_package_matches_its_golden_and_reads_the_rollout_record(tmp_path):
+    """With `serving:`, the scorer (and the report) read the Deploy step's record under
+    serving.storage_root; without, no record (the newest pushed version serves)."""
+    import yaml
+
+    from components.rollout_record import rolled_out_record
+    from kubeflow import compile as kfp_compile
+    from kubeflow import tfx_spec
+    from kubeflow.step_ids import SCORING_REPORT
+    from tests.conftest import TEMPLATE_SETTINGS_FILE, golden_path, update_goldens
+    from tests.harness import taxi_schema_dir_with_keys
+
+    schema_dir = taxi_schema_dir_with_keys(tmp_path)
+    plain = kfp_compile.load_scoring_settings(TEMPLATE_SETTINGS_FILE)
+    assert (
+        scorer_constant(
+            kfp_compile.compile_scoring_pipeline(plain, schema_dir)[0], "rolled_out_record"
+        )
+        == ""
+    )
+    raw = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
+    raw["serving"] = {"inference_service": "taxi"}
+    (tmp_path / "serving.yaml").write_text(yaml.safe_dump(raw))
+    settings = kfp_compile.load_scoring_settings(tmp_path / "serving.yaml")
+    spec, platform = kfp_compile.compile_scoring_pipeline(settings, schema_dir)
+    record = rolled_out_record(settings.serving.storage_root)
+    assert scorer_constant(spec, "rolled_out_record") == record
+    report = tfx_spec.all_tasks(spec)[SCORING_REPORT]["inputs"]["parameters"]
+    assert report["rolled_out_record"]["runtimeValue"]["constant"] == record
+
+    path = golden_path("kubeflow_scoring_pipeline.yaml")
+    if update_goldens():
+        kfp_compile.write_package(path, spec, platform)
+    ours = tmp_path / "scoring.yaml"
+    kfp_compile.write_package(ours, spec, platform)
+    documents = [list(yaml.safe_load_all(p.read_text())) for p in (ours, path)]
+    for doc in documents:
+        doc[0].pop("sdkVersion", None)
+    assert documents[0] == documents[1], "rewrite the golden with UPDATE_GOLDENS=1"
 
 
 def test_score_runner_scores_the_latest_span_into_its_own_folder(tmp_path, small_model_base):

@@ -26,6 +26,8 @@ import pytest
 import tensorflow as tf
 import yaml
 
+from components.rollout_record import rolled_out_record, rolled_out_version
+from components.served_version import choose_version
 from kubeflow.kserve import layout, manifest, runtime, smoke
 from kubeflow.kserve.cluster import ServingCluster
 from kubeflow.kserve.rollout import DeployError, Rollout
@@ -338,9 +340,21 @@ def rollouts(cluster, served, smoke_rows, tmp_path_factory):
     root = tmp_path_factory.mktemp("rollouts")
     kserve = standin.kserve
     go = functools.partial(rollout, cluster, served, smoke_rows, root)
-    results: dict = {"root": root}
+    record = rolled_out_record(str(root / "kserve"))
+    # What a batch scoring run on Kubeflow would score after each step, and the newest push.
+    scored: dict = {}
+
+    def score(after: str) -> None:
+        scored[after] = (
+            choose_version(str(root / "serving"), None, record).version,
+            choose_version(str(root / "serving")).version,
+        )
+
+    results: dict = {"root": root, "scored": scored}
     results["created"] = go("100").run()
+    score("created")
     results["promoted"] = go("200").run()
+    score("promoted")
     results["after_promotion"] = kserve.service(NAMESPACE, "taxi")
     kserve.fail_next_revision("RevisionFailed", "Back-off pulling image")
     for version, key in (("300", "failed"), ("400", "wrong")):
@@ -350,18 +364,22 @@ def rollouts(cluster, served, smoke_rows, tmp_path_factory):
         results[key] = raised.value
         results[f"after_{key}"] = kserve.service(NAMESPACE, "taxi")
         results[f"serving_after_{key}"] = kserve.serving_storage_uri(NAMESPACE, "taxi")
+        score(key)
     kserve.answer_wrongly(False)
     results["manual"] = go("500", promotion="manual").run()
     results["serving_after_manual"] = kserve.service(NAMESPACE, "taxi")
+    score("manual")
     kserve.answer_wrongly(True)
     with pytest.raises(DeployError) as raised:
         go("600").run()
     kserve.answer_wrongly(False)
     results["after_manual_failed"] = raised.value
     results["serving_after_manual_failed"] = kserve.serving_storage_uri(NAMESPACE, "taxi")
+    score("manual_failed")
     kserve.rerender()
     results["rerendered"] = kserve.service(NAMESPACE, "taxi")
     results["after_rerender"] = go("700").run()
+    score("rerendered")
     results["applied"] = list(kserve.applied)
     results["requests"] = list(kserve.predict_requests)
     return results
@@ -441,6 +459,19 @@ def test_another_versions_failure_never_promotes_an_unpromoted_canary(rollouts):
     assert rollouts["serving_after_manual_failed"].endswith("/kserve/200")
 
 
+def test_the_scorer_on_kubeflow_scores_the_version_the_rollout_rolled_out(rollouts):
+    """Not the newest push: a canary not promoted, and versions rolled back, never score."""
+    assert rollouts["scored"] == {
+        "created": ("100", "100"),
+        "promoted": ("200", "200"),
+        "failed": ("200", "300"),
+        "wrong": ("200", "400"),
+        "manual": ("200", "500"),  # the canary takes 10%; 200 is still what rolled out
+        "manual_failed": ("200", "600"),
+        "rerendered": ("700", "700"),
+    }
+
+
 def test_readiness_survives_a_kserve_upgrade_that_re_renders_the_knative_service(rollouts):
     rerendered = rollouts["rerendered"]
     # The two counters never meet again; the rollout reads conditions and revision names.
@@ -510,6 +541,8 @@ def test_a_first_version_that_answers_wrongly_leaves_no_service(
     finally:
         standin.kserve.answer_wrongly(False)
     assert standin.kserve.service(NAMESPACE, "fresh") is None
+    # Nothing serves, so nothing is recorded as rolled out (a stale record is removed).
+    assert rolled_out_version(rolled_out_record(str(tmp_path / "kserve"))) is None
 
 
 # --- a Deploy step cut short, and run again -------------------------------------------------

@@ -12,11 +12,15 @@ watches local paths).
 One execution, shared by the tests: the scorer's first attempt is preempted once
 it has written its output artifact, after it committed the partition, and KFP
 retries it on the same output URIs. A killed attempt of an earlier run lies
-under `_temporary/` before the execution starts; the commit removes it.
+under `_temporary/` before the execution starts; the commit removes it. The
+settings have `serving:`, and the Deploy step's record says version 1 is
+rolled out while version 2, newer, is pushed (a canary, say): version 1 scores.
+The ScoringReport exit handler writes the run's report.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 from pathlib import Path
@@ -25,7 +29,10 @@ import pytest
 import yaml
 
 from components.batch_scorer import MANIFEST_FILE, STATUS_PROPERTY
+from components.rollout_record import record_rolled_out, rolled_out_record
 from components.scored_output import SUCCESS_FILE, TEMPORARY_DIR
+from components.served_model import SERVED_EVALUATION_FILE
+from kubeflow.step_ids import SCORING_REPORT
 from pipeline.steps import BATCH_SCORER, EXAMPLE_GEN, SCORING_STEPS
 from tests.conftest import REPO_ROOT, read_taxi_rows, write_csv
 from tests.harness import (
@@ -36,7 +43,10 @@ from tests.harness import (
     execute_isolated,
     local_settings,
     output_metadata,
+    parse,
     schema_dir_in_project,
+    svg_texts,
+    with_attr,
 )
 from tests.s3_standin import s3_standin
 
@@ -49,8 +59,25 @@ SPAN = 1
 # The package's default `scores_root`: `scores/` beside the serving directory.
 SCORES_ROOT = SERVING_DIR.rsplit("/", 1)[0] + "/scores"
 PARTITION = f"{SCORES_ROOT}/span={SPAN}/version=1"
+# The Deploy step's storage root (serving.storage_root's default) and its record there.
+STORAGE_ROOT = SERVING_DIR + "-kserve"
 # What a killed attempt of an earlier run of this partition left (components/scored_output.py).
 LEFTOVER = f"{SCORES_ROOT}/{TEMPORARY_DIR}/span={SPAN}/version=1/0a1b2c/part-00000-of-00001.parquet"
+
+
+def evaluation_record(sums: dict) -> dict:
+    """An evaluation record holding `sums` for the overall slice, as the batched
+    evaluator writes it (components/batched_metrics.py, `recorded_sums`)."""
+    import numpy as np
+    from tensorflow_model_analysis.metrics import metric_types
+
+    from components.batched_metrics import recorded_sums
+
+    overall = {
+        metric_types.MetricKey(name=name): np.asarray(value, np.float64)
+        for name, value in sums.items()
+    }
+    return {"candidate_sums": recorded_sums([((), overall)], None)}
 
 
 def upload_tree(store, local: Path, uri: str) -> None:
@@ -81,6 +108,15 @@ def execution(store, tmp_path_factory, small_model_base):
         data = write_csv(tmp / "new" / "data.csv", columns, rows)
         store.upload(data, f"{DATA_ROOT}/span-{SPAN}/data.csv")
         upload_tree(store, small_model_base / "1", f"{SERVING_DIR}/1")
+        # What the Pusher copies into a version: its Evaluator's sums ([tp, tn, fp, fn]).
+        evaluation = tmp / "evaluation.json"
+        evaluation.write_text(json.dumps(evaluation_record({"binary_accuracy": [3, 4, 1, 2]})))
+        store.upload(evaluation, f"{SERVING_DIR}/1/{SERVED_EVALUATION_FILE}")
+        # Newer, pushed, not rolled out: the newest-version rule would score it.
+        upload_tree(store, small_model_base / "1", f"{SERVING_DIR}/2")
+        record = tmp / "record"
+        record_rolled_out(rolled_out_record(str(record)), "1", f"{STORAGE_ROOT}/1", "models/taxi")
+        store.upload(rolled_out_record(str(record)), rolled_out_record(STORAGE_ROOT))
         store.upload(data, LEFTOVER)
         settings = local_settings(
             tmp,
@@ -96,6 +132,7 @@ def execution(store, tmp_path_factory, small_model_base):
                     "secret_access_key_key": "secretkey",
                 },
             },
+            serving={"inference_service": "taxi", "service_account": "kserve-models"},
         )
         package = compile_package(settings, tmp / "scoring.yaml", "--scoring")
         summary = execute_isolated(
@@ -131,10 +168,11 @@ def read_object(store, uri: str) -> str:
 
 def test_every_scoring_step_ran_on_the_stores_data(execution):
     steps = execution["summary"]["steps"]
-    assert set(steps) == set(SCORING_STEPS.ids)
+    assert set(steps) == {*SCORING_STEPS.ids, SCORING_REPORT}
     assert all(step["status"] == "SUCCESS" for step in steps.values()), steps
     assert steps[EXAMPLE_GEN]["parameters"]["input_base"] == DATA_ROOT
     assert steps[BATCH_SCORER]["parameters"]["output_dir"] == SCORES_ROOT
+    assert steps[BATCH_SCORER]["parameters"]["rolled_out_record"] == rolled_out_record(STORAGE_ROOT)
 
 
 def test_the_partition_and_its_manifest_are_in_the_bucket_each_key_once(execution, store):
@@ -169,3 +207,30 @@ def test_a_retried_scorer_leaves_one_committed_partition_and_no_duplicates(execu
 
 def test_a_killed_attempts_leftovers_are_removed_at_commit(execution, store):
     assert not store.keys(f"{SCORES_ROOT}/{TEMPORARY_DIR}/")
+
+
+def test_the_scoring_report_shows_what_the_scorer_committed(execution, store):
+    """The exit handler's page: the partition's rows and errors, the rolled-out version
+    (not the newer push) and its digest, and the score distribution beside the served
+    model's eval class mix."""
+    (uri,) = execution["summary"]["steps"][SCORING_REPORT]["outputs"]["report"]
+    html = Path(uri).read_text()
+    elements = parse(html)
+    manifest = json.loads(read_object(store, f"{PARTITION}/{SUCCESS_FILE}"))
+
+    def value(element_id: str, attribute: str = "data-value") -> str:
+        (found,) = with_attr(elements, "id", id=element_id)
+        return found[attribute]
+
+    # The retry's status: it found the first attempt's partition complete.
+    assert with_attr(elements, "data-status", data_status="unchanged")
+    assert value("partition", "data-path") == PARTITION
+    assert (value("rows"), value("errors")) == (str(ROWS), "0")
+    assert 'id="model-version">1<' in html
+    assert manifest["model_digest"] in html and f'id="span">{SPAN}<' in html
+    charts = [a["src"] for t, a in elements if t == "img"]
+    assert len(charts) == 2  # the positive class's histogram, and the class mix
+    class_mix = base64.b64decode(charts[1].removeprefix("data:image/svg+xml;base64,")).decode()
+    # Beside this run's: the served version's predictions on its eval split (4 and 6 rows).
+    assert {"scored", "eval"} <= set(svg_texts(class_mix))
+    assert "Every row was scored" in html

@@ -108,7 +108,15 @@ def test_the_scoring_package_is_scheduled_from_its_own_section(scoring_package, 
         unscheduled = submit(kfp.host, "--schedule", "--config", str(tmp_path / "settings.yaml"),
                              package=scoring_package)  # fmt: skip
         trained = submit(kfp.host, "--train-steps", "300", package=scoring_package)
+        outside = submit(kfp.host, "--model-version", "../1", package=scoring_package)
+        training = submit(kfp.host, "--model-version", "7")
         assert kfp.requests == []
+        pinned = submit(kfp.host, "--model-version", "7", package=scoring_package)
+        assert pinned.returncode == 0, pinned.stderr[-3000:]
+        (run,) = kfp.posted("/apis/v2beta1/runs")
+    assert run["runtime_config"]["parameters"] == {"model_version": "7"}
+    assert outside.returncode == 2 and "'../1' is not a version number" in outside.stderr
+    assert training.returncode == 2 and "is not the scoring package" in training.stderr
     assert unscheduled.returncode == 2
     assert unscheduled.stderr.strip().splitlines()[-1] == (
         f"error: scoring_schedule: required in {tmp_path / 'settings.yaml'} for --schedule"

@@ -22,6 +22,7 @@ from components.scored_output import ERRORS_FILE, SUCCESS_FILE, TEMPORARY_DIR
 from tests.harness import (
     HOSTILE_VALUES,
     assert_self_contained,
+    fake_version,
     parse,
     report_path_printed,
     served_copy,
@@ -179,6 +180,91 @@ def test_a_run_stopped_before_scoring_says_failed_and_what_is_not_known():
     assert rows["data-value"] == "" and "Not known: the run stopped before it scored" in html
     assert "No scores: the run wrote none" in html and "none committed" in html
     assert not [t for t, _a in elements if t == "img"]
+
+
+# --- the scoring package's exit handler, on a failed run (fast) ------------------------
+
+
+def test_on_kubeflow_a_run_whose_scorer_failed_gets_its_report_from_the_attempt(
+    tmp_path, taxi_spec
+):
+    """The ScoringReport exit handler, on the records a run leaves when BatchScorer's
+    checks fail: the counts come from the attempt the scorer's error names, the version
+    from that attempt's path; the rollout record's version (2) is not the one shown."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from components.example_gen import FINGERPRINT_PROPERTY, SPAN_PROPERTY
+    from components.rollout_record import record_rolled_out, rolled_out_record
+    from components.scored_output import ScoredOutputError, attempts_dir
+    from components.scoring import csv_line
+    from kubeflow.steps import step_records
+    from kubeflow.steps.kfp_artifacts import HTML
+    from kubeflow.steps.scoring_report import ScoringReport
+    from pipeline.steps import BATCH_SCORER, EXAMPLE_GEN
+
+    serving = tmp_path / "serving"
+    for version in ("1", "2"):
+        fake_version(serving, version, taxi_spec)
+    record = rolled_out_record(str(tmp_path / "kserve"))
+    record_rolled_out(record, "2", str(tmp_path / "kserve" / "2"), "models/taxi")
+    attempt = Path(attempts_dir(str(tmp_path / "scores"), 4, "1")) / "0a1b"
+    attempt.mkdir(parents=True)
+    table = pa.table(
+        {
+            "trip_id": ["a", "b", "c"],
+            "probability_ordinary_tip": pa.array([0.9, 0.2, 0.7], pa.float32()),
+            "probability_big_tip": pa.array([0.1, 0.8, 0.3], pa.float32()),
+            "class": ["ordinary_tip", "big_tip", "ordinary_tip"],
+        }
+    )
+    pq.write_table(table, attempt / "part-00000-of-00001.parquet")
+    lines = [csv_line(["trip_id", "reason"]), csv_line(["d", "<bad> fare"])]
+    (attempt / ERRORS_FILE).write_text("\n".join(lines) + "\n")
+    error = ScoredOutputError("1 of 4 rows (25.00%) could not be scored")
+    error.attempt = str(attempt)
+
+    run = tmp_path / "root" / "run-7"
+    step_records.finish_attempt(
+        f"{run}/{EXAMPLE_GEN}/{step_records.RECORD_FILE}",
+        step_records.SUCCEEDED,
+        outputs={
+            "examples": (
+                step_records.OutputArtifact(
+                    f"{run}/{EXAMPLE_GEN}/examples",
+                    {SPAN_PROPERTY: 4, FINGERPRINT_PROPERTY: "split:single_split,num_files:1"},
+                ),
+            )
+        },
+    )
+    step_records.finish_attempt(
+        f"{run}/{BATCH_SCORER}/{step_records.RECORD_FILE}",
+        step_records.FAILED,
+        error=f"ScoredOutputError: {error}",
+    )
+    report = HTML()
+    report.uri = f"{run}/ScoringReport/report"
+    steps = {"order": [EXAMPLE_GEN, BATCH_SCORER], "upstream": {BATCH_SCORER: [EXAMPLE_GEN]}}
+    ScoringReport.EXECUTOR_SPEC.executor_class._FUNCTION(
+        final_status=json.dumps({"state": "FAILED"}),
+        pipeline_name="taxi-scoring",
+        steps=json.dumps(steps),
+        task_name="ScoringReport",
+        serving_model_dir=str(serving),
+        rolled_out_record=record,
+        settings=json.dumps({"keys": ["trip_id"]}),
+        report=report,
+    )
+    html = Path(report.uri).read_text()
+    elements = parse(html)
+    assert with_attr(elements, "data-status", data_status="failed")
+    assert "BatchScorer failed: ScoredOutputError: 1 of 4 rows (25.00%)" in html
+    (rows,) = with_attr(elements, "id", id="rows")
+    (errors,) = with_attr(elements, "id", id="errors")
+    assert (rows["data-value"], errors["data-value"]) == ("3", "1")
+    assert 'id="model-version">1<' in html and 'id="span">4<' in html
+    assert "&lt;bad&gt; fare" in html and "none committed" in html
+    assert len([t for t, _a in elements if t == "img"]) == 2
 
 
 # --- a scoring run, through the runner (the small trained model: slow) -----------------

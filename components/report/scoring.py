@@ -34,6 +34,7 @@ from components.report.contents import FeatureStatistics, HistogramBucket
 from components.report.render import _chart, _environment, write_pages
 from components.scored_output import ERRORS_FILE, PART_PREFIX, Manifest
 from components.scoring import CLASS_COLUMN, PREDICTION_COLUMN
+from components.served_version import ServedVersion
 from trainer.dataset_spec import DatasetSpec
 from trainer.fields import one_line
 
@@ -271,6 +272,56 @@ def render_scoring_html(report: ScoringReport) -> str:
 def write_scoring_report(report: ScoringReport, output_dir: Path) -> Path:
     """Writes OUTPUT_DIR/_reports/<run id>.html and latest.html; returns the first."""
     return write_pages(render_scoring_html(report), report.run_id, output_dir / REPORTS_DIR)
+
+
+def build_scoring_report(
+    *,
+    pipeline_name: str,
+    run_id: str,
+    model: ServedVersion | None,
+    max_error_share: float,
+    output_format: str,
+    status: str,
+    span: int | None = None,
+    input_fingerprint: str | None = None,
+    partition: str | None = None,
+    error: str | None = None,
+    attempt: str | None = None,
+) -> ScoringReport:
+    """The report of one run, local or Kubeflow, from what each can know of it.
+
+    `model`: the version that scored, or None when the run stopped before one
+    was chosen. A committed run (`partition`) is read from its files and
+    manifest; a failed one (`error`) from the uncommitted `attempt` its error
+    names, if any, with the model's digest computed here.
+    """
+    from components.evaluation_record import read_served_record
+    from components.scored_output import read_manifest
+
+    fields: dict[str, Any] = {
+        "pipeline_name": pipeline_name,
+        "run_id": run_id,
+        "status": status,
+        "model_version": None if model is None else model.version,
+        "model_digest": None,
+        "max_error_share": max_error_share,
+        "span": span,
+        "input_fingerprint": input_fingerprint,
+        "served": None
+        if model is None
+        else served_evaluation(read_served_record(model.path), model.spec),
+        "error": error,
+    }
+    if partition is not None and model is not None:
+        manifest = read_manifest(partition)
+        fields["partition"] = partition
+        if manifest is not None:
+            fields.update(scored_fields(partition, model.spec, manifest.format, manifest))
+    elif model is not None:
+        fields["model_digest"] = model.digest()
+        if attempt:
+            fields.update(scored_fields(attempt, model.spec, output_format, None))
+    return ScoringReport(**fields)
 
 
 def scored_fields(

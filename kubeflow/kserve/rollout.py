@@ -30,6 +30,13 @@ a revision of its own. The restored model comes back at 0% (traffic stays on
 the rolled-out revision) and takes the traffic once routed. The step then
 fails, naming the revision and Knative's message.
 
+Whatever the InferenceService has rolled out (`latestRolledoutRevision`'s
+model) is also recorded in `<storage_root>/rolled_out.json`
+(components/served_version.py): when a rollout starts (the version before,
+which keeps the traffic through the canary and any rollback), and when a
+version takes all the traffic. The batch scorer on Kubeflow scores with
+that version, read with the object store's credentials it already has.
+
 What a rerun finds after a step killed mid-rollout, and does, is in
 docs/serving.md ("A Deploy step cut short").
 """
@@ -42,6 +49,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
+from components.rollout_record import record_rolled_out, rolled_out_record
 from kubeflow.kserve import manifest
 from kubeflow.kserve.cluster import ServingCluster
 from kubeflow.kserve.credentials import CredentialError, check_credentials
@@ -148,6 +156,7 @@ class Rollout:
             and status.settled()
             and manifest.canary_percent(existing) is None
         ):
+            self._record(self.candidate)
             return self._outcome(
                 "already_serving", f"version {self.version} already serves all traffic", status
             )
@@ -216,15 +225,20 @@ class Rollout:
             self._smoke(url, revision)
         except DeployError as err:
             self.cluster.delete_service(self.namespace, self.name)
+            self._record(None)
             raise DeployError(
                 f"{err}. Nothing served before: the InferenceService is deleted"
             ) from None
         status = self._settle(
             lambda s: s.percent_of(revision) == 100, f"revision {revision} to take all traffic"
         )
+        self._record(self.candidate)
         return self._outcome("created", f"version {self.version} serves all traffic", status)
 
     def _canary(self, status: PredictorStatus, rolled_out: ServedModel) -> Outcome:
+        # Before anything changes: a step cut short, a canary left for a person, or a
+        # rollback leaves this version serving, and the record saying so.
+        self._record(rolled_out)
         status = self._pin_fallback(status, rolled_out)
         self.log(
             f"Rolling out {self.storage_uri} on {self.where} at 0% of the traffic; "
@@ -257,6 +271,7 @@ class Rollout:
             lambda s: s.percent_of(revision) == 100 and s.rolled_out == revision,
             f"revision {revision} to take all traffic",
         )
+        self._record(self.candidate)
         return self._outcome("promoted", f"version {self.version} serves all traffic", status)
 
     def _pin_fallback(self, status: PredictorStatus, rolled_out: ServedModel) -> PredictorStatus:
@@ -336,6 +351,15 @@ class Rollout:
                 mode=status.deployment_mode,
                 change=self._change(kind),
             ),
+        )
+
+    def _record(self, model: ServedModel | None) -> None:
+        """Records `model` as what the InferenceService rolled out (None: nothing serves)."""
+        record_rolled_out(
+            rolled_out_record(self.config["storage_root"]),
+            None if model is None else model.version,
+            "" if model is None else model.storage_uri,
+            f"{self.namespace}/{self.name}",
         )
 
     def _change(self, kind: str) -> str:

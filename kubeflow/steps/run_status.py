@@ -28,6 +28,7 @@ import dataclasses
 import datetime
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from absl import logging
@@ -190,6 +191,39 @@ def retry_notes(
     return tuple(notes)
 
 
+@dataclass(frozen=True)
+class EndedRun:
+    """What an exit handler finds of the run it guards: the steps' records and states,
+    and the run's error (None when it did not fail)."""
+
+    run_dir: "str | None"
+    records: "dict[str, step_records.StepRecord]"
+    states: "dict[str, str]"
+    error: "str | None"
+
+
+def ended_run(own_uri: str, task_name: str, dag: Mapping[str, Any], status: Mapping) -> EndedRun:
+    """Reads the records of `dag`'s steps (`{"order": [...], "upstream": {...}}`) from the
+    run's directory, found from the exit handler's own output URI and task name."""
+    order = dag["order"]
+    run_dir = step_records.run_directory(own_uri, task_name)
+    records = {}
+    if run_dir is not None:
+        for step in order:
+            record = step_records.find_record(run_dir, step)
+            if record is not None:
+                records[step] = record
+    states = step_states(order, dag["upstream"], records)
+    error = failure_text(
+        order,
+        states,
+        records,
+        str(status.get("state") or ""),
+        str((status.get("error") or {}).get("message", "")),
+    )
+    return EndedRun(run_dir, records, states, error)
+
+
 def run_outputs(
     states: Mapping[str, str],
     records: Mapping[str, step_records.StepRecord],
@@ -231,22 +265,9 @@ def RunStatus(
 
     status = final_status_dict(final_status)
     dag = json.loads(steps)
-    order, upstream = dag["order"], dag["upstream"]
-    run_dir = step_records.run_directory(report.uri, task_name)
-    records = {}
-    if run_dir is not None:
-        for step in order:
-            record = step_records.find_record(run_dir, step)
-            if record is not None:
-                records[step] = record
-    states = step_states(order, upstream, records)
-    error = failure_text(
-        order,
-        states,
-        records,
-        str(status.get("state") or ""),
-        str((status.get("error") or {}).get("message", "")),
-    )
+    order = dag["order"]
+    ended = ended_run(report.uri, task_name, dag, status)
+    run_dir, records, states, error = ended.run_dir, ended.records, ended.states, ended.error
     notes = [
         f"Written by the {task_name} exit handler after the run ended (KFP: "
         f"{status.get('state') or 'no final status'}). Steps served from KFP's cache ran in "

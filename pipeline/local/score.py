@@ -188,47 +188,27 @@ def write_scoring_run_report(
     training run's report, writing it never changes the run's outcome: a
     failure to write is said on stderr.
     """
-    from components.evaluation_record import read_served_record
-    from components.report.scoring import (
-        ScoringReport,
-        scored_fields,
-        served_evaluation,
-        write_scoring_report,
-    )
-    from components.scored_output import read_manifest
+    from components.report.scoring import build_scoring_report, write_scoring_report
     from components.served_version import choose_version
     from pipeline.local.run import error_text
     from pipeline.scoring import scoring_pipeline_name
 
     pipeline_name = scoring_pipeline_name(options.dataset)
     try:
-        model = choose_version(options.serving_dir, version)
-        fields: dict = {
-            "pipeline_name": pipeline_name,
-            "run_id": run_id,
-            "model_version": version,
-            "model_digest": None,
-            "max_error_share": options.settings.max_error_share,
-            "served": served_evaluation(read_served_record(model.path), model.spec),
+        summary = outcome if isinstance(outcome, ScoreSummary) else None
+        report = build_scoring_report(
+            pipeline_name=pipeline_name,
+            run_id=run_id,
+            model=choose_version(options.serving_dir, version),
+            max_error_share=options.settings.max_error_share,
+            output_format=options.settings.output_format,
             **_input_of(connection, pipeline_name, run_id),
-        }
-        if isinstance(outcome, ScoreSummary):
-            manifest = read_manifest(outcome.partition)
-            fields.update(status=outcome.status, partition=outcome.partition)
-            fields.update(
-                scored_fields(outcome.partition, model.spec, manifest.format, manifest)
-                if manifest is not None
-                else {}
-            )
-        else:
-            # A committed run's manifest holds the digest; a failed run's is computed here.
-            fields.update(status="failed", error=error_text(outcome), model_digest=model.digest())
-            attempt = getattr(outcome, "attempt", None)
-            if attempt:
-                fields.update(
-                    scored_fields(attempt, model.spec, options.settings.output_format, None)
-                )
-        path = write_scoring_report(ScoringReport(**fields), output_dir)
+            status="failed" if summary is None else summary.status,
+            partition=None if summary is None else summary.partition,
+            error=None if isinstance(outcome, ScoreSummary) else error_text(outcome),
+            attempt=getattr(outcome, "attempt", None),
+        )
+        path = write_scoring_report(report, output_dir)
     except Exception as err:  # Reported, never raised: see the docstring.
         print(f"warning: scoring report not written: {error_text(err)}", file=sys.stderr)
         return None
