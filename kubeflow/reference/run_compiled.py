@@ -142,6 +142,7 @@ from faults import (  # isort: skip
     DEADLINE_KILL,
     ClusterClock,
     Faults,
+    OutputWatch,
     duration_seconds,
     output_uris,
     run_command,
@@ -365,7 +366,7 @@ def make_task_handler(
                     downloaded = int(download.stdout or 0)
             if process is None:
                 interruption = faults.interruption(step_id, attempt - 1)
-                outputs = output_uris(executor_input)
+                outputs = OutputWatch(output_uris(executor_input), project_python, env)
                 process = run_command(command, env, interruption, outputs, timeout)
                 if interruption is not None and process.stdout.endswith(interruption.note):
                     # Its node went away: Failed after a graceful shutdown, Error when
