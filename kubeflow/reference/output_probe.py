@@ -15,9 +15,6 @@ from __future__ import annotations
 import sys
 import time
 
-# This directory's (run as a script, the directory on sys.path).
-from launcher_download import split_s3  # isort: skip
-
 POLL_SECONDS = 0.1
 
 
@@ -25,7 +22,7 @@ def has_written(client, uri: str) -> bool:
     """A key under `uri` (a directory artifact) or at it (a file artifact)."""
     from botocore.exceptions import ClientError
 
-    bucket, key = split_s3(uri)
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
     key = key.rstrip("/")
     if client.list_objects_v2(Bucket=bucket, Prefix=key + "/", MaxKeys=1).get("KeyCount"):
         return True
