@@ -257,11 +257,15 @@ def render_scoring_html(report: ScoringReport) -> str:
             charts.append(
                 _chart("class mix", plots.feature_distribution, per_split, left_out=left_out)
             )
-    return _environment().get_template(TEMPLATE).render(
-        report=report,
-        charts=[c for c in charts if c],
-        left_out=left_out,
-        generated=datetime.datetime.now().isoformat(timespec="seconds"),
+    return (
+        _environment()
+        .get_template(TEMPLATE)
+        .render(
+            report=report,
+            charts=[c for c in charts if c],
+            left_out=left_out,
+            generated=datetime.datetime.now().isoformat(timespec="seconds"),
+        )
     )
 
 
