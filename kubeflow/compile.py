@@ -191,6 +191,7 @@ def build_tfx_pipeline(settings: KubeflowSettings):
     from pipeline.config import variant
     from pipeline.pipeline import create_pipeline
     from schemas import load_schema_dir
+    from trainer.hyperparameters import frozen_json
 
     check_beam_options(settings)
 
@@ -206,6 +207,7 @@ def build_tfx_pipeline(settings: KubeflowSettings):
     # The spec is read (and checked against its schema) here; the schema file is
     # read at run time, from the image.
     schema_dir = load_schema_dir(PROJECT_ROOT / settings.schema_dir)
+    frozen = schema_dir.hyperparameters
     return create_pipeline(
         dataset=schema_dir.spec,
         pipeline_root=settings.pipeline_root,
@@ -219,7 +221,8 @@ def build_tfx_pipeline(settings: KubeflowSettings):
         ),
         eval_steps=config.eval_steps,
         # The tuner's frozen winner is compiled in; a scheduled run never tunes (docs/tuning.md).
-        trainer_config=config.with_hyperparameters(schema_dir.hyperparameters).trainer,
+        # The Trainer gets its values, the run report the whole file.
+        trainer_config=config.with_hyperparameters(frozen).trainer,
         enable_cache=config.enable_cache,
         # Each Beam step gets exactly its engine's arguments (`beam:` settings).
         beam_pipeline_args=(),
@@ -227,7 +230,11 @@ def build_tfx_pipeline(settings: KubeflowSettings):
             step: beam_args_for(settings, step) for step in DAG_STEPS.beam_ids
         },
         # An input snapshot first, the Trainer on a TFJob where set, the run report last.
-        runner_steps=KubeflowSteps(tfjob=tfjob_spec(settings), serving=settings.serving),
+        runner_steps=KubeflowSteps(
+            tfjob=tfjob_spec(settings),
+            serving=settings.serving,
+            hyperparameters=frozen_json(frozen),
+        ),
     )
 
 

@@ -92,11 +92,15 @@ class KubeflowSteps(RunnerSteps):
 
     `tfjob`: the Trainer's TFJob (training.engine tfjob), or None to train in
     the Trainer step's own pod. `serving`: the `serving:` settings, or None
-    for no Deploy step.
+    for no Deploy step. `hyperparameters`: the frozen file, as JSON, which
+    the run report shows.
     """
 
     tfjob: TFJobSpec | None = None
     serving: Serving | None = None
+    # The schema dir's frozen file for the run report (`frozen_json`); the
+    # Trainer gets its values through `trainer_config` only.
+    hyperparameters: str = "null"
 
     def before_example_gen(
         self, *, data_root: str | RuntimeParameter, dataset: DatasetSpec
@@ -135,6 +139,7 @@ class KubeflowSteps(RunnerSteps):
         report = RunReport(
             pipeline_name=built.pipeline_name,
             component_ids=json.dumps(list(built.ids)),
+            hyperparameters=self.hyperparameters,
             **{key: built[step].outputs[key] for step, key in report_outputs(built.ids).values()},
         ).with_id(RUN_REPORT)
         return (*steps, report)

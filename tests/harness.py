@@ -82,6 +82,19 @@ def with_attr(elements, name: str, **match: str) -> list[dict[str, str]]:
     ]
 
 
+def frozen_hyperparameter_rows(html: str) -> dict[str, str]:
+    """The run report's frozen-hyperparameters table, row key -> shown value (unescaped)."""
+    import html as html_module
+
+    (table,) = re.findall(r'<table id="hyperparameters">(.*?)</table>', html, re.S)
+    return {
+        html_module.unescape(key): html_module.unescape(value)
+        for key, value in re.findall(
+            r'<tr data-key="([^"]*)"><th>[^<]*</th><td>([^<]*)</td></tr>', table
+        )
+    }
+
+
 def assert_self_contained(html: str) -> None:
     elements = parse(html)
     assert not [a for t, a in elements if t in ("script", "link", "iframe", "object")]
@@ -509,14 +522,14 @@ SERVING_DIR = "s3://pipelines/serving/taxi"
 DATA_ROOT = "s3://pipelines/data/taxi"
 
 
-def s3_settings(tmp: Path, endpoint: str) -> Path:
-    return local_settings(
-        tmp,
-        DATA_ROOT,
-        pipeline_root=PIPELINE_ROOT,
-        serving_model_dir=SERVING_DIR,
-        parameters={"data_root": DATA_ROOT, "train_steps": TRAIN_STEPS},
-        object_store={
+def s3_settings(tmp: Path, endpoint: str, **overrides) -> Path:
+    """`local_settings` with the data, the pipeline root and the serving dir in the
+    S3 stand-in's bucket; `overrides` as local_settings takes them."""
+    settings = {
+        "pipeline_root": PIPELINE_ROOT,
+        "serving_model_dir": SERVING_DIR,
+        "parameters": {"data_root": DATA_ROOT, "train_steps": TRAIN_STEPS},
+        "object_store": {
             "endpoint": endpoint,
             "region": "us-east-1",
             "credentials": {
@@ -525,7 +538,8 @@ def s3_settings(tmp: Path, endpoint: str) -> Path:
                 "secret_access_key_key": "secretkey",
             },
         },
-    )
+    }
+    return local_settings(tmp, DATA_ROOT, **{**settings, **overrides})
 
 
 def execute_isolated(

@@ -238,9 +238,14 @@ class Job:
 
 
 # Where the phase rules below come from. The API: kubernetes/api v0.34.10 (Kubernetes
-# 1.34), core/v1/types.go. The API server and the kubelet: kubernetes/kubernetes as
-# stored here (commit df5f02437d38; the whole repository is too large to fetch at a
-# tag), pkg/registry/core/pod/strategy.go and pkg/kubelet/kubelet_pods.go.
+# 1.34), core/v1/types.go. The generic registry every resource's REST storage is
+# (409, 404, what a delete returns): kubernetes/apiserver v0.34.0 to v0.34.9 (the
+# API server's staging repository, published at each release),
+# pkg/registry/generic/registry/store.go. The pod's own registry and the kubelet live
+# only in kubernetes/kubernetes, which is too large to fetch at a tag; they are cited
+# by function as stored by the project's source lookup (commit df5f02437d38):
+# pkg/registry/core/pod/strategy.go, pkg/registry/core/pod/storage/storage.go and
+# pkg/kubelet/kubelet_pods.go.
 @dataclass
 class Pod(ContainerRun):
     """A core/v1 Pod: the API server's object, its one container a subprocess (the kubelet's
@@ -741,6 +746,8 @@ class KubernetesStandin:
                 body.pop("status", None)  # strategy.go PrepareForCreate: set by the system
                 name = body["metadata"]["name"]
                 with standin._lock:
+                    # store.go line 527: a key that exists is AlreadyExists
+                    # (pkg/storage/errors/storage.go lines 61-64).
                     if (namespace, name) in standin.pods:
                         return self._status(409, "AlreadyExists", f'pods "{name}" already exists')
                     uid = f"uid-pod-{len(standin.created)}"
@@ -757,6 +764,8 @@ class KubernetesStandin:
                 with standin._lock:
                     pod = standin.pods.get((namespace, name))
                     if pod is None:
+                        # store.go lines 854 (get) and 1139 (delete): NotFound
+                        # (storage.go lines 44-47, 97-100).
                         return self._status(404, "NotFound", f'pods "{name}" not found')
                     if verb == "get":
                         return self._send(200, pod.observed())
@@ -765,7 +774,8 @@ class KubernetesStandin:
                     standin.deleted_pods.append(pod)
                     standin.deleted.append(name)
                     # A pod's delete answers with the pod, not a Status: the pod
-                    # registry's ReturnDeletedObject (pkg/registry/core/pod/storage/storage.go).
+                    # registry sets ReturnDeletedObject (pkg/registry/core/pod/storage/
+                    # storage.go), which store.go lines 1390-1394 return as it is.
                     body = pod.pod_object()
                     body["metadata"]["deletionTimestamp"] = _now()
                     return self._send(200, body)

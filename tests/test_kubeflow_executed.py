@@ -260,6 +260,9 @@ def test_first_execution_pushes_a_blessed_model_that_scores_raw_rows(executions,
     (report,) = executions["first"]["steps"]["RunReport"]["outputs"]["report"]
     html = Path(report).read_text()
     assert "BLESSED" in html and str(version) in html
+    # The template's schema dir has no frozen file; the report says so.
+    (frozen,) = with_attr(parse(html), "id", id="hyperparameters")
+    assert frozen["data-frozen"] == "none"
 
 
 def test_second_execution_evaluates_against_the_served_model(executions):

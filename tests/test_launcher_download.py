@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from kubeflow.reference import launcher_download
+from kubeflow.reference import launcher_download, output_probe
 from tests.s3_standin import s3_standin
 
 SCRIPT = launcher_download.__file__
@@ -94,3 +94,20 @@ def test_a_marker_at_the_artifact_root_fails_at_its_first_file(store, tmp_path):
     local = tmp_path / "pod" / "s3" / store.bucket / "rooted" / "Transform" / "graph"
     assert done.returncode == 1
     assert done.stderr.strip().endswith(f"mkdir {local}: not a directory")
+
+
+@pytest.mark.parametrize(
+    ("run", "written"), [("dir", "hyperparameters/hyperparameters.yaml"), ("file", "metrics")]
+)
+def test_the_faults_output_probe_sees_a_write_into_the_artifact_itself(store, run, written):
+    """kubeflow/reference/output_probe.py, which `--preempt` watches an s3:// output through:
+    a sibling whose name starts with the artifact's is no write into it; a file under
+    a directory artifact, or the file artifact itself, is."""
+    artifact = written.split("/")[0]
+    uri = f"s3://{store.bucket}/{run}/Tune/{artifact}"
+    client = store.client()
+    assert not output_probe.has_written(client, uri)
+    client.put_object(Bucket=store.bucket, Key=f"{run}/Tune/{artifact}2", Body=b"x")
+    assert not output_probe.has_written(client, uri)
+    client.put_object(Bucket=store.bucket, Key=f"{run}/Tune/{written}", Body=b"x")
+    assert output_probe.has_written(client, uri)

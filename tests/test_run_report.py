@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import datetime
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ from tests.harness import (
     assert_models_differ,
     assert_self_contained,
     candidate_vs_baseline_by_tfma,
+    frozen_hyperparameter_rows,
     latest_artifact,
     metrics_by_tfma,
     parse,
@@ -24,6 +26,7 @@ from tests.harness import (
     svg_texts,
     with_attr,
 )
+from trainer.hyperparameters import FrozenHyperparameters, frozen_json
 from trainer.run import epoch_plan
 
 # --- pure pieces --------------------------------------------------------------
@@ -616,11 +619,26 @@ def test_kubeflow_run_report_step_writes_the_report_from_its_input_artifacts(
     # KFP's layout: <run>/<task>/<output>; the report is the file at its URI.
     output.uri = str(tmp_path / "run-7" / "RunReport" / "report")
     metrics.uri = str(tmp_path / "run-7" / "RunReport" / "metrics")
+    # The frozen file as the compile passes it: the values, their data's age
+    # on the day the step runs, their spans, and whether the search was partial.
+    read_at = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=9, hours=1)
+    frozen = FrozenHyperparameters(
+        model={"hidden_units": [32, 16], "learning_rate": 0.002},
+        provenance={
+            "partial": True,
+            "trials": 3,
+            "data": {"spans": [4, 5], "read_at": read_at.isoformat()},
+        },
+    )
     executor = RunReport.EXECUTOR_SPEC.executor_class()
     executor.Do(
         input_dict,
         {"report": [output], "metrics": [metrics]},
-        {"pipeline_name": "taxi-big-tipper", "component_ids": json.dumps(dag.DAG_STEPS.ids)},
+        {
+            "pipeline_name": "taxi-big-tipper",
+            "component_ids": json.dumps(dag.DAG_STEPS.ids),
+            "hyperparameters": frozen_json(frozen),
+        },
     )
 
     # The KFP UI's metrics: the overall ones, the baseline's, the blessing.
@@ -671,6 +689,13 @@ def test_kubeflow_run_report_step_writes_the_report_from_its_input_artifacts(
             a for _t, a in local if attribute in a
         ], attribute
     assert str(two_local_runs.first_version) in html  # the served baseline
+    assert frozen_hyperparameter_rows(html) == {
+        "hidden_units": "[32, 16]",
+        "learning_rate": "0.002",
+        "data age": "9 days",
+        "data spans": "4, 5",
+        "trials": "3 (partial: cut off by the deadline)",
+    }
 
 
 def test_the_report_shows_the_input_read_and_the_drift_check(two_local_runs):

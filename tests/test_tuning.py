@@ -15,7 +15,10 @@ from trainer.config import ModelConfig, TrainerConfig
 from trainer.hyperparameters import (
     FrozenHyperparameters,
     HyperparametersError,
+    frozen_from_json,
+    frozen_json,
     load_frozen,
+    report_rows,
     write_frozen,
 )
 from trainer.tuning import SearchResult, TrialResult
@@ -98,6 +101,7 @@ def test_the_run_report_shows_the_frozen_values_and_their_datas_age():
 
     from components.report.contents import RunReport
     from components.report.render import render_html
+    from tests.harness import frozen_hyperparameter_rows, parse, with_attr
 
     frozen = FrozenHyperparameters(
         model=WINNER,
@@ -108,17 +112,39 @@ def test_the_run_report_shows_the_frozen_values_and_their_datas_age():
         },
     )
     now = datetime.datetime(2026, 11, 27, 12, tzinfo=datetime.timezone.utc)
-    html = render_html(RunReport("p", "r", steps=(), hyperparameters=frozen.summary(now)))
-    assert '<table id="hyperparameters">' in html
-    for key, value in (
-        ("hidden_units", "[32, 16]"),
-        ("learning_rate", "0.001"),
-        ("data age", "7 days"),
-        ("data spans", "3, 4"),
-        ("trials", "2 (partial: cut off by the deadline)"),
-    ):
-        assert f'data-key="{key}"><th>{key.replace("_", " ")}</th><td>{value}</td>' in html
-    assert 'id="hyperparameters"' not in render_html(RunReport("p", "r", steps=()))
+    html = render_html(RunReport("p", "r", steps=(), hyperparameters=report_rows(frozen, now)))
+    assert frozen_hyperparameter_rows(html) == {
+        "hidden_units": "[32, 16]",
+        "embedding_dim": "4",
+        "learning_rate": "0.001",
+        "dropout": "0.2",
+        "data age": "7 days",
+        "data spans": "3, 4",
+        "trials": "2 (partial: cut off by the deadline)",
+    }
+    complete = FrozenHyperparameters(model=WINNER, provenance={"partial": False, "trials": 2})
+    html = render_html(RunReport("p", "r", steps=(), hyperparameters=report_rows(complete, now)))
+    assert frozen_hyperparameter_rows(html)["trials"] == "2 (complete)"
+    # No frozen file: the report says none; a report not told (Kubeflow's exit
+    # handler) leaves the block out.
+    elements = parse(render_html(RunReport("p", "r", steps=(), hyperparameters=report_rows(None))))
+    (none,) = with_attr(elements, "id", id="hyperparameters")
+    assert none["data-frozen"] == "none"
+    assert not with_attr(
+        parse(render_html(RunReport("p", "r", steps=()))), "id", id="hyperparameters"
+    )
+
+
+def test_the_frozen_file_reaches_a_report_step_as_json_checked_as_the_file_is():
+    frozen = FrozenHyperparameters(
+        model=WINNER, provenance={"trials": 2, "data": {"spans": [3], "fingerprint": "f"}}
+    )
+    assert frozen_from_json(frozen_json(frozen)) == frozen
+    assert frozen_json(None) == "null" and frozen_from_json("null") is None
+    with pytest.raises(HyperparametersError, match=r"^model.dropout: must be a number"):
+        frozen_from_json('{"model": {"dropout": "high"}}')
+    with pytest.raises(HyperparametersError, match=r"^modle: unknown key"):
+        frozen_from_json('{"modle": {}}')
 
 
 # The search on real Transform output: tiny trials.
@@ -385,6 +411,7 @@ def test_the_training_package_compiles_the_frozen_values_and_has_no_tuning_step(
     from kubeflow import tfx_spec
     from kubeflow.pipeline_steps import DEPLOY
     from kubeflow.settings import load_settings
+    from kubeflow.step_ids import RUN_REPORT
     from pipeline.steps import DAG_STEPS, TRAINER
     from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, copy_tree
     from trainer.config import CUSTOM_CONFIG_KEY
@@ -393,7 +420,15 @@ def test_the_training_package_compiles_the_frozen_values_and_has_no_tuning_step(
     schema_dir = copy_tree(
         REPO_ROOT / "schemas" / "chicago_taxi", project / "schemas" / "chicago_taxi"
     )
-    write_frozen(schema_dir / "hyperparameters.yaml", FrozenHyperparameters(WINNER))
+    frozen = FrozenHyperparameters(
+        WINNER,
+        provenance={
+            "partial": False,
+            "trials": 4,
+            "data": {"spans": [7], "read_at": "2026-11-20T12:00:00+00:00"},
+        },
+    )
+    write_frozen(schema_dir / "hyperparameters.yaml", frozen)
     monkeypatch.setattr(kfp_compile, "PROJECT_ROOT", project)
     settings = load_settings(
         TEMPLATE_SETTINGS_FILE,
@@ -406,6 +441,10 @@ def test_the_training_package_compiles_the_frozen_values_and_has_no_tuning_step(
     constant = tasks[TRAINER]["inputs"]["parameters"]["custom_config"]["runtimeValue"]
     trainer_config = json.loads(json.loads(constant["constant"])[CUSTOM_CONFIG_KEY])
     assert trainer_config["model"] == WINNER != dataclasses.asdict(ModelConfig())
+    # The whole file reaches the run report; its provenance never the Trainer's cache key.
+    report = tasks[RUN_REPORT]["inputs"]["parameters"]["hyperparameters"]["runtimeValue"]
+    assert frozen_from_json(report["constant"]) == frozen
+    assert "read_at" not in json.dumps(tasks[TRAINER])
     # Exactly the training DAG's steps and Kubeflow's own: nothing tunes.
     assert set(tfx_spec.executor_labels(spec)) == kfp_compile.pipeline_step_ids() - {DEPLOY}
     assert "keras_tuner" not in json.dumps(spec)
@@ -435,17 +474,30 @@ def test_the_dag_up_to_transform_is_the_same_dags_nodes_unchanged(tmp_path):
 
 
 def test_the_tuning_report_escapes_what_the_search_holds():
-    name = "<b>units</b> & $x$ \\ [1] #\n"
+    # Markup, and characters a page shows as nothing or as a line break: BEL,
+    # ESC, NEL (U+0085), LINE SEPARATOR (U+2028).
+    controls = "bell\x07 esc\x1b nel\x85 sep\u2028"
+    name = "<b>units</b> & $x$ \\ [1] #\n" + controls
     trials = (
         TrialResult(
-            "0", "COMPLETED", 0.5, 0.8, {name: "<i>64</i>", "rate": 0.000675286}, {"dropout": 0.1}
+            "0",
+            "COMPLETED",
+            0.5,
+            0.8,
+            {name: "<i>64</i>" + controls, "rate": 0.000675286},
+            {"dropout": 0.1},
         ),
         TrialResult("1", "RUNNING", None, None, {name: 32}, {"dropout": 0.2}),
     )
     result = SearchResult(trials=trials, best=trials[0], partial=True, ran=("0",))
-    html = render_tuning_html("p<q>", result, {"model": {"dropout": 0.1}, "provenance": {}}, None)
+    frozen = {"model": {"dropout": 0.1}, "provenance": {"tuned_at": controls}}
+    html = render_tuning_html("p<q>" + controls, result, frozen, None)
     assert "<b>" not in html and "<i>" not in html and "p<q>" not in html
     assert "&lt;b&gt;units&lt;/b&gt; &amp; $x$" in html and "&lt;i&gt;64&lt;/i&gt;" in html
+    for character in ("\x07", "\x1b", "\x85", "\u2028"):
+        assert character not in html, repr(character)
+    # Each shown as its escape, wherever the search put it.
+    assert html.count("bell\\x07 esc\\x1b nel\\x85 sep\\u2028") >= 5
     assert ">0.000675</td>" in html  # three significant digits, however small
     assert "Not frozen: the search is partial." in html
     assert '<tr class="best">' in html and html.count('<tr class="best">') == 1

@@ -92,7 +92,7 @@ class FrozenHyperparameters:
             rows["tuned at"] = self.provenance["tuned_at"]
         if "trials" in self.provenance:
             rows["trials"] = str(self.provenance["trials"]) + (
-                " (partial: cut off by the deadline)" if self.partial else ""
+                " (partial: cut off by the deadline)" if self.partial else " (complete)"
             )
         return rows
 
@@ -185,18 +185,47 @@ def load_frozen(path: str | Path) -> FrozenHyperparameters | None:
             f"{path}: not valid YAML: {' '.join(str(err).split())}"
         ) from None
     try:
-        if not isinstance(values, dict):
-            raise HyperparametersError(
-                f"must be a mapping with model: and provenance:, got {values!r}"
-            )
-        unknown = sorted(set(values) - {"model", "provenance"})
-        if unknown:
-            raise HyperparametersError(f"{unknown[0]}: unknown key; known: model, provenance")
-        return FrozenHyperparameters(
-            model=values.get("model") or {}, provenance=values.get("provenance") or {}
-        )
+        return frozen_from_values(values)
     except HyperparametersError as err:
         raise HyperparametersError(f"{path}: {err}") from None
+
+
+def frozen_from_values(values: object) -> FrozenHyperparameters:
+    """The frozen file's contents (`to_dict`'s shape), checked."""
+    if not isinstance(values, dict):
+        raise HyperparametersError(f"must be a mapping with model: and provenance:, got {values!r}")
+    unknown = sorted(set(values) - {"model", "provenance"})
+    if unknown:
+        raise HyperparametersError(f"{unknown[0]}: unknown key; known: model, provenance")
+    return FrozenHyperparameters(
+        model=values.get("model") or {}, provenance=values.get("provenance") or {}
+    )
+
+
+def frozen_json(frozen: FrozenHyperparameters | None) -> str:
+    """The whole frozen file as JSON (`null` without one), for a step that reports it.
+
+    Only the run report's step takes this: the Trainer takes the values alone
+    (`PipelineConfig.with_hyperparameters`), so provenance stays out of its cache key.
+    """
+    import json
+
+    return json.dumps(None if frozen is None else frozen.to_dict(), sort_keys=True)
+
+
+def frozen_from_json(text: str) -> FrozenHyperparameters | None:
+    """`frozen_json`'s inverse, checked as the file is."""
+    import json
+
+    values = json.loads(text)
+    return None if values is None else frozen_from_values(values)
+
+
+def report_rows(
+    frozen: FrozenHyperparameters | None, now: datetime.datetime | None = None
+) -> dict[str, str]:
+    """The run report's frozen-hyperparameters rows, local and Kubeflow alike; {} without a file."""
+    return {} if frozen is None else frozen.summary(now)
 
 
 HEADER = (

@@ -531,8 +531,9 @@ class RunReport:
     curves: TrainingCurves | None = None
     runtime: dict[str, object] = field(default_factory=dict)
     # The frozen hyperparameters the run trained with, and their data's age
-    # (trainer/hyperparameters.py's `summary`); empty without a frozen file.
-    hyperparameters: dict[str, str] = field(default_factory=dict)
+    # (trainer/hyperparameters.py's `report_rows`); empty without a frozen
+    # file, None where the report's writer is not told (Kubeflow's exit handler).
+    hyperparameters: dict[str, str] | None = None
     evaluation: Evaluation | None = None
     blessed: bool | None = None
     baseline_path: str | None = None

@@ -36,7 +36,6 @@ from components.scored_output import ERRORS_FILE, PART_PREFIX, Manifest
 from components.scoring import CLASS_COLUMN, PREDICTION_COLUMN
 from components.served_version import ServedVersion
 from trainer.dataset_spec import DatasetSpec
-from trainer.fields import one_line
 
 TEMPLATE = "scoring.html.j2"
 REPORTS_DIR = "_reports"
@@ -259,13 +258,15 @@ def render_scoring_html(report: ScoringReport) -> str:
             charts.append(
                 _chart("class mix", plots.feature_distribution, per_split, left_out=left_out)
             )
-    env = _environment()
-    env.filters["line"] = one_line
-    return env.get_template(TEMPLATE).render(
-        report=report,
-        charts=[c for c in charts if c],
-        left_out=left_out,
-        generated=datetime.datetime.now().isoformat(timespec="seconds"),
+    return (
+        _environment()
+        .get_template(TEMPLATE)
+        .render(
+            report=report,
+            charts=[c for c in charts if c],
+            left_out=left_out,
+            generated=datetime.datetime.now().isoformat(timespec="seconds"),
+        )
     )
 
 

@@ -3,7 +3,9 @@
 Written by the tuner (`pipeline/local/tune.py`) to
 OUTPUT_DIR/tuning/report.html, in the run report's style and with its
 escaping: every value from the search (hyperparameter names and values, the
-pipeline's name) reaches the page through Jinja's autoescape.
+pipeline's name, the provenance) reaches the page as one printable line
+(the `line` filter: control and line-break characters as their escapes)
+through Jinja's autoescape.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ Python: no kfp here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -111,6 +112,48 @@ def _has_files(uris: list[str]) -> bool:
     return False
 
 
+OUTPUT_PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "output_probe.py")
+
+
+class OutputWatch:
+    """Whether a step has written into one of its output artifacts yet.
+
+    Local URIs are looked at on the file system; s3:// ones (a pipeline root on
+    the object store) through output_probe.py, a process with the project's
+    interpreter (boto3) and the step's environment, started only while a fault
+    waits for the write.
+    """
+
+    def __init__(self, uris: list[str], project_python: str = "", env: dict | None = None):
+        self.local = [u for u in uris if "://" not in u]
+        self.remote = [u for u in uris if u.startswith("s3://")]
+        self.project_python = project_python
+        self.env = env
+        self._probe: subprocess.Popen | None = None
+
+    def __enter__(self) -> OutputWatch:
+        if self.remote and self.project_python:
+            self._probe = subprocess.Popen(
+                [self.project_python, OUTPUT_PROBE, *self.remote],
+                env=self.env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        if self._probe is not None:
+            if self._probe.poll() is None:
+                self._probe.kill()
+            self._probe.wait()
+            self._probe = None
+
+    def written(self) -> bool:
+        if _has_files(self.local):
+            return True
+        return self._probe is not None and self._probe.poll() == 0
+
+
 DEADLINE_KILL = "[killed: the retry window closed (Argo: the retried pod's deadline)]"
 
 
@@ -118,21 +161,23 @@ def run_command(
     command: list[str],
     env: dict,
     interruption: Interruption | None,
-    outputs: list[str],
+    outputs: OutputWatch,
     timeout: float | None = None,
 ) -> subprocess.CompletedProcess:
     """Runs a step's command; with an `interruption`, kills it (SIGKILL: the process
-    ends as a pod on a node going away does) once it has written a file under
+    ends as a pod on a node going away does) once it has written into one of its
     `outputs`, its output ending with the interruption's note; with `timeout`, kills
     it that many seconds after it started (a pod's deadline)."""
     if timeout is not None and timeout <= 0:
         return subprocess.CompletedProcess(command, 1, DEADLINE_KILL)
-    with tempfile.TemporaryFile("w+") as log:
+    with tempfile.TemporaryFile("w+") as log, contextlib.ExitStack() as watching:
+        if interruption is not None:
+            watching.enter_context(outputs)
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         started = time.monotonic()
         killed = ""
         while process.poll() is None:
-            if interruption is not None and _has_files(outputs):
+            if interruption is not None and outputs.written():
                 killed = interruption.note
             elif timeout is not None and time.monotonic() - started > timeout:
                 killed = DEADLINE_KILL

@@ -142,6 +142,7 @@ from faults import (  # isort: skip
     DEADLINE_KILL,
     ClusterClock,
     Faults,
+    OutputWatch,
     duration_seconds,
     output_uris,
     run_command,
@@ -365,7 +366,7 @@ def make_task_handler(
                     downloaded = int(download.stdout or 0)
             if process is None:
                 interruption = faults.interruption(step_id, attempt - 1)
-                outputs = output_uris(executor_input)
+                outputs = OutputWatch(output_uris(executor_input), project_python, env)
                 process = run_command(command, env, interruption, outputs, timeout)
                 if interruption is not None and process.stdout.endswith(interruption.note):
                     # Its node went away: Failed after a graceful shutdown, Error when
@@ -439,8 +440,9 @@ def make_task_handler(
                 "log_tail": lines[-40:] if process.returncode else [],
                 # Read only after the command succeeded, as the backend's launcher does
                 # (kubeflow/pipelines backend/src/v2/component/launcher_v2.go, `execute`:
-                # a failed command returns before getExecutorOutputFile): an attempt
-                # killed while TFX wrote the file leaves it half-written.
+                # a failed command returns before getExecutorOutputFile, 2.15.0 lines
+                # 553-557, 2.17.0 lines 715-719): an attempt killed while TFX wrote the
+                # file leaves it half-written.
                 "executor_output": (
                     json.loads(Path(output_file).read_text())
                     if process.returncode == 0 and output_file and Path(output_file).is_file()

@@ -112,17 +112,22 @@ def RunReport(
     metrics: OutputArtifact[Metrics],
     pipeline_name: Parameter[str],
     component_ids: Parameter[str],
+    hyperparameters: Parameter[str],
     deployment: InputArtifact[Deployment] = None,
 ):
     """Writes the report page at `report` and the run's metrics on `metrics`.
 
-    With the Deploy step (`serving:`), `deployment` is its outcome: shown on the
-    page, and as `deployed`, `serving_version` and `canary_percent` metrics.
+    `hyperparameters` is the schema dir's frozen file as compiled
+    (trainer/hyperparameters.py's `frozen_json`; `null` without one): its
+    values and their data's age on the day this run reports. With the Deploy
+    step (`serving:`), `deployment` is its outcome: shown on the page, and as
+    `deployed`, `serving_version` and `canary_percent` metrics.
     """
     # Here, not at the top: the report's plotting imports are for this step only.
     from components.report import contents as report_contents
     from components.report.outputs import RunOutputs, report_fields
     from components.report.render import render_what_it_can
+    from trainer.hyperparameters import frozen_from_json, report_rows
 
     inputs = {
         "examples": examples,
@@ -159,6 +164,7 @@ def RunReport(
         )
         return dataclasses.replace(
             bare,
+            hyperparameters=report_rows(frozen_from_json(hyperparameters)),
             deployment=read_outcome(deployment.uri) if deployment is not None else None,
             **fields,
         )

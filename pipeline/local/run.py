@@ -384,7 +384,7 @@ def write_run_report(
 
     Steps of the DAG that did not run (a failure stopped it before them) are
     listed as "not run". `hyperparameters`: the frozen file the run trained
-    with, shown beside the resolved runtime. The report never changes a run's
+    with (None: there is none), shown beside the resolved runtime. The report never changes a run's
     outcome: if writing it fails, that is said on stderr and the run's own
     exit code stands.
     """
@@ -395,6 +395,7 @@ def write_run_report(
     from components.report.render import LATEST, write_report
     from pipeline.local.run_summary import summarize_run
     from pipeline.steps import DAG_STEPS
+    from trainer.hyperparameters import report_rows
 
     started = time.monotonic()
     try:
@@ -406,8 +407,7 @@ def write_run_report(
             ran = {s.step_id for s in report.steps}
             not_run = tuple(StepRun(s, "not run") for s in DAG_STEPS.ids if s not in ran)
             report = dataclasses.replace(report, steps=report.steps + not_run, error=error)
-        if hyperparameters is not None:
-            report = dataclasses.replace(report, hyperparameters=hyperparameters.summary())
+        report = dataclasses.replace(report, hyperparameters=report_rows(hyperparameters))
         path = write_report(report, output_dir / "reports")
     except Exception as err:  # Reported, never raised: see the docstring.
         print(f"warning: run report not written: {error_text(err)}", file=sys.stderr, flush=True)
