@@ -255,7 +255,11 @@ def run_report_step(tmp_path, *, anomalies_pb: bytes | None = None, blessed: str
     RunReportStep.EXECUTOR_SPEC.executor_class().Do(
         {key: [artifact] for key, artifact in inputs.items()},
         {"report": [report], "metrics": [metrics]},
-        {"pipeline_name": "p", "component_ids": json.dumps(dag.DAG_STEPS.ids)},
+        {
+            "pipeline_name": "p",
+            "component_ids": json.dumps(dag.DAG_STEPS.ids),
+            "hyperparameters": "null",
+        },
     )
     return Path(report.uri).read_text(), metrics
 
