@@ -92,7 +92,6 @@ SCORES_ROOT_PARAMETER = "scores_root"
 MODEL_VERSION_PARAMETER = "model_version"
 # What every container runs instead of TFX's entrypoint (see kubeflow/step_entrypoint.py).
 STEP_COMMAND = ["python", "-m", "kubeflow.step_entrypoint"]
-# The tuning package's last step (kubeflow/tuning/component.py).
 # Under the pipeline root: the tuning step's search directories (docs/tuning.md).
 TUNING_DIR = "tuning"
 

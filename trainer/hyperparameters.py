@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,15 +209,11 @@ def frozen_json(frozen: FrozenHyperparameters | None) -> str:
     Only the run report's step takes this: the Trainer takes the values alone
     (`PipelineConfig.with_hyperparameters`), so provenance stays out of its cache key.
     """
-    import json
-
     return json.dumps(None if frozen is None else frozen.to_dict(), sort_keys=True)
 
 
 def frozen_from_json(text: str) -> FrozenHyperparameters | None:
     """`frozen_json`'s inverse, checked as the file is."""
-    import json
-
     values = json.loads(text)
     return None if values is None else frozen_from_values(values)
 
