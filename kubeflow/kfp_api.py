@@ -8,6 +8,7 @@ imports TFX, and kfp only inside `connect`.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -69,13 +70,21 @@ def backend_release(client) -> str | None:
     return tag
 
 
+# A bearer token for the KFP API, where its front door wants one (CI: a repository secret).
+TOKEN_VARIABLE = "KFP_TOKEN"
+
+
 def connect(host: str, namespace: str | None):
-    """A kfp.Client for `host` (kfp's own authentication: its token and credential
-    lookups), with the backend's release read: (client, tag), or None after
-    printing why the backend is refused. Warnings go to stderr."""
+    """A kfp.Client for `host`, with the backend's release read: (client, tag), or None
+    after printing why the backend is refused. Warnings go to stderr.
+
+    Authentication is kfp's own (its IAP client-id variables, in-cluster service
+    account tokens), or the bearer token in $KFP_TOKEN where that is set.
+    """
     import kfp
 
-    client = kfp.Client(host=host, namespace=namespace)
+    token = os.environ.get(TOKEN_VARIABLE) or None
+    client = kfp.Client(host=host, namespace=namespace, existing_token=token)
     tag = backend_release(client)
     if tag is not None and (problem := backend.refusal(tag)):
         print(f"error: {problem}", file=sys.stderr)
