@@ -41,6 +41,8 @@ class KfpStandIn:
     def __init__(self, tag_name: str = "2.16.1") -> None:
         self.tag_name = tag_name
         self.requests: list[tuple[str, str, dict | None]] = []
+        # The Authorization headers the client sent.
+        self.authorizations: set[str | None] = set()
         self.experiments: dict[str, dict] = {}
         self.pipelines: dict[str, dict] = {}
         self.versions: dict[str, dict] = {}
@@ -74,6 +76,7 @@ class KfpStandIn:
                 return self.rfile.read(length) if length else b""
 
             def do_GET(self) -> None:
+                stand_in.authorizations.add(self.headers.get("Authorization"))
                 url = urlparse(self.path)
                 query = {k: v[0] for k, v in parse_qs(url.query).items()}
                 stand_in.requests.append(("GET", url.path, parse_qs(url.query)))
@@ -82,6 +85,7 @@ class KfpStandIn:
                 self._reply(status, body)
 
             def do_POST(self) -> None:
+                stand_in.authorizations.add(self.headers.get("Authorization"))
                 url = urlparse(self.path)
                 query = {k: v[0] for k, v in parse_qs(url.query).items()}
                 raw = self._raw()
@@ -96,6 +100,7 @@ class KfpStandIn:
                 self._reply(status, reply)
 
             def do_DELETE(self) -> None:
+                stand_in.authorizations.add(self.headers.get("Authorization"))
                 url = urlparse(self.path)
                 query = {k: v[0] for k, v in parse_qs(url.query).items()}
                 stand_in.requests.append(("DELETE", url.path, query))
