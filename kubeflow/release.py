@@ -53,8 +53,10 @@ from kubeflow.step_ids import settings_step_ids
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 MARKER = "kubeflow.release"
 # An image pinned by digest: REPO[:TAG]@sha256:64 hex digits.
-DIGEST_IMAGE = re.compile(r"^(?P<repo>[a-z0-9][^@\s:]*(?::\d+)?[^@\s:]*)(?::[\w][\w.-]*)?"
-                          r"@sha256:(?P<digest>[0-9a-f]{64})$")  # fmt: skip
+DIGEST_IMAGE = re.compile(
+    r"^(?P<repo>[a-z0-9][^@\s:]*(?::\d+)?[^@\s:]*)(?::[\w][\w.-]*)?"
+    r"@sha256:(?P<digest>[0-9a-f]{64})$"
+)
 # What KFP 2.15 and 2.16 accept as a pipeline name; they answer others with a bare 500.
 PIPELINE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
 # The longest version name the server stores.
@@ -284,8 +286,16 @@ def runs_in_progress(client, experiment_id: str, job_id: str) -> list:
     return [r for r in runs if r.recurring_run_id == job_id and r.state not in ENDED]
 
 
-def point_schedule(client, tag: str | None, pipeline, version, schedule: Schedule,
-                   experiment_id: str, root: str, out) -> None:  # fmt: skip
+def point_schedule(
+    client,
+    tag: str | None,
+    pipeline,
+    version,
+    schedule: Schedule,
+    experiment_id: str,
+    root: str,
+    out,
+) -> None:
     """The package's one schedule runs `version`: create it disabled, disable the old,
     enable the new, remove the old. Safe to stop anywhere and run again."""
     pipeline_id = pipeline.pipeline_id
@@ -296,8 +306,11 @@ def point_schedule(client, tag: str | None, pipeline, version, schedule: Schedul
     if current:
         new_id = current[0].recurring_run_id
     else:
-        record = {"released_by": MARKER, "pipeline_id": pipeline_id,
-                  "version": version.display_name}  # fmt: skip
+        record = {
+            "released_by": MARKER,
+            "pipeline_id": pipeline_id,
+            "version": version.display_name,
+        }
         new_id = client.create_recurring_run(
             experiment_id=experiment_id,
             job_name=pipeline.display_name,
@@ -334,8 +347,11 @@ def point_schedule(client, tag: str | None, pipeline, version, schedule: Schedul
             client.delete_recurring_run(job_id)
             print(f"{pipeline.display_name}: schedule {job_id} deleted (no run left)", file=out)
         else:
-            print(f"{pipeline.display_name}: schedule {job_id} left disabled until its runs "
-                  "end (no ORPHAN before KFP 2.16)", file=out)  # fmt: skip
+            print(
+                f"{pipeline.display_name}: schedule {job_id} left disabled until its runs "
+                "end (no ORPHAN before KFP 2.16)",
+                file=out,
+            )
 
 
 def ensure_pipeline(client, package: Package, namespace: str | None):
@@ -403,11 +419,16 @@ def release(client, tag, settings, packages, image, commit, dirty, root_dir, nam
             print(f"{pipeline.display_name}: not scheduled (runs are started by hand)", file=out)
             continue
         experiment = client.create_experiment(schedule.experiment, namespace=namespace)
-        point_schedule(client, tag, pipeline, version, schedule, experiment.experiment_id,
-                       record["pipeline_root"], out)  # fmt: skip
-
-
-
+        point_schedule(
+            client,
+            tag,
+            pipeline,
+            version,
+            schedule,
+            experiment.experiment_id,
+            record["pipeline_root"],
+            out,
+        )
 
 
 def released_pipelines(client, namespace: str | None) -> dict[str, object]:
@@ -456,8 +477,11 @@ def rollback(client, tag, settings, wanted: str | None, namespace, out) -> None:
                     f"(released: {names})"
                 )
         else:
-            enabled = [j for j in ours(schedules(client, experiment.experiment_id),
-                                       pipeline.pipeline_id) if j.status == "ENABLED"]  # fmt: skip
+            enabled = [
+                j
+                for j in ours(schedules(client, experiment.experiment_id), pipeline.pipeline_id)
+                if j.status == "ENABLED"
+            ]
             ids = [v.pipeline_version_id for v in recorded]
             if len(enabled) != 1 or version_of(enabled[0]) not in ids:
                 raise ReleaseError(
@@ -493,8 +517,11 @@ def status(client, settings, namespace, out) -> None:
                 continue
             names[version.pipeline_version_id] = version.display_name
             dirty = " DIRTY" if record["dirty"] else ""
-            print(f"  version {version.display_name}: commit {record['commit']}, image "
-                  f"{record['image']}, {version.created_at}{dirty}", file=out)  # fmt: skip
+            print(
+                f"  version {version.display_name}: commit {record['commit']}, image "
+                f"{record['image']}, {version.created_at}{dirty}",
+                file=out,
+            )
         schedule = schedule_for(settings, kind) if kind in SCHEDULED else None
         if schedule is None:
             print("  not scheduled", file=out)
@@ -507,12 +534,16 @@ def status(client, settings, namespace, out) -> None:
         for job in mine:
             flag = "  DUPLICATE" if len(enabled) > 1 and job in enabled else ""
             version = names.get(version_of(job), version_of(job))
-            print(f"  schedule {job.recurring_run_id} ({job.status}) runs {version}{flag}",
-                  file=out)  # fmt: skip
+            print(
+                f"  schedule {job.recurring_run_id} ({job.status}) runs {version}{flag}", file=out
+            )
         for job in jobs:
             if job not in mine:
-                print(f"  schedule {job.recurring_run_id} ({job.status}) FOREIGN: same name, "
-                      "not made by a release; left alone", file=out)  # fmt: skip
+                print(
+                    f"  schedule {job.recurring_run_id} ({job.status}) FOREIGN: same name, "
+                    "not made by a release; left alone",
+                    file=out,
+                )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -522,8 +553,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build", action="store_true", help="docker buildx build --push first")
     parser.add_argument("--tuning", action="store_true", help="also release the tuning package")
     parser.add_argument("--allow-dirty", action="store_true", help="release uncommitted changes")
-    parser.add_argument("--rollback", nargs="?", const="", metavar="VERSION",
-                        help="schedules back to the previous release, or to VERSION")  # fmt: skip
+    parser.add_argument(
+        "--rollback",
+        nargs="?",
+        const="",
+        metavar="VERSION",
+        help="schedules back to the previous release, or to VERSION",
+    )
     parser.add_argument("--status", action="store_true", help="versions and schedules")
     parser.add_argument("--packages", type=Path, help="compiled packages (DIR/training.yaml...)")
     parser.add_argument("--output-dir", type=Path, default=PROJECT_ROOT / "build" / "release")
@@ -544,7 +580,9 @@ def main(argv: list[str] | None = None) -> int:
                 rollback(client, tag, settings, args.rollback or None, args.namespace, out)
             return 0
         if args.image is None:
-            raise ReleaseError("--image: required (REPO@sha256:DIGEST, or a repository with --build)")
+            raise ReleaseError(
+                "--image: required (REPO@sha256:DIGEST, or a repository with --build)"
+            )
         commit, dirty = git_state(args.config.resolve().parent)
         if dirty and not args.allow_dirty:
             raise ReleaseError(
@@ -561,15 +599,19 @@ def main(argv: list[str] | None = None) -> int:
         for package in packages:
             check_package(package, image)
         root_dir = Path(
-            subprocess.run(["git", "-C", str(args.config.resolve().parent), "rev-parse",
-                            "--show-toplevel"], capture_output=True, text=True).stdout.strip()
-        )  # fmt: skip
+            subprocess.run(
+                ["git", "-C", str(args.config.resolve().parent), "rev-parse", "--show-toplevel"],
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+        )
         connection = connect(args.host, args.namespace)
         if connection is None:
             return 2
         client, tag = connection
-        release(client, tag, settings, packages, image, commit, dirty, root_dir,
-                args.namespace, out)  # fmt: skip
+        release(
+            client, tag, settings, packages, image, commit, dirty, root_dir, args.namespace, out
+        )
     except (ReleaseError, SettingsError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -301,8 +301,10 @@ class KfpStandIn:
             return 400, {"error": "Failed to read pipeline from file"}
         name = query.get("name") or query.get("display_name")
         namespace = query.get("namespace", "")
-        if any(p["name"] == name and p.get("namespace", "") == namespace
-               for p in self.pipelines.values()):  # fmt: skip
+        if any(
+            p["name"] == name and p.get("namespace", "") == namespace
+            for p in self.pipelines.values()
+        ):
             # pipeline_upload_server.go 2.17.0 L183-186: AlreadyExists is 409.
             return 409, {"error": "Failed to create a pipeline and a pipeline version"}
         pipeline_id = self._new_id("pipeline")
@@ -329,8 +331,9 @@ class KfpStandIn:
         if pipeline_id not in self.pipelines:
             return 404, {"error": f"pipeline {pipeline_id!r} not found"}
         name = query.get("name") or query.get("display_name")
-        if any(v["pipeline_id"] == pipeline_id and v["name"] == name
-               for v in self.versions.values()):  # fmt: skip
+        if any(
+            v["pipeline_id"] == pipeline_id and v["name"] == name for v in self.versions.values()
+        ):
             # pipeline_upload_server.go 2.17.0 L338-341: a version name taken in
             # its pipeline is 409.
             return 409, {"error": "Failed to create a pipeline version"}
@@ -374,7 +377,9 @@ class KfpStandIn:
                     # crashes 2.15 and 2.16; fixed in 2.17.0 (kubeflow/pipelines#13440).
                     return 500, {"error": "runtime error: invalid memory address"}
                 versions = [
-                    v for v in self.versions.values() if v["pipeline_id"] == reference["pipeline_id"]
+                    v
+                    for v in self.versions.values()
+                    if v["pipeline_id"] == reference["pipeline_id"]
                 ]
                 version_id = versions[-1]["pipeline_version_id"]
             version = self.versions.get(version_id)

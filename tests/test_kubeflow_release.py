@@ -39,8 +39,10 @@ def short(n: int) -> str:
 
 def write_packages(directory: Path, image: str) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    for kind, golden in (("training", "kubeflow_pipeline.yaml"),
-                         ("scoring", "kubeflow_scoring_pipeline.yaml")):  # fmt: skip
+    for kind, golden in (
+        ("training", "kubeflow_pipeline.yaml"),
+        ("scoring", "kubeflow_scoring_pipeline.yaml"),
+    ):
         text = golden_path(golden).read_text()
         assert TAGGED in text
         (directory / f"{kind}.yaml").write_text(text.replace(TAGGED, image))
@@ -58,8 +60,16 @@ class Checkout:
         self.commit()
 
     def git(self, *args: str) -> str:
-        command = ["git", "-C", str(self.root), "-c", "user.email=t@example.com",
-                   "-c", "user.name=t", *args]  # fmt: skip
+        command = [
+            "git",
+            "-C",
+            str(self.root),
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "user.name=t",
+            *args,
+        ]
         return subprocess.run(command, check=True, capture_output=True, text=True).stdout
 
     def commit(self) -> str:
@@ -79,8 +89,13 @@ def checkout(tmp_path) -> Checkout:
     return Checkout(tmp_path / "fork")
 
 
-def release(kfp: KfpStandIn, checkout: Checkout, *args: str, image: str | None = None,
-            packages: Path | None = None) -> subprocess.CompletedProcess:  # fmt: skip
+def release(
+    kfp: KfpStandIn,
+    checkout: Checkout,
+    *args: str,
+    image: str | None = None,
+    packages: Path | None = None,
+) -> subprocess.CompletedProcess:
     command = [uv_binary(), "run", "--project", str(REFERENCE_PROJECT), "--locked"]
     command += ["python", "-m", "kubeflow.release", "--host", kfp.host]
     command += ["--config", str(checkout.config), *args]
@@ -129,7 +144,7 @@ def test_two_releases_of_one_commit_leave_one_version_and_one_schedule(checkout)
         assert again.returncode == 0, again.stderr[-3000:]
         assert changes(kfp)[before:] == []
     commit = checkout.git("rev-parse", "HEAD").strip()
-    for name, package in ((TRAINING, "training.yaml"), (SCORING, "scoring.yaml")):
+    for name in (TRAINING, SCORING):
         (version,) = recorded_versions(kfp, name)
         record = json.loads(version["description"])
         assert version["name"] == f"{commit[:12]}-{short(1)}"
@@ -139,8 +154,9 @@ def test_two_releases_of_one_commit_leave_one_version_and_one_schedule(checkout)
         (job,) = released_schedules(kfp, name)
         assert job["status"] == "ENABLED"
         # Pinned to the version, never the "latest version" mode.
-        assert job["pipeline_version_reference"]["pipeline_version_id"] == (
-            version["pipeline_version_id"]
+        assert (
+            job["pipeline_version_reference"]["pipeline_version_id"]
+            == (version["pipeline_version_id"])
         )
     settings = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
     (job,) = released_schedules(kfp, SCORING)
@@ -166,8 +182,9 @@ def test_foreign_schedules_with_the_same_name_are_left_alone(checkout):
     with KfpStandIn() as kfp:
         experiment = kfp._post("/apis/v2beta1/experiments", {}, {"display_name": TRAINING})[1]
         # More than a page of them, before and after the release's own.
-        foreign = [kfp.add_foreign_recurring_run(experiment["experiment_id"], TRAINING)
-                   for _ in range(105)]  # fmt: skip
+        foreign = [
+            kfp.add_foreign_recurring_run(experiment["experiment_id"], TRAINING) for _ in range(105)
+        ]
         snapshot = copy.deepcopy({j: kfp.recurring_runs[j] for j in foreign})
         assert release(kfp, checkout, image=digest(1)).returncode == 0
         foreign += [kfp.add_foreign_recurring_run(experiment["experiment_id"], TRAINING)]
@@ -237,8 +254,9 @@ def test_a_release_stopped_after_each_step_converges_when_run_again(checkout, ta
                 assert [v["name"][13:] for v in versions] == [short(1), short(2)]
                 enabled = [j for j in released_schedules(kfp, name) if j["status"] == "ENABLED"]
                 assert len(enabled) == 1
-                assert enabled[0]["pipeline_version_reference"]["pipeline_version_id"] == (
-                    versions[-1]["pipeline_version_id"]
+                assert (
+                    enabled[0]["pipeline_version_reference"]["pipeline_version_id"]
+                    == (versions[-1]["pipeline_version_id"])
                 )
 
 
@@ -252,15 +270,17 @@ def test_rollback_points_the_schedule_back_without_an_upload(checkout):
         back = release(kfp, checkout, "--rollback")
         assert back.returncode == 0, back.stderr[-3000:]
         (job,) = released_schedules(kfp, TRAINING)
-        assert job["pipeline_version_reference"]["pipeline_version_id"] == (
-            first["pipeline_version_id"]
+        assert (
+            job["pipeline_version_reference"]["pipeline_version_id"]
+            == (first["pipeline_version_id"])
         )
         assert job["status"] == "ENABLED"
         forward = release(kfp, checkout, "--rollback", second["name"])
         assert forward.returncode == 0, forward.stderr[-3000:]
         (job,) = released_schedules(kfp, TRAINING)
-        assert job["pipeline_version_reference"]["pipeline_version_id"] == (
-            second["pipeline_version_id"]
+        assert (
+            job["pipeline_version_reference"]["pipeline_version_id"]
+            == (second["pipeline_version_id"])
         )
         missing = release(kfp, checkout, "--rollback", "no-such-version")
         assert len(kfp.posted("/apis/v2beta1/pipelines/upload_version")) == uploads
@@ -328,7 +348,10 @@ def test_release_compiles_with_the_digest(checkout, tmp_path):
     args = ["--config", str(TEMPLATE_SETTINGS_FILE), "--image", digest(7), "--output", str(out)]
     assert kfp_compile.main(args) == 0
     spec = next(yaml.safe_load_all(out.read_text()))
-    images = {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()
-              if "container" in e}  # fmt: skip
+    images = {
+        e["container"]["image"]
+        for e in spec["deploymentSpec"]["executors"].values()
+        if "container" in e
+    }
     assert images == {digest(7)}
     assert TAGGED not in out.read_text()

@@ -26,8 +26,12 @@ from tests.kfp_standin import KfpStandIn
 
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 # Any network call fails fast: both tools must work offline.
-OFFLINE = {"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
-           "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"}  # fmt: skip
+OFFLINE = {
+    "HTTP_PROXY": "http://127.0.0.1:9",
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "http_proxy": "http://127.0.0.1:9",
+    "https_proxy": "http://127.0.0.1:9",
+}
 EXPRESSION = re.compile(r"\$\{\{\s*([^}]+?)\s*\}\}")
 
 
@@ -40,8 +44,7 @@ def tool(name: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def check_jsonschema(*paths: Path) -> subprocess.CompletedProcess:
-    return tool("check-jsonschema", "--builtin-schema", "vendor.github-workflows",
-                *map(str, paths))  # fmt: skip
+    return tool("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *map(str, paths))
 
 
 def zizmor(*paths: Path) -> subprocess.CompletedProcess:
@@ -114,8 +117,10 @@ class Runner:
             assert "${{" not in step["run"], "an expression in a script is an injection"
             output = self.tmp / f"output-{len(self.ran)}"
             output.write_text("")
-            step_env = {k: EXPRESSION.sub(lambda m: self.value(m[1]), str(v))
-                        for k, v in step.get("env", {}).items()}  # fmt: skip
+            step_env = {
+                k: EXPRESSION.sub(lambda m: self.value(m[1]), str(v))
+                for k, v in step.get("env", {}).items()
+            }
             proc = subprocess.run(
                 ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
                 cwd=REPO_ROOT,
@@ -140,12 +145,20 @@ def runner_env(tmp_path: Path) -> dict[str, str]:
     git_dir = tmp_path / "checkout.git"
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     env |= {"GIT_DIR": str(git_dir), "GIT_WORK_TREE": str(REPO_ROOT), "CI": "true"}
-    for command in (["init", "-q"], ["add", "-A"],
-                    ["-c", "user.email=ci@example.com", "-c", "user.name=ci",
-                     "commit", "-q", "-m", "checkout"]):  # fmt: skip
+    for command in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.email=ci@example.com", "-c", "user.name=ci", "commit", "-q", "-m", "checkout"],
+    ):
         subprocess.run(["git", *command], env=env, cwd=REPO_ROOT, check=True)
-    sha = subprocess.run(["git", "rev-parse", "HEAD"], env=env, cwd=REPO_ROOT,
-                         check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    sha = subprocess.run(
+        ["git", "rev-parse", "HEAD"],
+        env=env,
+        cwd=REPO_ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     return env | {"GITHUB_SHA": sha, "GITHUB_EVENT_NAME": "push"}
 
 
@@ -156,8 +169,11 @@ def test_the_release_workflow_releases_the_digest_it_is_handed(tmp_path):
     env = runner_env(tmp_path)
     with KfpStandIn() as kfp:
         context = {
-            "vars": {"KFP_HOST": kfp.host, "IMAGE_REPOSITORY": repository,
-                     "IMAGE_REGISTRY": repository.split("/")[0]},  # fmt: skip
+            "vars": {
+                "KFP_HOST": kfp.host,
+                "IMAGE_REPOSITORY": repository,
+                "IMAGE_REGISTRY": repository.split("/")[0],
+            },
             "secrets": {"KFP_TOKEN": "t0ken", "REGISTRY_USERNAME": "u", "REGISTRY_PASSWORD": "p"},
         }
         runner = Runner("release.yml", "push", context, tmp_path)
@@ -169,8 +185,11 @@ def test_the_release_workflow_releases_the_digest_it_is_handed(tmp_path):
     for job in kfp.recurring_runs.values():
         assert job["status"] == "ENABLED"
         spec = job["pipeline_spec"]["pipeline_spec"]
-        images = {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()
-                  if "container" in e}  # fmt: skip
+        images = {
+            e["container"]["image"]
+            for e in spec["deploymentSpec"]["executors"].values()
+            if "container" in e
+        }
         assert images == {image}
     assert len(kfp.recurring_runs) == 2
     assert f"commit {env['GITHUB_SHA']}, image {image}" in runner.last.stdout
