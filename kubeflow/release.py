@@ -166,17 +166,6 @@ def read_packages(directory: Path, kinds: list[str]) -> list[Package]:
     return packages
 
 
-def _strings(value):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-
-
 def check_package(package: Package, image: str) -> None:
     """Every container runs `image`, and nothing in the package names its repository
     otherwise (Beam's sdk_container_image, a TFJob's pods); the pipeline's name is one
@@ -194,12 +183,11 @@ def check_package(package: Package, image: str) -> None:
             raise ReleaseError(
                 f"{package.path}: executor {executor} runs {container_image}, not {image}"
             )
+    # The package's text, JSON-encoded values (a TFJob's spec, Beam's options) included.
     repository = DIGEST_IMAGE.match(image)["repo"]
-    documents = list(yaml.safe_load_all(package.path.read_text()))
-    for text in _strings(documents):
-        for found in re.findall(re.escape(repository) + r"[^\s\"',]*", text):
-            if found != image:
-                raise ReleaseError(f"{package.path}: {found} is not {image}")
+    for found in re.findall(re.escape(repository) + r"[^\s\"',\\]*", package.path.read_text()):
+        if found != image:
+            raise ReleaseError(f"{package.path}: {found} is not {image}")
 
 
 def version_name(commit: str, image: str, dirty: bool, package_sha: str) -> str:
