@@ -309,7 +309,8 @@ def test_a_tag_a_dirty_tree_and_a_bad_name_are_refused_with_nothing_uploaded(che
     spec["pipelineInfo"]["name"] = "Taxi_Big_Tipper"
     (bad / "training.yaml").write_text(yaml.safe_dump_all([spec, platform]))
     with KfpStandIn() as kfp:
-        tag = release(kfp, checkout, "--image", TAGGED, "--packages", str(bad))
+        good = write_packages(tmp_path / "good", digest(1))
+        tag = release(kfp, checkout, "--image", TAGGED, "--packages", str(good))
         named = release(kfp, checkout, image=digest(1), packages=bad)
         (checkout.root / "changes.txt").write_text("uncommitted\n")
         dirty = release(kfp, checkout, image=digest(1))
