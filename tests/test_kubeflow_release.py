@@ -9,6 +9,7 @@ that it has a commit to name and a tree to find dirty.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import shutil
@@ -356,3 +357,24 @@ def test_release_compiles_with_the_digest(checkout, tmp_path):
     }
     assert images == {digest(7)}
     assert TAGGED not in out.read_text()
+
+
+@pytest.mark.slow
+def test_the_tuning_package_is_a_version_for_manual_runs_never_scheduled(checkout, tmp_path):
+    from kubeflow import compile as kfp_compile
+
+    packages = write_packages(tmp_path / "packages", digest(1))
+    settings = kfp_compile.load_tuning_settings(TEMPLATE_SETTINGS_FILE)
+    settings = dataclasses.replace(settings, image=digest(1))
+    spec, platform = kfp_compile.compile_tuning_pipeline(settings)
+    kfp_compile.write_package(packages / "tuning.yaml", spec, platform)
+    with KfpStandIn() as kfp:
+        proc = release(kfp, checkout, "--tuning", image=digest(1), packages=packages)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        status = release(kfp, checkout, "--status")
+    tuning = spec["pipelineInfo"]["name"]
+    (version,) = recorded_versions(kfp, tuning)
+    assert json.loads(version["description"])["package"] == "tuning"
+    assert released_schedules(kfp, tuning) == []
+    assert {j["display_name"] for j in kfp.recurring_runs.values()} == {TRAINING, SCORING}
+    assert "tuning: pipeline " in status.stdout
