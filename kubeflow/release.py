@@ -40,6 +40,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -99,8 +100,14 @@ class Package:
 
 def digest_image(image: str) -> str:
     """`image` if it is pinned by digest; else a one-line refusal saying how to pin it."""
-    if DIGEST_IMAGE.match(image):
-        return image
+    return pinned(image).string
+
+
+def pinned(image: str) -> re.Match[str]:
+    """`image`'s repository and digest, or the refusal."""
+    match = DIGEST_IMAGE.match(image)
+    if match is not None:
+        return match
     raise ReleaseError(
         f"--image: {image!r} has no digest; a tag can move under a schedule. Give "
         "REPO@sha256:DIGEST: `docker buildx build --push --metadata-file build/image.json` "
@@ -184,7 +191,7 @@ def check_package(package: Package, image: str) -> None:
                 f"{package.path}: executor {executor} runs {container_image}, not {image}"
             )
     # The package's text, JSON-encoded values (a TFJob's spec, Beam's options) included.
-    repository = DIGEST_IMAGE.match(image)["repo"]
+    repository = pinned(image)["repo"]
     for found in re.findall(re.escape(repository) + r"[^\s\"',\\]*", package.path.read_text()):
         if found != image:
             raise ReleaseError(f"{package.path}: {found} is not {image}")
@@ -192,7 +199,7 @@ def check_package(package: Package, image: str) -> None:
 
 def version_name(commit: str, image: str, dirty: bool, package_sha: str) -> str:
     """The version's name: the commit and the digest; a dirty tree's, its package too."""
-    digest = DIGEST_IMAGE.match(image)["digest"]
+    digest = pinned(image)["digest"]
     name = f"{commit[:12]}-{digest[:12]}"
     if dirty:
         name += f"-dirty-{package_sha[:12]}"
@@ -217,7 +224,8 @@ def hyperparameters_record(root: Path, settings: KubeflowSettings) -> dict | Non
 
 def every_page(list_call, key: str, **kwargs) -> list:
     """Every item of a list call, page after page (the client asks for 10 a page unless told)."""
-    items, token = [], ""
+    items: list[Any] = []
+    token = ""
     while True:
         response = list_call(page_token=token, page_size=PAGE_SIZE, **kwargs)
         items += getattr(response, key) or []
@@ -419,10 +427,10 @@ def release(client, tag, settings, packages, image, commit, dirty, root_dir, nam
         )
 
 
-def released_pipelines(client, namespace: str | None) -> dict[str, object]:
+def released_pipelines(client, namespace: str | None) -> dict[str, Any]:
     """The pipelines a release made (by the description it gives them), by the package
     kind their versions record."""
-    found = {}
+    found: dict[str, Any] = {}
     for pipeline in every_page(
         client._pipelines_api.pipeline_service_list_pipelines,
         "pipelines",
@@ -454,6 +462,7 @@ def rollback(client, tag, settings, wanted: str | None, namespace, out) -> None:
     for kind in scheduled:
         pipeline = released[kind]
         schedule = schedule_for(settings, kind)
+        assert schedule is not None  # `scheduled` holds only the scheduled kinds.
         experiment = client.create_experiment(schedule.experiment, namespace=namespace)
         recorded = [v for v in versions(client, pipeline.pipeline_id) if record_of(v)]
         if wanted is not None:
@@ -485,7 +494,7 @@ def rollback(client, tag, settings, wanted: str | None, namespace, out) -> None:
             target = recorded[index - 1]
         plans.append((pipeline, target, schedule, experiment.experiment_id))
     for pipeline, target, schedule, experiment_id in plans:
-        root = record_of(target)["pipeline_root"]
+        root = (record_of(target) or {})["pipeline_root"]
         point_schedule(client, tag, pipeline, target, schedule, experiment_id, root, out)
 
 

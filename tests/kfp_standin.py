@@ -258,7 +258,7 @@ class KfpStandIn:
     def _post(self, path: str, query: dict, body: dict | None) -> tuple[int, dict]:
         if path == f"{API}/experiments":
             experiment = {
-                "experiment_id": self._new_id("exp"),
+                "experiment_id": f"exp-{len(self.experiments) + 1}",
                 "display_name": body["display_name"],
             }
             self.experiments[experiment["experiment_id"]] = experiment
