@@ -72,6 +72,8 @@ SCHEDULED = ("training", "scoring")
 COMPILE_FLAGS = {"training": [], "scoring": ["--scoring"], "tuning": ["--tuning"]}
 # What a release writes in the description of a pipeline it creates.
 PIPELINE_DESCRIPTION = f"Released by {MARKER}: a version per commit and image"
+# The tuning package's pipeline: its spec carries the training DAG's name.
+TUNING_SUFFIX = "-tuning"
 # The page size asked for on every list; every page is read.
 PAGE_SIZE = 100
 
@@ -88,7 +90,12 @@ class Package:
 
     @property
     def pipeline_name(self) -> str:
-        return self.spec["pipelineInfo"]["name"]
+        """The KFP pipeline its versions go to: the package's own name, and for the
+        tuning package, which TFX names as the training DAG, that name + TUNING_SUFFIX."""
+        name = self.spec["pipelineInfo"]["name"]
+        if self.kind == "tuning" and not name.endswith(TUNING_SUFFIX):
+            name += TUNING_SUFFIX
+        return name
 
     @property
     def sha256(self) -> str:

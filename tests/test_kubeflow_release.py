@@ -372,7 +372,9 @@ def test_the_tuning_package_is_a_version_for_manual_runs_never_scheduled(checkou
         proc = release(kfp, checkout, "--tuning", image=digest(1), packages=packages)
         assert proc.returncode == 0, proc.stderr[-3000:]
         status = release(kfp, checkout, "--status")
-    tuning = spec["pipelineInfo"]["name"]
+    # TFX names the tuning DAG as the training one; its versions have a pipeline of their own.
+    assert spec["pipelineInfo"]["name"] == TRAINING
+    tuning = f"{TRAINING}-tuning"
     (version,) = recorded_versions(kfp, tuning)
     assert json.loads(version["description"])["package"] == "tuning"
     assert released_schedules(kfp, tuning) == []
