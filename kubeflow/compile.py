@@ -660,18 +660,28 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="compile the tuning package instead (docs/tuning.md)",
     )
+    parser.add_argument(
+        "--image",
+        help="run every step in this image instead of the settings' `image:` (kubeflow.release "
+        "gives the REPO@sha256:DIGEST it releases)",
+    )
     args = parser.parse_args(argv)
     if args.scoring and args.tuning:
         parser.error("--scoring and --tuning: one package at a time")
     try:
         if args.tuning:
             settings = load_tuning_settings(args.config)
-            spec, platform = compile_tuning_pipeline(settings)
         elif args.scoring:
             settings = load_scoring_settings(args.config)
-            spec, platform = compile_scoring_pipeline(settings)
         else:
             settings = load_package_settings(args.config)
+        if args.image is not None:
+            settings = dataclasses.replace(settings, image=args.image)
+        if args.tuning:
+            spec, platform = compile_tuning_pipeline(settings)
+        elif args.scoring:
+            spec, platform = compile_scoring_pipeline(settings)
+        else:
             spec, platform = compile_pipeline(settings)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -35,19 +35,21 @@ backend/src/v2/config/env.go:38 and 86-92), and kfp.Client sends only the
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-import yaml
-
-from kubeflow import backend
 from kubeflow.compile import (
     DATA_ROOT_PARAMETER,
     MODEL_VERSION_PARAMETER,
-    SCORES_ROOT_PARAMETER,
     TRAIN_ARGS_PARAMETER,
     train_args_value,
+)
+from kubeflow.kfp_api import (
+    connect,
+    is_scoring_package,
+    is_tuning_package,
+    package_spec,
+    pipeline_root,
 )
 from kubeflow.settings import DEFAULT_SETTINGS_FILE, load_settings
 from kubeflow.settings.fields import SettingsError
@@ -86,49 +88,6 @@ def pinned_version(version: str, package: Path, scoring: bool) -> str:
             "under serving_model_dir)"
         )
     return version
-
-
-def is_scoring_package(spec: dict) -> bool:
-    """The batch scoring package: the one whose runs take a `scores_root`."""
-    parameters = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {})
-    return SCORES_ROOT_PARAMETER in parameters
-
-
-def backend_release(client) -> str | None:
-    """The API server's release tag, from its healthz endpoint; None where it says none.
-
-    kfp.Client's own `get_kfp_healthz` reads the answer through the v2beta1
-    model, which keeps `multi_user` only; the server also sends `tag_name`
-    (its TAG_NAME), so the raw answer is read, through the client's session.
-    """
-    try:
-        response = client._healthz_api.healthz_service_get_healthz(_preload_content=False)
-        tag = json.loads(response.data).get("tag_name")
-    except Exception:  # Any failure to read it is a warning, not an error.
-        return None
-    if not isinstance(tag, str) or backend.parse_release(tag) is None:
-        return None
-    return tag
-
-
-def package_spec(package: Path) -> dict:
-    """The package's pipeline spec, its first YAML document."""
-    return next(yaml.safe_load_all(package.read_text()))
-
-
-def pipeline_root(
-    spec: dict, override: str | None, object_store: ObjectStore | None, package: Path
-) -> str:
-    """The run's pipeline root: `override` (--pipeline-root), else the package's own."""
-    if override is not None:
-        return store_path(override, "--pipeline-root", object_store)
-    root = spec.get("defaultPipelineRoot")
-    if not isinstance(root, str) or not root:
-        raise SettingsError(
-            f"--package: {package} has no defaultPipelineRoot; compile it with "
-            "python -m kubeflow.compile, or give --pipeline-root"
-        )
-    return root
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,21 +133,21 @@ def main(argv: list[str] | None = None) -> int:
         root = pipeline_root(spec, args.pipeline_root, settings.object_store, args.package)
         section = "scoring_schedule" if scoring else "schedule"
         schedule = settings.scoring_schedule if scoring else settings.schedule
+        if args.schedule and is_tuning_package(spec):
+            raise SettingsError(
+                f"--schedule: {args.package} is the tuning package, and scheduled runs never "
+                "tune (docs/tuning.md): run it once, without --schedule"
+            )
         if args.schedule and schedule is None:
             raise SettingsError(f"{section}: required in {args.config} for --schedule")
     except SettingsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
-    import kfp
-
-    client = kfp.Client(host=args.host, namespace=args.namespace)
-    tag = backend_release(client)
-    if tag is not None and (problem := backend.refusal(tag)):
-        print(f"error: {problem}", file=sys.stderr)
+    connection = connect(args.host, args.namespace)
+    if connection is None:
         return 2
-    for warning in backend.warnings(tag):
-        print(f"warning: {warning}", file=sys.stderr)
+    client, _ = connection
     experiment_name = args.experiment or (schedule.experiment if schedule else "Default")
     name = args.run_name or args.package.stem
     if args.schedule and schedule is not None:

@@ -271,3 +271,21 @@ def test_the_compile_and_the_docs_state_one_range():
     )
     readme = (REPO_ROOT / "README.md").read_text()
     assert f"**{backend.MINIMUM_TEXT} to {backend.NEWEST_READ_TEXT}**" in readme
+
+
+def test_the_tuning_package_is_never_scheduled(tmp_path):
+    """Scheduled runs never tune (docs/tuning.md): `--schedule` refuses the tuning
+    package in one line, before any call; one run of it is submitted."""
+    from kubeflow import compile as kfp_compile
+
+    settings = kfp_compile.load_tuning_settings(TEMPLATE_SETTINGS_FILE)
+    spec, platform = kfp_compile.compile_tuning_pipeline(settings)
+    kfp_compile.write_package(tmp_path / "tuning.yaml", spec, platform)
+    with KfpStandIn() as kfp:
+        scheduled = submit(kfp.host, "--schedule", package=tmp_path / "tuning.yaml")
+        assert kfp.requests == []
+        once = submit(kfp.host, package=tmp_path / "tuning.yaml")
+        assert once.returncode == 0, once.stderr[-3000:]
+    assert scheduled.returncode == 2
+    (line,) = [line for line in scheduled.stderr.splitlines() if line.startswith("error:")]
+    assert "is the tuning package, and scheduled runs never tune" in line
