@@ -22,6 +22,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # tests/harness.py asserts for several test modules: its asserts report their
 # values as a test module's do (registered before any test module imports it).
 pytest.register_assert_rewrite("tests.harness")
+# `./dev test --suite-profile DIR`: the suite's profile (docs/tests.md); off by default.
+pytest_plugins = ("tests.suite_profile",)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TAXI_CSV = REPO_ROOT / "data" / "chicago_taxi" / "data.csv"

@@ -1,0 +1,252 @@
+"""The suite's profile: where a run's seconds go, and how xdist spread them.
+
+`./dev test --suite-profile DIR` writes, when the run ends:
+
+- `DIR/profile.csv`: one row per fixture set-up and per test phase (setup, call,
+  teardown): what, which test, which worker, its start and end as offsets from
+  the run's start, and its seconds;
+- `DIR/profile.md`: the tables docs/tests.md shows: each worker's span and busy
+  time, each module's span on its worker in the order the worker ran them, and
+  the slowest fixture set-ups, calls and teardowns; with the load average at the
+  start, the highest seen, and at the end.
+
+Without the option nothing is registered: no hook of this module's recorder runs.
+A fixture's set-up is timed around pytest's own `pytest_fixture_setup`, after the
+fixtures it depends on are set up, so its seconds are its own; a session fixture
+built once for all workers (`built_once`) counts on the worker that built it,
+and its wait for the lock on the others.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import pytest
+
+OPTION = "--suite-profile"
+# How many rows each "slowest" table of profile.md keeps (profile.csv keeps all).
+SLOWEST_ROWS = 20
+_WORKEROUTPUT_KEY = "suite_profile"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One timed span: a fixture's set-up, or a test's setup, call or teardown."""
+
+    kind: str  # "fixture", "setup", "call" or "teardown"
+    name: str  # the fixture's name, or the test's node id
+    test: str  # the test's node id (for a fixture: the test that set it up)
+    scope: str  # the fixture's scope; for a test phase its outcome
+    worker: str  # xdist's worker id ("gw0", ...), or "main" without xdist
+    start: float  # seconds since the epoch
+    stop: float
+
+    @property
+    def seconds(self) -> float:
+        return self.stop - self.start
+
+    @property
+    def module(self) -> str:
+        return self.test.split("::", 1)[0]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("suite profile").addoption(
+        OPTION,
+        metavar="DIR",
+        default=None,
+        help="write each fixture's set-up, each test's phases and the workers' "
+        "spread to DIR/profile.csv and DIR/profile.md (docs/tests.md)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    target = config.getoption(OPTION.lstrip("-").replace("-", "_"))
+    if target is None:
+        return
+    directory = Path(target)
+    if directory.exists() and not directory.is_dir():
+        raise pytest.UsageError(f"{OPTION}: {directory} exists and is not a directory")
+    config.pluginmanager.register(Recorder(directory), "suite_profile_recorder")
+
+
+def _worker() -> str:
+    return os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+
+class Recorder:
+    """Times fixtures and test phases in each process; the controller (or the
+    only process, without xdist) gathers the workers' records and writes the files."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.records: list[Record] = []
+        self.started = time.time()
+        self.loads = [os.getloadavg()[0]]
+        self.current_test = ""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> None:
+        self.current_test = item.nodeid
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(self, fixturedef, request):
+        start = time.time()
+        try:
+            return (yield)
+        finally:
+            self.records.append(
+                Record(
+                    "fixture",
+                    fixturedef.argname,
+                    self.current_test,
+                    fixturedef.scope,
+                    _worker(),
+                    start,
+                    time.time(),
+                )
+            )
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.loads.append(os.getloadavg()[0])
+        if hasattr(report, "node"):  # the controller: the worker recorded it
+            return
+        self.records.append(
+            Record(
+                report.when,
+                report.nodeid,
+                report.nodeid,
+                report.outcome,
+                _worker(),
+                report.start,
+                report.stop,
+            )
+        )
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        rows = getattr(node, "workeroutput", {}).get(_WORKEROUTPUT_KEY, [])
+        self.records.extend(Record(**row) for row in rows)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        workeroutput = getattr(session.config, "workeroutput", None)
+        if workeroutput is not None:  # an xdist worker: hand the records over
+            workeroutput[_WORKEROUTPUT_KEY] = [asdict(r) for r in self.records]
+            return
+        self.loads.append(os.getloadavg()[0])
+        self.directory.mkdir(parents=True, exist_ok=True)
+        write_csv(self.directory / "profile.csv", self.records, self.started)
+        (self.directory / "profile.md").write_text(
+            render_markdown(self.records, self.started, time.time(), self.loads)
+        )
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if getattr(terminalreporter.config, "workeroutput", None) is None:
+            terminalreporter.write_line(f"suite profile: {self.directory / 'profile.md'}")
+
+
+def write_csv(path: Path, records: list[Record], started: float) -> None:
+    names = [f.name for f in fields(Record) if f.name not in ("start", "stop")]
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow([*names, "start_s", "end_s", "seconds"])
+        for r in sorted(records, key=lambda r: (r.start, r.stop)):
+            writer.writerow(
+                [
+                    *(getattr(r, n) for n in names),
+                    f"{r.start - started:.2f}",
+                    f"{r.stop - started:.2f}",
+                    f"{r.seconds:.2f}",
+                ]
+            )
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    # A test id's parameters may hold a `|`, which would end a cell.
+    return [
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join("---" for _ in header) + " |",
+        *("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows),
+    ]
+
+
+def _slowest(records: list[Record], kind: str, started: float) -> list[list[str]]:
+    chosen = sorted((r for r in records if r.kind == kind), key=lambda r: -r.seconds)
+    return [
+        [
+            f"{r.seconds:.1f}",
+            f"`{r.name}`" if kind == "fixture" else f"`{r.test}`",
+            *([f"`{r.test}`", r.scope] if kind == "fixture" else []),
+            r.worker,
+            f"{r.start - started:.0f}",
+            f"{r.stop - started:.0f}",
+        ]
+        for r in chosen[:SLOWEST_ROWS]
+    ]
+
+
+def render_markdown(
+    records: list[Record], started: float, finished: float, loads: list[float]
+) -> str:
+    phases = [r for r in records if r.kind != "fixture"]
+    by_worker: dict[str, list[Record]] = defaultdict(list)
+    for r in phases:
+        by_worker[r.worker].append(r)
+    lines = [
+        "# Suite profile",
+        "",
+        f"Wall time {finished - started:.0f} s; {len({r.test for r in phases})} tests on "
+        f"{len(by_worker)} worker(s); {os.cpu_count()} cores; load average (1 min) "
+        f"{loads[0]:.2f} at the start, {max(loads):.2f} at most, {loads[-1]:.2f} at the end. "
+        "Offsets are seconds from the run's start.",
+        "",
+        "## Workers",
+        "",
+    ]
+    rows = []
+    for worker, own in sorted(by_worker.items()):
+        rows.append(
+            [
+                worker,
+                str(len({r.test for r in own})),
+                f"{min(r.start for r in own) - started:.0f}",
+                f"{max(r.stop for r in own) - started:.0f}",
+                f"{sum(r.seconds for r in own):.0f}",
+            ]
+        )
+    lines += _table(["worker", "tests", "first start", "last end", "busy s"], rows)
+    lines += ["", "## Modules, in the order each worker ran them", ""]
+    spans: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    for r in phases:
+        spans[(r.worker, r.module)].append(r)
+    rows = []
+    for (worker, module), own in sorted(
+        spans.items(), key=lambda kv: (kv[0][0], min(r.start for r in kv[1]))
+    ):
+        start, stop = min(r.start for r in own), max(r.stop for r in own)
+        setups = [r.seconds for r in own if r.kind == "setup"]
+        rows.append(
+            [
+                worker,
+                f"`{module}`",
+                str(len({r.test for r in own})),
+                f"{start - started:.0f}",
+                f"{stop - started:.0f}",
+                f"{stop - start:.0f}",
+                f"{max(setups, default=0.0):.0f}",
+            ]
+        )
+    lines += _table(["worker", "module", "tests", "start", "end", "seconds", "longest setup"], rows)
+    for kind, title, header in (
+        ("fixture", "fixture set-ups", ["seconds", "fixture", "first test", "scope"]),
+        ("call", "calls", ["seconds", "test"]),
+        ("teardown", "teardowns", ["seconds", "test"]),
+    ):
+        lines += ["", f"## The {SLOWEST_ROWS} slowest {title}", ""]
+        lines += _table([*header, "worker", "start", "end"], _slowest(records, kind, started))
+    return "\n".join(lines) + "\n"
