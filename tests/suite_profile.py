@@ -8,7 +8,11 @@
 - `DIR/profile.md`: the tables docs/tests.md shows: each worker's span and busy
   time, each module's span on its worker in the order the worker ran them, and
   the slowest fixture set-ups, calls and teardowns; with the load average at the
-  start, the highest seen, and at the end.
+  start, the highest seen, and at the end;
+- `DIR/steps.csv`, and a table in profile.md: each execution of a compiled package
+  (`execute` in tests/harness.py reports its summary here), step by step: its
+  seconds, the part spent starting the step's process before its executor ran,
+  and run_compiled.py's own time outside the steps.
 
 Without the option nothing is registered: no hook of this module's recorder runs.
 A fixture's set-up is timed around pytest's own `pytest_fixture_setup`, after the
@@ -32,6 +36,20 @@ OPTION = "--suite-profile"
 # How many rows each "slowest" table of profile.md keeps (profile.csv keeps all).
 SLOWEST_ROWS = 20
 _WORKEROUTPUT_KEY = "suite_profile"
+_WORKEROUTPUT_STEPS_KEY = "suite_profile_steps"
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step of one execution of a compiled package (run_compiled.py's summary)."""
+
+    test: str  # the test (or the fixture's first test) that executed the package
+    worker: str
+    execution: str  # the name `execute` gave it ("first", "second", ...)
+    step: str
+    status: str
+    seconds: float
+    startup_seconds: float  # from the process's start to the executor's first line
 
 
 @dataclass(frozen=True)
@@ -75,6 +93,36 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(Recorder(directory), "suite_profile_recorder")
 
 
+# This process's recorder while --suite-profile is on (tests/harness.py reports to it).
+_ACTIVE: list[Recorder] = []
+
+
+def record_execution(name: str, summary: dict) -> None:
+    """An executed package's summary, charged to the running test; nothing when off."""
+    if not _ACTIVE:
+        return
+    recorder = _ACTIVE[0]
+    recorder.steps.extend(
+        StepRecord(
+            recorder.current_test,
+            _worker(),
+            name,
+            step,
+            outcome["status"],
+            float(outcome.get("seconds") or 0.0),
+            float(outcome.get("startup_seconds") or 0.0),
+        )
+        for step, outcome in summary["steps"].items()
+    )
+    # run_compiled.py's own time: kfp.local, the driver, the launcher, between steps.
+    outside = summary["seconds"] - sum(
+        float(o.get("seconds") or 0.0) for o in summary["steps"].values()
+    )
+    recorder.steps.append(
+        StepRecord(recorder.current_test, _worker(), name, "(outside steps)", "", outside, 0.0)
+    )
+
+
 def _worker() -> str:
     return os.environ.get("PYTEST_XDIST_WORKER", "main")
 
@@ -89,6 +137,8 @@ class Recorder:
         self.started = time.time()
         self.loads = [os.getloadavg()[0]]
         self.current_test = ""
+        self.steps: list[StepRecord] = []
+        _ACTIVE[:] = [self]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> None:
@@ -132,17 +182,22 @@ class Recorder:
     def pytest_testnodedown(self, node, error) -> None:
         rows = getattr(node, "workeroutput", {}).get(_WORKEROUTPUT_KEY, [])
         self.records.extend(Record(**row) for row in rows)
+        steps = getattr(node, "workeroutput", {}).get(_WORKEROUTPUT_STEPS_KEY, [])
+        self.steps.extend(StepRecord(**row) for row in steps)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         workeroutput = getattr(session.config, "workeroutput", None)
         if workeroutput is not None:  # an xdist worker: hand the records over
             workeroutput[_WORKEROUTPUT_KEY] = [asdict(r) for r in self.records]
+            workeroutput[_WORKEROUTPUT_STEPS_KEY] = [asdict(s) for s in self.steps]
             return
         self.loads.append(os.getloadavg()[0])
         self.directory.mkdir(parents=True, exist_ok=True)
         write_csv(self.directory / "profile.csv", self.records, self.started)
+        write_steps_csv(self.directory / "steps.csv", self.steps)
         (self.directory / "profile.md").write_text(
             render_markdown(self.records, self.started, time.time(), self.loads)
+            + render_steps(self.steps)
         )
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
@@ -164,6 +219,55 @@ def write_csv(path: Path, records: list[Record], started: float) -> None:
                     f"{r.seconds:.2f}",
                 ]
             )
+
+
+def write_steps_csv(path: Path, steps: list[StepRecord]) -> None:
+    names = [f.name for f in fields(StepRecord)]
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(names)
+        writer.writerows([getattr(s, n) for n in names] for s in steps)
+
+
+def render_steps(steps: list[StepRecord]) -> str:
+    """Each execution's seconds, in steps and start-up, and each step's over all executions."""
+    if not steps:
+        return ""
+    executions: dict[tuple[str, str, str], list[StepRecord]] = defaultdict(list)
+    by_step: dict[str, list[StepRecord]] = defaultdict(list)
+    for s in steps:
+        executions[(s.test.split("::", 1)[0], s.execution, s.worker)].append(s)
+        by_step[s.step].append(s)
+    rows = [
+        [
+            f"`{module}`",
+            execution,
+            worker,
+            str(sum(s.step != "(outside steps)" for s in own)),
+            str(sum(s.status == "CACHED" for s in own)),
+            f"{sum(s.seconds for s in own):.0f}",
+            f"{sum(s.startup_seconds for s in own):.0f}",
+            f"{sum(s.seconds for s in own if s.step == '(outside steps)'):.0f}",
+        ]
+        for (module, execution, worker), own in executions.items()
+    ]
+    lines = ["", "## Executed packages, step by step", ""]
+    lines += _table(
+        ["module", "execution", "worker", "steps", "cached", "seconds", "start-up s", "outside s"],
+        rows,
+    )
+    lines += ["", "## Each step over all executions", ""]
+    rows = [
+        [
+            f"`{step}`",
+            str(len(own)),
+            f"{sum(s.seconds for s in own):.0f}",
+            f"{sum(s.startup_seconds for s in own):.0f}",
+        ]
+        for step, own in sorted(by_step.items(), key=lambda kv: -sum(s.seconds for s in kv[1]))
+    ]
+    lines += _table(["step", "executions", "seconds", "start-up s"], rows)
+    return "\n".join(lines) + "\n"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:

@@ -30,6 +30,14 @@ SUITE = {
         "    pass\n"
     ),
     "test_b.py": "import time\n\ndef test_three():\n    time.sleep(0.2)\n",
+    # What tests/harness.py's `execute` reports: run_compiled.py's summary of one execution.
+    "test_steps.py": (
+        "from tests import suite_profile\n\n"
+        "def test_executes_a_package():\n"
+        "    suite_profile.record_execution('first', {'seconds': 10.0, 'steps': {\n"
+        "        'ExampleGen': {'status': 'SUCCESS', 'seconds': 6.0, 'startup_seconds': 4.5},\n"
+        "        'Pusher': {'status': 'CACHED', 'seconds': 1.0, 'startup_seconds': None}}})\n"
+    ),
     "test_off.py": (
         "def test_no_recorder_without_the_option(request):\n"
         "    assert request.config.pluginmanager.get_plugin('suite_profile_recorder') is None\n"
@@ -72,6 +80,7 @@ def test_the_profile_times_fixtures_and_phases_and_shows_each_workers_share(tmp_
         str(out),
         "test_a.py",
         "test_b.py",
+        "test_steps.py",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"suite profile: {out / 'profile.md'}" in proc.stdout
@@ -110,6 +119,21 @@ def test_the_profile_times_fixtures_and_phases_and_shows_each_workers_share(tmp_
     for module in ("test_a.py", "test_b.py"):
         assert f"| {workers[module].pop()} | `{module}` |" in page
     assert "| `slow_fixture` | `test_a.py::test_one` | module |" in page
+
+    # An executed package's steps, charged to the test that executed it, on its worker.
+    with (out / "steps.csv").open(newline="") as f:
+        steps = {r["step"]: r for r in csv.DictReader(f)}
+    assert set(steps) == {"ExampleGen", "Pusher", "(outside steps)"}
+    assert {r["test"] for r in steps.values()} == {"test_steps.py::test_executes_a_package"}
+    assert steps["ExampleGen"]["worker"] in ("gw0", "gw1")
+    assert (
+        float(steps["ExampleGen"]["seconds"]),
+        float(steps["ExampleGen"]["startup_seconds"]),
+    ) == (6.0, 4.5)
+    assert float(steps["(outside steps)"]["seconds"]) == 3.0
+    worker = steps["ExampleGen"]["worker"]
+    # steps 2 (one cached), 10 s in all, 4.5 s starting, 3 s outside the steps
+    assert f"| `test_steps.py` | first | {worker} | 2 | 1 | 10 | 4 | 3 |" in page
 
 
 def test_without_xdist_the_one_process_writes_the_profile(tmp_path):
