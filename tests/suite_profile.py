@@ -12,7 +12,8 @@
 - `DIR/steps.csv`, and a table in profile.md: each execution of a compiled package
   (`execute` in tests/harness.py reports its summary here), step by step: its
   seconds, the part spent starting the step's process before its executor ran,
-  and run_compiled.py's own time outside the steps.
+  and the rest of the execution's time: earlier attempts of retried steps
+  (a step's seconds are its last attempt's), kfp.local and the driver.
 
 Without the option nothing is registered: no hook of this module's recorder runs.
 A fixture's set-up is timed around pytest's own `pytest_fixture_setup`, after the
@@ -37,6 +38,8 @@ OPTION = "--suite-profile"
 SLOWEST_ROWS = 20
 _WORKEROUTPUT_KEY = "suite_profile"
 _WORKEROUTPUT_STEPS_KEY = "suite_profile_steps"
+# The row of an execution's time outside its steps' last attempts.
+OTHER = "(earlier attempts, between steps)"
 
 
 @dataclass(frozen=True)
@@ -114,12 +117,13 @@ def record_execution(name: str, summary: dict) -> None:
         )
         for step, outcome in summary["steps"].items()
     )
-    # run_compiled.py's own time: kfp.local, the driver, the launcher, between steps.
+    # The rest: a retried step's earlier attempts (its seconds are the last
+    # attempt's), kfp.local and the driver between the steps.
     outside = summary["seconds"] - sum(
         float(o.get("seconds") or 0.0) for o in summary["steps"].values()
     )
     recorder.steps.append(
-        StepRecord(recorder.current_test, _worker(), name, "(outside steps)", "", outside, 0.0)
+        StepRecord(recorder.current_test, _worker(), name, OTHER, "", outside, 0.0)
     )
 
 
@@ -243,17 +247,17 @@ def render_steps(steps: list[StepRecord]) -> str:
             f"`{module}`",
             execution,
             worker,
-            str(sum(s.step != "(outside steps)" for s in own)),
+            str(sum(s.step != OTHER for s in own)),
             str(sum(s.status == "CACHED" for s in own)),
             f"{sum(s.seconds for s in own):.0f}",
             f"{sum(s.startup_seconds for s in own):.0f}",
-            f"{sum(s.seconds for s in own if s.step == '(outside steps)'):.0f}",
+            f"{sum(s.seconds for s in own if s.step == OTHER):.0f}",
         ]
         for (module, execution, worker), own in executions.items()
     ]
     lines = ["", "## Executed packages, step by step", ""]
     lines += _table(
-        ["module", "execution", "worker", "steps", "cached", "seconds", "start-up s", "outside s"],
+        ["module", "execution", "worker", "steps", "cached", "seconds", "start-up s", "other s"],
         rows,
     )
     lines += ["", "## Each step over all executions", ""]

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests import suite_profile
 from tests.conftest import REPO_ROOT
 
 # A fixture with a known set-up and teardown, a test with a known call, and a
@@ -123,16 +124,16 @@ def test_the_profile_times_fixtures_and_phases_and_shows_each_workers_share(tmp_
     # An executed package's steps, charged to the test that executed it, on its worker.
     with (out / "steps.csv").open(newline="") as f:
         steps = {r["step"]: r for r in csv.DictReader(f)}
-    assert set(steps) == {"ExampleGen", "Pusher", "(outside steps)"}
+    assert set(steps) == {"ExampleGen", "Pusher", suite_profile.OTHER}
     assert {r["test"] for r in steps.values()} == {"test_steps.py::test_executes_a_package"}
     assert steps["ExampleGen"]["worker"] in ("gw0", "gw1")
     assert (
         float(steps["ExampleGen"]["seconds"]),
         float(steps["ExampleGen"]["startup_seconds"]),
     ) == (6.0, 4.5)
-    assert float(steps["(outside steps)"]["seconds"]) == 3.0
+    assert float(steps[suite_profile.OTHER]["seconds"]) == 3.0
     worker = steps["ExampleGen"]["worker"]
-    # steps 2 (one cached), 10 s in all, 4.5 s starting, 3 s outside the steps
+    # steps 2 (one cached), 10 s in all, 4.5 s starting, 3 s other
     assert f"| `test_steps.py` | first | {worker} | 2 | 1 | 10 | 4 | 3 |" in page
 
 
