@@ -93,7 +93,10 @@ def pytest_configure(config: pytest.Config) -> None:
     directory = Path(target)
     if directory.exists() and not directory.is_dir():
         raise pytest.UsageError(f"{OPTION}: {directory} exists and is not a directory")
-    config.pluginmanager.register(Recorder(directory), "suite_profile_recorder")
+    # xdist hands each worker its id; PYTEST_XDIST_WORKER would also be inherited
+    # by a pytest that a test starts.
+    worker = getattr(config, "workerinput", {}).get("workerid", "main")
+    config.pluginmanager.register(Recorder(directory, worker), "suite_profile_recorder")
 
 
 # This process's recorder while --suite-profile is on (tests/harness.py reports to it).
@@ -108,7 +111,7 @@ def record_execution(name: str, summary: dict) -> None:
     recorder.steps.extend(
         StepRecord(
             recorder.current_test,
-            _worker(),
+            recorder.worker,
             name,
             step,
             outcome["status"],
@@ -123,20 +126,17 @@ def record_execution(name: str, summary: dict) -> None:
         float(o.get("seconds") or 0.0) for o in summary["steps"].values()
     )
     recorder.steps.append(
-        StepRecord(recorder.current_test, _worker(), name, OTHER, "", outside, 0.0)
+        StepRecord(recorder.current_test, recorder.worker, name, OTHER, "", outside, 0.0)
     )
-
-
-def _worker() -> str:
-    return os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 
 class Recorder:
     """Times fixtures and test phases in each process; the controller (or the
     only process, without xdist) gathers the workers' records and writes the files."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, worker: str) -> None:
         self.directory = directory
+        self.worker = worker
         self.records: list[Record] = []
         self.started = time.time()
         self.loads = [os.getloadavg()[0]]
@@ -160,7 +160,7 @@ class Recorder:
                     fixturedef.argname,
                     self.current_test,
                     fixturedef.scope,
-                    _worker(),
+                    self.worker,
                     start,
                     time.time(),
                 )
@@ -176,7 +176,7 @@ class Recorder:
                 report.nodeid,
                 report.nodeid,
                 report.outcome,
-                _worker(),
+                self.worker,
                 report.start,
                 report.stop,
             )

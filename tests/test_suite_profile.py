@@ -46,13 +46,13 @@ SUITE = {
 }
 
 
-def run_suite(project: Path, *args: str) -> subprocess.CompletedProcess:
+def run_suite(project: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     for name, text in SUITE.items():
         (project / name).write_text(text)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
         cwd=project,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **env},
         capture_output=True,
         text=True,
         timeout=120,
@@ -139,7 +139,11 @@ def test_the_profile_times_fixtures_and_phases_and_shows_each_workers_share(tmp_
 
 def test_without_xdist_the_one_process_writes_the_profile(tmp_path):
     out = tmp_path / "profile"
-    proc = run_suite(tmp_path, "-p", "no:xdist", "--suite-profile", str(out), "test_b.py")
+    # A pytest that an xdist worker's test starts inherits the worker's variable.
+    proc = run_suite(
+        tmp_path, "-p", "no:xdist", "--suite-profile", str(out), "test_b.py",
+        PYTEST_XDIST_WORKER="gw7",
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     call = only(read_profile(out), "call", "test_b.py::test_three")
     assert call["worker"] == "main"
