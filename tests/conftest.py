@@ -22,6 +22,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # tests/harness.py asserts for several test modules: its asserts report their
 # values as a test module's do (registered before any test module imports it).
 pytest.register_assert_rewrite("tests.harness")
+# `./dev test --suite-profile DIR`: the suite's profile (docs/tests.md); off by default.
+pytest_plugins = ("tests.suite_profile",)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TAXI_CSV = REPO_ROOT / "data" / "chicago_taxi" / "data.csv"
@@ -86,8 +88,8 @@ LONGEST_MODULES = (
     "tests.test_kubeflow_executed",
     "tests.test_kubeflow_cluster_services",
     "tests.test_kubeflow_tfjob_executed",
-    "tests.test_kubeflow_scoring_executed",
     "tests.test_kubeflow_tuning_executed",
+    "tests.test_kubeflow_scoring_executed",
     "tests.test_local_loop",
     "tests.test_bring_your_own_data",
     "tests.test_spans",

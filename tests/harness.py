@@ -44,6 +44,7 @@ from pipeline.beam import beam_pipeline_args
 from pipeline.config import PipelineConfig
 from pipeline.local.node_launch import tfx_not_shipped_to_beam_workers
 from pipeline.pipeline import build_eval_config, create_pipeline
+from tests import suite_profile
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, load_schema
 from tests.raw_examples import serialize_rows
 from tests.span_data import span_schema_dir
@@ -449,6 +450,7 @@ def execute(
     )  # fmt: skip
     assert summary_file.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads(summary_file.read_text())
+    suite_profile.record_execution(name, summary)
     if expect_success:
         failed = {
             k: v["log_tail"]

@@ -130,3 +130,48 @@ def test_the_fast_tier_time_limit_is_strict_only_when_the_fast_tier_runs_alone(m
 
     config = types.SimpleNamespace(getoption=lambda name: markexpr if name == "markexpr" else None)
     assert fast_test_limit(config) == limit
+
+
+# The pages that hold measured figures (docs/benchmarks.md#load): each table of
+# them with a measured column says, in its header or in the prose just before it,
+# the load average it was taken at, or that it was not recorded.
+FIGURE_PAGES = ("benchmarks.md", "tests.md", "where-the-time-goes.md", "scale.md")
+_MEASURED_COLUMN = re.compile(
+    r"\bseconds\b|\bwall\b|\bCPU s\b|\bwall s\b|examples/s|\bpeak\b|\bmedian\b", re.IGNORECASE
+)
+_LOAD_NAMED = re.compile(
+    r"\bload (average|not recorded|of \d|before|\d)|\bloaded\b|\bload\b[^.|]*\bnot recorded\b",
+    re.IGNORECASE,
+)
+
+
+def figure_tables(text: str) -> list[tuple[str, str]]:
+    """(header row, the prose since the previous heading or table) of each table whose
+    header names a measured quantity."""
+    tables, prose, in_table = [], [], False
+    for line in text.splitlines():
+        if line.startswith("|"):
+            if not in_table and _MEASURED_COLUMN.search(line):
+                tables.append((line, "\n".join(prose)))
+            in_table = True
+            continue
+        if in_table or line.startswith("#"):
+            prose = []
+        in_table = False
+        prose.append(line)
+    return tables
+
+
+def test_every_figure_table_names_the_load_it_was_taken_at():
+    tables = [
+        (page, header, before)
+        for page in FIGURE_PAGES
+        for header, before in figure_tables((REPO_ROOT / "docs" / page).read_text())
+    ]
+    assert len(tables) >= 10  # the tables are found, not skipped
+    missing = [
+        f"{page}: {header[:80]}"
+        for page, header, before in tables
+        if not (_LOAD_NAMED.search(before) or "load" in header.lower())
+    ]
+    assert missing == [], "name the load average (or 'load not recorded') before: " + str(missing)
