@@ -13,11 +13,9 @@ from tfx.components.example_gen.csv_example_gen import executor as stock_csv_exe
 from tfx.proto import example_gen_pb2
 from tfx.utils import proto_utils
 
-from components.example_gen import (
-    INPUT_WINDOW_KEY,
-    ExampleGen,
+from components.example_gen import INPUT_WINDOW_KEY, ExampleGen, SpanResolvingExecutor
+from components.input_resolution import (
     InputPatternError,
-    SpanResolvingExecutor,
     input_config,
     input_window,
     resolve_input,
