@@ -58,7 +58,7 @@ def lint_imports(project: Path) -> subprocess.CompletedProcess:
 def test_the_project_keeps_its_import_contracts():
     proc = lint_imports(REPO_ROOT)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "3 kept, 0 broken" in proc.stdout
+    assert "5 kept, 0 broken" in proc.stdout
 
 
 def test_an_upward_import_a_runner_import_and_a_cycle_each_break_a_contract(tmp_path):
@@ -71,11 +71,27 @@ def test_an_upward_import_a_runner_import_and_a_cycle_each_break_a_contract(tmp_
     proc = lint_imports(project)
     assert proc.returncode != 0
     report = proc.stdout
-    assert "0 kept, 3 broken" in report
+    assert "2 kept, 3 broken" in report
     assert "trainer.upward -> pipeline.pipeline" in report
     assert "pipeline.runner_import -> local_runner" in report
     assert "pipeline.kubeflow_import -> kubeflow.pipeline_steps" in report
     assert "circle_a" in report and "circle_b" in report
+
+
+def test_a_light_step_importing_a_component_module_or_tfma_breaks_a_contract(tmp_path):
+    # docs/kubeflow.md, "What a step loads": the Deploy step needs the Pusher's
+    # property names, not its module; the scorer reads no evaluation.
+    project = copy_project(tmp_path / "project")
+    deploy = project / "kubeflow" / "steps" / "deploy.py"
+    deploy.write_text(deploy.read_text() + "\nfrom components import pusher  # noqa\n")
+    scorer = project / "components" / "batch_scorer.py"
+    scorer.write_text(scorer.read_text() + "\nimport tensorflow_model_analysis  # noqa\n")
+    proc = lint_imports(project)
+    assert proc.returncode != 0
+    report = proc.stdout
+    assert "3 kept, 2 broken" in report
+    assert "kubeflow.steps.deploy -> components.pusher" in report
+    assert "components.batch_scorer -> tensorflow_model_analysis" in report
 
 
 def deptry(project: Path) -> subprocess.CompletedProcess:
