@@ -17,8 +17,9 @@ is in) is started in a fresh interpreter, twice over:
 
 Each row gives the wall seconds of those imports, the process's peak resident
 memory (`ru_maxrss`) and which of TensorFlow, TFMA and Beam it loaded. With
-`--base REV` the same rows are taken from a temporary git worktree of REV with
-the same interpreter, so both trees run in one sitting at one load. The load
+`--base REV` the same rows are taken from REV's files (`git archive`, in a
+temporary directory) with the same interpreter, so both trees run in one
+sitting at one load; the executors are those this tree's packages name. The load
 average is printed before and after: docs/benchmarks.md compares only figures
 taken below 1.5 on its two cores.
 """
@@ -143,21 +144,19 @@ def best_of(class_path: str, mode: str, tree: Path, repeat: int) -> Startup:
 
 
 @contextlib.contextmanager
-def worktree(revision: str) -> Iterator[Path]:
-    """A temporary, detached git worktree of `revision`, removed afterwards."""
+def tree_at(revision: str) -> Iterator[Path]:
+    """`revision`'s files (`git archive`), in a temporary directory removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="step-startup-") as tmp:
-        path = Path(tmp) / "tree"
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", "--quiet", str(path), revision],
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", revision],
             cwd=REPO_ROOT,
-            check=True,
+            capture_output=True,
+            check=False,
         )
-        try:
-            yield path
-        finally:
-            subprocess.run(
-                ["git", "worktree", "remove", "--force", str(path)], cwd=REPO_ROOT, check=False
-            )
+        if archive.returncode != 0:
+            raise SystemExit(f"error: --base {revision}: {archive.stderr.decode().strip()}")
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        yield Path(tmp)
 
 
 def load_average() -> str:
@@ -195,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         trees = [("this tree", REPO_ROOT)]
         if args.base:
-            trees.insert(0, (args.base, stack.enter_context(worktree(args.base))))
+            trees.insert(0, (args.base, stack.enter_context(tree_at(args.base))))
         for package in wanted:
             print(f"{package} package, best of {args.repeat}\n")
             print("| tree | executor | start | seconds | peak MB | loads |")
