@@ -16,12 +16,12 @@ is in) is started in a fresh interpreter, twice over:
   then the executor class.
 
 Each row gives the wall seconds of those imports, the process's peak resident
-memory (`ru_maxrss`) and which of TensorFlow, TFMA and Beam it loaded. With
-`--base REV` the same rows are taken from REV's files (`git archive`, in a
-temporary directory) with the same interpreter, so both trees run in one
-sitting at one load; the executors are those this tree's packages name. The load
-average is printed before and after: docs/benchmarks.md compares only figures
-taken below 1.5 on its two cores.
+memory (Linux's `VmHWM`; `ru_maxrss` elsewhere) and which of TensorFlow, TFMA
+and Beam it loaded. With `--base REV` the same rows are taken from REV's
+files (`git archive`, in a temporary directory) with the same interpreter, so
+both trees run in one sitting at one load; the executors are those this
+tree's packages name. The load average is printed before and after:
+docs/benchmarks.md compares only figures taken below 1.5 on its two cores.
 """
 
 from __future__ import annotations
@@ -59,9 +59,17 @@ if mode == "pod":
     step_entrypoint.register_kfp_artifact_types()
 module, name = class_path.rsplit(".", 1)
 getattr(importlib.import_module(module), name)
+seconds = time.perf_counter() - start
+# This process's own peak (VmHWM, kB): ru_maxrss keeps the high-water mark of the
+# process it was forked from across exec, a whole pytest worker's under the tests.
+try:
+    with open("/proc/self/status") as f:
+        peak_kb = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+except (OSError, StopIteration):
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({
-    "seconds": time.perf_counter() - start,
-    "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    "seconds": seconds,
+    "peak_mb": peak_kb / 1024,
     "modules": sorted(m for m in sys.modules if "." not in m),
 }))
 """

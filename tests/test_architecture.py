@@ -73,7 +73,7 @@ def test_an_upward_import_a_runner_import_a_cycle_and_a_heavy_light_step_each_br
     # docs/kubeflow.md, "What a step loads": the Deploy step needs the Pusher's
     # property names, not its module; the scorer reads no evaluation.
     deploy = project / "kubeflow" / "steps" / "deploy.py"
-    deploy.write_text(deploy.read_text() + "\nfrom components import pusher  # noqa\n")
+    deploy.write_text(deploy.read_text() + "\nimport components.pusher  # noqa\n")
     scorer = project / "components" / "batch_scorer.py"
     scorer.write_text(scorer.read_text() + "\nimport tensorflow_model_analysis  # noqa\n")
     proc = lint_imports(project)

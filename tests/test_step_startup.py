@@ -46,9 +46,10 @@ WITHOUT_TFMA = frozenset(
     }
 )
 TFMA = "tensorflow_model_analysis"
-# Peak resident memory of a step that loads TensorFlow and Beam but not TFMA
-# (TFX's artifact classes and `@component` import both); TFMA adds more than
-# the margin. docs/benchmarks.md, "Step start-up", has the measured figures.
+# Peak resident memory (the fresh process's own, benchmarks/step_startup.py) of
+# a step that loads TensorFlow and Beam but not TFMA (TFX's artifact classes
+# and `@component` import both); TFMA adds more than the margin.
+# docs/benchmarks.md, "Step start-up", has the command that measures it.
 PEAK_MB_WITHOUT_TFMA = 740
 
 
@@ -61,8 +62,9 @@ def package_executors(tmp_path_factory) -> dict[str, list[str]]:
 def test_every_executor_of_the_packages_is_accounted_for(package_executors):
     named = {c for classes in package_executors.values() for c in classes}
     ours = {c for c in named if not c.startswith(TFX_PREFIX)}
+    placed = ON_TFX_COMPONENTS | WITHOUT_TFMA
     # A new step is placed in one of the two sets, so the next test starts it.
-    assert ours == ON_TFX_COMPONENTS | WITHOUT_TFMA, sorted(ours ^ (ON_TFX_COMPONENTS | WITHOUT_TFMA))
+    assert ours == placed, sorted(ours ^ placed)
     assert "kubeflow.steps.deploy.Deploy_Executor" in package_executors["training"]
     assert package_executors["scoring"] and package_executors["tuning"]
 
