@@ -70,10 +70,12 @@ def test_an_upward_import_a_runner_import_a_cycle_and_a_heavy_light_step_each_br
     (project / "pipeline" / "kubeflow_import.py").write_text("import kubeflow.pipeline_steps\n")
     (project / "components" / "circle_a.py").write_text("from components import circle_b\n")
     (project / "components" / "circle_b.py").write_text("from components import circle_a\n")
-    # docs/kubeflow.md, "What a step loads": the Deploy step needs the Pusher's
-    # property names, not its module; the scorer reads no evaluation.
-    deploy = project / "kubeflow" / "steps" / "deploy.py"
-    deploy.write_text(deploy.read_text() + "\nimport components.pusher  # noqa\n")
+    # docs/kubeflow.md, "What a step loads": the served model's reader needs
+    # ExampleGen's property names, not its module; the scorer reads no evaluation.
+    served = project / "components" / "served_model.py"
+    served.write_text(
+        served.read_text() + "\nfrom components.example_gen import ExampleGen  # noqa\n"
+    )
     scorer = project / "components" / "batch_scorer.py"
     scorer.write_text(scorer.read_text() + "\nimport tensorflow_model_analysis  # noqa\n")
     proc = lint_imports(project)
@@ -84,7 +86,7 @@ def test_an_upward_import_a_runner_import_a_cycle_and_a_heavy_light_step_each_br
     assert "pipeline.runner_import -> local_runner" in report
     assert "pipeline.kubeflow_import -> kubeflow.pipeline_steps" in report
     assert "circle_a" in report and "circle_b" in report
-    assert "kubeflow.steps.deploy -> components.pusher" in report
+    assert "components.served_model -> components.example_gen" in report
     assert "components.batch_scorer -> tensorflow_model_analysis" in report
 
 
