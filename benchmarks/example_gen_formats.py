@@ -47,7 +47,8 @@ import resource, sys, time
 from pathlib import Path
 from tfx.components.example_gen.custom_executors import parquet_executor
 from tfx.utils import proto_utils
-from components.example_gen import SpanResolvingExecutor, input_config
+from components.example_gen import SpanResolvingExecutor
+from components.input_resolution import input_config
 from pipeline.beam import beam_pipeline_args
 from tests.harness import run_example_gen
 executor = {"ours": SpanResolvingExecutor, "stock": parquet_executor.Executor}[sys.argv[1]]

@@ -26,19 +26,20 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_artifacts
 
-from components.example_gen import FINGERPRINT_PROPERTY, SPAN_PROPERTY
+from components.artifact_names import (
+    ERRORS_PROPERTY,
+    FINGERPRINT_PROPERTY,
+    MODEL_DIGEST_PROPERTY,
+    MODEL_VERSION_PROPERTY,
+    PARTITION_PROPERTY,
+    ROWS_PROPERTY,
+    SPAN_PROPERTY,
+    SPAN_SCORED_PROPERTY,
+    STATUS_PROPERTY,
+)
+from components.scored_output import MANIFEST_FILE
 from components.scoring import ScoringSettings, score_partition
 from components.served_version import choose_version
-
-MANIFEST_FILE = "manifest.json"
-# Custom properties of the `scores` artifact: the run summary and report read them.
-STATUS_PROPERTY = "status"
-ROWS_PROPERTY = "rows"
-ERRORS_PROPERTY = "errors"
-MODEL_VERSION_PROPERTY = "model_version"
-MODEL_DIGEST_PROPERTY = "model_digest"
-PARTITION_PROPERTY = "partition"
-SPAN_SCORED_PROPERTY = "scored_span"
 
 
 def example_files(examples) -> "list[str]":

@@ -33,10 +33,8 @@ says so. It reads state outside the pipeline, so it never comes from cache
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
 
 from absl import logging
-from tfx import types
 from tfx.components.statistics_gen import stats_artifact_utils
 from tfx.dsl.component.experimental.annotations import (
     InputArtifact,
@@ -48,12 +46,12 @@ from tfx.dsl.io import fileio
 from tfx.types import standard_artifacts
 from tfx.utils import io_utils
 
+from components.artifact_names import TRAINING_SPLIT
 from components.data_gate import DataValidationError
-from components.pusher import TRAINING_SPLIT
+from components.drift_result import DRIFT_FILE, DataDrift, DriftResult, FeatureComparison
 from components.served_model import served_statistics
 from trainer.dataset_spec import DriftSpec
 
-DRIFT_FILE = "drift.json"
 # TFDV's measurement types, by our measure names.
 _TFDV_MEASURES = {
     "l_infinity": "L_INFTY",
@@ -64,63 +62,6 @@ _TFDV_MEASURES = {
 
 class DataDriftError(DataValidationError):
     """A feature drifted beyond its threshold (in `fail` mode) from the served model's data."""
-
-
-@dataclass(frozen=True)
-class FeatureComparison:
-    """One feature's drift measure against its threshold."""
-
-    feature: str
-    measure: str
-    threshold: float
-    mode: str
-    value: "float | None"  # None: TFDV could not measure it (absent from one side)
-
-    @property
-    def drifted(self) -> bool:
-        return self.value is not None and self.value > self.threshold
-
-    @property
-    def status(self) -> str:
-        if self.value is None:
-            return "not measured"
-        if not self.drifted:
-            return "ok"
-        return "drift" if self.mode == "fail" else "drift (warn)"
-
-    def describe(self) -> str:
-        return (
-            f"feature '{self.feature}': {self.measure} {self.value:.4g} > threshold "
-            f"{self.threshold:g}"
-        )
-
-
-@dataclass(frozen=True)
-class DriftResult:
-    """The drift check of one run, as the report shows it."""
-
-    # The served version whose training statistics were compared; None if nothing is served.
-    baseline_version: "str | None" = None
-    baseline_statistics: "str | None" = None
-    note: str = ""
-    comparisons: "tuple[FeatureComparison, ...]" = field(default_factory=tuple)
-
-    @property
-    def failures(self) -> "list[FeatureComparison]":
-        return [c for c in self.comparisons if c.drifted and c.mode == "fail"]
-
-    @property
-    def warnings(self) -> "list[FeatureComparison]":
-        return [c for c in self.comparisons if c.drifted and c.mode == "warn"]
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> "DriftResult":
-        values = json.loads(text)
-        comparisons = tuple(FeatureComparison(**c) for c in values.pop("comparisons"))
-        return cls(comparisons=comparisons, **values)
 
 
 def compare(current, previous, schema, drift: DriftSpec) -> "tuple[FeatureComparison, ...]":
@@ -232,22 +173,6 @@ def check_against_served(current, schema, drift: DriftSpec, serving_model_dir: s
         )
     comparisons = compare(current, tfdv.load_stats_binary(path), schema, drift)
     return DriftResult(baseline_version=version, baseline_statistics=path, comparisons=comparisons)
-
-
-def read_result(uri: str) -> DriftResult:
-    with fileio.open(os.path.join(uri, DRIFT_FILE)) as f:
-        return DriftResult.from_json(f.read())
-
-
-class DataDrift(types.Artifact):
-    """A directory holding `drift.json`: a DriftResult."""
-
-    # TFX's Kubeflow V2 compiler writes TYPE_NAME as the schema title, which
-    # must be `<namespace>.<Title>`, and its container entrypoint imports the
-    # class back from that title. So it is an import path: `components`
-    # exports this class. (A title that is no import path compiles, and the
-    # step then fails; kubeflow/reference/run_compiled.py caught one.)
-    TYPE_NAME = "components.DataDrift"
 
 
 @component

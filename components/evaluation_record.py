@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,6 @@ from tfx.utils import proto_utils
 
 from components import batched_metrics, evaluation_extractors
 from components.served_model import (
-    SERVED_EVALUATION_FILE,
     add_directory,
     model_digest,
     signature_defs,
@@ -182,19 +180,6 @@ def why_not_reusable(
     if baseline_digest() != stored.get("candidate_model"):
         return "the served model is not the one its record evaluated"
     return None
-
-
-def read_served_record(baseline_dir: str) -> dict[str, Any] | None:
-    """The record a served version (copied into `baseline_dir`) holds, or None."""
-    path = os.path.join(baseline_dir, SERVED_EVALUATION_FILE)
-    if not fileio.exists(path):
-        return None
-    with fileio.open(path) as f:
-        try:
-            loaded = json.load(f)
-        except ValueError:
-            return {}  # unreadable: "another format"
-    return loaded if isinstance(loaded, dict) else {}
 
 
 def write_record(path: str, record: Mapping[str, Any]) -> None:

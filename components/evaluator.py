@@ -66,7 +66,12 @@ from components import (
     evaluation_record,
 )
 from components.evaluation_record import COMPUTED, NO_BASELINE, REUSED
-from components.served_model import EVALUATED_FILE, is_served_baseline, model_digest
+from components.served_model import (
+    EVALUATED_FILE,
+    is_served_baseline,
+    model_digest,
+    read_served_record,
+)
 
 # TFX reads `custom_extractors` from the module these name (tfx udf_utils).
 _MODULE_KEYS = ("module_file", "module_path")
@@ -154,7 +159,7 @@ def plan_evaluation(
         )
     if baseline_dir is not None:
         served = baseline_dir
-        stored = evaluation_record.read_served_record(served)
+        stored = read_served_record(served)
         why = evaluation_record.why_not_reusable(stored, record, lambda: model_digest(served))
         if why is None and stored is not None:
             plan.stored_sums = stored["candidate_sums"]

@@ -48,6 +48,7 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ChannelParameter
 from tfx.utils import io_utils, proto_utils
 
+from components.artifact_names import ALREADY_SERVED_PROPERTY, TRAINING_SPLIT
 from components.served_model import (
     EVALUATED_FILE,
     PUSH_RECORD_FILE,
@@ -57,14 +58,8 @@ from components.served_model import (
     model_digest,
 )
 
-ALREADY_SERVED_PROPERTY = "already_served"
-# What TFX's Pusher records on its PushedModel (its own names are private).
-PUSHED_PROPERTY = "pushed"
-PUSHED_DESTINATION_PROPERTY = "pushed_destination"
 TRAINING_STATISTICS_KEY = "training_statistics"
 EVALUATION_KEY = standard_component_specs.EVALUATION_KEY
-# The split whose statistics describe the data a model learned from.
-TRAINING_SPLIT = "train"
 
 
 def served_duplicate(model_path: str, serving_model_dir: str) -> str | None:

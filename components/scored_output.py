@@ -41,6 +41,8 @@ PART_PREFIX = "part"
 FORMATS = ("parquet", "csv")
 # The manifest's own format; a reader refuses another.
 MANIFEST_FORMAT = 1
+# The manifest's copy in the BatchScorer's `scores` artifact.
+MANIFEST_FILE = "manifest.json"
 # How many duplicate keys a refusal lists.
 DUPLICATES_LISTED = 5
 

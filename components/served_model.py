@@ -18,6 +18,7 @@ caching off for it.
 # the real annotation objects.
 
 import hashlib
+import json
 import os
 from typing import Any
 
@@ -85,6 +86,19 @@ def served_statistics(serving_model_dir: str) -> "tuple[str, str | None] | None"
         return None
     path = os.path.join(serving_model_dir, version, TRAINING_STATISTICS_FILE)
     return version, path if fileio.exists(path) else None
+
+
+def read_served_record(baseline_dir: str) -> "dict[str, Any] | None":
+    """The record a served version (copied into `baseline_dir`) holds, or None."""
+    path = os.path.join(baseline_dir, SERVED_EVALUATION_FILE)
+    if not fileio.exists(path):
+        return None
+    with fileio.open(path) as f:
+        try:
+            loaded = json.load(f)
+        except ValueError:
+            return {}  # unreadable: "another format"
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def add_directory(digest: "hashlib._Hash", directory: str, skip: "tuple[str, ...]" = ()) -> None:

@@ -35,7 +35,7 @@ from tfx.orchestration.data_types import RuntimeParameter
 from tfx.orchestration.kubeflow.decorators import FinalStatusStr
 from tfx.orchestration.pipeline import Pipeline
 
-from components.example_gen import input_config, input_window
+from components.input_resolution import input_config, input_window
 from kubeflow.settings.retries import RetryRoles
 from kubeflow.settings.serving import Serving
 from kubeflow.step_ids import DEPLOY, INPUT_SNAPSHOT, RUN_REPORT, RUN_STATUS, SCORING_REPORT

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from benchmarks.local_pipeline import ANCHOR, OURS, local_targets
 from benchmarks.scale import ANCHOR_ROWS, LARGE_ROWS, scale_targets
+from benchmarks.step_startup import Startup, executor_classes
 from benchmarks.targets import Target, targets_table
 
 
@@ -40,3 +41,23 @@ def test_scale_targets_read_the_large_size_the_runner_chose():
     # large size, nothing to check.
     assert len(scale_targets(results, anchor=None)) == 2
     assert scale_targets(results[:1], anchor=run(100)) == []
+
+
+def test_step_startup_reads_the_executors_a_spec_names_and_what_a_start_loaded():
+    spec = {
+        "deploymentSpec": {
+            "executors": {
+                "Gate_executor": {
+                    "container": {"args": ["--executor_class_path", "components.a.Gate", "--x"]}
+                },
+                "Importer_executor": {"importer": {"artifactUri": {}}},
+                "Report_executor": {
+                    "container": {"args": ["--json", "{}", "--executor_class_path", "k.Report"]}
+                },
+            }
+        }
+    }
+    assert executor_classes(spec) == ["components.a.Gate", "k.Report"]
+    started = Startup(1.0, 600.0, frozenset({"tensorflow", "apache_beam", "absl"}))
+    assert started.loads() == ["TensorFlow", "Beam"]
+    assert Startup(0.1, 40.0, frozenset({"absl"})).loads() == []

@@ -11,14 +11,8 @@ import pytest
 import tensorflow_data_validation as tfdv
 from tfx.types import standard_artifacts
 
-from components.drift_gate import (
-    DataDriftError,
-    DriftResult,
-    FeatureComparison,
-    check_against_served,
-    check_drift,
-    compare,
-)
+from components.drift_gate import DataDriftError, check_against_served, check_drift, compare
+from components.drift_result import DriftResult, FeatureComparison
 from components.pusher import NoDuplicatePushExecutor, served_duplicate
 from components.served_model import (
     PUSH_RECORD_FILE,

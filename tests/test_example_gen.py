@@ -13,11 +13,10 @@ from tfx.components.example_gen.csv_example_gen import executor as stock_csv_exe
 from tfx.proto import example_gen_pb2
 from tfx.utils import proto_utils
 
-from components.example_gen import (
-    INPUT_WINDOW_KEY,
-    ExampleGen,
+from components import artifact_names
+from components.example_gen import INPUT_WINDOW_KEY, ExampleGen, SpanResolvingExecutor
+from components.input_resolution import (
     InputPatternError,
-    SpanResolvingExecutor,
     input_config,
     input_window,
     resolve_input,
@@ -210,3 +209,10 @@ def test_after_the_driver_the_executor_keeps_its_span_and_reads_the_window(span_
     )
     assert sum(len(r) for r in split_records(examples).values()) == 200
     assert json.loads(input_window(None, 1)) == {"pattern": None, "spans": 1}
+
+
+def test_the_shared_property_names_are_tfx_own():
+    # components/artifact_names.py spells them out, away from TFX's component package.
+    assert artifact_names.SPAN_PROPERTY == example_gen_utils.SPAN_PROPERTY_NAME
+    assert artifact_names.VERSION_PROPERTY == example_gen_utils.VERSION_PROPERTY_NAME
+    assert artifact_names.FINGERPRINT_PROPERTY == example_gen_utils.FINGERPRINT_PROPERTY_NAME

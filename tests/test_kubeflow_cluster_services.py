@@ -292,7 +292,8 @@ def test_example_gen_read_the_parquet_files_on_s3_as_they_are_read_locally(
     through Beam's S3 filesystem; the examples are a local in-memory read's."""
     from tfx.utils import proto_utils
 
-    from components.example_gen import SpanResolvingExecutor, input_config
+    from components.example_gen import SpanResolvingExecutor
+    from components.input_resolution import input_config
 
     (examples,) = executions["first"]["steps"]["ExampleGen"]["outputs"]["examples"]
     from_store = store.download(examples, tmp_path / "examples")

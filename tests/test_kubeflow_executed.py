@@ -214,7 +214,7 @@ def test_a_new_span_is_read_not_taken_from_cache(executions):
 
 
 def test_the_drift_gate_reads_the_statistics_the_first_execution_served(executions):
-    from components.drift_gate import read_result
+    from components.drift_result import read_result
 
     first_drift = read_result(executions["first"]["steps"]["DataDriftGate"]["outputs"]["drift"][0])
     assert first_drift.baseline_version is None and "no previous statistics" in first_drift.note

@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.batch_scorer import MANIFEST_FILE, STATUS_PROPERTY
+from components.artifact_names import STATUS_PROPERTY
 from components.rollout_record import record_rolled_out, rolled_out_record
-from components.scored_output import SUCCESS_FILE, TEMPORARY_DIR
+from components.scored_output import MANIFEST_FILE, SUCCESS_FILE, TEMPORARY_DIR
 from components.served_model import SERVED_EVALUATION_FILE
 from kubeflow.step_ids import SCORING_REPORT
 from pipeline.steps import BATCH_SCORER, EXAMPLE_GEN, SCORING_STEPS

@@ -353,7 +353,8 @@ def test_parquet_on_s3_is_read_into_the_examples_of_the_same_files_read_locally(
     read through Beam's S3 filesystem, Spark's marker and checksums skipped there too."""
     from tfx.utils import proto_utils
 
-    from components.example_gen import SpanResolvingExecutor, input_config
+    from components.example_gen import SpanResolvingExecutor
+    from components.input_resolution import input_config
     from tests.conftest import taxi_as_parquet
     from tests.harness import run_example_gen, split_records
 

@@ -20,7 +20,8 @@ from tfx_bsl.coders.csv_decoder import ColumnType
 
 from components.csv_to_examples import column_type, read_blocks, typed_batch
 from components.example_encoding import encode_examples
-from components.example_gen import SpanResolvingExecutor, input_config, resolve_input
+from components.example_gen import SpanResolvingExecutor
+from components.input_resolution import input_config, resolve_input
 from components.parquet_columns import (
     FeatureType,
     ParquetError,

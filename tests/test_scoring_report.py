@@ -194,7 +194,7 @@ def test_on_kubeflow_a_run_whose_scorer_failed_gets_its_report_from_the_attempt(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from components.example_gen import FINGERPRINT_PROPERTY, SPAN_PROPERTY
+    from components.artifact_names import FINGERPRINT_PROPERTY, SPAN_PROPERTY
     from components.rollout_record import record_rolled_out, rolled_out_record
     from components.scored_output import ScoredOutputError, attempts_dir
     from components.scoring import csv_line

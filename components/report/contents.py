@@ -18,7 +18,7 @@ from typing import Any
 from absl import logging
 from tfx.dsl.io import fileio
 
-from components.drift_gate import DriftResult, read_result
+from components.drift_result import DriftResult, read_result
 
 # A TFX artifact with splits keeps each one in a `Split-<name>` directory.
 _SPLIT_PREFIX = "Split-"

@@ -17,16 +17,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.example_gen import (
+from components.artifact_names import (
+    ALREADY_SERVED_PROPERTY,
     FINGERPRINT_PROPERTY,
+    PUSHED_DESTINATION_PROPERTY,
+    PUSHED_PROPERTY,
     SPAN_PROPERTY,
     SPANS_PROPERTY,
     VERSION_PROPERTY,
-)
-from components.pusher import (
-    ALREADY_SERVED_PROPERTY,
-    PUSHED_DESTINATION_PROPERTY,
-    PUSHED_PROPERTY,
 )
 from components.report.contents import ArtifactUris, InputData, read_artifacts
 from components.served_model import (

@@ -296,8 +296,8 @@ def build_scoring_report(
     manifest; a failed one (`error`) from the uncommitted `attempt` its error
     names, if any, with the model's digest computed here.
     """
-    from components.evaluation_record import read_served_record
     from components.scored_output import read_manifest
+    from components.served_model import read_served_record
 
     fields: dict[str, Any] = {
         "pipeline_name": pipeline_name,

@@ -42,7 +42,7 @@ from tfx.dsl.io import fileio
 from tfx.types import standard_artifacts
 from tfx.utils import io_utils
 
-from components.pusher import PUSHED_DESTINATION_PROPERTY, PUSHED_PROPERTY
+from components.artifact_names import PUSHED_DESTINATION_PROPERTY, PUSHED_PROPERTY
 
 OUTCOME_FILE = "deployment.json"
 REJECTED_FILE = "assets.extra/rejected.json"

@@ -29,7 +29,7 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.proto import example_gen_pb2
 from tfx.utils import proto_utils
 
-from components.example_gen import resolve_input
+from components.input_resolution import resolve_input
 
 SNAPSHOT_KEY = "snapshot"
 

@@ -34,7 +34,7 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.types import standard_artifacts
 from tfx.utils import io_utils
 
-from components.drift_gate import DataDrift
+from components.drift_result import DataDrift
 from kubeflow.steps.deploy import Deployment, read_outcome
 from kubeflow.steps.kfp_artifacts import HTML, Metrics, shown_as
 from pipeline.steps import DAG_STEPS

@@ -52,12 +52,13 @@ def ScoringReport(
     `task_name` is this step's own task name, which locates the run's
     directory in its output URI; the other parameters are the scorer's.
     """
-    from components.batch_scorer import (
+    from components.artifact_names import (
+        FINGERPRINT_PROPERTY,
         MODEL_VERSION_PROPERTY,
         PARTITION_PROPERTY,
+        SPAN_PROPERTY,
         STATUS_PROPERTY,
     )
-    from components.example_gen import FINGERPRINT_PROPERTY, SPAN_PROPERTY
     from components.report.outputs import property_value
     from components.report.scoring import build_scoring_report, render_scoring_html
     from components.scored_output import attempt_named_in, version_of

@@ -114,7 +114,7 @@ def _run(
     from ml_metadata.metadata_store import metadata_store
     from tfx.orchestration import metadata as tfx_metadata
 
-    from components import batch_scorer
+    from components import artifact_names
     from pipeline.beam import beam_pipeline_args, choose_beam_mode, data_size_bytes
     from pipeline.local.run import new_run_id
     from pipeline.local.scheduler import run_locally
@@ -157,15 +157,15 @@ def _run(
     store = metadata_store.MetadataStore(connection)
     scores = max(store.get_artifacts_by_type("InferenceResult"), key=lambda a: a.id)
     props = scores.custom_properties
-    partition = props[batch_scorer.PARTITION_PROPERTY].string_value
+    partition = props[artifact_names.PARTITION_PROPERTY].string_value
     summary = ScoreSummary(
-        status=props[batch_scorer.STATUS_PROPERTY].string_value,
+        status=props[artifact_names.STATUS_PROPERTY].string_value,
         partition=partition,
-        rows=props[batch_scorer.ROWS_PROPERTY].int_value,
-        errors=props[batch_scorer.ERRORS_PROPERTY].int_value,
-        model_version=props[batch_scorer.MODEL_VERSION_PROPERTY].string_value,
-        model_digest=props[batch_scorer.MODEL_DIGEST_PROPERTY].string_value,
-        span=props[batch_scorer.SPAN_SCORED_PROPERTY].int_value,
+        rows=props[artifact_names.ROWS_PROPERTY].int_value,
+        errors=props[artifact_names.ERRORS_PROPERTY].int_value,
+        model_version=props[artifact_names.MODEL_VERSION_PROPERTY].string_value,
+        model_digest=props[artifact_names.MODEL_DIGEST_PROPERTY].string_value,
+        span=props[artifact_names.SPAN_SCORED_PROPERTY].int_value,
     )
     print(summary.text(), flush=True)
     if options.write_report:
@@ -218,7 +218,7 @@ def write_scoring_run_report(
 
 def _input_of(connection, pipeline_name: str, run_id: str) -> dict:
     """The span and fingerprint ExampleGen recorded in this run; empty if it did not run."""
-    from components.example_gen import FINGERPRINT_PROPERTY, SPAN_PROPERTY
+    from components.artifact_names import FINGERPRINT_PROPERTY, SPAN_PROPERTY
     from components.report.outputs import property_value
     from pipeline.local.run_summary import artifact_properties, step_outputs
     from pipeline.steps import EXAMPLE_GEN

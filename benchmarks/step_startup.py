@@ -1,0 +1,218 @@
+"""What each step of the compiled packages loads before its work: start seconds, peak memory.
+
+    ./dev exec python -m benchmarks.step_startup                 # this tree
+    ./dev exec python -m benchmarks.step_startup --base main     # main beside this tree
+    ./dev exec python -m benchmarks.step_startup --repeat 3      # best of three
+
+Every executor that the training, scoring and tuning packages name (compiled
+here from kubeflow/pipeline.yaml, with `serving:` set so that the Deploy step
+is in) is started in a fresh interpreter, twice over:
+
+- **executor**: `kubeflow.step_entrypoint` imported, then the executor class:
+  what the project's own modules load for that step;
+- **pod**: what a pod runs before the executor's `Do`, in
+  `kubeflow.step_entrypoint.run`'s order: tensorflow-io's registration, TFX's
+  container entrypoint (`kubeflow_v2_run_executor`), KFP's artifact types,
+  then the executor class.
+
+Each row gives the wall seconds of those imports, the process's peak resident
+memory (Linux's `VmHWM`; `ru_maxrss` elsewhere) and which of TensorFlow, TFMA
+and Beam it loaded. With `--base REV` the same rows are taken from REV's
+files (`git archive`, in a temporary directory) with the same interpreter, so
+both trees run in one sitting at one load; the executors are those this
+tree's packages name. The load average is printed before and after:
+docs/benchmarks.md compares only figures taken below 1.5 on its two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXECUTOR_FLAG = "--executor_class_path"
+# Modules whose presence the table reports, by the name it shows.
+HEAVY = {"TensorFlow": "tensorflow", "TFMA": "tensorflow_model_analysis", "Beam": "apache_beam"}
+EXECUTOR = "executor"
+POD = "pod"
+# Run in a fresh interpreter at a tree's root: argv[1] the mode, argv[2] the class path.
+# The pod's preamble follows kubeflow.step_entrypoint.run (written out here, so that an
+# older tree is measured the same way).
+_PROBE = """
+import importlib, json, resource, sys, time
+mode, class_path = sys.argv[1], sys.argv[2]
+start = time.perf_counter()
+from kubeflow import step_entrypoint
+if mode == "pod":
+    step_entrypoint.object_store.register_filesystems()
+    from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor
+    step_entrypoint.register_kfp_artifact_types()
+module, name = class_path.rsplit(".", 1)
+getattr(importlib.import_module(module), name)
+seconds = time.perf_counter() - start
+# This process's own peak (VmHWM, kB): ru_maxrss keeps the high-water mark of the
+# process it was forked from across exec, a whole pytest worker's under the tests.
+try:
+    with open("/proc/self/status") as f:
+        peak_kb = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+except (OSError, StopIteration):
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({
+    "seconds": seconds,
+    "peak_mb": peak_kb / 1024,
+    "modules": sorted(m for m in sys.modules if "." not in m),
+}))
+"""
+
+
+@dataclass(frozen=True)
+class Startup:
+    """One executor started in a fresh process."""
+
+    seconds: float
+    peak_mb: float
+    modules: frozenset[str]
+
+    def loads(self) -> list[str]:
+        """The heavy libraries it loaded, by the names the table shows."""
+        return [label for label, module in HEAVY.items() if module in self.modules]
+
+
+def executor_classes(spec: dict) -> list[str]:
+    """Every `--executor_class_path` a compiled spec's containers name, in the spec's order."""
+    classes = []
+    for executor in spec["deploymentSpec"]["executors"].values():
+        args = executor.get("container", {}).get("args", [])
+        if EXECUTOR_FLAG in args:
+            classes.append(args[args.index(EXECUTOR_FLAG) + 1])
+    return classes
+
+
+def compiled_packages(tmp: Path) -> dict[str, list[str]]:
+    """package -> the executor classes it names: training, scoring and tuning, compiled in
+    this process from kubeflow/pipeline.yaml with `serving:` set (the Deploy step) and the
+    embedded dataset keyed on `trip_id` (scoring needs a key)."""
+    from kubeflow import compile as kfp_compile
+
+    raw = yaml.safe_load(kfp_compile.DEFAULT_SETTINGS_FILE.read_text())
+    raw["serving"] = {"inference_service": "taxi", "service_account": "kserve-models"}
+    settings_file = tmp / "pipeline.yaml"
+    settings_file.write_text(yaml.safe_dump(raw))
+    schema_dir = tmp / "dataset"
+    schema_dir.mkdir()
+    for name in ("schema.pbtxt", "dataset.yaml"):
+        (schema_dir / name).write_text((REPO_ROOT / "schemas" / "chicago_taxi" / name).read_text())
+    with (schema_dir / "dataset.yaml").open("a") as f:
+        f.write("keys: [trip_id]\n")
+    training = kfp_compile.compile_pipeline(kfp_compile.load_package_settings(settings_file))
+    scoring = kfp_compile.compile_scoring_pipeline(
+        kfp_compile.load_scoring_settings(settings_file), schema_dir
+    )
+    tuning = kfp_compile.compile_tuning_pipeline(kfp_compile.load_tuning_settings(settings_file))
+    return {
+        "training": executor_classes(training[0]),
+        "scoring": executor_classes(scoring[0]),
+        "tuning": executor_classes(tuning[0]),
+    }
+
+
+def start(class_path: str, mode: str = EXECUTOR, tree: Path = REPO_ROOT) -> Startup:
+    """`class_path` started in a fresh interpreter at `tree`'s root, as `mode` says."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore"}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, mode, class_path],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"{class_path} ({mode}) did not start in {tree}: {last}")
+    values = json.loads(done.stdout.strip().splitlines()[-1])
+    return Startup(values["seconds"], values["peak_mb"], frozenset(values["modules"]))
+
+
+def best_of(class_path: str, mode: str, tree: Path, repeat: int) -> Startup:
+    """The fastest of `repeat` starts; the peak memory and modules of that one."""
+    return min((start(class_path, mode, tree) for _ in range(repeat)), key=lambda s: s.seconds)
+
+
+@contextlib.contextmanager
+def tree_at(revision: str) -> Iterator[Path]:
+    """`revision`'s files (`git archive`), in a temporary directory removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="step-startup-") as tmp:
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", revision],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            check=False,
+        )
+        if archive.returncode != 0:
+            raise SystemExit(f"error: --base {revision}: {archive.stderr.decode().strip()}")
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        yield Path(tmp)
+
+
+def load_average() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def table_rows(label: str, classes: list[str], tree: Path, repeat: int) -> list[str]:
+    rows = []
+    for class_path in classes:
+        for mode in (EXECUTOR, POD):
+            s = best_of(class_path, mode, tree, repeat)
+            loads = ", ".join(s.loads()) or "none of them"
+            cells = [label, f"`{class_path}`", mode, f"{s.seconds:.2f}", f"{s.peak_mb:.0f}", loads]
+            rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", help="a git revision to measure beside this tree")
+    parser.add_argument("--repeat", type=int, default=2, help="starts per row; the best counts")
+    parser.add_argument(
+        "--package",
+        choices=("training", "scoring", "tuning"),
+        action="append",
+        help="only these packages (default: all three)",
+    )
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error(f"--repeat must be at least 1, got {args.repeat}")
+    with tempfile.TemporaryDirectory(prefix="step-startup-") as tmp:
+        packages = compiled_packages(Path(tmp))
+    wanted = args.package or list(packages)
+    print(f"load average before: {load_average()} ({os.cpu_count()} cores)\n")
+    with contextlib.ExitStack() as stack:
+        trees = [("this tree", REPO_ROOT)]
+        if args.base:
+            trees.insert(0, (args.base, stack.enter_context(tree_at(args.base))))
+        for package in wanted:
+            print(f"{package} package, best of {args.repeat}\n")
+            print("| tree | executor | start | seconds | peak MB | loads |")
+            print("| --- | --- | --- | --- | --- | --- |")
+            for label, tree in trees:
+                print("\n".join(table_rows(label, packages[package], tree, args.repeat)))
+            print()
+    print(f"load average after: {load_average()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""Names that artifacts carry, shared by the steps that write them and the reports that read them.
+
+Kept apart from the modules that define components: importing one of those
+imports TFX's component package (`tfx/components/__init__.py`), and with it
+TFMA, so a report or a light step that only needs a property's name would
+load what it never runs (docs/kubeflow.md, "What a step loads").
+"""
+
+# Custom properties of ExampleGen's examples artifact. TFX's own names
+# (tfx 1.16, tfx/components/example_gen/utils.py, lines 38, 40 and 49),
+# spelled out: that module is inside TFX's component package.
+SPAN_PROPERTY = "span"
+VERSION_PROPERTY = "version"
+FINGERPRINT_PROPERTY = "input_fingerprint"
+# Ours: every span read, oldest first (only with a span pattern).
+SPANS_PROPERTY = "spans"
+
+# What TFX's Pusher records on its PushedModel (its own names are private).
+PUSHED_PROPERTY = "pushed"
+PUSHED_DESTINATION_PROPERTY = "pushed_destination"
+# Ours: the served version that already holds the pushed model.
+ALREADY_SERVED_PROPERTY = "already_served"
+
+# Custom properties of the BatchScorer's `scores` artifact.
+STATUS_PROPERTY = "status"
+ROWS_PROPERTY = "rows"
+ERRORS_PROPERTY = "errors"
+MODEL_VERSION_PROPERTY = "model_version"
+MODEL_DIGEST_PROPERTY = "model_digest"
+PARTITION_PROPERTY = "partition"
+SPAN_SCORED_PROPERTY = "scored_span"
+
+# The split whose statistics describe the data a model learned from.
+TRAINING_SPLIT = "train"

@@ -1,0 +1,79 @@
+"""Each executor the compiled packages name, started in a fresh process: what it loads.
+
+A pod imports `kubeflow.step_entrypoint`, then the executor class its spec
+names (benchmarks/step_startup.py starts it the same way and prints the
+table). The project's own executors that never run TFMA must not load it, and
+the light ones stay within a peak-memory budget. What TFX's package layout
+forces on every pod (TensorFlow, and TFMA through TFX's container
+entrypoint) is listed in docs/kubeflow.md, "What a step loads"; the
+import-linter contracts in pyproject.toml state the same boundary for the
+modules.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.step_startup import EXECUTOR, compiled_packages, start
+
+# TFX's own executors: under tfx.components, so TFX's component package, so TFMA.
+TFX_PREFIX = "tfx."
+# Ours, on TFX's component package (docs/kubeflow.md, the table's first row):
+# the ExampleGen and Pusher executors extend TFX's, the gates read statistics
+# with TFX's stats_artifact_utils, InputSnapshot resolves spans with TFX's input
+# processor, and the Evaluator runs TFMA.
+ON_TFX_COMPONENTS = frozenset(
+    {
+        "components.example_gen.SpanResolvingExecutor",
+        "components.pusher.NoDuplicatePushExecutor",
+        "components.data_gate.DataValidationGate_Executor",
+        "components.drift_gate.DataDriftGate_Executor",
+        "components.serving_gate.ServingDataGate_Executor",
+        "components.evaluator.ServedBaselineExecutor",
+        "kubeflow.steps.input_snapshot.InputSnapshot_Executor",
+    }
+)
+# Ours, loading no TFMA: the light steps, the scorer and the tuner.
+WITHOUT_TFMA = frozenset(
+    {
+        "kubeflow.steps.run_status.RunStatus_Executor",
+        "kubeflow.steps.scoring_report.ScoringReport_Executor",
+        "kubeflow.steps.run_report.RunReport_Executor",
+        "kubeflow.steps.deploy.Deploy_Executor",
+        "components.served_model.LatestServedModel_Executor",
+        "components.batch_scorer.BatchScorer_Executor",
+        "kubeflow.tuning.component.Tune_Executor",
+    }
+)
+TFMA = "tensorflow_model_analysis"
+# Peak resident memory (the fresh process's own, benchmarks/step_startup.py) of
+# a step that loads TensorFlow and Beam but not TFMA (TFX's artifact classes
+# and `@component` import both); TFMA adds more than the margin.
+# docs/benchmarks.md, "Step start-up", has the command that measures it.
+PEAK_MB_WITHOUT_TFMA = 740
+
+
+@pytest.fixture(scope="module")
+def package_executors(tmp_path_factory) -> dict[str, list[str]]:
+    return compiled_packages(tmp_path_factory.mktemp("packages"))
+
+
+@pytest.mark.slow  # compiles the three packages (TFX in this process)
+def test_every_executor_of_the_packages_is_accounted_for(package_executors):
+    named = {c for classes in package_executors.values() for c in classes}
+    ours = {c for c in named if not c.startswith(TFX_PREFIX)}
+    placed = ON_TFX_COMPONENTS | WITHOUT_TFMA
+    # A new step is placed in one of the two sets, so the next test starts it.
+    assert ours == placed, sorted(ours ^ placed)
+    assert "kubeflow.steps.deploy.Deploy_Executor" in package_executors["training"]
+    assert package_executors["scoring"] and package_executors["tuning"]
+
+
+@pytest.mark.slow  # a fresh interpreter per step, each importing TensorFlow
+@pytest.mark.parametrize("class_path", sorted(WITHOUT_TFMA))
+def test_a_step_that_runs_no_tfma_does_not_load_it(class_path):
+    started = start(class_path, EXECUTOR)
+    assert TFMA not in started.modules, f"{class_path} loads TFMA"
+    assert started.peak_mb <= PEAK_MB_WITHOUT_TFMA, (
+        f"{class_path}: peak {started.peak_mb:.0f} MB > {PEAK_MB_WITHOUT_TFMA} MB"
+    )
