@@ -261,6 +261,7 @@ def test_a_release_stopped_after_each_step_converges_when_run_again(checkout, ta
                 )
 
 
+@pytest.mark.slow  # Five releases, each a fresh process that imports kfp.
 def test_rollback_points_the_schedule_back_without_an_upload(checkout):
     with KfpStandIn() as kfp:
         assert release(kfp, checkout, image=digest(1)).returncode == 0
