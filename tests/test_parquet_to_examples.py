@@ -6,8 +6,10 @@ from __future__ import annotations
 import datetime
 import decimal
 import math
+import re
 from pathlib import Path
 
+import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,11 +22,17 @@ from tfx_bsl.coders.csv_decoder import ColumnType
 
 from components.csv_to_examples import column_type, read_blocks, typed_batch
 from components.example_encoding import encode_examples
-from components.example_gen import SpanResolvingExecutor, input_config, resolve_input
+from components.example_gen import (
+    SpanResolvingExecutor,
+    input_config,
+    input_window,
+    resolve_input,
+)
 from components.parquet_columns import (
     FeatureType,
     ParquetError,
     feature_column,
+    feature_type,
     plan_files,
     read_row_group,
 )
@@ -140,6 +148,30 @@ def test_half_floats_and_fixed_size_lists_are_read_as_their_values():
     assert values(tf.train.Example.FromString(second), "at") is None
 
 
+def test_date64_arrays_are_days_since_1970_read_directly():
+    """pyarrow reads a date64 column back from a file as date32, so only an array
+    another reader hands over (an Arrow dataset, Spark's Arrow batches) takes this cast."""
+    day_ms = 86_400_000
+    millis = pa.array([19783 * day_ms, 0, -day_ms, -1, 3 * day_ms + 1, None], pa.date64())
+    column = feature_column(millis, FeatureType("date", "INT"), "where")
+    # Floor division: one millisecond before 1970 is in 1969-12-31, day -1.
+    assert column.type == pa.int64() and column.to_pylist() == [19783, 0, -1, -1, 3, None]
+    listed = pa.array([[datetime.date(2024, 3, 1), None], None], pa.list_(pa.date64()))
+    as_list = feature_column(listed, FeatureType("date", "INT", is_list=True), "where")
+    assert as_list.to_pylist() == [[19783, None], []]
+
+
+def test_a_union_or_an_interval_is_refused_and_no_parquet_file_can_hold_either(tmp_path):
+    """The type table's union and interval rows: Arrow types Parquet has no column
+    for (pyarrow, 10 and the newest alike, refuses to write them), refused as types."""
+    union = pa.UnionArray.from_sparse(pa.array([0], pa.int8()), [pa.array([1]), pa.array(["a"])])
+    interval = pa.array([pa.MonthDayNano([1, 2, 3])], pa.month_day_nano_interval())
+    for array in (union, interval):
+        assert feature_type(array.type) is None, array.type
+        with pytest.raises(pa.ArrowNotImplementedError, match="Arrow to Parquet"):
+            write(tmp_path / "u.parquet", pa.table({"u": array}))
+
+
 def test_zeros_false_and_empty_strings_are_values_unlike_tfx_s_parquet_executor(tmp_path):
     """tfx#6407: the stock executor's `if not pyval:` makes each of these missing."""
     table = pa.table({"i": [0, None], "f": [0.0, None], "b": [False, None], "s": ["", None]})
@@ -184,6 +216,39 @@ def test_a_column_no_feature_holds_is_refused_before_any_row_is_read(tmp_path, a
     plan = plan_files([str(path)], open_binary, ignore=["bad"])
     assert plan.column_names == ("ok",) and plan.skipped == ("bad",)
     assert [values(e, "ok") for e in read_examples(path, ignore=["bad"])] == [("int64_list", [1])]
+
+
+REFUSED = [
+    ("struct", pa.array([{"x": 1}]), "struct<x: int64>"),
+    ("map", pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64())), "map<string, int64"),
+    ("nested_list", pa.array([[[1]]], pa.list_(pa.list_(pa.int64()))), "list<item: list<item: int64>>"),  # noqa: E501
+    ("time32", pa.array([datetime.time(1, 2, 3)], pa.time32("ms")), "time32[ms]"),
+    ("time64", pa.array([datetime.time(1, 2, 3, 4)], pa.time64("us")), "time64[us]"),
+    ("duration", pa.array([5], pa.duration("s")), "duration[s]"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "array", "described"), REFUSED, ids=[r[0] for r in REFUSED])
+def test_example_gen_refuses_each_unsupported_type_before_any_beam_work(
+    tmp_path, monkeypatch, name, array, described
+):
+    """The executor, not just its planner: the refusal names the column and the file,
+    and comes while the pipeline is built, so Beam never runs it."""
+    root = tmp_path / "data"
+    write(root / "dt=2024-01-01" / "part-0.parquet", pa.table({"fare": [1.5]}))
+    bad = write(root / "dt=2024-01-02" / "part-0.parquet", pa.table({"fare": [2.5], name: array}))
+    runs = []
+    monkeypatch.setattr(beam.Pipeline, "run", lambda pipeline, *a, **k: runs.append(pipeline))
+    pattern = "dt={YYYY}-{MM}-{DD}/*.parquet"
+    properties = {
+        "input_config": proto_utils.proto_to_json(input_config(pattern)),
+        "input_window": input_window(pattern, spans=2),
+    }
+    with pytest.raises(
+        ParquetError, match=rf"^column '{name}' in {re.escape(f'{bad} is {described}')}"
+    ):
+        run_example_gen(SpanResolvingExecutor, root, tmp_path / "out", properties)
+    assert runs == [] and not list((tmp_path / "out").glob("Split-*"))
 
 
 @pytest.mark.parametrize(
