@@ -228,14 +228,18 @@ def _footer(path: str, f: IO[bytes]) -> pq.FileMetaData:
         newer = unknown_logical_types(f)
         if not newer:
             raise ParquetError(f"{path} is not a Parquet file pyarrow can read: {err}") from None
-    column, member = newer[0]
-    if member == FLOAT16:
+    halves = [column for column, member in newer if member == FLOAT16]
+    if halves:
+        names = ", ".join(repr(c) for c in halves)
+        first = halves[0]
         raise ParquetError(
-            f"column {column!r} in {path} is float16, which pyarrow 15 and later write with "
-            "Parquet's FLOAT16 type that this pyarrow (10, TFX's) cannot read, nor any other "
-            f"column of the file: write it as float32 (pandas: df[{column!r}] = "
-            f"df[{column!r}].astype('float32'); pyarrow: cast the column to pa.float32())"
+            f"column{'s' if len(halves) > 1 else ''} {names} in {path} "
+            f"{'are' if len(halves) > 1 else 'is'} float16, which pyarrow 15 and later write "
+            "with Parquet's FLOAT16 type that this pyarrow (10, TFX's) cannot read, nor any "
+            f"other column of the file: write float32 instead (pandas: df[{first!r}] = "
+            f"df[{first!r}].astype('float32'); pyarrow: cast the column to pa.float32())"
         ) from None
+    column, member = newer[0]
     name = LOGICAL_TYPE_NAMES.get(member, f"logical type {member}")
     raise ParquetError(
         f"column {column!r} in {path} has Parquet's {name} type, newer than this pyarrow "

@@ -21,6 +21,8 @@ frame = pd.DataFrame(
         "species": ["Adelie", "Gentoo", "Chinstrap"],
         "bill_depth_mm": np.array([18.7, 13.2, np.nan], dtype=np.float16),
         "body_mass_g": [3750, 4500, 3400],
+        # A list of half floats: the column named is the top-level one.
+        "wing_spans_m": [np.array([0.5, 0.25], np.float16), None, np.array([], np.float16)],
     }
 )
 frame.to_parquet(Path(__file__).with_suffix(".parquet"), index=False)
