@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import math
+import os
 import re
 import shutil
 from pathlib import Path
@@ -38,8 +39,10 @@ from components.parquet_columns import (
     read_row_group,
 )
 from components.parquet_footer import unknown_logical_types
+from kubeflow.steps.input_snapshot import InputSnapshot
 from pipeline.beam import beam_pipeline_args
 from pipeline.inputs import InputDataError, check_data_root
+from tests import row_group_probe
 from tests.conftest import taxi_as_parquet
 from tests.harness import run_example_gen, split_records
 
@@ -434,29 +437,44 @@ def test_the_same_rows_as_csv_and_as_parquet_are_the_same_examples_in_each_split
     csv_splits, parquet_splits = split_records(from_csv), split_records(from_parquet)
     assert parquet_splits == csv_splits
     assert sum(len(r) for r in parquet_splits.values()) == 3000
-    # Missing cells are there to compare: taxi rows lack some tract and community area.
-    assert any(
-        values(tf.train.Example.FromString(r), "pickup_census_tract") is None
-        for r in csv_splits["train"]
-    )
+    # Partly null columns, a number and a string, are there to compare: present in
+    # some rows and missing in others, alike in both formats.
+    for column in ("dropoff_census_tract", "company"):
+        for split, records in parquet_splits.items():
+            read = [values(tf.train.Example.FromString(r), column) for r in records]
+            missing = sum(v is None for v in read)
+            assert 0 < missing < len(read), (column, split, missing)
 
 
 @pytest.mark.slow  # Beam's multi-processing runner: two worker processes
 def test_two_worker_processes_read_a_file_s_row_groups_and_write_every_row_once(
-    taxi_slice, tmp_path
+    taxi_slice, tmp_path, monkeypatch
 ):
     """ExampleGen on Kubeflow's default Beam engine (`direct`: Beam's multi-processing
     runner, kubeflow/settings/beam.py): one Parquet file's row groups are the Beam
-    elements the workers share, and every row is written once, as the CSV path
+    elements the workers share, read by two worker processes (tests/row_group_probe.py
+    records the pid that reads each), and every row is written once, as the CSV path
     writes it in memory."""
     parquet_root = taxi_as_parquet(
         taxi_slice / "data.csv", tmp_path / "parquet", parts=1, row_group_size=500
     )
     properties = {"input_config": proto_utils.proto_to_json(input_config(None))}
-    workers = tuple(beam_pipeline_args("multi_processing", num_workers=2))
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    monkeypatch.setenv(row_group_probe.PROBE_DIR, str(probe))
+    workers = (
+        *beam_pipeline_args("multi_processing", num_workers=2),
+        "--beam_plugins=tests.row_group_probe",
+    )
     ours = run_example_gen(
         SpanResolvingExecutor, parquet_root, tmp_path / "ours", properties, workers
     )
+    reads = row_group_probe.reads(probe)
+    # Each of the six row groups read once, by worker processes, two of them at least.
+    assert {name for _, name, _ in reads} == {"part-00000-1b2c.c000.snappy.parquet"}, reads
+    assert sorted(index for _, _, index in reads) == list(range(6)), reads
+    pids = {pid for pid, _, _ in reads}
+    assert len(pids) >= 2 and os.getpid() not in pids, reads
     from_csv = run_example_gen(SpanResolvingExecutor, taxi_slice, tmp_path / "csv", properties)
     assert split_records(ours) == split_records(from_csv)
     # Six row groups in bundles of their own files: more than one writer per split.
@@ -607,6 +625,35 @@ def test_a_new_partition_changes_the_input_snapshot(tmp_path):
     assert after.latest.span == before.latest.span + 1
     assert after.to_json() != before.to_json()
     assert after.latest.patterns == {"single_split": "dt=2024-01-31/*.parquet"}
+
+
+def test_a_file_rewritten_in_place_changes_the_input_snapshot(tmp_path):
+    """A partition re-exported under the same file name, as InputSnapshot sees it on
+    Kubeflow: TFX's fingerprint (tfx/utils/io_utils.py, generate_fingerprint) counts
+    each file's size and its modification time in whole seconds, so a rewrite of another
+    size, or a second later, is new data; the same size within the same second is not."""
+    pattern = "dt={YYYY}-{MM}-{DD}/*.parquet"
+    root = hive_partitions(tmp_path, ["dt=2024-01-30"])
+    part = root / "dt=2024-01-30" / "part-00000.snappy.parquet"
+    snapshot = InputSnapshot.EXECUTOR_SPEC.executor_class._FUNCTION
+    config = proto_utils.proto_to_json(input_config(pattern))
+    window = input_window(pattern, spans=1)
+
+    def taken() -> str:
+        return snapshot(input_base=str(root), input_config=config, input_window=window)["snapshot"]
+
+    first, written = taken(), part.stat()
+    # Other values, the same size: seen only once the clock has passed a second.
+    write(part, pa.table({"fare": [9.0]}), compression="snappy")
+    assert part.stat().st_size == written.st_size
+    os.utime(part, ns=(written.st_atime_ns, written.st_mtime_ns))
+    assert taken() == first
+    os.utime(part, ns=(written.st_atime_ns, written.st_mtime_ns + 1_000_000_000))
+    assert taken() != first
+    # Another size, within the same second as the first write: seen.
+    write(part, pa.table({"fare": [9.0, 10.0]}), compression="snappy")
+    os.utime(part, ns=(written.st_atime_ns, written.st_mtime_ns))
+    assert part.stat().st_size != written.st_size and taken() != first
 
 
 def test_spark_s_unpadded_date_partitions_are_refused_with_the_pattern_to_use(tmp_path):
