@@ -15,6 +15,8 @@ column by column):
 - int8..int64, uint8..uint64 -> INT (a uint64 beyond int64 stops the run);
 - bool -> INT 0 or 1;
 - float16, float32, float64 -> FLOAT (rounded to float32, as the CSV path);
+  a file with pyarrow 15's FLOAT16 type is refused naming its columns (pyarrow
+  10 cannot parse its footer: components/parquet_footer.py);
 - decimal128/256: scale 0 -> INT (beyond int64 stops the run), else FLOAT;
 - string, large_string, binary, large_binary, fixed_size_binary -> STRING;
 - dictionary -> as its values;
@@ -33,9 +35,11 @@ column, the file and what to do.
 
 Schema evolution: the columns are the union over every file read, and a file
 that lacks one has it missing in its rows; each column's type is merged over
-the files (int32 and int64 are INT; an int in one file and a float in another
-is FLOAT, as the CSV type rule has it); a column that changes family (int64
-to string, timestamp to int) stops the run naming both files.
+the files (int32 and int64 are INT; float32 and float64 are FLOAT; an int in
+one file and a float in another is FLOAT, as the CSV type rule has it, and an
+integer a float32 would change stops the run, naming file, column and value); a
+column that changes family (int64 to string, timestamp to int) stops the run
+naming both files.
 
 Each row group is a Beam element, so a large file is read by several workers.
 """
