@@ -118,7 +118,7 @@ def unknown_logical_types(file: IO[bytes]) -> list[tuple[str, int]]:
         (length,) = struct.unpack("<i", tail[:4])
         file.seek(-8 - length, 2)
         elements = _Reader(file.read(length)).struct().get(_FILE_SCHEMA, [])
-    except (OSError, ValueError, IndexError, struct.error):
+    except Exception:  # a best effort: the caller then gives pyarrow's own message
         return []
     found: list[tuple[str, int]] = []
     # Depth first: the root, then each column's subtree; a group has num_children.

@@ -294,6 +294,19 @@ def test_float16_columns_from_a_current_pyarrow_are_refused_naming_them_and_the_
         assert unknown_logical_types(f) == []
 
 
+def test_a_footer_neither_pyarrow_nor_the_footer_reader_parses_gets_pyarrow_s_message(tmp_path):
+    good = write(tmp_path / "good.parquet", pa.table({"x": [1.5]})).read_bytes()
+    # The footer's bytes garbled, its length and magic kept.
+    length = int.from_bytes(good[-8:-4], "little")
+    garbled = good[: -8 - length] + b"\xff" * length + good[-8:]
+    path = tmp_path / "garbled.parquet"
+    path.write_bytes(garbled)
+    with pytest.raises(
+        ParquetError, match=r"garbled\.parquet is not a Parquet file pyarrow can read: "
+    ):
+        plan_files([str(path)], open_binary)
+
+
 @pytest.mark.parametrize("narrow_first", [True, False], ids=["narrow-first", "wide-first"])
 def test_a_wider_int_or_float_in_another_file_changes_no_value(tmp_path, narrow_first):
     """int32 with int64 is INT (int64) and float32 with float64 is FLOAT (a float32
