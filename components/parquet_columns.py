@@ -15,6 +15,8 @@ column by column):
 - int8..int64, uint8..uint64 -> INT (a uint64 beyond int64 stops the run);
 - bool -> INT 0 or 1;
 - float16, float32, float64 -> FLOAT (rounded to float32, as the CSV path);
+  a file with pyarrow 15's FLOAT16 type is refused naming its columns (pyarrow
+  10 cannot parse its footer: components/parquet_footer.py);
 - decimal128/256: scale 0 -> INT (beyond int64 stops the run), else FLOAT;
 - string, large_string, binary, large_binary, fixed_size_binary -> STRING;
 - dictionary -> as its values;
@@ -33,9 +35,11 @@ column, the file and what to do.
 
 Schema evolution: the columns are the union over every file read, and a file
 that lacks one has it missing in its rows; each column's type is merged over
-the files (int32 and int64 are INT; an int in one file and a float in another
-is FLOAT, as the CSV type rule has it); a column that changes family (int64
-to string, timestamp to int) stops the run naming both files.
+the files (int32 and int64 are INT; float32 and float64 are FLOAT; an int in
+one file and a float in another is FLOAT, as the CSV type rule has it, and an
+integer a float32 would change stops the run, naming file, column and value); a
+column that changes family (int64 to string, timestamp to int) stops the run
+naming both files.
 
 Each row group is a Beam element, so a large file is read by several workers.
 """
@@ -50,6 +54,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from components.parquet_footer import FLOAT16, LOGICAL_TYPE_NAMES, unknown_logical_types
 
 # Rows per record batch read from a row group (~ the CSV reader's blocks).
 BATCH_ROWS = 8192
@@ -164,8 +170,8 @@ def plan_files(
     skipped: list[str] = []
     for path in files:
         with open_binary(path) as f:
+            metadata = _footer(path, f)
             try:
-                metadata = pq.ParquetFile(_ArrowReadable(f)).metadata
                 schema = metadata.schema.to_arrow_schema()
             except (pa.ArrowException, OSError) as err:
                 raise ParquetError(
@@ -180,7 +186,7 @@ def plan_files(
                 raise ParquetError(
                     f"column {field.name!r} in {path} is {field.type}, which a tf.Example "
                     "feature cannot hold (one value or a flat list of numbers or strings): "
-                    "flatten it into columns when writing the data, or list it under "
+                    f"{_fix_for(field.type)} when writing the data, or list it under "
                     "`ignore:` in the dataset spec"
                 )
             if field.name in types:
@@ -203,14 +209,47 @@ def plan_files(
     )
 
 
+def _fix_for(arrow_type: pa.DataType) -> str:
+    """What to write instead of a type no feature holds."""
+    if pa.types.is_time(arrow_type) or pa.types.is_duration(arrow_type):
+        return "cast it to an integer (seconds or microseconds)"
+    return "flatten it into columns"
+
+
 def values_in(path: str, open_binary: Callable[[str], IO[bytes]]) -> int:
     """Rows times columns of a Parquet file, from its footer (no rows read)."""
     with open_binary(path) as f:
-        try:
-            metadata = pq.ParquetFile(_ArrowReadable(f)).metadata
-        except (pa.ArrowException, OSError) as err:
-            raise ParquetError(f"{path} is not a Parquet file pyarrow can read: {err}") from None
+        metadata = _footer(path, f)
     return metadata.num_rows * metadata.num_columns
+
+
+def _footer(path: str, f: IO[bytes]) -> pq.FileMetaData:
+    """A file's footer; ParquetError naming the column when pyarrow 10 cannot parse it
+    for a logical type newer than its own (components/parquet_footer.py)."""
+    try:
+        return pq.ParquetFile(_ArrowReadable(f)).metadata
+    except (pa.ArrowException, OSError) as err:
+        newer = unknown_logical_types(f)
+        if not newer:
+            raise ParquetError(f"{path} is not a Parquet file pyarrow can read: {err}") from None
+    halves = [column for column, member in newer if member == FLOAT16]
+    if halves:
+        names = ", ".join(repr(c) for c in halves)
+        first = halves[0]
+        raise ParquetError(
+            f"column{'s' if len(halves) > 1 else ''} {names} in {path} "
+            f"{'are' if len(halves) > 1 else 'is'} float16, which pyarrow 15 and later write "
+            "with Parquet's FLOAT16 type that this pyarrow (10, TFX's) cannot read, nor any "
+            f"other column of the file: write float32 instead (pandas: df[{first!r}] = "
+            f"df[{first!r}].astype('float32'); pyarrow: cast the column to pa.float32())"
+        ) from None
+    column, member = newer[0]
+    name = LOGICAL_TYPE_NAMES.get(member, f"logical type {member}")
+    raise ParquetError(
+        f"column {column!r} in {path} has Parquet's {name} type, newer than this pyarrow "
+        "(10, TFX's), which then cannot read any column of the file: write that column "
+        "as a type the table in docs/parquet-and-partitions.md lists, or leave it out"
+    ) from None
 
 
 # --- casting a column to its feature ------------------------------------------
@@ -242,11 +281,36 @@ def _as_kind(values: pa.Array, kind: str, where: str) -> pa.Array:
             mask = values.is_null().to_numpy(zero_copy_only=False)
             halves = values.to_numpy(zero_copy_only=False)
             return pa.array(np.where(mask, 0, halves).astype(np.float64), mask=mask)
-        # float32 -> float64 is exact; an int64 in a FLOAT column converts as the CSV
-        # path's Python float() does.
+        if pa.types.is_integer(t) or pa.types.is_decimal(t):
+            # A FLOAT column that is an integer in this file (module doc: evolution).
+            return _whole_numbers_as_floats(values, where)
+        # float32 -> float64 is exact; the encoder rounds to float32, as the CSV path.
         return values.cast(pa.float64(), safe=False)
     except pa.ArrowInvalid as err:
         raise ParquetError(f"{where}: {err}; such values have no {kind} feature") from None
+
+
+def _whole_numbers_as_floats(values: pa.Array, where: str) -> pa.Array:
+    """Integers (or decimals of scale 0) of a column that is FLOAT over the files, as
+    float64; ParquetError for the first that a float feature (float32) cannot hold."""
+    if pa.types.is_decimal(values.type) and values.type.scale:
+        return values.cast(pa.float64(), safe=False)
+    ints = values.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+    with np.errstate(over="ignore", invalid="ignore"):
+        floats = ints.astype(np.float32)
+        wide = floats.astype(np.float64)
+        held = (wide >= -(2.0**63)) & (wide < 2.0**63)
+        exact = held & (np.where(held, floats, 0).astype(np.int64) == ints)
+    if not exact.all():
+        at = int(np.argmin(exact))
+        raise ParquetError(
+            f"{where}: the integer {ints[at]} would be stored as {floats[at]:.0f}: the column is "
+            "a float in another file of the run, and a float feature is a float32, exact for "
+            "integers up to 2^24; write the column with one type in every file: int64 if its "
+            "values are whole numbers (pandas writes an int column holding a NaN as float64: "
+            "make it astype('Int64')), else float64"
+        )
+    return pa.array(ints.astype(np.float64), mask=values.is_null().to_numpy(zero_copy_only=False))
 
 
 def feature_column(column: pa.Array, feature: FeatureType, where: str) -> pa.Array:

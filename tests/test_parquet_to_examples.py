@@ -6,8 +6,12 @@ from __future__ import annotations
 import datetime
 import decimal
 import math
+import os
+import re
+import shutil
 from pathlib import Path
 
+import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,16 +25,20 @@ from tfx_bsl.coders.csv_decoder import ColumnType
 from components.csv_to_examples import column_type, read_blocks, typed_batch
 from components.example_encoding import encode_examples
 from components.example_gen import SpanResolvingExecutor
-from components.input_resolution import input_config, resolve_input
+from components.input_resolution import input_config, input_window, resolve_input
 from components.parquet_columns import (
     FeatureType,
     ParquetError,
     feature_column,
+    feature_type,
     plan_files,
     read_row_group,
 )
+from components.parquet_footer import unknown_logical_types
+from kubeflow.steps.input_snapshot import InputSnapshot
 from pipeline.beam import beam_pipeline_args
 from pipeline.inputs import InputDataError, check_data_root
+from tests import row_group_probe
 from tests.conftest import taxi_as_parquet
 from tests.harness import run_example_gen, split_records
 
@@ -141,6 +149,30 @@ def test_half_floats_and_fixed_size_lists_are_read_as_their_values():
     assert values(tf.train.Example.FromString(second), "at") is None
 
 
+def test_date64_arrays_are_days_since_1970_read_directly():
+    """pyarrow reads a date64 column back from a file as date32, so only an array
+    another reader hands over (an Arrow dataset, Spark's Arrow batches) takes this cast."""
+    day_ms = 86_400_000
+    millis = pa.array([19783 * day_ms, 0, -day_ms, -1, 3 * day_ms + 1, None], pa.date64())
+    column = feature_column(millis, FeatureType("date", "INT"), "where")
+    # Floor division: one millisecond before 1970 is in 1969-12-31, day -1.
+    assert column.type == pa.int64() and column.to_pylist() == [19783, 0, -1, -1, 3, None]
+    listed = pa.array([[datetime.date(2024, 3, 1), None], None], pa.list_(pa.date64()))
+    as_list = feature_column(listed, FeatureType("date", "INT", is_list=True), "where")
+    assert as_list.to_pylist() == [[19783, None], []]
+
+
+def test_a_union_or_an_interval_is_refused_and_no_parquet_file_can_hold_either(tmp_path):
+    """The type table's union and interval rows: Arrow types Parquet has no column
+    for (pyarrow, 10 and the newest alike, refuses to write them), refused as types."""
+    union = pa.UnionArray.from_sparse(pa.array([0], pa.int8()), [pa.array([1]), pa.array(["a"])])
+    interval = pa.array([pa.MonthDayNano([1, 2, 3])], pa.month_day_nano_interval())
+    for array in (union, interval):
+        assert feature_type(array.type) is None, array.type
+        with pytest.raises(pa.ArrowNotImplementedError, match="Arrow to Parquet"):
+            write(tmp_path / "u.parquet", pa.table({"u": array}))
+
+
 def test_zeros_false_and_empty_strings_are_values_unlike_tfx_s_parquet_executor(tmp_path):
     """tfx#6407: the stock executor's `if not pyval:` makes each of these missing."""
     table = pa.table({"i": [0, None], "f": [0.0, None], "b": [False, None], "s": ["", None]})
@@ -185,6 +217,142 @@ def test_a_column_no_feature_holds_is_refused_before_any_row_is_read(tmp_path, a
     plan = plan_files([str(path)], open_binary, ignore=["bad"])
     assert plan.column_names == ("ok",) and plan.skipped == ("bad",)
     assert [values(e, "ok") for e in read_examples(path, ignore=["bad"])] == [("int64_list", [1])]
+
+
+REFUSED = [
+    ("struct", pa.array([{"x": 1}]), "struct<x: int64>"),
+    ("map", pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64())), "map<string, int64"),
+    ("nested_list", pa.array([[[1]]], pa.list_(pa.list_(pa.int64()))), "list<item: list<item: int64>>"),  # noqa: E501
+    ("time32", pa.array([datetime.time(1, 2, 3)], pa.time32("ms")), "time32[ms]"),
+    ("time64", pa.array([datetime.time(1, 2, 3, 4)], pa.time64("us")), "time64[us]"),
+    ("duration", pa.array([5], pa.duration("s")), "duration[s]"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "array", "described"), REFUSED, ids=[r[0] for r in REFUSED])
+def test_example_gen_refuses_each_unsupported_type_before_any_beam_work(
+    tmp_path, monkeypatch, name, array, described
+):
+    """The executor, not just its planner: the refusal names the column and the file,
+    and comes while the pipeline is built, so Beam never runs it."""
+    root = tmp_path / "data"
+    write(root / "dt=2024-01-01" / "part-0.parquet", pa.table({"fare": [1.5]}))
+    bad = write(root / "dt=2024-01-02" / "part-0.parquet", pa.table({"fare": [2.5], name: array}))
+    runs = []
+
+    def run(pipeline, *args, **kwargs):
+        runs.append(pipeline)
+        raise AssertionError("Beam ran the pipeline")
+
+    monkeypatch.setattr(beam.Pipeline, "run", run)
+    pattern = "dt={YYYY}-{MM}-{DD}/*.parquet"
+    properties = {
+        "input_config": proto_utils.proto_to_json(input_config(pattern)),
+        "input_window": input_window(pattern, spans=2),
+    }
+    with pytest.raises(
+        ParquetError, match=rf"^column '{name}' in {re.escape(f'{bad} is {described}')}"
+    ):
+        run_example_gen(SpanResolvingExecutor, root, tmp_path / "out", properties)
+    assert runs == [] and not list((tmp_path / "out").glob("Split-*"))
+
+
+# Files a current pandas and pyarrow wrote, with the scripts that wrote them.
+EXPORTS = Path(__file__).parent / "data" / "exports"
+FLOAT16_REFUSAL = (
+    r"columns 'bill_depth_mm', 'wing_spans_m' in .*float16_columns\.parquet are float16, "
+    r"which pyarrow 15 and later write with Parquet's FLOAT16 type that this pyarrow \(10, "
+    r"TFX's\) cannot read, nor any other column of the file: write float32 instead "
+    r"\(pandas: df\['bill_depth_mm'\] = df\['bill_depth_mm'\]\.astype\('float32'\)"
+)
+
+
+def test_float16_columns_from_a_current_pyarrow_are_refused_naming_them_and_the_cast(tmp_path):
+    """pyarrow 10 cannot parse the file's footer at all (so not its other columns either),
+    and says so naming no column; the footer read without it names them."""
+    fixture = EXPORTS / "float16_columns.parquet"
+    with pytest.raises(OSError, match=r"^Metadata contains Thrift LogicalType that is not"):
+        pq.read_metadata(fixture)
+    with pytest.raises(ParquetError, match="^" + FLOAT16_REFUSAL):
+        plan_files([str(fixture)], open_binary)
+    root = tmp_path / "data"
+    root.mkdir()
+    shutil.copy(fixture, root / "part-0.parquet")
+    in_copy = FLOAT16_REFUSAL.replace("float16_columns", "part-0")
+    with pytest.raises(InputDataError, match=in_copy):
+        check_data_root(root)
+    properties = {"input_config": proto_utils.proto_to_json(input_config(None))}
+    with pytest.raises(ParquetError, match="^" + in_copy):
+        run_example_gen(SpanResolvingExecutor, root, tmp_path / "out", properties)
+    # The other files of the footer reader's answer: none for a file pyarrow 10 reads.
+    plain = write(tmp_path / "plain.parquet", pa.table({"x": [1.5], "t": [MOMENT]}))
+    with open(plain, "rb") as f:
+        assert unknown_logical_types(f) == []
+
+
+def test_a_footer_neither_pyarrow_nor_the_footer_reader_parses_gets_pyarrow_s_message(tmp_path):
+    good = write(tmp_path / "good.parquet", pa.table({"x": [1.5]})).read_bytes()
+    # The footer's bytes garbled, its length and magic kept.
+    length = int.from_bytes(good[-8:-4], "little")
+    garbled = good[: -8 - length] + b"\xff" * length + good[-8:]
+    path = tmp_path / "garbled.parquet"
+    path.write_bytes(garbled)
+    with pytest.raises(
+        ParquetError, match=r"garbled\.parquet is not a Parquet file pyarrow can read: "
+    ):
+        plan_files([str(path)], open_binary)
+
+
+@pytest.mark.parametrize("narrow_first", [True, False], ids=["narrow-first", "wide-first"])
+def test_a_wider_int_or_float_in_another_file_changes_no_value(tmp_path, narrow_first):
+    """int32 with int64 is INT (int64) and float32 with float64 is FLOAT (a float32
+    feature), in either order: each file's rows are the examples it gives read alone."""
+    narrow = write(
+        tmp_path / "narrow.parquet",
+        pa.table({"n": pa.array([7, None], pa.int32()), "x": pa.array([0.1, None], pa.float32())}),
+    )
+    wide = write(tmp_path / "wide.parquet", pa.table({"n": [2**40, -(2**63)], "x": [0.1, 2.5]}))
+    files = (narrow, wide) if narrow_first else (wide, narrow)
+    assert plan_files([str(f) for f in files], open_binary).kinds == {"n": "INT", "x": "FLOAT"}
+    assert read_examples(*files) == [e for f in files for e in read_examples(f)]
+    alone = read_examples(wide)
+    assert [values(e, "n") for e in alone] == [("int64_list", [2**40]), ("int64_list", [-(2**63)])]
+
+
+@pytest.mark.parametrize("int_first", [True, False], ids=["int-first", "float-first"])
+def test_an_int_column_meeting_a_float_file_is_float_while_every_integer_stays_exact(
+    tmp_path, int_first
+):
+    """The FLOAT kind is a float32: exact for integers up to 2^24 (and beyond, for
+    those with trailing zero bits), which are read as floats."""
+    ints = write(
+        tmp_path / "ints.parquet",
+        pa.table({"n": pa.array([2**24, -(2**24), 2**40, 3, None], pa.int64())}),
+    )
+    floats = write(tmp_path / "floats.parquet", pa.table({"n": [0.5]}))
+    files = (ints, floats) if int_first else (floats, ints)
+    assert plan_files([str(f) for f in files], open_binary).kinds == {"n": "FLOAT"}
+    read = [values(e, "n") for e in read_examples(*files)]
+    from_ints = [("float_list", [float(v)]) for v in (2**24, -(2**24), 2**40, 3)] + [None]
+    from_floats = [("float_list", [0.5])]
+    assert read == (from_ints + from_floats if int_first else from_floats + from_ints)
+
+
+@pytest.mark.parametrize("int_first", [True, False], ids=["int-first", "float-first"])
+def test_an_integer_a_float_feature_would_round_stops_the_run_naming_file_and_column(
+    tmp_path, int_first
+):
+    """An int64 beyond 2^24 meeting a float file: a float32 would keep 16777216 for
+    16777217, so the run stops rather than train on another number."""
+    ints = write(tmp_path / "ints.parquet", pa.table({"n": pa.array([1, 2**24 + 1], pa.int64())}))
+    floats = write(tmp_path / "floats.parquet", pa.table({"n": [0.5]}))
+    files = (ints, floats) if int_first else (floats, ints)
+    with pytest.raises(
+        ParquetError,
+        match=r"ints\.parquet: column 'n': the integer 16777217 would be stored as 16777216: "
+        r"the column is a float in another file of the run, .* astype\('Int64'\)\), else float64$",
+    ):
+        read_examples(*files)
 
 
 @pytest.mark.parametrize(
@@ -278,29 +446,44 @@ def test_the_same_rows_as_csv_and_as_parquet_are_the_same_examples_in_each_split
     csv_splits, parquet_splits = split_records(from_csv), split_records(from_parquet)
     assert parquet_splits == csv_splits
     assert sum(len(r) for r in parquet_splits.values()) == 3000
-    # Missing cells are there to compare: taxi rows lack some tract and community area.
-    assert any(
-        values(tf.train.Example.FromString(r), "pickup_census_tract") is None
-        for r in csv_splits["train"]
-    )
+    # Partly null columns, a number and a string, are there to compare: present in
+    # some rows and missing in others, alike in both formats.
+    for column in ("dropoff_census_tract", "company"):
+        for split, records in parquet_splits.items():
+            read = [values(tf.train.Example.FromString(r), column) for r in records]
+            missing = sum(v is None for v in read)
+            assert 0 < missing < len(read), (column, split, missing)
 
 
 @pytest.mark.slow  # Beam's multi-processing runner: two worker processes
 def test_two_worker_processes_read_a_file_s_row_groups_and_write_every_row_once(
-    taxi_slice, tmp_path
+    taxi_slice, tmp_path, monkeypatch
 ):
     """ExampleGen on Kubeflow's default Beam engine (`direct`: Beam's multi-processing
     runner, kubeflow/settings/beam.py): one Parquet file's row groups are the Beam
-    elements the workers share, and every row is written once, as the CSV path
+    elements the workers share, read by two worker processes (tests/row_group_probe.py
+    records the pid that reads each), and every row is written once, as the CSV path
     writes it in memory."""
     parquet_root = taxi_as_parquet(
         taxi_slice / "data.csv", tmp_path / "parquet", parts=1, row_group_size=500
     )
     properties = {"input_config": proto_utils.proto_to_json(input_config(None))}
-    workers = tuple(beam_pipeline_args("multi_processing", num_workers=2))
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    monkeypatch.setenv(row_group_probe.PROBE_DIR, str(probe))
+    workers = (
+        *beam_pipeline_args("multi_processing", num_workers=2),
+        "--beam_plugins=tests.row_group_probe",
+    )
     ours = run_example_gen(
         SpanResolvingExecutor, parquet_root, tmp_path / "ours", properties, workers
     )
+    reads = row_group_probe.reads(probe)
+    # Each of the six row groups read once, by worker processes, two of them at least.
+    assert {name for _, name, _ in reads} == {"part-00000-1b2c.c000.snappy.parquet"}, reads
+    assert sorted(index for _, _, index in reads) == list(range(6)), reads
+    pids = {pid for pid, _, _ in reads}
+    assert len(pids) >= 2 and os.getpid() not in pids, reads
     from_csv = run_example_gen(SpanResolvingExecutor, taxi_slice, tmp_path / "csv", properties)
     assert split_records(ours) == split_records(from_csv)
     # Six row groups in bundles of their own files: more than one writer per split.
@@ -451,6 +634,35 @@ def test_a_new_partition_changes_the_input_snapshot(tmp_path):
     assert after.latest.span == before.latest.span + 1
     assert after.to_json() != before.to_json()
     assert after.latest.patterns == {"single_split": "dt=2024-01-31/*.parquet"}
+
+
+def test_a_file_rewritten_in_place_changes_the_input_snapshot(tmp_path):
+    """A partition re-exported under the same file name, as InputSnapshot sees it on
+    Kubeflow: TFX's fingerprint (tfx/utils/io_utils.py, generate_fingerprint) counts
+    each file's size and its modification time in whole seconds, so a rewrite of another
+    size, or a second later, is new data; the same size within the same second is not."""
+    pattern = "dt={YYYY}-{MM}-{DD}/*.parquet"
+    root = hive_partitions(tmp_path, ["dt=2024-01-30"])
+    part = root / "dt=2024-01-30" / "part-00000.snappy.parquet"
+    snapshot = InputSnapshot.EXECUTOR_SPEC.executor_class._FUNCTION
+    config = proto_utils.proto_to_json(input_config(pattern))
+    window = input_window(pattern, spans=1)
+
+    def taken() -> str:
+        return snapshot(input_base=str(root), input_config=config, input_window=window)["snapshot"]
+
+    first, written = taken(), part.stat()
+    # Other values, the same size: seen only once the clock has passed a second.
+    write(part, pa.table({"fare": [9.0]}), compression="snappy")
+    assert part.stat().st_size == written.st_size
+    os.utime(part, ns=(written.st_atime_ns, written.st_mtime_ns))
+    assert taken() == first
+    os.utime(part, ns=(written.st_atime_ns, written.st_mtime_ns + 1_000_000_000))
+    assert taken() != first
+    # Another size, within the same second as the first write: seen.
+    write(part, pa.table({"fare": [9.0, 10.0]}), compression="snappy")
+    os.utime(part, ns=(written.st_atime_ns, written.st_mtime_ns))
+    assert part.stat().st_size != written.st_size and taken() != first
 
 
 def test_spark_s_unpadded_date_partitions_are_refused_with_the_pattern_to_use(tmp_path):
