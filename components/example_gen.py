@@ -66,7 +66,7 @@ from components.example_blocks import (
     partition_blocks,
 )
 from components.example_encoding import encode_examples
-from components.input_files import data_files, input_format
+from components.input_files import data_files, holds_rows, input_format, no_rows_message
 from components.parquet_to_examples import parquet_batches
 from components.spans import SpanPattern, glob_root, present_spans
 
@@ -139,6 +139,10 @@ def input_window(
 READERS = {"csv": csv_batches, "parquet": parquet_batches}
 
 
+def _open_binary(path: str) -> Any:
+    return fileio.open(path, "rb")
+
+
 def _size(path: str) -> int:
     """A file's bytes; a directory holds none to read (TFX's default pattern, `*`, lists them)."""
     return 0 if fileio.isdir(path) else fileio.stat(path).length
@@ -189,15 +193,20 @@ def ReadExamples(
 ) -> beam.PCollection:
     """The data files `patterns` name under `input_base` (every span of a window, read
     together: one set of columns and types), as blocks of serialized tf.Examples."""
-    files = []
+    by_pattern = {}
     for pattern in patterns:
         matched = data_files(fileio.glob(os.path.join(glob_root(input_base), pattern)), _size)
         if not matched:
             raise RuntimeError(
                 f"Split pattern {os.path.join(input_base, pattern)} does not match any files."
             )
-        files += matched
+        by_pattern[pattern] = matched
+    files = [path for matched in by_pattern.values() for path in matched]
     read_format = input_format(files, window.get("format"))
+    for pattern, matched in by_pattern.items():
+        # Kubeflow runs no runner's check (pipeline/inputs.py): an empty span stops here.
+        if not holds_rows(matched, read_format, _open_binary):
+            raise InputPatternError(no_rows_message(os.path.join(input_base, pattern), matched))
     logging.info(
         "Reading %d %s file(s) under %s into tf.Examples.", len(files), read_format, input_base
     )

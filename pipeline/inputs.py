@@ -22,7 +22,14 @@ import os
 from dataclasses import dataclass
 
 from components.csv_header import CsvHeaderError, read_header
-from components.input_files import InputFormatError, data_files, input_format, is_leftover
+from components.input_files import (
+    InputFormatError,
+    data_files,
+    holds_rows,
+    input_format,
+    is_leftover,
+    no_rows_message,
+)
 from components.parquet_columns import ParquetError, ParquetPlan, plan_files
 from components.spans import Span, SpanPattern, latest_spans
 from components.text_encoding import non_utf8_line
@@ -75,7 +82,15 @@ def check_data_root(
             f"data root {root} holds no data files (*.csv or *.parquet; writers' markers, "
             "hidden and empty files are skipped)"
         )
-    return _checked(f"data root {root}", files, format, ignore)
+    checked = _checked(f"data root {root}", files, format, ignore)
+    _check_rows(f"data root {root}", files, checked.format)
+    return checked
+
+
+def _check_rows(where: str, files: list[str], read_format: str) -> None:
+    """InputDataError unless `files` (one span's, or the root's) hold a row."""
+    if not holds_rows(files, read_format, object_store.open_binary):
+        raise InputDataError(no_rows_message(where, files))
 
 
 def _checked(
@@ -136,12 +151,25 @@ def _check_spans(
             f"no files under {root} match the input pattern {pattern.pattern!r} "
             "(input.pattern in the dataset spec)"
         )
-    files = data_files(
-        [object_store.join(root, f) for span in found for f in span.files], object_store.file_size
-    )
-    return _checked(
+    by_span = {
+        span.span: data_files(
+            [object_store.join(root, f) for f in span.files], object_store.file_size
+        )
+        for span in found
+    }
+    files = [f for span_files in by_span.values() for f in span_files]
+    checked = _checked(
         f"input pattern {pattern.pattern!r} under {root}", files, format, ignore, tuple(found)
     )
+    for span in found:
+        _check_rows(_span_name(span), by_span[span.span] or list(span.files), checked.format)
+    return checked
+
+
+def _span_name(span: Span) -> str:
+    """A span as its folder names it (`dt=2024-01-02`), and its number."""
+    folder = os.path.dirname(span.files[0]) if span.files else ""
+    return f"span {span.span}" + (f" ({folder})" if folder else "")
 
 
 def _shared_header(csv_files: list[str]) -> tuple[str, ...]:

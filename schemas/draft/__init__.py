@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import get_args
 
+from components.parquet_columns import ParquetError
 from components.spans import SpanPattern
 from pipeline.inputs import InputDataError, check_data_root
 from schemas.draft.features import choose_slices, close_columns, decide_column, drift_measure
@@ -98,7 +99,10 @@ def draft(
     # statistics below read the latest span again, in Beam, for the types.
     # Parquet: the rows of every file read, typed as ExampleGen types them.
     if data.parquet is not None:
-        rows = read_parquet_data(data.parquet, sample_size=NOISE_ROWS)
+        try:
+            rows = read_parquet_data(data.parquet, sample_size=NOISE_ROWS)
+        except ParquetError as err:  # a value the type table refuses: the runner's one line
+            raise DraftError(str(err)) from None
     else:
         rows = read_data(data.files, data.header, sample_size=NOISE_ROWS)
     if label not in data.header:
