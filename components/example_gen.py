@@ -66,7 +66,13 @@ from components.example_blocks import (
     partition_blocks,
 )
 from components.example_encoding import encode_examples
-from components.input_files import data_files, holds_rows, input_format, no_rows_message
+from components.input_files import (
+    data_files,
+    holds_rows,
+    input_format,
+    no_rows_message,
+    parquet_column_names,
+)
 from components.parquet_to_examples import parquet_batches
 from components.spans import SpanPattern, glob_root, present_spans
 
@@ -121,21 +127,33 @@ class ResolvedInput:
 
 
 def input_window(
-    pattern: str | None, spans: int, format: str | None = None, ignore: tuple[str, ...] = ()
+    pattern: str | None,
+    spans: int,
+    format: str | None = None,
+    ignore: tuple[str, ...] = (),
+    text: tuple[str, ...] = (),
+    skip_unsupported: bool = False,
 ) -> str:
     """The `input_window` execution property: the raw pattern and the window size; the
-    files' format where the dataset spec names one (`input.format`), and the columns it
-    ignores (a Parquet column no feature can hold is skipped only if ignored)."""
+    files' format where the dataset spec names one (`input.format`), the columns it
+    ignores (a Parquet column no feature can hold is skipped only if ignored), and the
+    columns read as the text written (scoring's keys: a CSV's `007` stays `007`);
+    `skip_unsupported` (scoring): every column no feature can hold is skipped, as if
+    ignored, since the model never read one."""
     window: dict[str, Any] = {"pattern": pattern, "spans": spans}
     if format is not None:
         window["format"] = format
     if ignore:
         window["ignore"] = sorted(ignore)
+    if text:
+        window["text"] = sorted(text)
+    if skip_unsupported:
+        window["skip_unsupported"] = True
     return json.dumps(window, sort_keys=True)
 
 
-# Format -> its reader: (pipeline root, files, ignored columns) -> (batches of typed
-# columns, each column's kind: a dict or a side input).
+# Format -> its reader: (pipeline root, files, ignored columns, columns read as text) ->
+# (batches of typed columns, each column's kind: a dict or a side input).
 READERS = {"csv": csv_batches, "parquet": parquet_batches}
 
 
@@ -205,12 +223,16 @@ def ReadExamples(
     read_format = input_format(files, window.get("format"))
     for pattern, matched in by_pattern.items():
         # Kubeflow runs no runner's check (pipeline/inputs.py): an empty span stops here.
-        if not holds_rows(matched, read_format, _open_binary):
+        # Without spans, a header alone gives empty splits, as TFX's CSV executor's do.
+        if window.get("pattern") and not holds_rows(matched, read_format, _open_binary):
             raise InputPatternError(no_rows_message(os.path.join(input_base, pattern), matched))
     logging.info(
         "Reading %d %s file(s) under %s into tf.Examples.", len(files), read_format, input_base
     )
-    batches, kinds = READERS[read_format](root, files, tuple(window.get("ignore", ())))
+    ignore = tuple(window.get("ignore", ()))
+    if window.get("skip_unsupported") and read_format == "parquet":
+        ignore += parquet_column_names(files, _open_binary)
+    batches, kinds = READERS[read_format](root, files, ignore, tuple(window.get("text", ())))
     return batches | "EncodeExamples" >> beam.ParDo(_EncodeAhead(), kinds)
 
 
@@ -459,7 +481,9 @@ class ExampleGen(example_gen_component.FileBasedExampleGen):
     `input_pattern`: None reads every file under `input_base` (TFX's default);
     else a span pattern relative to it. `spans`: how many of the latest spans
     each run reads. `input_format`: the dataset spec's `input.format` (None:
-    from the files' extension); `ignore`: its `ignore:` columns.
+    from the files' extension); `ignore`: its `ignore:` columns; `text_columns`:
+    columns read as the text a CSV holds, never typed as numbers (scoring's keys);
+    `skip_unsupported`: skip every column no feature can hold (scoring).
     """
 
     SPEC_CLASS = ExampleGenSpec
@@ -474,6 +498,8 @@ class ExampleGen(example_gen_component.FileBasedExampleGen):
         spans: int = 1,
         input_format: str | None = None,
         ignore: tuple[str, ...] = (),
+        text_columns: tuple[str, ...] = (),
+        skip_unsupported: bool = False,
         input_snapshot: Any = None,
     ):
         config = input_config(input_pattern)
@@ -483,7 +509,9 @@ class ExampleGen(example_gen_component.FileBasedExampleGen):
             output_config=example_gen_utils.make_default_output_config(config),
             output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
             output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
-            input_window=input_window(input_pattern, spans, input_format, ignore),
+            input_window=input_window(
+                input_pattern, spans, input_format, ignore, text_columns, skip_unsupported
+            ),
             input_snapshot=input_snapshot,
             examples=types.Channel(type=standard_artifacts.Examples),
         )

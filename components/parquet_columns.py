@@ -213,6 +213,15 @@ def values_in(path: str, open_binary: Callable[[str], IO[bytes]]) -> int:
     return metadata.num_rows * metadata.num_columns
 
 
+def footer_schema(path: str, open_binary: Callable[[str], IO[bytes]]) -> pa.Schema:
+    """A Parquet file's Arrow schema (with pandas' metadata, if any), from its footer."""
+    with open_binary(path) as f:
+        try:
+            return pq.ParquetFile(_ArrowReadable(f)).schema_arrow
+        except (pa.ArrowException, OSError) as err:
+            raise ParquetError(f"{path} is not a Parquet file pyarrow can read: {err}") from None
+
+
 # --- casting a column to its feature ------------------------------------------
 
 

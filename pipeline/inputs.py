@@ -29,6 +29,7 @@ from components.input_files import (
     input_format,
     is_leftover,
     no_rows_message,
+    parquet_column_names,
 )
 from components.parquet_columns import ParquetError, ParquetPlan, plan_files
 from components.spans import Span, SpanPattern, latest_spans
@@ -59,10 +60,12 @@ def check_data_root(
     *,
     format: str | None = None,
     ignore: tuple[str, ...] = (),
+    skip_unsupported: bool = False,
 ) -> DataRoot:
     """The files a run reads under `data_root`, their format and columns, or
     InputDataError naming the problem. `pattern`, `spans`, `format`: the dataset
-    spec's `input` section; `ignore`: its ignored columns."""
+    spec's `input` section; `ignore`: its ignored columns; `skip_unsupported`
+    (scoring): every column no feature can hold is skipped, as if ignored."""
     root = os.fspath(data_root)
     try:
         object_store.check_uri(root, "data root")
@@ -71,7 +74,7 @@ def check_data_root(
     if not object_store.isdir(root):
         raise InputDataError(f"data root {root} is not a directory")
     if pattern is not None:
-        return _check_spans(root, SpanPattern(pattern), spans, format, ignore)
+        return _check_spans(root, SpanPattern(pattern), spans, format, ignore, skip_unsupported)
     paths = [object_store.join(root, n) for n in object_store.listdir(root)]
     files = data_files([p for p in paths if object_store.isfile(p)], object_store.file_size)
     if not files:
@@ -82,7 +85,7 @@ def check_data_root(
             f"data root {root} holds no data files (*.csv or *.parquet; writers' markers, "
             "hidden and empty files are skipped)"
         )
-    checked = _checked(f"data root {root}", files, format, ignore)
+    checked = _checked(f"data root {root}", files, format, ignore, skip_unsupported)
     _check_rows(f"data root {root}", files, checked.format)
     return checked
 
@@ -98,6 +101,7 @@ def _checked(
     files: list[str],
     format: str | None,
     ignore: tuple[str, ...],
+    skip_unsupported: bool,
     found: tuple[Span, ...] = (),
 ) -> DataRoot:
     try:
@@ -106,6 +110,8 @@ def _checked(
         raise InputDataError(f"{where}: {err}") from None
     if read_format == "parquet":
         try:
+            if skip_unsupported:
+                ignore = (*ignore, *parquet_column_names(files, object_store.open_binary))
             plan = plan_files(files, object_store.open_binary, ignore)
         except ParquetError as err:
             raise InputDataError(str(err)) from None
@@ -120,7 +126,12 @@ def _checked(
 
 
 def _check_spans(
-    root: str, pattern: SpanPattern, count: int, format: str | None, ignore: tuple[str, ...]
+    root: str,
+    pattern: SpanPattern,
+    count: int,
+    format: str | None,
+    ignore: tuple[str, ...],
+    skip_unsupported: bool,
 ) -> DataRoot:
     if "*" in root or "?" in root:
         # TFX's ExampleGen matches span files with a regex made from root and pattern
@@ -159,7 +170,12 @@ def _check_spans(
     }
     files = [f for span_files in by_span.values() for f in span_files]
     checked = _checked(
-        f"input pattern {pattern.pattern!r} under {root}", files, format, ignore, tuple(found)
+        f"input pattern {pattern.pattern!r} under {root}",
+        files,
+        format,
+        ignore,
+        skip_unsupported,
+        tuple(found),
     )
     for span in found:
         _check_rows(_span_name(span), by_span[span.span] or list(span.files), checked.format)

@@ -63,7 +63,7 @@ def test_examplegen_stops_on_an_empty_span_where_no_runner_checked(tmp_path):
     root = exported(tmp_path, "empty_newest")
     patterns = ["dt=2024-01-01/*.parquet", "dt=2024-01-02/*.parquet"]
     with pytest.raises(InputPatternError, match=r"dt=2024-01-02/\*\.parquet holds no rows"):
-        _ = beam.Pipeline() | ReadExamples(str(root), patterns, {})
+        _ = beam.Pipeline() | ReadExamples(str(root), patterns, {"pattern": HIVE_PATTERN})
 
 
 # --- D4: every draft refusal is one line --------------------------------------
@@ -83,3 +83,190 @@ def test_every_draft_refusal_is_one_line(tmp_path, folder, message):
     with pytest.raises(DraftError, match=message) as raised:
         draft(root, LABEL, tmp_path / "schema")
     one_line(str(raised.value))
+
+
+# --- D5: CSV keys are read as written -----------------------------------------
+
+
+@pytest.mark.slow  # runs ExampleGen
+def test_csv_keys_are_read_as_written(tmp_path):
+    """`07`, `007`, `7` are three keys and `00042` stays `00042`: scoring's ExampleGen
+    reads its key columns as text (pipeline/scoring.py), never typed as numbers."""
+    import tensorflow as tf
+    from tfx.utils import proto_utils
+
+    from components.example_gen import SpanResolvingExecutor, input_config, input_window
+    from tests.harness import run_example_gen, split_records
+
+    root = exported(tmp_path, "csv_keys")
+    properties = {
+        "input_config": proto_utils.proto_to_json(input_config(None)),
+        "input_window": input_window(None, 1, text=("penguin_id",)),
+    }
+    examples = run_example_gen(SpanResolvingExecutor, root, tmp_path / "examples", properties)
+    parsed = [
+        tf.train.Example.FromString(record).features.feature
+        for records in split_records(examples).values()
+        for record in records
+    ]
+    assert sorted(f["penguin_id"].bytes_list.value[0] for f in parsed) == [
+        b"00042",
+        b"007",
+        b"07",
+        b"7",
+    ]
+    # Other columns keep the type rule: numbers stay numbers.
+    assert all(f["flipper_length_mm"].int64_list.value for f in parsed)
+
+
+def test_the_scoring_dag_reads_its_keys_as_text(tmp_path, taxi_spec):
+    import json
+
+    from components.scoring import ScoringSettings
+    from pipeline.scoring import create_scoring_pipeline
+    from pipeline.steps import EXAMPLE_GEN
+
+    pipeline = create_scoring_pipeline(
+        dataset=taxi_spec,
+        pipeline_root=str(tmp_path / "root"),
+        data_root=str(tmp_path / "data"),
+        schema_path=str(tmp_path / "schema.pbtxt"),
+        serving_model_dir=str(tmp_path / "serving"),
+        output_dir=str(tmp_path / "scores"),
+        settings=ScoringSettings(keys=("trip_id", "pickup_id")),
+        model_version="1",
+    )
+    (example_gen,) = [c for c in pipeline.components if c.id == EXAMPLE_GEN]
+    window = json.loads(example_gen.exec_properties["input_window"])
+    assert window["text"] == ["pickup_id", "trip_id"]
+
+
+# --- D2: a column ignored from the draft, by `ignore:` alone, and at scoring ----------
+
+
+def drafted(tmp_path: Path, folder: str, **options) -> tuple[dict, str]:
+    """The draft of one exported folder: its dataset.yaml read, and schema.pbtxt's text."""
+    import yaml
+
+    out = tmp_path / "schema"
+    draft(exported(tmp_path, folder), LABEL, out, **options)
+    return yaml.safe_load((out / "dataset.yaml").read_text()), (out / "schema.pbtxt").read_text()
+
+
+@pytest.mark.slow  # the draft runs TFDV
+def test_the_draft_ignores_a_struct_column_asked_with_ignore(tmp_path):
+    spec, schema = drafted(tmp_path, "struct_column", ignore=["trip", "island"])
+    assert {"trip", "island"} <= set(spec["ignore"])
+    assert "trip" not in spec["features"] and "island" not in spec["features"]
+    assert '"trip"' not in schema  # no schema entry: ExampleGen never reads it
+    with pytest.raises(DraftError, match=r"--ignore 'tirp' is not a column of the data"):
+        draft(EXPORTS / "struct_column", LABEL, tmp_path / "other", ignore=["trip", "tirp"])
+    with pytest.raises(DraftError, match=r"column 'trip' .* \(here: pass --ignore COLUMN\)$"):
+        draft(EXPORTS / "struct_column", LABEL, tmp_path / "other")
+
+
+def test_ignore_alone_lets_a_run_read_a_struct_column_s_folder(tmp_path):
+    """`ignore: [trip]` in dataset.yaml, with no schema entry for `trip` (a struct has
+    none): the spec's check against the schema and the runner's check both pass."""
+    from trainer.dataset_spec import parse_spec
+
+    checked = check_data_root(EXPORTS / "struct_column", ignore=("trip",))
+    assert checked.parquet is not None and checked.parquet.skipped == ("trip",)
+    spec = parse_spec(
+        {
+            "name": "penguins",
+            "label": {
+                "task": "multiclass",
+                "column": LABEL,
+                "classes": ["Adelie", "Chinstrap", "Gentoo"],
+            },
+            "features": {"island": {"kind": "categorical"}},
+            "ignore": ["trip", "bill_length_mm", "flipper_length_mm"],
+            "evaluation": {"metric": "accuracy", "naive_value": 0.5},
+        }
+    )
+    schema_columns = {
+        "island": "string",
+        LABEL: "string",
+        "bill_length_mm": "float",
+        "flipper_length_mm": "int",
+    }
+    spec.check_against_columns(schema_columns)
+
+
+def test_scoring_skips_an_extra_struct_column_the_model_never_read():
+    with pytest.raises(InputDataError, match=r"column 'trip' .* is struct"):
+        check_data_root(EXPORTS / "struct_column")
+    checked = check_data_root(EXPORTS / "struct_column", skip_unsupported=True)
+    assert checked.parquet is not None and checked.parquet.skipped == ("trip",)
+    assert "trip" not in checked.header
+
+
+@pytest.mark.slow  # runs ExampleGen
+@pytest.mark.parametrize(
+    "window", [{"ignore": ("trip",)}, {"skip_unsupported": True}], ids=["ignore", "scoring"]
+)
+def test_examplegen_reads_a_struct_column_s_folder_without_it(tmp_path, window):
+    examples = example_gen_features(tmp_path, "struct_column", **window)
+    assert len(examples) == 24
+    assert all("trip" not in f and "island" in f for f in examples)
+
+
+def example_gen_features(tmp_path: Path, folder: str, **window) -> list:
+    """ExampleGen's examples of one exported folder, each as its feature map."""
+    import tensorflow as tf
+    from tfx.utils import proto_utils
+
+    from components.example_gen import SpanResolvingExecutor, input_config, input_window
+    from tests.harness import run_example_gen, split_records
+
+    properties = {
+        "input_config": proto_utils.proto_to_json(input_config(None)),
+        "input_window": input_window(None, 1, **window),
+    }
+    root = exported(tmp_path, folder)
+    examples = run_example_gen(SpanResolvingExecutor, root, tmp_path / "examples", properties)
+    return [
+        tf.train.Example.FromString(record).features.feature
+        for records in split_records(examples).values()
+        for record in records
+    ]
+
+
+# --- D3: pandas' index columns are never features --------------------------------
+
+
+@pytest.mark.slow  # the draft runs TFDV
+@pytest.mark.parametrize(
+    ("folder", "index"), [("index_nonunique", "__index_level_0__"), ("index_named", "row")]
+)
+def test_pandas_index_columns_are_never_features(tmp_path, folder, index):
+    """pd.concat(...).to_parquet() (a non-unique index) crashed the draft; a filtered
+    frame's named index became a numeric feature."""
+    spec, _ = drafted(tmp_path, folder)
+    assert index in spec["ignore"] and index not in spec["features"]
+    assert set(spec["features"]) == {"bill_length_mm", "flipper_length_mm", "island"}
+
+
+# --- D6: the draft and ExampleGen agree on "" ; item 8: list columns --------------
+
+
+@pytest.mark.slow  # the draft runs TFDV, and ExampleGen
+def test_the_draft_reads_parquet_empty_strings_as_values_as_examplegen_does(tmp_path):
+    spec, _ = drafted(tmp_path, "empty_strings")
+    assert spec["features"]["note"]["kind"] == "categorical"
+    examples = example_gen_features(tmp_path / "eg", "empty_strings")
+    notes = [tuple(f["note"].bytes_list.value) for f in examples]
+    assert (notes.count((b"",)), notes.count((b"x",)), notes.count(())) == (12, 9, 3)
+
+
+@pytest.mark.slow  # the draft runs TFDV
+def test_the_draft_says_why_it_ignores_a_list_column(tmp_path):
+    import yaml
+
+    out = tmp_path / "schema"
+    draft(exported(tmp_path, "empty_strings"), LABEL, out)
+    text = (out / "dataset.yaml").read_text()
+    assert "tags" in yaml.safe_load(text)["ignore"]
+    (line,) = [t for t in text.splitlines() if t.strip().startswith("- tags")]
+    assert "a list column" in line and "always empty" not in line

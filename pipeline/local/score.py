@@ -88,6 +88,7 @@ def score_local(options: ScoreOptions) -> ScoreSummary:
         1,
         format=spec.input.format,
         ignore=tuple(c for c in spec.ignore if c not in options.settings.keys),
+        skip_unsupported=True,
     )
     missing = [k for k in options.settings.keys if k not in checked.header]
     if missing:

@@ -76,6 +76,8 @@ def main() -> None:
     # D6: a string column of "", "x" and nulls.
     frame = penguins(24)
     frame["note"] = pd.array(([""] * 4 + ["x"] * 3 + [None]) * 3, dtype="string")
+    # Item 8: a list column, which the draft called "always empty".
+    frame["tags"] = [["a", "b"][: i % 3] for i in range(24)]
     write(frame, "empty_strings/part-0.parquet", index=False)
 
     # D2: a struct column no feature can hold.
