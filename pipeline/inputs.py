@@ -19,12 +19,14 @@ are those of the spans a run reads: the latest, or the window of the last N.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from components.csv_header import CsvHeaderError, read_header
 from components.input_files import (
     InputFormatError,
     data_files,
+    format_of_path,
     holds_rows,
     input_format,
     is_leftover,
@@ -83,11 +85,42 @@ def check_data_root(
             raise InputDataError(f"{empty[0]} is empty: it has no header row (nor any data)")
         raise InputDataError(
             f"data root {root} holds no data files (*.csv or *.parquet; writers' markers, "
-            "hidden and empty files are skipped)"
+            "hidden and empty files are skipped)" + _pattern_hint(root, paths)
         )
     checked = _checked(f"data root {root}", files, format, ignore, skip_unsupported)
     _check_rows(f"data root {root}", files, checked.format)
     return checked
+
+
+# A partition folder's name: `dt=2024-01-02` (a date) or `span=12` (a number).
+_DATE_FOLDER = re.compile(r"^([^=/]+)=\d{4}-\d{2}-\d{2}$")
+_NUMBER_FOLDER = re.compile(r"^([^=/]+)=\d+$")
+
+
+def _pattern_hint(root: str, paths: list[str]) -> str:
+    """When data files sit one folder down (a Hive layout, `dt=2024-01-02/*.parquet`): the
+    `--input-pattern` that reads them as spans; else nothing."""
+    for folder in sorted(p for p in paths if object_store.isdir(p)):
+        name = os.path.basename(folder.rstrip("/"))
+        inside = [object_store.join(folder, n) for n in object_store.listdir(folder)]
+        files = data_files([p for p in inside if object_store.isfile(p)], object_store.file_size)
+        endings = sorted({os.path.splitext(f)[1] for f in files if format_of_path(f)})
+        if not endings:
+            continue
+        if (date := _DATE_FOLDER.match(name)) is not None:
+            pattern = f"{date.group(1)}={{YYYY}}-{{MM}}-{{DD}}/*{endings[0]}"
+        elif (number := _NUMBER_FOLDER.match(name)) is not None:
+            pattern = f"{number.group(1)}={{SPAN}}/*{endings[0]}"
+        else:
+            return (
+                f"; its folder {name} holds them: pass that folder as the data root, or "
+                "name the folders as spans (span=1, dt=2024-01-02) and pass --input-pattern"
+            )
+        return (
+            f"; its folders hold them ({name}/{os.path.basename(files[0])}): read them as "
+            f"spans with --input-pattern '{pattern}' (input.pattern in the dataset spec)"
+        )
+    return ""
 
 
 def _check_rows(where: str, files: list[str], read_format: str) -> None:

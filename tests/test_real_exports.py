@@ -270,3 +270,20 @@ def test_the_draft_says_why_it_ignores_a_list_column(tmp_path):
     assert "tags" in yaml.safe_load(text)["ignore"]
     (line,) = [t for t in text.splitlines() if t.strip().startswith("- tags")]
     assert "a list column" in line and "always empty" not in line
+
+
+# --- Item 8: confusing errors say what to do ---------------------------------------
+
+
+def test_a_hive_folder_without_a_pattern_is_told_the_pattern_to_pass(tmp_path):
+    root = exported(tmp_path, "empty_newest")
+    with pytest.raises(InputDataError) as raised:
+        check_data_root(root)
+    assert one_line(str(raised.value)).endswith(
+        "read them as spans with --input-pattern 'dt={YYYY}-{MM}-{DD}/*.parquet' "
+        "(input.pattern in the dataset spec)"
+    )
+    (root / "dt=2024-01-01").rename(root / "span=3")
+    shutil.rmtree(root / "dt=2024-01-02")
+    with pytest.raises(InputDataError, match=r"--input-pattern 'span=\{SPAN\}/\*\.parquet'"):
+        check_data_root(root)
