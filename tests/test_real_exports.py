@@ -287,3 +287,31 @@ def test_a_hive_folder_without_a_pattern_is_told_the_pattern_to_pass(tmp_path):
     shutil.rmtree(root / "dt=2024-01-02")
     with pytest.raises(InputDataError, match=r"--input-pattern 'span=\{SPAN\}/\*\.parquet'"):
         check_data_root(root)
+
+
+def test_scoring_s_gate_names_no_split_and_hints_the_cast_of_an_int_with_a_nan():
+    """pandas writes an int column with a missing value as float64; a model trained from
+    CSV has it INT. The scoring gate says the cast, speaks of no train or eval split,
+    and a small input that leaves one split empty is no problem."""
+    import pandas as pd
+    import tensorflow_data_validation as tfdv
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    from components.data_gate import DataValidationError, check_data
+    from components.serving_gate import serving_anomalies
+
+    schema = schema_pb2.Schema()
+    schema.feature.add(name="flipper_length_mm", type=schema_pb2.INT)
+    frame = pd.read_parquet(EXPORTS / "empty_newest" / "dt=2024-01-01" / "part-0.parquet")
+    frame["flipper_length_mm"] = frame["flipper_length_mm"].where(frame.index > 0)  # float64
+    statistics = tfdv.generate_statistics_from_dataframe(frame[["flipper_length_mm"]])
+    anomalies = serving_anomalies(statistics, schema, [])
+    with pytest.raises(DataValidationError) as raised:
+        check_data({"train": anomalies, "eval": anomalies}, {"train": 24, "eval": 0}, scoring=True)
+    message = one_line(str(raised.value))
+    assert "df[column].astype('Int64')" in message
+    assert "split" not in message and "1 problem(s)" in message
+    with pytest.raises(DataValidationError, match=r"the data to score has no rows$"):
+        check_data(
+            {"train": schema_pb2.Schema() and anomalies.__class__()}, {"train": 0}, scoring=True
+        )
