@@ -295,7 +295,7 @@ def test_scoring_s_gate_names_no_split_and_hints_the_cast_of_an_int_with_a_nan()
     and a small input that leaves one split empty is no problem."""
     import pandas as pd
     import tensorflow_data_validation as tfdv
-    from tensorflow_metadata.proto.v0 import schema_pb2
+    from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2
 
     from components.data_gate import DataValidationError, check_data
     from components.serving_gate import serving_anomalies
@@ -312,6 +312,4 @@ def test_scoring_s_gate_names_no_split_and_hints_the_cast_of_an_int_with_a_nan()
     assert "df[column].astype('Int64')" in message
     assert "split" not in message and "1 problem(s)" in message
     with pytest.raises(DataValidationError, match=r"the data to score has no rows$"):
-        check_data(
-            {"train": schema_pb2.Schema() and anomalies.__class__()}, {"train": 0}, scoring=True
-        )
+        check_data({"train": anomalies_pb2.Anomalies()}, {"train": 0}, scoring=True)
