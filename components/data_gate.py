@@ -78,6 +78,11 @@ def _reason_text(reason, nans: "tuple[int, int] | None") -> str:
     )
     if nans is not None:
         text += f" ({nans[0]} NaN of {nans[1]} values)"
+    if reason.type == _NEW_COLUMN:
+        text += (
+            " (a column the schema does not list, as one added in a later partition: add it "
+            "to schema.pbtxt and to dataset.yaml, as a feature or under ignore:)"
+        )
     if reason.type == _UNEXPECTED_TYPE and "INT" in text and "FLOAT" in text.split("INT", 1)[1]:
         text += (
             " (pandas writes an int column holding a missing value as float64: write it as "
@@ -87,6 +92,7 @@ def _reason_text(reason, nans: "tuple[int, int] | None") -> str:
 
 
 _UNEXPECTED_TYPE = anomalies_pb2.AnomalyInfo.UNEXPECTED_DATA_TYPE
+_NEW_COLUMN = anomalies_pb2.AnomalyInfo.SCHEMA_NEW_COLUMN
 
 
 def nan_counts(statistics) -> "dict[str, tuple[int, int]]":

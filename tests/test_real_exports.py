@@ -313,3 +313,22 @@ def test_scoring_s_gate_names_no_split_and_hints_the_cast_of_an_int_with_a_nan()
     assert "split" not in message and "1 problem(s)" in message
     with pytest.raises(DataValidationError, match=r"the data to score has no rows$"):
         check_data({"train": anomalies_pb2.Anomalies()}, {"train": 0}, scoring=True)
+
+
+def test_a_column_added_in_a_later_partition_is_told_where_to_declare_it():
+    import pandas as pd
+    import tensorflow_data_validation as tfdv
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    from components.data_gate import DataValidationError, check_data
+
+    schema = schema_pb2.Schema()
+    schema.feature.add(name="island", type=schema_pb2.BYTES)
+    later = pd.DataFrame({"island": ["Dream", "Biscoe"], "tags": ["a", "b"]})
+    anomalies = tfdv.validate_statistics(tfdv.generate_statistics_from_dataframe(later), schema)
+    with pytest.raises(DataValidationError) as raised:
+        check_data({"train": anomalies}, {"train": 2})
+    assert "feature 'tags': New column" in str(raised.value)
+    assert "add it to schema.pbtxt and to dataset.yaml, as a feature or under ignore:" in str(
+        raised.value
+    )
