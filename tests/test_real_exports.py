@@ -332,3 +332,60 @@ def test_a_column_added_in_a_later_partition_is_told_where_to_declare_it():
     assert "add it to schema.pbtxt and to dataset.yaml, as a feature or under ignore:" in str(
         raised.value
     )
+
+
+# --- Item 8: the scores directory, read whole ---------------------------------------
+
+
+def test_a_reader_of_the_scores_directory_gets_each_key_once_per_question(tmp_path):
+    """Versions 1, 2 and 10 scored span 3; span 4 has only version 1 complete (version 2's
+    run was killed before `_SUCCESS`). The whole directory holds span 3's keys three times;
+    the newest complete partition per span holds each key once."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from components.scored_output import Manifest, commit, latest_partitions, partition_dir
+
+    out = tmp_path / "scores"
+
+    def scored(span: int, version: str, keys: list[str], complete: bool = True) -> None:
+        attempt = tmp_path / f"attempt-{span}-{version}"
+        attempt.mkdir()
+        table = pa.table({"penguin_id": keys, "model_version": [version] * len(keys)})
+        pq.write_table(table, attempt / "part-00000-of-00001.parquet")
+        partition = partition_dir(str(out), span, version)
+        manifest = Manifest(
+            span,
+            version,
+            "d" * 64,
+            f"input {span}",
+            len(keys),
+            0,
+            ("penguin_id",),
+            "parquet",
+            ("part-00000-of-00001.parquet",),
+        )
+        commit(str(attempt), partition, manifest)
+        if not complete:
+            (Path(partition) / "_SUCCESS").unlink()
+
+    scored(3, "1", ["07", "007"])
+    scored(3, "2", ["07", "007"])
+    scored(3, "10", ["07", "007"])  # versions are numbers: 10 is newer than 2
+    scored(4, "1", ["7"])
+    scored(4, "2", ["7"], complete=False)
+    whole = ds.dataset(out, format="parquet").to_table()
+    assert whole.num_rows == 8  # every version, and incomplete partitions too
+
+    latest = latest_partitions(str(out))
+    assert [Path(p).relative_to(out).as_posix() for p in latest] == [
+        "span=3/version=10",
+        "span=4/version=1",
+    ]
+    rows = ds.dataset([ds.dataset(p, format="parquet") for p in latest]).to_table().to_pylist()
+    assert sorted((r["penguin_id"], r["model_version"]) for r in rows) == [
+        ("007", "10"),
+        ("07", "10"),
+        ("7", "1"),
+    ]
