@@ -389,3 +389,22 @@ def test_a_reader_of_the_scores_directory_gets_each_key_once_per_question(tmp_pa
         ("07", "10"),
         ("7", "1"),
     ]
+
+
+def test_scoring_takes_an_input_pattern_of_its_own(tmp_path):
+    """A model trained on dt= partitions scores a flat folder (`--input-pattern none`),
+    and a flat-trained one a Hive folder."""
+    import score_runner
+
+    def scoring_pattern(*flags: str) -> str | None:
+        argv = ["--data-root", str(tmp_path), "--output-dir", str(tmp_path / "s"), "--key", "k"]
+        argv += flags
+        return score_runner.options_from_args(score_runner.parse_args(argv)).dataset.input.pattern
+
+    assert scoring_pattern() is None  # the embedded task's spec reads a flat folder
+    assert scoring_pattern("--input-pattern", HIVE_PATTERN) == HIVE_PATTERN
+    assert scoring_pattern("--input-pattern", "none") is None
+    with pytest.raises(
+        ValueError, match=r"--input-pattern: input.pattern: '/abs/\{SPAN\}/\*' must"
+    ):
+        scoring_pattern("--input-pattern", "/abs/{SPAN}/*")
