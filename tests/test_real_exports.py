@@ -408,3 +408,12 @@ def test_scoring_takes_an_input_pattern_of_its_own(tmp_path):
         ValueError, match=r"--input-pattern: input.pattern: '/abs/\{SPAN\}/\*' must"
     ):
         scoring_pattern("--input-pattern", "/abs/{SPAN}/*")
+
+
+def test_scores_of_another_flat_folder_replaced_say_so():
+    from pipeline.local.score import ScoreSummary
+
+    summary = ScoreSummary("replaced", "scores/span=0/version=1", 4, 0, "1", "d" * 64, 0)
+    assert "replaced (the span's input changed)" in summary.text()
+    flat = ScoreSummary("replaced", "scores/span=0/version=1", 4, 0, "1", "d" * 64, 0, flat=True)
+    assert "give each folder its own --output-dir" in one_line(flat.text())

@@ -60,11 +60,16 @@ class ScoreSummary:
     model_version: str
     model_digest: str
     span: int
+    flat: bool = False  # no input pattern: every folder scored is span 0
 
     def text(self) -> str:
         what = {
             "written": "written",
-            "replaced": "replaced (the span's input changed)",
+            "replaced": "replaced (the span's input changed)"
+            if not self.flat
+            else "replaced (the input changed: without an input pattern every folder is span "
+            "0, so another folder's scores in this output directory were replaced; give each "
+            "folder its own --output-dir)",
             "unchanged": "unchanged (already scored: same input, same model)",
         }[self.status]
         return (
@@ -167,6 +172,7 @@ def _run(
         model_version=props[batch_scorer.MODEL_VERSION_PROPERTY].string_value,
         model_digest=props[batch_scorer.MODEL_DIGEST_PROPERTY].string_value,
         span=props[batch_scorer.SPAN_SCORED_PROPERTY].int_value,
+        flat=options.dataset.input.pattern is None,
     )
     print(summary.text(), flush=True)
     if options.write_report:
