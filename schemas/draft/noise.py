@@ -93,9 +93,8 @@ def sample_frame(data: DataRead, types: dict[str, str]):
     for values in data.sample:
         for name, value_type in types.items():
             value = values[at[name]]
-            missing = value is None or value == data.missing_cell
-            if value_type == "string":
-                columns[name].append(None if missing else value)
+            if value is None or value == data.missing_cell:
+                columns[name].append(None if value_type == "string" else math.nan)
             else:
-                columns[name].append(math.nan if missing else float(value))
+                columns[name].append(value if value_type == "string" else float(value))
     return pd.DataFrame(columns)

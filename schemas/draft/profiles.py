@@ -113,7 +113,7 @@ class DataRead:
 
     columns: tuple[str, ...]
     rows: int
-    counts: dict[str, Counter[str]]
+    counts: dict[str, Counter[str | None]]
     missing: Counter[str]
     sample: list[tuple[str | None, ...]]
     missing_cell: str | None = ""
@@ -153,9 +153,10 @@ class RowCollector:
         self.columns = tuple(columns)
         self._missing_cell = missing_cell
         self._sample_size = sample_size
-        self._counts: dict[str, Counter[str]] = {name: Counter() for name in self.columns}
-        self._profiled: list[tuple[str, ...]] = []  # counted a chunk at a time (Counter is C)
-        self._sample: list[tuple[str, ...]] = []
+        self._counts: dict[str, Counter[str | None]] = {name: Counter() for name in self.columns}
+        # Counted a chunk at a time (Counter is C).
+        self._profiled: list[tuple[str | None, ...]] = []
+        self._sample: list[tuple[str | None, ...]] = []
         self._chooser = random.Random(0)
         self._rows = self._seen = 0
 
@@ -183,7 +184,7 @@ class RowCollector:
         )
 
 
-def _count(rows: list[tuple[str, ...]], columns: tuple[str, ...], counts) -> None:
+def _count(rows: list[tuple[str | None, ...]], columns: tuple[str, ...], counts) -> None:
     """Adds `rows`' cells to each column's counts (the empty cell too), and empties `rows`."""
     if rows:
         for name, cells in zip(columns, zip(*rows, strict=True), strict=True):
