@@ -15,6 +15,7 @@ codes. The run itself is `pipeline.local.score.score_local`, importable on its o
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from pathlib import Path
@@ -37,6 +38,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         required=True,
         help="the data to score, CSV or Parquet, as training reads it (the dataset spec's "
         "input: pattern and format; the latest span): a local path, s3:// or gs://",
+    )
+    parser.add_argument(
+        "--input-pattern",
+        help="the data root's span pattern, e.g. 'dt={YYYY}-{MM}-{DD}/*.parquet' (default: "
+        "the dataset spec's input.pattern); 'none' scores the files at the top of the data "
+        "root, as a flat folder, with a model trained on partitions",
     )
     parser.add_argument(
         "--serving-dir",
@@ -102,6 +109,7 @@ def options_from_args(args: argparse.Namespace) -> ScoreOptions:
     from pipeline.local.score import ScoreOptions
     from pipeline.object_store import uri_scheme
     from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir
+    from trainer.dataset_spec import DatasetSpecError, parse_input
 
     schema_dir = load_schema_dir(args.schema_dir or DEFAULT_SCHEMA_DIR)
     keys = tuple(args.keys or schema_dir.spec.keys)
@@ -110,8 +118,16 @@ def options_from_args(args: argparse.Namespace) -> ScoreOptions:
             f"no key columns: pass --key COLUMN, or list them under keys: in {schema_dir.spec_file}"
         )
     data_root = args.data_root
+    dataset = schema_dir.spec
+    if args.input_pattern is not None:
+        pattern = None if args.input_pattern.lower() == "none" else args.input_pattern
+        try:
+            data_input = parse_input({"pattern": pattern, "format": dataset.input.format})
+        except DatasetSpecError as err:
+            raise ValueError(f"--input-pattern: {err}") from None
+        dataset = dataclasses.replace(dataset, input=data_input)
     return ScoreOptions(
-        dataset=schema_dir.spec,
+        dataset=dataset,
         schema_file=schema_dir.schema_file,
         data_root=data_root if uri_scheme(data_root) else str(Path(data_root).resolve()),
         serving_dir=args.serving_dir,

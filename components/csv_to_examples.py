@@ -274,12 +274,22 @@ def _column_names(pattern: str, files: list[str]) -> list[str]:
     return names
 
 
+def as_text(types: dict[str, ColumnType], text: tuple[str, ...]) -> dict[str, ColumnType]:
+    """`types` with the `text` columns STRING: read as written (`007`, `07` and `7` are
+    three keys), whatever the type rule would make of them."""
+    return {name: ColumnType.STRING if name in text else kind for name, kind in types.items()}
+
+
 def csv_batches(
-    root: beam.pvalue.PBegin, files: list[str], ignore: tuple[str, ...] = ()
+    root: beam.pvalue.PBegin,
+    files: list[str],
+    ignore: tuple[str, ...] = (),
+    text: tuple[str, ...] = (),
 ) -> tuple[beam.PCollection, beam.pvalue.AsSingleton]:
     """ExampleGen's CSV reader (components/example_gen.py): batches of typed columns, and
     each column's kind (a side input: a first pass over the files infers them).
-    `ignore` is for formats with columns no feature can hold; a CSV has none."""
+    `ignore` is for formats with columns no feature can hold; a CSV has none. `text`:
+    columns read as the text written (scoring's keys), never typed as numbers."""
     del ignore
     column_names = _column_names(os.path.dirname(files[0]), files)
     paths = root | "CreateFilenames" >> beam.Create(files)
@@ -287,6 +297,7 @@ def csv_batches(
         paths
         | "InferColumnTypes" >> beam.ParDo(_InferColumnTypes(column_names))
         | "MergeColumnTypes" >> beam.CombineGlobally(_MergeColumnTypes(column_names))
+        | "ColumnsAsText" >> beam.Map(as_text, text)
     )
     # Read, typed, encoded, split and written in one stage, a block at a time:
     # memory stays a few blocks per worker. (Spreading one file's blocks over

@@ -35,8 +35,10 @@ class DataValidationError(RuntimeError):
 def describe_anomalies(
     anomalies_by_split: "dict[str, anomalies_pb2.Anomalies]",
     nan_counts_by_split: "dict[str, dict[str, tuple[int, int]]] | None" = None,
+    show_splits: bool = True,
 ) -> "list[str]":
-    """One line per distinct problem: feature, what is wrong, and the splits it is in.
+    """One line per distinct problem: feature, what is wrong, and the splits it is in
+    (`show_splits`; scoring's data has no train and eval to speak of).
 
     `nan_counts_by_split`: split -> feature -> (NaN values, values), from the
     statistics; TFDV's NaN anomaly says there are some, not how many.
@@ -60,7 +62,7 @@ def describe_anomalies(
                 split
             )
     return [
-        f"{where}: {reasons} (split {', '.join(splits)})"
+        f"{where}: {reasons}" + (f" (split {', '.join(splits)})" if show_splits else "")
         for (where, reasons), splits in sorted(splits_by_problem.items())
     ]
 
@@ -76,7 +78,21 @@ def _reason_text(reason, nans: "tuple[int, int] | None") -> str:
     )
     if nans is not None:
         text += f" ({nans[0]} NaN of {nans[1]} values)"
+    if reason.type == _NEW_COLUMN:
+        text += (
+            " (a column the schema does not list, as one added in a later partition: add it "
+            "to schema.pbtxt and to dataset.yaml, as a feature or under ignore:)"
+        )
+    if reason.type == _UNEXPECTED_TYPE and "INT" in text and "FLOAT" in text.split("INT", 1)[1]:
+        text += (
+            " (pandas writes an int column holding a missing value as float64: write it as "
+            "nullable ints, df[column].astype('Int64'), before to_parquet)"
+        )
     return text
+
+
+_UNEXPECTED_TYPE = anomalies_pb2.AnomalyInfo.UNEXPECTED_DATA_TYPE
+_NEW_COLUMN = anomalies_pb2.AnomalyInfo.SCHEMA_NEW_COLUMN
 
 
 def nan_counts(statistics) -> "dict[str, tuple[int, int]]":
@@ -106,10 +122,17 @@ def check_data(
     anomalies_by_split: dict[str, anomalies_pb2.Anomalies],
     num_examples_by_split: dict[str, int],
     nan_counts_by_split: "dict[str, dict[str, tuple[int, int]]] | None" = None,
+    scoring: bool = False,
 ) -> None:
-    """Raises DataValidationError listing every problem found."""
-    problems = describe_empty_splits(num_examples_by_split) + describe_anomalies(
-        anomalies_by_split, nan_counts_by_split
+    """Raises DataValidationError listing every problem found. `scoring`: the splits are
+    one set of rows to score, so only all of them empty is a problem, and no problem
+    names a split."""
+    if scoring:
+        empty = [] if sum(num_examples_by_split.values()) else ["the data to score has no rows"]
+    else:
+        empty = describe_empty_splits(num_examples_by_split)
+    problems = empty + describe_anomalies(
+        anomalies_by_split, nan_counts_by_split, show_splits=not scoring
     )
     if problems:
         raise DataValidationError(

@@ -71,8 +71,15 @@ from components.example_blocks import (
     partition_blocks,
 )
 from components.example_encoding import encode_examples
-from components.input_files import data_files, input_format
+from components.input_files import (
+    data_files,
+    holds_rows,
+    input_format,
+    no_rows_message,
+    parquet_column_names,
+)
 from components.input_resolution import (
+    InputPatternError,
     ResolvedInput,
     SpanRead,
     input_config,
@@ -87,7 +94,13 @@ INPUT_WINDOW_KEY = "input_window"
 INPUT_SNAPSHOT_KEY = "input_snapshot"
 
 
+# Format -> its reader: (pipeline root, files, ignored columns, columns read as text) ->
+# (batches of typed columns, each column's kind: a dict or a side input).
 READERS = {"csv": csv_batches, "parquet": parquet_batches}
+
+
+def _open_binary(path: str) -> Any:
+    return fileio.open(path, "rb")
 
 
 def _size(path: str) -> int:
@@ -140,19 +153,28 @@ def ReadExamples(
 ) -> beam.PCollection:
     """The data files `patterns` name under `input_base` (every span of a window, read
     together: one set of columns and types), as blocks of serialized tf.Examples."""
-    files = []
+    by_pattern = {}
     for pattern in patterns:
         matched = data_files(fileio.glob(os.path.join(glob_root(input_base), pattern)), _size)
         if not matched:
             raise RuntimeError(
                 f"Split pattern {os.path.join(input_base, pattern)} does not match any files."
             )
-        files += matched
+        by_pattern[pattern] = matched
+    files = [path for matched in by_pattern.values() for path in matched]
     read_format = input_format(files, window.get("format"))
+    for pattern, matched in by_pattern.items():
+        # Kubeflow runs no runner's check (pipeline/inputs.py): an empty span stops here.
+        # Without spans, a header alone gives empty splits, as TFX's CSV executor's do.
+        if window.get("pattern") and not holds_rows(matched, read_format, _open_binary):
+            raise InputPatternError(no_rows_message(os.path.join(input_base, pattern), matched))
     logging.info(
         "Reading %d %s file(s) under %s into tf.Examples.", len(files), read_format, input_base
     )
-    batches, kinds = READERS[read_format](root, files, tuple(window.get("ignore", ())))
+    ignore = tuple(window.get("ignore", ()))
+    if window.get("skip_unsupported") and read_format == "parquet":
+        ignore += parquet_column_names(files, _open_binary)
+    batches, kinds = READERS[read_format](root, files, ignore, tuple(window.get("text", ())))
     return batches | "EncodeExamples" >> beam.ParDo(_EncodeAhead(), kinds)
 
 
@@ -325,7 +347,9 @@ class ExampleGen(example_gen_component.FileBasedExampleGen):
     `input_pattern`: None reads every file under `input_base` (TFX's default);
     else a span pattern relative to it. `spans`: how many of the latest spans
     each run reads. `input_format`: the dataset spec's `input.format` (None:
-    from the files' extension); `ignore`: its `ignore:` columns.
+    from the files' extension); `ignore`: its `ignore:` columns; `text_columns`:
+    columns read as the text a CSV holds, never typed as numbers (scoring's keys);
+    `skip_unsupported`: skip every column no feature can hold (scoring).
     """
 
     SPEC_CLASS = ExampleGenSpec
@@ -340,6 +364,8 @@ class ExampleGen(example_gen_component.FileBasedExampleGen):
         spans: int = 1,
         input_format: str | None = None,
         ignore: tuple[str, ...] = (),
+        text_columns: tuple[str, ...] = (),
+        skip_unsupported: bool = False,
         input_snapshot: Any = None,
     ):
         config = input_config(input_pattern)
@@ -349,7 +375,9 @@ class ExampleGen(example_gen_component.FileBasedExampleGen):
             output_config=example_gen_utils.make_default_output_config(config),
             output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
             output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
-            input_window=input_window(input_pattern, spans, input_format, ignore),
+            input_window=input_window(
+                input_pattern, spans, input_format, ignore, text_columns, skip_unsupported
+            ),
             input_snapshot=input_snapshot,
             examples=types.Channel(type=standard_artifacts.Examples),
         )

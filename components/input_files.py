@@ -8,7 +8,10 @@ schema draft and ExampleGen's executor, so that all three read the same files:
   (`.part-0000.crc`, `.DS_Store`) and empty files;
 - the format is the dataset spec's `input.format` when it names one, else the
   files' extension (`.csv`, `.parquet`); a folder that mixes formats is
-  refused, naming both.
+  refused, naming both;
+- a span (or a data root without spans) whose files hold no row is refused
+  (`holds_rows`): an exporter that wrote a 0-row file and `_SUCCESS` for a day
+  would otherwise leave a run's window one span short without a word.
 
 A reader per format (`READERS` in components/example_gen.py) turns the files into
 Arrow record batches; a third format is one more entry in `FORMATS` and its reader.
@@ -18,6 +21,10 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable, Iterable
+from typing import IO
+
+from components.csv_header import read_header
+from components.parquet_columns import footer_schema, values_in
 
 # Format -> the file name endings it is known by.
 FORMATS: dict[str, tuple[str, ...]] = {
@@ -82,3 +89,34 @@ def input_format(files: Iterable[str], declared: str | None = None) -> str:
     if not by_format:
         raise InputFormatError("there are no files to read")
     return next(iter(by_format))
+
+
+def holds_rows(
+    files: Iterable[str], read_format: str, open_binary: Callable[[str], IO[bytes]]
+) -> bool:
+    """Whether any of `files` holds a row: a Parquet footer's count (no rows read), a CSV
+    row after the header. `files`: data files (`data_files`), in `read_format`."""
+    if read_format == "parquet":
+        return any(values_in(path, open_binary) > 0 for path in files)
+    return any(read_header(path, open_binary).has_rows for path in files)
+
+
+def no_rows_message(where: str, files: list[str]) -> str:
+    """The one line a run stops with when `where` (a span, or the data root) holds no row."""
+    return (
+        f"{where} holds no rows: {', '.join(files[:3])} ha{'s' if len(files) == 1 else 've'} "
+        "0 rows (a writer's _SUCCESS beside an empty export is still empty); a run never "
+        "reads fewer rows than asked without saying so: remove the empty partition, or write "
+        "its rows, then run again"
+    )
+
+
+def parquet_column_names(
+    files: Iterable[str], open_binary: Callable[[str], IO[bytes]]
+) -> tuple[str, ...]:
+    """Every column of the Parquet `files`, from their footers. Scoring ignores them all
+    (`skip_unsupported`): a column no feature can hold is one the model never read."""
+    names: dict[str, None] = {}
+    for path in files:
+        names.update(dict.fromkeys(footer_schema(path, open_binary).names))
+    return tuple(names)

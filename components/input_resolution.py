@@ -69,16 +69,28 @@ class ResolvedInput:
 
 
 def input_window(
-    pattern: str | None, spans: int, format: str | None = None, ignore: tuple[str, ...] = ()
+    pattern: str | None,
+    spans: int,
+    format: str | None = None,
+    ignore: tuple[str, ...] = (),
+    text: tuple[str, ...] = (),
+    skip_unsupported: bool = False,
 ) -> str:
     """The `input_window` execution property: the raw pattern and the window size; the
-    files' format where the dataset spec names one (`input.format`), and the columns it
-    ignores (a Parquet column no feature can hold is skipped only if ignored)."""
+    files' format where the dataset spec names one (`input.format`), the columns it
+    ignores (a Parquet column no feature can hold is skipped only if ignored), and the
+    columns read as the text written (scoring's keys: a CSV's `007` stays `007`);
+    `skip_unsupported` (scoring): every column no feature can hold is skipped, as if
+    ignored, since the model never read one."""
     window: dict[str, Any] = {"pattern": pattern, "spans": spans}
     if format is not None:
         window["format"] = format
     if ignore:
         window["ignore"] = sorted(ignore)
+    if text:
+        window["text"] = sorted(text)
+    if skip_unsupported:
+        window["skip_unsupported"] = True
     return json.dumps(window, sort_keys=True)
 
 

@@ -252,6 +252,13 @@ def _footer(path: str, f: IO[bytes]) -> pq.FileMetaData:
     ) from None
 
 
+def footer_schema(path: str, open_binary: Callable[[str], IO[bytes]]) -> pa.Schema:
+    """A Parquet file's Arrow schema (with pandas' metadata, if any), from its footer;
+    ParquetError as `_footer` says."""
+    with open_binary(path) as f:
+        return _footer(path, f).schema.to_arrow_schema()
+
+
 # --- casting a column to its feature ------------------------------------------
 
 

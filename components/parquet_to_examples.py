@@ -26,10 +26,16 @@ def _open(path: str) -> Any:
 
 
 def parquet_batches(
-    root: beam.pvalue.PBegin, files: list[str], ignore: tuple[str, ...] = ()
+    root: beam.pvalue.PBegin,
+    files: list[str],
+    ignore: tuple[str, ...] = (),
+    text: tuple[str, ...] = (),
 ) -> tuple[beam.PCollection, dict[str, ColumnType]]:
     """ExampleGen's Parquet reader (components/example_gen.py): batches of typed columns,
-    and each column's kind. The footers are read here, before the pipeline runs."""
+    and each column's kind. The footers are read here, before the pipeline runs.
+    `text` is for CSV: a Parquet column's type is written in the file (a string column's
+    `007` stays `007`; an int64 column holds numbers)."""
+    del text
     plan = plan_files(files, _open, ignore)
     batches = (
         root

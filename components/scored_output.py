@@ -169,6 +169,36 @@ def commit(temporary: str, partition: str, manifest: Manifest) -> None:
     )
 
 
+def _version_order(version: str) -> tuple[int, int | str]:
+    """Model versions in push order: the Pusher's are numbers (compared as numbers)."""
+    return (1, int(version)) if version.isdigit() else (0, version)
+
+
+def latest_partitions(output_dir: str) -> list[str]:
+    """Each span's complete partition (with `_SUCCESS`) of the newest model version, oldest
+    span first: what a reader of the whole directory reads to get each key once.
+
+    The directory keeps every version's scores of a span side by side (a new version
+    never replaces an old one's), so `pyarrow.dataset` over it counts a key once per
+    version, and reads partitions a killed run left without `_SUCCESS`.
+    """
+    found = []
+    for span_name in fileio.listdir(output_dir):
+        span_dir = os.path.join(output_dir, span_name.rstrip("/"))
+        if not span_name.startswith("span=") or not fileio.isdir(span_dir):
+            continue
+        complete = [
+            name.rstrip("/").removeprefix("version=")
+            for name in fileio.listdir(span_dir)
+            if name.startswith("version=")
+            and fileio.exists(os.path.join(span_dir, name.rstrip("/"), SUCCESS_FILE))
+        ]
+        if complete:
+            newest = max(complete, key=_version_order)
+            found.append((int(span_name.rstrip("/").removeprefix("span=")), newest))
+    return [partition_dir(output_dir, span, version) for span, version in sorted(found)]
+
+
 def duplicate_keys(rows: Sequence[tuple[Any, ...]]) -> tuple[int, list[tuple[Any, ...]]]:
     """(how many rows repeat an earlier row's keys, the first few repeated keys in row order)."""
     seen: set[tuple[Any, ...]] = set()

@@ -75,7 +75,8 @@ def ServingDataGate(
     schema: InputArtifact[standard_artifacts.Schema],
     excluded_columns: Parameter[str],
 ) -> GateOutputs:
-    """Fails the run on any anomaly in the SERVING environment, or an empty split."""
+    """Fails the run on any anomaly in the SERVING environment, or no rows at all (the
+    splits ExampleGen writes are one set of rows here: a small input may leave one empty)."""
     excluded = json.loads(excluded_columns)
     schema_proto = io_utils.SchemaReader().read(
         io_utils.get_only_uri_in_dir(artifact_utils.get_single_uri([schema]))
@@ -94,6 +95,7 @@ def ServingDataGate(
             for split, p in statistics_by_split.items()
         },
         {split: nan_counts(proto) for split, proto in statistics_by_split.items()},
+        scoring=True,
     )
     return {
         "examples_checked": sum(

@@ -19,10 +19,20 @@ are those of the spans a run reads: the latest, or the window of the last N.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from components.csv_header import CsvHeaderError, read_header
-from components.input_files import InputFormatError, data_files, input_format, is_leftover
+from components.input_files import (
+    InputFormatError,
+    data_files,
+    format_of_path,
+    holds_rows,
+    input_format,
+    is_leftover,
+    no_rows_message,
+    parquet_column_names,
+)
 from components.parquet_columns import ParquetError, ParquetPlan, plan_files
 from components.spans import Span, SpanPattern, latest_spans
 from components.text_encoding import non_utf8_line
@@ -52,10 +62,12 @@ def check_data_root(
     *,
     format: str | None = None,
     ignore: tuple[str, ...] = (),
+    skip_unsupported: bool = False,
 ) -> DataRoot:
     """The files a run reads under `data_root`, their format and columns, or
     InputDataError naming the problem. `pattern`, `spans`, `format`: the dataset
-    spec's `input` section; `ignore`: its ignored columns."""
+    spec's `input` section; `ignore`: its ignored columns; `skip_unsupported`
+    (scoring): every column no feature can hold is skipped, as if ignored."""
     root = os.fspath(data_root)
     try:
         object_store.check_uri(root, "data root")
@@ -64,7 +76,7 @@ def check_data_root(
     if not object_store.isdir(root):
         raise InputDataError(f"data root {root} is not a directory")
     if pattern is not None:
-        return _check_spans(root, SpanPattern(pattern), spans, format, ignore)
+        return _check_spans(root, SpanPattern(pattern), spans, format, ignore, skip_unsupported)
     paths = [object_store.join(root, n) for n in object_store.listdir(root)]
     files = data_files([p for p in paths if object_store.isfile(p)], object_store.file_size)
     if not files:
@@ -73,9 +85,48 @@ def check_data_root(
             raise InputDataError(f"{empty[0]} is empty: it has no header row (nor any data)")
         raise InputDataError(
             f"data root {root} holds no data files (*.csv or *.parquet; writers' markers, "
-            "hidden and empty files are skipped)"
+            "hidden and empty files are skipped)" + _pattern_hint(root, paths)
         )
-    return _checked(f"data root {root}", files, format, ignore)
+    checked = _checked(f"data root {root}", files, format, ignore, skip_unsupported)
+    _check_rows(f"data root {root}", files, checked.format)
+    return checked
+
+
+# A partition folder's name: `dt=2024-01-02` (a date) or `span=12` (a number).
+_DATE_FOLDER = re.compile(r"^([^=/]+)=\d{4}-\d{2}-\d{2}$")
+_NUMBER_FOLDER = re.compile(r"^([^=/]+)=\d+$")
+
+
+def _pattern_hint(root: str, paths: list[str]) -> str:
+    """When data files sit one folder down (a Hive layout, `dt=2024-01-02/*.parquet`): the
+    `--input-pattern` that reads them as spans; else nothing."""
+    for folder in sorted(p for p in paths if object_store.isdir(p)):
+        name = os.path.basename(folder.rstrip("/"))
+        inside = [object_store.join(folder, n) for n in object_store.listdir(folder)]
+        files = data_files([p for p in inside if object_store.isfile(p)], object_store.file_size)
+        endings = sorted({os.path.splitext(f)[1] for f in files if format_of_path(f)})
+        if not endings:
+            continue
+        if (date := _DATE_FOLDER.match(name)) is not None:
+            pattern = f"{date.group(1)}={{YYYY}}-{{MM}}-{{DD}}/*{endings[0]}"
+        elif (number := _NUMBER_FOLDER.match(name)) is not None:
+            pattern = f"{number.group(1)}={{SPAN}}/*{endings[0]}"
+        else:
+            return (
+                f"; its folder {name} holds them: pass that folder as the data root, or "
+                "name the folders as spans (span=1, dt=2024-01-02) and pass --input-pattern"
+            )
+        return (
+            f"; its folders hold them ({name}/{os.path.basename(files[0])}): read them as "
+            f"spans with --input-pattern '{pattern}' (input.pattern in the dataset spec)"
+        )
+    return ""
+
+
+def _check_rows(where: str, files: list[str], read_format: str) -> None:
+    """InputDataError unless `files` (one span's, or the root's) hold a row."""
+    if not holds_rows(files, read_format, object_store.open_binary):
+        raise InputDataError(no_rows_message(where, files))
 
 
 def _checked(
@@ -83,6 +134,7 @@ def _checked(
     files: list[str],
     format: str | None,
     ignore: tuple[str, ...],
+    skip_unsupported: bool,
     found: tuple[Span, ...] = (),
 ) -> DataRoot:
     try:
@@ -91,6 +143,8 @@ def _checked(
         raise InputDataError(f"{where}: {err}") from None
     if read_format == "parquet":
         try:
+            if skip_unsupported:
+                ignore = (*ignore, *parquet_column_names(files, object_store.open_binary))
             plan = plan_files(files, object_store.open_binary, ignore)
         except ParquetError as err:
             raise InputDataError(str(err)) from None
@@ -105,7 +159,12 @@ def _checked(
 
 
 def _check_spans(
-    root: str, pattern: SpanPattern, count: int, format: str | None, ignore: tuple[str, ...]
+    root: str,
+    pattern: SpanPattern,
+    count: int,
+    format: str | None,
+    ignore: tuple[str, ...],
+    skip_unsupported: bool,
 ) -> DataRoot:
     if "*" in root or "?" in root:
         # TFX's ExampleGen matches span files with a regex made from root and pattern
@@ -136,12 +195,30 @@ def _check_spans(
             f"no files under {root} match the input pattern {pattern.pattern!r} "
             "(input.pattern in the dataset spec)"
         )
-    files = data_files(
-        [object_store.join(root, f) for span in found for f in span.files], object_store.file_size
+    by_span = {
+        span.span: data_files(
+            [object_store.join(root, f) for f in span.files], object_store.file_size
+        )
+        for span in found
+    }
+    files = [f for span_files in by_span.values() for f in span_files]
+    checked = _checked(
+        f"input pattern {pattern.pattern!r} under {root}",
+        files,
+        format,
+        ignore,
+        skip_unsupported,
+        tuple(found),
     )
-    return _checked(
-        f"input pattern {pattern.pattern!r} under {root}", files, format, ignore, tuple(found)
-    )
+    for span in found:
+        _check_rows(_span_name(span), by_span[span.span] or list(span.files), checked.format)
+    return checked
+
+
+def _span_name(span: Span) -> str:
+    """A span as its folder names it (`dt=2024-01-02`), and its number."""
+    folder = os.path.dirname(span.files[0]) if span.files else ""
+    return f"span {span.span}" + (f" ({folder})" if folder else "")
 
 
 def _shared_header(csv_files: list[str]) -> tuple[str, ...]:

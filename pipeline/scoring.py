@@ -76,6 +76,10 @@ def create_scoring_pipeline(
         input_format=dataset.input.format,
         # A key the spec ignores is still read: the scores carry it.
         ignore=tuple(c for c in dataset.ignore if c not in settings.keys),
+        # Keys are read as written: a CSV's `007`, `07` and `7` are three keys.
+        text_columns=settings.keys,
+        # Extra columns are allowed, a struct the model never read included.
+        skip_unsupported=True,
     ).with_id(EXAMPLE_GEN)
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"]).with_id(STATISTICS_GEN)
     schema_importer = ImportSchemaGen(schema_file=schema_path).with_id(SCHEMA_IMPORTER)

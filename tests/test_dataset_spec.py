@@ -181,7 +181,6 @@ def test_regression_needs_a_positive_std_and_has_no_classes():
         (COLUMNS | {"y": "int"}, r"label\.classes\[0\]: 'a' is not an integer"),
         (COLUMNS | {"size": "string"}, r"list the marker in missing_markers \(e\.g\. \[NA\]\)"),
         (COLUMNS | {"weight": "float"}, r"columns \['weight'\] are in the data but neither"),
-        ({k: v for k, v in COLUMNS.items() if k != "row_id"}, r"ignore\[0\]: 'row_id' is not"),
     ],
 )
 def test_a_spec_that_does_not_fit_the_data_is_refused(columns, message):

@@ -569,8 +569,8 @@ class DatasetSpec:
                     f"features.{name}.missing_markers: column {name!r} holds "
                     f"{column_types[name]} values already; markers are for numbers read as strings"
                 )
-        for i, column in enumerate(self.ignore):
-            require(f"ignore[{i}]", column)
+        # An ignored column needs no schema entry: a column no feature can hold (a
+        # struct) has none, and ExampleGen skips it (components/parquet_columns.py).
         for i, column in enumerate(self.slices):
             require(f"slices[{i}]", column)
         label_type = column_types.get(self.label.column) if self.label.column else None

@@ -157,6 +157,24 @@ def _search(tuner) -> bool:
     return True
 
 
+class BudgetedOracle(keras_tuner.oracles.RandomSearchOracle):
+    """KerasTuner's random search, its budget counted in completed trials.
+
+    KerasTuner hands out a trial a killed search left RUNNING (its retry queue)
+    before it checks `max_trials` (keras-tuner 1.4.8, src/engine/oracle.py,
+    `Oracle.create_trial`; `reload` queues the running trials), so a search
+    resumed with a smaller budget than it ran under (`--max-trials 3` on a
+    search of 12) ran a trial more than asked. Here no trial starts once
+    `max_trials` trials have completed.
+    """
+
+    def create_trial(self, tuner_id: str) -> Any:
+        completed = sum(t.status == "COMPLETED" for t in self.trials.values())
+        if tuner_id not in self.ongoing_trials and completed >= self.max_trials:
+            self._retry_queue.clear()  # KerasTuner's own attribute (1.4.8, oracle.py)
+        return super().create_trial(tuner_id)
+
+
 def _tuner(
     config: TrainerConfig,
     spec: DatasetSpec,
@@ -207,7 +225,7 @@ def _tuner(
             return {OBJECTIVE: metrics[OBJECTIVE], gate_metric: metrics[gate_metric]}
 
     tuner = TrialTuner(
-        oracle=keras_tuner.oracles.RandomSearchOracle(
+        oracle=BudgetedOracle(
             objective=keras_tuner.Objective(OBJECTIVE, "min"),
             max_trials=settings.max_trials,
             seed=settings.seed,

@@ -60,11 +60,16 @@ class ScoreSummary:
     model_version: str
     model_digest: str
     span: int
+    flat: bool = False  # no input pattern: every folder scored is span 0
 
     def text(self) -> str:
         what = {
             "written": "written",
-            "replaced": "replaced (the span's input changed)",
+            "replaced": "replaced (the span's input changed)"
+            if not self.flat
+            else "replaced (the input changed: without an input pattern every folder is span "
+            "0, so another folder's scores in this output directory were replaced; give each "
+            "folder its own --output-dir)",
             "unchanged": "unchanged (already scored: same input, same model)",
         }[self.status]
         return (
@@ -88,6 +93,7 @@ def score_local(options: ScoreOptions) -> ScoreSummary:
         1,
         format=spec.input.format,
         ignore=tuple(c for c in spec.ignore if c not in options.settings.keys),
+        skip_unsupported=True,
     )
     missing = [k for k in options.settings.keys if k not in checked.header]
     if missing:
@@ -166,6 +172,7 @@ def _run(
         model_version=props[artifact_names.MODEL_VERSION_PROPERTY].string_value,
         model_digest=props[artifact_names.MODEL_DIGEST_PROPERTY].string_value,
         span=props[artifact_names.SPAN_SCORED_PROPERTY].int_value,
+        flat=options.dataset.input.pattern is None,
     )
     print(summary.text(), flush=True)
     if options.write_report:

@@ -34,11 +34,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import get_args
 
+from components.parquet_columns import ParquetError
 from components.spans import SpanPattern
 from pipeline.inputs import InputDataError, check_data_root
 from schemas.draft.features import choose_slices, close_columns, decide_column, drift_measure
 from schemas.draft.noise import NOISE_ROWS, drift_thresholds
-from schemas.draft.parquet_data import read_parquet_data
+from schemas.draft.parquet_data import not_features, read_parquet_data
 from schemas.draft.profiles import DraftError, profiles_of, read_data
 from schemas.draft.render import render_spec
 from schemas.draft.schema import curate_schema, schema_text, widen_schema
@@ -75,12 +76,14 @@ def draft(
     input_pattern: str | None = None,
     spans: int = 1,
     closed: Sequence[str] = (),
+    ignore: Sequence[str] = (),
 ) -> str:
     """Writes OUTPUT_DIR/schema.pbtxt and dataset.yaml; returns a summary to print.
 
     `input_pattern`, `spans`: the data root holds spans (the spec's `input:`);
     the draft reads the spans a run would read. `closed`: categorical columns
-    whose every value the schema lists (a new value stops a run).
+    whose every value the schema lists (a new value stops a run). `ignore`:
+    columns written under `ignore:` whatever they hold (a struct column too).
     """
     import tensorflow_data_validation as tfdv
 
@@ -91,14 +94,31 @@ def draft(
     except DatasetSpecError as err:
         raise DraftError(f"--input-pattern/--spans: {err}") from None
     try:
-        data = check_data_root(data_root, data_input.pattern, data_input.spans)
+        data = check_data_root(
+            data_root, data_input.pattern, data_input.spans, ignore=tuple(ignore)
+        )
     except InputDataError as err:
-        raise DraftError(str(err)) from None
+        hint = " (here: pass --ignore COLUMN)" if "under `ignore:`" in str(err) else ""
+        raise DraftError(f"{err}{hint}") from None
+    skipped = data.parquet.skipped if data.parquet is not None else ()
+    unknown = [c for c in ignore if c not in data.header and c not in skipped]
+    if unknown or label in ignore:
+        raise DraftError(
+            f"--ignore {(unknown or [label])[0]!r} is "
+            + (
+                f"not a column of the data (columns: {', '.join(data.header)})"
+                if unknown
+                else "the label"
+            )
+        )
     # The one pass over the rows (profiles and the noise sample); TFDV's
     # statistics below read the latest span again, in Beam, for the types.
     # Parquet: the rows of every file read, typed as ExampleGen types them.
     if data.parquet is not None:
-        rows = read_parquet_data(data.parquet, sample_size=NOISE_ROWS)
+        try:
+            rows = read_parquet_data(data.parquet, sample_size=NOISE_ROWS)
+        except ParquetError as err:  # a value the type table refuses: the runner's one line
+            raise DraftError(str(err)) from None
     else:
         rows = read_data(data.files, data.header, sample_size=NOISE_ROWS)
     if label not in data.header:
@@ -120,7 +140,11 @@ def draft(
     # run reads (every span of the window, typed together as ExampleGen types them).
     inferred = tfdv.infer_schema(
         example_statistics(
-            str(data_root), _statistics_patterns(data_input, data), data.header, data.format
+            str(data_root),
+            _statistics_patterns(data_input, data),
+            data.header,
+            data.format,
+            tuple(ignore),
         ),
         infer_feature_shape=False,
     )
@@ -132,6 +156,11 @@ def draft(
     label_profile = profiles[label]
     task = infer_task(label_profile, task)
     decisions = {c: decide_column(profiles[c]) for c in types if c != label}
+    if data.parquet is not None:
+        decisions.update(
+            {c: (None, why) for c, why in not_features(data.parquet).items() if c in decisions}
+        )
+    decisions.update({c: (None, "--ignore") for c in ignore if c in decisions})
     if all(settings is None for settings, _ in decisions.values()):
         raise DraftError(
             "no column can be a feature: "
@@ -139,6 +168,9 @@ def draft(
         )
     close_columns(decisions, closed, label)
     slices = choose_slices(decisions, profiles)
+    # Columns no feature can hold, skipped as --ignore asked: under `ignore:`, with no
+    # schema entry (ExampleGen never reads them).
+    decisions.update({c: (None, "--ignore: no feature can hold its type") for c in skipped})
     ignored = {c for c, (settings, _) in decisions.items() if settings is None}
     marked_numbers = {
         c for c, (settings, _) in decisions.items() if settings and settings.get("missing_markers")
@@ -257,6 +289,14 @@ def main(argv: list[str] | None = None) -> int:
         "a run (repeat for several; default: domains tolerate a few new values)",
     )
     parser.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="COLUMN",
+        help="a column that is no feature, written under ignore: (repeat for several); "
+        "also a column no feature can hold (a struct), which the draft otherwise refuses",
+    )
+    parser.add_argument(
         "--force", action="store_true", help="overwrite existing files in --output-dir"
     )
     args = parser.parse_args(argv)
@@ -271,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
             input_pattern=args.input_pattern,
             spans=args.spans,
             closed=args.closed,
+            ignore=args.ignore,
         )
     except (DraftError, DatasetSpecError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -85,7 +85,7 @@ def _round_up(value: float) -> float:
 
 def sample_frame(data: DataRead, types: dict[str, str]):
     """The pass's sample of rows, `types`' columns as a DataFrame: numbers as floats
-    (NaN where empty), strings as text (None where empty)."""
+    (NaN where missing), strings as text (None where missing; a Parquet `""` is text)."""
     import pandas as pd
 
     at = {name: data.columns.index(name) for name in types}
@@ -93,8 +93,8 @@ def sample_frame(data: DataRead, types: dict[str, str]):
     for values in data.sample:
         for name, value_type in types.items():
             value = values[at[name]]
-            if value_type == "string":
-                columns[name].append(value or None)
+            if value is None or value == data.missing_cell:
+                columns[name].append(None if value_type == "string" else math.nan)
             else:
-                columns[name].append(float(value) if value else math.nan)
+                columns[name].append(value if value_type == "string" else float(value))
     return pd.DataFrame(columns)

@@ -102,7 +102,9 @@ class ColumnProfile:
 
 @dataclass(frozen=True)
 class DataRead:
-    """What the one pass over the data kept, as the cells' text ("" where empty).
+    """What the one pass over the data kept, as the cells' text (`missing_cell` where
+    missing: "" for a CSV, where an empty cell is missing; None for Parquet, where ""
+    is a value, as ExampleGen writes it).
 
     `counts` and `missing` cover the first `rows` rows (at most MAX_ROWS_READ);
     `sample` holds up to the sample size of rows drawn evenly across all of
@@ -111,9 +113,10 @@ class DataRead:
 
     columns: tuple[str, ...]
     rows: int
-    counts: dict[str, Counter[str]]
+    counts: dict[str, Counter[str | None]]
     missing: Counter[str]
-    sample: list[tuple[str, ...]]
+    sample: list[tuple[str | None, ...]]
+    missing_cell: str | None = ""
 
 
 def read_data(csv_files: Sequence[str], columns: Sequence[str], *, sample_size: int) -> DataRead:
@@ -146,16 +149,18 @@ class RowCollector:
     """The pass's bookkeeping over rows of cell text, whatever the files' format: counts
     over the first MAX_ROWS_READ rows, and a seeded reservoir sample of all of them."""
 
-    def __init__(self, columns: Sequence[str], sample_size: int):
+    def __init__(self, columns: Sequence[str], sample_size: int, missing_cell: str | None = ""):
         self.columns = tuple(columns)
+        self._missing_cell = missing_cell
         self._sample_size = sample_size
-        self._counts: dict[str, Counter[str]] = {name: Counter() for name in self.columns}
-        self._profiled: list[tuple[str, ...]] = []  # counted a chunk at a time (Counter is C)
-        self._sample: list[tuple[str, ...]] = []
+        self._counts: dict[str, Counter[str | None]] = {name: Counter() for name in self.columns}
+        # Counted a chunk at a time (Counter is C).
+        self._profiled: list[tuple[str | None, ...]] = []
+        self._sample: list[tuple[str | None, ...]] = []
         self._chooser = random.Random(0)
         self._rows = self._seen = 0
 
-    def add(self, values: tuple[str, ...]) -> None:
+    def add(self, values: tuple[str | None, ...]) -> None:
         if self._rows < MAX_ROWS_READ:
             self._rows += 1
             self._profiled.append(values)
@@ -171,11 +176,15 @@ class RowCollector:
 
     def result(self) -> DataRead:
         _count(self._profiled, self.columns, self._counts)
-        missing = Counter({name: found.pop("", 0) for name, found in self._counts.items()})
-        return DataRead(self.columns, self._rows, self._counts, missing, self._sample)
+        missing = Counter(
+            {name: found.pop(self._missing_cell, 0) for name, found in self._counts.items()}
+        )
+        return DataRead(
+            self.columns, self._rows, self._counts, missing, self._sample, self._missing_cell
+        )
 
 
-def _count(rows: list[tuple[str, ...]], columns: tuple[str, ...], counts) -> None:
+def _count(rows: list[tuple[str | None, ...]], columns: tuple[str, ...], counts) -> None:
     """Adds `rows`' cells to each column's counts (the empty cell too), and empties `rows`."""
     if rows:
         for name, cells in zip(columns, zip(*rows, strict=True), strict=True):

@@ -36,12 +36,16 @@ _BEAM_STEP_LOGGER = "apache_beam.runners.common"
 
 
 def example_statistics(
-    data_root: str, patterns: Sequence[str], columns: Sequence[str], data_format: str
+    data_root: str,
+    patterns: Sequence[str],
+    columns: Sequence[str],
+    data_format: str,
+    ignore: Sequence[str] = (),
 ):
     """TFDV's DatasetFeatureStatisticsList of the examples ExampleGen reads from the files
     `patterns` (globs relative to `data_root`, as ExampleGen's split patterns) name, in
     `data_format`, its features in the order of `columns` (the data's; examples sort
-    theirs)."""
+    theirs); `ignore`: the columns ignored (one no feature can hold is skipped)."""
     import apache_beam as beam
     import tensorflow_data_validation as tfdv
 
@@ -59,7 +63,9 @@ def example_statistics(
                 _ = (
                     pipeline
                     | "ReadExamples"
-                    >> ReadExamples(data_root, list(patterns), {"format": data_format})
+                    >> ReadExamples(
+                        data_root, list(patterns), {"format": data_format, "ignore": list(ignore)}
+                    )
                     | "Decode" >> beam.Map(_decode)
                     | "Statistics" >> tfdv.GenerateStatistics(tfdv.StatsOptions())
                     | "Write" >> tfdv.WriteStatisticsToTFRecord(output)

@@ -1,0 +1,419 @@
+"""Issue 61's defects on files a new user's exporter wrote (pandas 3 and a current pyarrow,
+tests/data/exports/make_exports.py): the draft, the runner's check, ExampleGen and
+scoring, each on the fewest rows that show the defect.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipeline.inputs import InputDataError, check_data_root
+from schemas.draft import DraftError, draft
+from tests.conftest import REPO_ROOT
+
+EXPORTS = REPO_ROOT / "tests" / "data" / "exports"
+HIVE_PATTERN = "dt={YYYY}-{MM}-{DD}/*.parquet"
+LABEL = "species"
+
+
+def exported(tmp_path: Path, name: str) -> Path:
+    """A copy of one exported folder (the draft and the runs write nothing into it)."""
+    return shutil.copytree(EXPORTS / name, tmp_path / name)
+
+
+def one_line(text: str) -> str:
+    assert "\n" not in text and "Traceback" not in text, text
+    return text
+
+
+# --- D7: an empty newest span -------------------------------------------------
+
+
+def test_an_empty_newest_span_stops_the_run_naming_it(tmp_path):
+    """A 0-row file with _SUCCESS in the newest partition: the window would be one span
+    short. The runner's check (training, tuning, scoring, the draft) stops, naming it."""
+    root = exported(tmp_path, "empty_newest")
+    with pytest.raises(InputDataError) as raised:
+        check_data_root(root, HIVE_PATTERN, 2)
+    message = one_line(str(raised.value))
+    assert "span 19724 (dt=2024-01-02) holds no rows" in message
+    assert "remove the empty partition" in message
+    # The older span alone reads: the check is about the span, not the layout.
+    (root / "dt=2024-01-02" / "part-0.parquet").unlink()
+    assert [s.span for s in check_data_root(root, HIVE_PATTERN, 2).spans] == [19723]
+
+
+def test_scoring_an_empty_newest_span_says_the_same(tmp_path):
+    """Scoring reads the newest span alone (spans=1): the same line, not a split's."""
+    root = exported(tmp_path, "empty_newest")
+    with pytest.raises(InputDataError, match=r"span 19724 \(dt=2024-01-02\) holds no rows"):
+        check_data_root(root, HIVE_PATTERN, 1)
+
+
+@pytest.mark.slow  # imports TFX
+def test_examplegen_stops_on_an_empty_span_where_no_runner_checked(tmp_path):
+    """On Kubeflow no runner's check runs before ExampleGen: its read stops on the span."""
+    import apache_beam as beam
+
+    from components.example_gen import InputPatternError, ReadExamples
+
+    root = exported(tmp_path, "empty_newest")
+    patterns = ["dt=2024-01-01/*.parquet", "dt=2024-01-02/*.parquet"]
+    with pytest.raises(InputPatternError, match=r"dt=2024-01-02/\*\.parquet holds no rows"):
+        _ = beam.Pipeline() | ReadExamples(str(root), patterns, {"pattern": HIVE_PATTERN})
+
+
+# --- D4: every draft refusal is one line --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("folder", "message"),
+    [
+        ("empty_newest/dt=2024-01-02", r"data root .* holds no rows: .*part-0.parquet has 0 rows"),
+        ("refuse_ns_timestamp", r"column 'seen_at'.* would lose data"),
+        ("refuse_uint64", r"column 'counter'.*9223372036854775808 not in range"),
+        ("refuse_decimal", r"column 'account'.*out of bounds"),
+    ],
+)
+def test_every_draft_refusal_is_one_line(tmp_path, folder, message):
+    root = exported(tmp_path, folder.split("/")[0]) / "/".join(folder.split("/")[1:])
+    with pytest.raises(DraftError, match=message) as raised:
+        draft(root, LABEL, tmp_path / "schema")
+    one_line(str(raised.value))
+
+
+# --- D5: CSV keys are read as written -----------------------------------------
+
+
+@pytest.mark.slow  # runs ExampleGen
+def test_csv_keys_are_read_as_written(tmp_path):
+    """`07`, `007`, `7` are three keys and `00042` stays `00042`: scoring's ExampleGen
+    reads its key columns as text (pipeline/scoring.py), never typed as numbers."""
+    import tensorflow as tf
+    from tfx.utils import proto_utils
+
+    from components.example_gen import SpanResolvingExecutor, input_config, input_window
+    from tests.harness import run_example_gen, split_records
+
+    root = exported(tmp_path, "csv_keys")
+    properties = {
+        "input_config": proto_utils.proto_to_json(input_config(None)),
+        "input_window": input_window(None, 1, text=("penguin_id",)),
+    }
+    examples = run_example_gen(SpanResolvingExecutor, root, tmp_path / "examples", properties)
+    parsed = [
+        tf.train.Example.FromString(record).features.feature
+        for records in split_records(examples).values()
+        for record in records
+    ]
+    assert sorted(f["penguin_id"].bytes_list.value[0] for f in parsed) == [
+        b"00042",
+        b"007",
+        b"07",
+        b"7",
+    ]
+    # Other columns keep the type rule: numbers stay numbers.
+    assert all(f["flipper_length_mm"].int64_list.value for f in parsed)
+
+
+def test_the_scoring_dag_reads_its_keys_as_text(tmp_path, taxi_spec):
+    import json
+
+    from components.scoring import ScoringSettings
+    from pipeline.scoring import create_scoring_pipeline
+    from pipeline.steps import EXAMPLE_GEN
+
+    pipeline = create_scoring_pipeline(
+        dataset=taxi_spec,
+        pipeline_root=str(tmp_path / "root"),
+        data_root=str(tmp_path / "data"),
+        schema_path=str(tmp_path / "schema.pbtxt"),
+        serving_model_dir=str(tmp_path / "serving"),
+        output_dir=str(tmp_path / "scores"),
+        settings=ScoringSettings(keys=("trip_id", "pickup_id")),
+        model_version="1",
+    )
+    (example_gen,) = [c for c in pipeline.components if c.id == EXAMPLE_GEN]
+    window = json.loads(example_gen.exec_properties["input_window"])
+    assert window["text"] == ["pickup_id", "trip_id"]
+
+
+# --- D2: a column ignored from the draft, by `ignore:` alone, and at scoring ----------
+
+
+def drafted(tmp_path: Path, folder: str, **options) -> tuple[dict, str]:
+    """The draft of one exported folder: its dataset.yaml read, and schema.pbtxt's text."""
+    import yaml
+
+    out = tmp_path / "schema"
+    draft(exported(tmp_path, folder), LABEL, out, **options)
+    return yaml.safe_load((out / "dataset.yaml").read_text()), (out / "schema.pbtxt").read_text()
+
+
+@pytest.mark.slow  # the draft runs TFDV
+def test_the_draft_ignores_a_struct_column_asked_with_ignore(tmp_path):
+    spec, schema = drafted(tmp_path, "struct_column", ignore=["trip", "island"])
+    assert {"trip", "island"} <= set(spec["ignore"])
+    assert "trip" not in spec["features"] and "island" not in spec["features"]
+    assert '"trip"' not in schema  # no schema entry: ExampleGen never reads it
+    with pytest.raises(DraftError, match=r"--ignore 'tirp' is not a column of the data"):
+        draft(EXPORTS / "struct_column", LABEL, tmp_path / "other", ignore=["trip", "tirp"])
+    with pytest.raises(DraftError, match=r"column 'trip' .* \(here: pass --ignore COLUMN\)$"):
+        draft(EXPORTS / "struct_column", LABEL, tmp_path / "other")
+
+
+def test_ignore_alone_lets_a_run_read_a_struct_column_s_folder(tmp_path):
+    """`ignore: [trip]` in dataset.yaml, with no schema entry for `trip` (a struct has
+    none): the spec's check against the schema and the runner's check both pass."""
+    from trainer.dataset_spec import parse_spec
+
+    checked = check_data_root(EXPORTS / "struct_column", ignore=("trip",))
+    assert checked.parquet is not None and checked.parquet.skipped == ("trip",)
+    spec = parse_spec(
+        {
+            "name": "penguins",
+            "label": {
+                "task": "multiclass",
+                "column": LABEL,
+                "classes": ["Adelie", "Chinstrap", "Gentoo"],
+            },
+            "features": {"island": {"kind": "categorical"}},
+            "ignore": ["trip", "bill_length_mm", "flipper_length_mm"],
+            "evaluation": {"metric": "accuracy", "naive_value": 0.5},
+        }
+    )
+    schema_columns = {
+        "island": "string",
+        LABEL: "string",
+        "bill_length_mm": "float",
+        "flipper_length_mm": "int",
+    }
+    spec.check_against_columns(schema_columns)
+
+
+def test_scoring_skips_an_extra_struct_column_the_model_never_read():
+    with pytest.raises(InputDataError, match=r"column 'trip' .* is struct"):
+        check_data_root(EXPORTS / "struct_column")
+    checked = check_data_root(EXPORTS / "struct_column", skip_unsupported=True)
+    assert checked.parquet is not None and checked.parquet.skipped == ("trip",)
+    assert "trip" not in checked.header
+
+
+@pytest.mark.slow  # runs ExampleGen
+@pytest.mark.parametrize(
+    "window", [{"ignore": ("trip",)}, {"skip_unsupported": True}], ids=["ignore", "scoring"]
+)
+def test_examplegen_reads_a_struct_column_s_folder_without_it(tmp_path, window):
+    examples = example_gen_features(tmp_path, "struct_column", **window)
+    assert len(examples) == 24
+    assert all("trip" not in f and "island" in f for f in examples)
+
+
+def example_gen_features(tmp_path: Path, folder: str, **window) -> list:
+    """ExampleGen's examples of one exported folder, each as its feature map."""
+    import tensorflow as tf
+    from tfx.utils import proto_utils
+
+    from components.example_gen import SpanResolvingExecutor, input_config, input_window
+    from tests.harness import run_example_gen, split_records
+
+    properties = {
+        "input_config": proto_utils.proto_to_json(input_config(None)),
+        "input_window": input_window(None, 1, **window),
+    }
+    root = exported(tmp_path, folder)
+    examples = run_example_gen(SpanResolvingExecutor, root, tmp_path / "examples", properties)
+    return [
+        tf.train.Example.FromString(record).features.feature
+        for records in split_records(examples).values()
+        for record in records
+    ]
+
+
+# --- D3: pandas' index columns are never features --------------------------------
+
+
+@pytest.mark.slow  # the draft runs TFDV
+@pytest.mark.parametrize(
+    ("folder", "index"), [("index_nonunique", "__index_level_0__"), ("index_named", "row")]
+)
+def test_pandas_index_columns_are_never_features(tmp_path, folder, index):
+    """pd.concat(...).to_parquet() (a non-unique index) crashed the draft; a filtered
+    frame's named index became a numeric feature."""
+    spec, _ = drafted(tmp_path, folder)
+    assert index in spec["ignore"] and index not in spec["features"]
+    assert set(spec["features"]) == {"bill_length_mm", "flipper_length_mm", "island"}
+
+
+# --- D6: the draft and ExampleGen agree on "" ; item 8: list columns --------------
+
+
+@pytest.mark.slow  # the draft runs TFDV, and ExampleGen
+def test_the_draft_reads_parquet_empty_strings_as_values_as_examplegen_does(tmp_path):
+    spec, _ = drafted(tmp_path, "empty_strings")
+    assert spec["features"]["note"]["kind"] == "categorical"
+    examples = example_gen_features(tmp_path / "eg", "empty_strings")
+    notes = [tuple(f["note"].bytes_list.value) for f in examples]
+    assert (notes.count((b"",)), notes.count((b"x",)), notes.count(())) == (12, 9, 3)
+
+
+@pytest.mark.slow  # the draft runs TFDV
+def test_the_draft_says_why_it_ignores_a_list_column(tmp_path):
+    import yaml
+
+    out = tmp_path / "schema"
+    draft(exported(tmp_path, "empty_strings"), LABEL, out)
+    text = (out / "dataset.yaml").read_text()
+    assert "tags" in yaml.safe_load(text)["ignore"]
+    (line,) = [t for t in text.splitlines() if t.strip().startswith("- tags")]
+    assert "a list column" in line and "always empty" not in line
+
+
+# --- Item 8: confusing errors say what to do ---------------------------------------
+
+
+def test_a_hive_folder_without_a_pattern_is_told_the_pattern_to_pass(tmp_path):
+    root = exported(tmp_path, "empty_newest")
+    with pytest.raises(InputDataError) as raised:
+        check_data_root(root)
+    assert one_line(str(raised.value)).endswith(
+        "read them as spans with --input-pattern 'dt={YYYY}-{MM}-{DD}/*.parquet' "
+        "(input.pattern in the dataset spec)"
+    )
+    (root / "dt=2024-01-01").rename(root / "span=3")
+    shutil.rmtree(root / "dt=2024-01-02")
+    with pytest.raises(InputDataError, match=r"--input-pattern 'span=\{SPAN\}/\*\.parquet'"):
+        check_data_root(root)
+
+
+def test_scoring_s_gate_names_no_split_and_hints_the_cast_of_an_int_with_a_nan():
+    """pandas writes an int column with a missing value as float64; a model trained from
+    CSV has it INT. The scoring gate says the cast, speaks of no train or eval split,
+    and a small input that leaves one split empty is no problem."""
+    import pandas as pd
+    import tensorflow_data_validation as tfdv
+    from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2
+
+    from components.data_gate import DataValidationError, check_data
+    from components.serving_gate import serving_anomalies
+
+    schema = schema_pb2.Schema()
+    schema.feature.add(name="flipper_length_mm", type=schema_pb2.INT)
+    frame = pd.read_parquet(EXPORTS / "empty_newest" / "dt=2024-01-01" / "part-0.parquet")
+    frame["flipper_length_mm"] = frame["flipper_length_mm"].where(frame.index > 0)  # float64
+    statistics = tfdv.generate_statistics_from_dataframe(frame[["flipper_length_mm"]])
+    anomalies = serving_anomalies(statistics, schema, [])
+    with pytest.raises(DataValidationError) as raised:
+        check_data({"train": anomalies, "eval": anomalies}, {"train": 24, "eval": 0}, scoring=True)
+    message = one_line(str(raised.value))
+    assert "df[column].astype('Int64')" in message
+    assert "split" not in message and "1 problem(s)" in message
+    with pytest.raises(DataValidationError, match=r"the data to score has no rows$"):
+        check_data({"train": anomalies_pb2.Anomalies()}, {"train": 0}, scoring=True)
+
+
+def test_a_column_added_in_a_later_partition_is_told_where_to_declare_it():
+    import pandas as pd
+    import tensorflow_data_validation as tfdv
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    from components.data_gate import DataValidationError, check_data
+
+    schema = schema_pb2.Schema()
+    schema.feature.add(name="island", type=schema_pb2.BYTES)
+    later = pd.DataFrame({"island": ["Dream", "Biscoe"], "tags": ["a", "b"]})
+    anomalies = tfdv.validate_statistics(tfdv.generate_statistics_from_dataframe(later), schema)
+    with pytest.raises(DataValidationError) as raised:
+        check_data({"train": anomalies}, {"train": 2})
+    assert "feature 'tags': New column" in str(raised.value)
+    assert "add it to schema.pbtxt and to dataset.yaml, as a feature or under ignore:" in str(
+        raised.value
+    )
+
+
+# --- Item 8: the scores directory, read whole ---------------------------------------
+
+
+def test_a_reader_of_the_scores_directory_gets_each_key_once_per_question(tmp_path):
+    """Versions 1, 2 and 10 scored span 3; span 4 has only version 1 complete (version 2's
+    run was killed before `_SUCCESS`). The whole directory holds span 3's keys three times;
+    the newest complete partition per span holds each key once."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from components.scored_output import Manifest, commit, latest_partitions, partition_dir
+
+    out = tmp_path / "scores"
+
+    def scored(span: int, version: str, keys: list[str], complete: bool = True) -> None:
+        attempt = tmp_path / f"attempt-{span}-{version}"
+        attempt.mkdir()
+        table = pa.table({"penguin_id": keys, "model_version": [version] * len(keys)})
+        pq.write_table(table, attempt / "part-00000-of-00001.parquet")
+        partition = partition_dir(str(out), span, version)
+        manifest = Manifest(
+            span,
+            version,
+            "d" * 64,
+            f"input {span}",
+            len(keys),
+            0,
+            ("penguin_id",),
+            "parquet",
+            ("part-00000-of-00001.parquet",),
+        )
+        commit(str(attempt), partition, manifest)
+        if not complete:
+            (Path(partition) / "_SUCCESS").unlink()
+
+    scored(3, "1", ["07", "007"])
+    scored(3, "2", ["07", "007"])
+    scored(3, "10", ["07", "007"])  # versions are numbers: 10 is newer than 2
+    scored(4, "1", ["7"])
+    scored(4, "2", ["7"], complete=False)
+    whole = ds.dataset(out, format="parquet").to_table()
+    assert whole.num_rows == 8  # every version, and incomplete partitions too
+
+    latest = latest_partitions(str(out))
+    assert [Path(p).relative_to(out).as_posix() for p in latest] == [
+        "span=3/version=10",
+        "span=4/version=1",
+    ]
+    rows = ds.dataset([ds.dataset(p, format="parquet") for p in latest]).to_table().to_pylist()
+    assert sorted((r["penguin_id"], r["model_version"]) for r in rows) == [
+        ("007", "10"),
+        ("07", "10"),
+        ("7", "1"),
+    ]
+
+
+def test_scoring_takes_an_input_pattern_of_its_own(tmp_path):
+    """A model trained on dt= partitions scores a flat folder (`--input-pattern none`),
+    and a flat-trained one a Hive folder."""
+    import score_runner
+
+    def scoring_pattern(*flags: str) -> str | None:
+        argv = ["--data-root", str(tmp_path), "--output-dir", str(tmp_path / "s"), "--key", "k"]
+        argv += flags
+        return score_runner.options_from_args(score_runner.parse_args(argv)).dataset.input.pattern
+
+    assert scoring_pattern() is None  # the embedded task's spec reads a flat folder
+    assert scoring_pattern("--input-pattern", HIVE_PATTERN) == HIVE_PATTERN
+    assert scoring_pattern("--input-pattern", "none") is None
+    with pytest.raises(
+        ValueError, match=r"--input-pattern: input.pattern: '/abs/\{SPAN\}/\*' must"
+    ):
+        scoring_pattern("--input-pattern", "/abs/{SPAN}/*")
+
+
+def test_scores_of_another_flat_folder_replaced_say_so():
+    from pipeline.local.score import ScoreSummary
+
+    summary = ScoreSummary("replaced", "scores/span=0/version=1", 4, 0, "1", "d" * 64, 0)
+    assert "replaced (the span's input changed)" in summary.text()
+    flat = ScoreSummary("replaced", "scores/span=0/version=1", 4, 0, "1", "d" * 64, 0, flat=True)
+    assert "give each folder its own --output-dir" in one_line(flat.text())
