@@ -745,11 +745,14 @@ def assert_same_evaluation(ours: tuple, theirs: tuple) -> None:
     assert ours[2].missing_slices == theirs[2].missing_slices
 
 
-def taxi_schema_dir_with_keys(root: Path) -> Path:
-    """The embedded task's dataset directory, its spec naming `trip_id` as the key."""
+def taxi_schema_dir_copy(root: Path, *, keys: bool = True) -> Path:
+    """A copy of the embedded task's dataset directory (its spec names `trip_id` as the
+    key), for a test to add to; `keys=False`: with no `keys:` line."""
     schema_dir = shutil.copytree(REPO_ROOT / "schemas" / "chicago_taxi", root / "ds")
-    with (schema_dir / "dataset.yaml").open("a") as f:
-        f.write("keys: [trip_id]\n")
+    if not keys:
+        spec = schema_dir / "dataset.yaml"
+        lines = spec.read_text().splitlines(keepends=True)
+        spec.write_text("".join(line for line in lines if not line.startswith("keys:")))
     return schema_dir
 
 

@@ -569,10 +569,10 @@ def test_the_scoring_package_compiles_as_the_training_package_does(tmp_path):
     from kubeflow.settings.fields import SettingsError
     from kubeflow.step_ids import SCORING_REPORT
     from pipeline.steps import BATCH_SCORER, SCORING_STEPS, SERVING_GATE
-    from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE
-    from tests.harness import taxi_schema_dir_with_keys
+    from tests.conftest import TEMPLATE_SETTINGS_FILE
+    from tests.harness import taxi_schema_dir_copy
 
-    schema_dir = taxi_schema_dir_with_keys(tmp_path)
+    schema_dir = taxi_schema_dir_copy(tmp_path)
     settings = kfp_compile.load_scoring_settings(TEMPLATE_SETTINGS_FILE)
     spec, platform = kfp_compile.compile_scoring_pipeline(settings, schema_dir)
     tasks = tfx_spec.all_tasks(spec)
@@ -605,8 +605,9 @@ def test_the_scoring_package_compiles_as_the_training_package_does(tmp_path):
     (tmp_path / "gate.yaml").write_text(yaml.safe_dump(raw))
     with pytest.raises(SettingsError, match="ServingDataGate must not retry"):
         kfp_compile.load_scoring_settings(tmp_path / "gate.yaml")
+    keyless = taxi_schema_dir_copy(tmp_path / "keyless", keys=False)
     with pytest.raises(SettingsError, match="keys: the scoring package needs the id columns"):
-        kfp_compile.compile_scoring_pipeline(settings, REPO_ROOT / "schemas" / "chicago_taxi")
+        kfp_compile.compile_scoring_pipeline(settings, keyless)
 
 
 def scorer_constant(spec, name: str) -> str:
@@ -627,9 +628,9 @@ def test_the_scoring_package_matches_its_golden_and_reads_the_rollout_record(tmp
     from kubeflow import tfx_spec
     from kubeflow.step_ids import SCORING_REPORT
     from tests.conftest import TEMPLATE_SETTINGS_FILE, golden_path, update_goldens
-    from tests.harness import taxi_schema_dir_with_keys
+    from tests.harness import taxi_schema_dir_copy
 
-    schema_dir = taxi_schema_dir_with_keys(tmp_path)
+    schema_dir = taxi_schema_dir_copy(tmp_path)
     plain = kfp_compile.load_scoring_settings(TEMPLATE_SETTINGS_FILE)
     assert (
         scorer_constant(
@@ -663,9 +664,9 @@ def test_score_runner_scores_the_latest_span_into_its_own_folder(tmp_path, small
 
     import score_runner
     from tests.conftest import read_taxi_rows, write_csv
-    from tests.harness import taxi_schema_dir_with_keys
+    from tests.harness import taxi_schema_dir_copy
 
-    schema_dir = taxi_schema_dir_with_keys(tmp_path)
+    schema_dir = taxi_schema_dir_copy(tmp_path)
     with (schema_dir / "dataset.yaml").open("a") as f:
         f.write("input: {pattern: 'span-{SPAN}/*.csv'}\n")
     header, rows = read_taxi_rows(limit=220)

@@ -945,9 +945,9 @@ def test_one_settings_file_places_the_steps_of_all_three_packages(tmp_path):
     more = kfp_compile.load_package_settings(both)
     training = [kfp_compile.compile_pipeline(s)[0] for s in (plain, more)]
     assert _volatile_removed(training[0]) == _volatile_removed(training[1])
-    from tests.harness import taxi_schema_dir_with_keys
+    from tests.harness import taxi_schema_dir_copy
 
-    keyed = taxi_schema_dir_with_keys(tmp_path)
+    keyed = taxi_schema_dir_copy(tmp_path)
     for step, spec in [
         (
             dag.BATCH_SCORER,

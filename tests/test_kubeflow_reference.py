@@ -135,9 +135,9 @@ def assert_placed_as_reference(spec, platform, steps, reference) -> None:
 
 def test_the_scoring_package_parses_and_places_as_current_kfp(tmp_path):
     """The batch scoring package (docs/batch-scoring.md), under the same checks."""
-    from tests.harness import taxi_schema_dir_with_keys
+    from tests.harness import taxi_schema_dir_copy
 
-    schema_dir = taxi_schema_dir_with_keys(tmp_path)
+    schema_dir = taxi_schema_dir_copy(tmp_path)
     settings = kfp_compile.load_scoring_settings(TEMPLATE_SETTINGS_FILE)
     spec, platform = kfp_compile.compile_scoring_pipeline(settings, schema_dir)
     steps = sorted(dag.SCORING_STEPS.ids)

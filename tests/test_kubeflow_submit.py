@@ -77,11 +77,11 @@ def scoring_package(tmp_path_factory) -> Path:
     """The batch scoring package compiled from the checked-in settings, the dataset's
     spec naming its key."""
     from kubeflow import compile as kfp_compile
-    from tests.harness import taxi_schema_dir_with_keys
+    from tests.harness import taxi_schema_dir_copy
 
     tmp = tmp_path_factory.mktemp("scoring_package")
     settings = kfp_compile.load_scoring_settings(TEMPLATE_SETTINGS_FILE)
-    spec, platform = kfp_compile.compile_scoring_pipeline(settings, taxi_schema_dir_with_keys(tmp))
+    spec, platform = kfp_compile.compile_scoring_pipeline(settings, taxi_schema_dir_copy(tmp))
     kfp_compile.write_package(tmp / "scoring.yaml", spec, platform)
     return tmp / "scoring.yaml"
 

@@ -168,13 +168,10 @@ def runner_env(tmp_path: Path) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_the_release_workflow_releases_the_digest_it_is_handed(tmp_path):
-    """The repository's RELEASE_SETTINGS names a settings file without
-    `scoring_schedule:`: the taxi example's dataset names no `keys:`, which the
-    scoring package needs (docs/batch-scoring.md)."""
+    """The template as shipped: its settings schedule the training and the scoring
+    package, and each schedule runs the digest the build step handed on."""
     settings = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
     repository = settings["image"].rsplit(":", 1)[0]
-    del settings["scoring_schedule"]
-    (tmp_path / "production.yaml").write_text(yaml.safe_dump(settings))
     digest = "sha256:" + "ab" * 32
     env = runner_env(tmp_path)
     with KfpStandIn() as kfp:
@@ -183,7 +180,6 @@ def test_the_release_workflow_releases_the_digest_it_is_handed(tmp_path):
                 "KFP_HOST": kfp.host,
                 "IMAGE_REPOSITORY": repository,
                 "IMAGE_REGISTRY": repository.split("/")[0],
-                "RELEASE_SETTINGS": str(tmp_path / "production.yaml"),
             },
             "secrets": {"KFP_TOKEN": "t0ken", "REGISTRY_USERNAME": "u", "REGISTRY_PASSWORD": "p"},
         }
@@ -202,7 +198,7 @@ def test_the_release_workflow_releases_the_digest_it_is_handed(tmp_path):
             if "container" in e
         }
         assert images == {image}
-    assert len(kfp.recurring_runs) == 1
+    assert len(kfp.recurring_runs) == 2  # The training and the scoring schedule.
     assert f"commit {env['GITHUB_SHA']}, image {image}" in runner.last.stdout
 
 
