@@ -203,7 +203,7 @@ def taxi_rows():
     return read_taxi_rows(limit=ROWS)[1]
 
 
-def test_each_score_equals_serving_default_on_the_same_row_in_random_order(
+def test_each_score_equals_serving_default_on_the_same_batches_in_random_order(
     tmp_path, small_model_base, taxi_rows
 ):
     import numpy as np
@@ -229,15 +229,26 @@ def test_each_score_equals_serving_default_on_the_same_row_in_random_order(
         "model_version",
     ]
     signature = tf.saved_model.load(str(serving / "1")).signatures["serving_default"]
-    by_id = dict(zip([ids[i] for i in order], examples, strict=True))
-    for trip_id, row in scores.iterrows():
-        alone = signature(examples=tf.constant([by_id[trip_id]]))["probabilities"].numpy()[0, 0]
-        # Equal to float32 rounding: TensorFlow's CPU kernels round a row's sums
-        # differently in a batch of 16 than alone (docs/batch-scoring.md).
-        np.testing.assert_allclose(row["probability_big_tip"], alone, rtol=1e-6, err_msg=trip_id)
-        np.testing.assert_allclose(row["probability_ordinary_tip"], 1 - alone, rtol=1e-6)
-        assert row["class"] == ("big_tip" if alone > 0.5 else "ordinary_tip")
-        assert row["model_version"] == "1"
+    # The scorer's batches: each file in its own order, 16 rows at a time (`read_batches`);
+    # TensorFlow's CPU kernels may round a row's sums differently in another batch.
+    batches = [examples[0:16], examples[16:25], examples[25:40]]
+    big_tip = np.concatenate(
+        [signature(examples=tf.constant(b))["probabilities"].numpy()[:, 0] for b in batches]
+    )
+    expected = pd.DataFrame(
+        {"probability_big_tip": big_tip}, index=[ids[i] for i in order]
+    ).loc[scores.index]
+    np.testing.assert_array_equal(
+        scores["probability_big_tip"].to_numpy(), expected["probability_big_tip"].to_numpy()
+    )
+    np.testing.assert_array_equal(
+        scores["probability_ordinary_tip"].to_numpy(),
+        (1 - expected["probability_big_tip"]).to_numpy(np.float32),
+    )
+    assert list(scores["class"]) == [
+        "big_tip" if p > 0.5 else "ordinary_tip" for p in expected["probability_big_tip"]
+    ]
+    assert set(scores["model_version"]) == {"1"}
     assert sorted(scores.index) == sorted(ids)
 
 
@@ -374,6 +385,43 @@ def test_score_runner_scores_new_data_without_the_label_with_extra_columns(
     assert "no model is served under" in capsys.readouterr().err
 
 
+KILLED_COMMIT = """
+import os
+import signal
+import sys
+from pathlib import Path
+
+from components import scored_output
+from tests.test_batch_scoring import score
+
+example_file, out, serving, fingerprint, point = sys.argv[1:]
+partition = scored_output.partition_dir(out, 3, "1")
+real = scored_output.fileio
+
+
+class KillingFileio:
+    # tfx's fileio as the commit calls it, this process killed at the commit's step `point`.
+
+    def __getattr__(self, name):
+        return getattr(real, name)
+
+    def rename(self, src, dst, *args, **kwargs):
+        real.rename(src, dst, *args, **kwargs)
+        if point == "renamed" and dst == partition:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def rmtree(self, path):
+        if point == "removing" and path == partition:
+            part = next(n for n in sorted(real.listdir(path)) if n.startswith("part"))
+            real.remove(os.path.join(path, part))
+            os.kill(os.getpid(), signal.SIGKILL)
+        real.rmtree(path)
+
+
+scored_output.fileio = KillingFileio()
+score([example_file], Path(out), Path(serving), fingerprint=fingerprint)
+"""
+
 KILLED_RUN = """
 import sys
 from pathlib import Path
@@ -427,6 +475,66 @@ def test_a_run_killed_mid_write_leaves_nothing_complete_and_a_rerun_writes_once(
         Path(TEMPORARY_DIR, "span=4", "version=1"),
         Path(TEMPORARY_DIR, "span=4", "version=1", "running"),
     ]
+
+
+def committed_keys(out: Path) -> dict[str, list]:
+    """What a reader that honours `_SUCCESS` sees of the output directory: each partition
+    with a manifest, read whole (every part file in it), as {partition: sorted keys}."""
+    import pandas as pd
+
+    return {
+        str(success.parent.relative_to(out)): sorted(pd.read_parquet(success.parent)["trip_id"])
+        for success in out.glob(f"span=*/version=*/{SUCCESS_FILE}")
+    }
+
+
+# The commit's steps where KILLED_COMMIT kills the run (SIGKILL): "renamed", the attempt
+# moved into place and its `_SUCCESS` not yet written; "removing", the replaced
+# partition's `_SUCCESS` removed, one of its part files removed, the rest still there.
+@pytest.mark.parametrize("point", ["renamed", "removing"])
+def test_a_commit_killed_at_each_step_leaves_the_old_partition_or_nothing_then_each_key_once(
+    tmp_path, small_model_base, taxi_rows, point
+):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from tests.conftest import REPO_ROOT
+
+    old = [write_examples(tmp_path / "old" / "a.gz", keyed_examples(taxi_rows[:10], {"trip_id": list(range(10))}))]  # fmt: skip
+    new_ids = list(range(100, 110))
+    new = [write_examples(tmp_path / "new" / "a.gz", keyed_examples(taxi_rows[10:20], {"trip_id": new_ids}))]  # fmt: skip
+    serving = served_copy(small_model_base, tmp_path)
+    out = tmp_path / "out"
+    assert score(old, out, serving, fingerprint="old").status == "written"
+    assert committed_keys(out) == {"span=3/version=1": list(range(10))}
+    partition = Path(partition_dir(str(out), 3, "1"))
+
+    # The span rewritten: a run replaces the partition, killed at `point`.
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_COMMIT, new[0], str(out), str(serving), "new", point],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    assert killed.returncode == -signal.SIGKILL, "the run ended before it was killed"
+    left = sorted(p.name for p in partition.iterdir())
+    if point == "renamed":
+        assert left == [ERRORS_FILE, "part-00000-of-00001.parquet"]
+        assert sorted(pd.read_parquet(partition)["trip_id"]) == new_ids  # the new scores
+    else:
+        assert left == [ERRORS_FILE]  # the old part file gone, its errors file not yet
+    # The old complete partition or nothing: never a mix, never the new one unannounced.
+    assert committed_keys(out) == {}
+
+    rerun = score(new, out, serving, fingerprint="new")
+    assert rerun.status == "replaced"
+    assert committed_keys(out) == {"span=3/version=1": new_ids}
+    # The whole directory, read as a dataset: each key once, nothing left under _temporary/.
+    assert sorted(pd.read_parquet(out)["trip_id"]) == new_ids
+    assert not (out / TEMPORARY_DIR).exists()
 
 
 # --- Settings, keys in the dataset spec, the serving gate (fast) -------------------------
