@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -235,9 +238,9 @@ def test_each_score_equals_serving_default_on_the_same_batches_in_random_order(
     big_tip = np.concatenate(
         [signature(examples=tf.constant(b))["probabilities"].numpy()[:, 0] for b in batches]
     )
-    expected = pd.DataFrame(
-        {"probability_big_tip": big_tip}, index=[ids[i] for i in order]
-    ).loc[scores.index]
+    expected = pd.DataFrame({"probability_big_tip": big_tip}, index=[ids[i] for i in order]).loc[
+        scores.index
+    ]
     np.testing.assert_array_equal(
         scores["probability_big_tip"].to_numpy(), expected["probability_big_tip"].to_numpy()
     )
@@ -422,6 +425,20 @@ scored_output.fileio = KillingFileio()
 score([example_file], Path(out), Path(serving), fingerprint=fingerprint)
 """
 
+S3_SCORING = """
+import sys
+from pathlib import Path
+
+from pipeline.object_store import exit_process, register_filesystems
+
+register_filesystems()
+from tests.test_batch_scoring import score
+
+example_file, out, serving, fingerprint = sys.argv[1:]
+score([example_file], out, Path(serving), fingerprint=fingerprint)
+exit_process(0)
+"""
+
 KILLED_RUN = """
 import sys
 from pathlib import Path
@@ -477,6 +494,19 @@ def test_a_run_killed_mid_write_leaves_nothing_complete_and_a_rerun_writes_once(
     ]
 
 
+def span_then_rewritten(tmp_path: Path, taxi_rows) -> tuple[list[str], list[str], list[int]]:
+    """A span's examples file (keys 0-9), the same span rewritten (other rows, keys 100-109),
+    and the rewritten span's keys."""
+    old = keyed_examples(taxi_rows[:10], {"trip_id": list(range(10))})
+    new_ids = list(range(100, 110))
+    new = keyed_examples(taxi_rows[10:20], {"trip_id": new_ids})
+    return (
+        [write_examples(tmp_path / "old" / "a.gz", old)],
+        [write_examples(tmp_path / "new" / "a.gz", new)],
+        new_ids,
+    )
+
+
 def committed_keys(out: Path) -> dict[str, list]:
     """What a reader that honours `_SUCCESS` sees of the output directory: each partition
     with a manifest, read whole (every part file in it), as {partition: sorted keys}."""
@@ -504,9 +534,7 @@ def test_a_commit_killed_at_each_step_leaves_the_old_partition_or_nothing_then_e
 
     from tests.conftest import REPO_ROOT
 
-    old = [write_examples(tmp_path / "old" / "a.gz", keyed_examples(taxi_rows[:10], {"trip_id": list(range(10))}))]  # fmt: skip
-    new_ids = list(range(100, 110))
-    new = [write_examples(tmp_path / "new" / "a.gz", keyed_examples(taxi_rows[10:20], {"trip_id": new_ids}))]  # fmt: skip
+    old, new, new_ids = span_then_rewritten(tmp_path, taxi_rows)
     serving = served_copy(small_model_base, tmp_path)
     out = tmp_path / "out"
     assert score(old, out, serving, fingerprint="old").status == "written"
@@ -535,6 +563,129 @@ def test_a_commit_killed_at_each_step_leaves_the_old_partition_or_nothing_then_e
     # The whole directory, read as a dataset: each key once, nothing left under _temporary/.
     assert sorted(pd.read_parquet(out)["trip_id"]) == new_ids
     assert not (out / TEMPORARY_DIR).exists()
+
+
+Requests = list[tuple[str, str]]
+
+
+@contextlib.contextmanager
+def store_kills_at(kill: Callable[[Requests], bool]) -> Iterator[dict]:
+    """The S3 stand-in (moto, in this process) kills `state["process"]` (SIGKILL) at the
+    first request where `kill(requests)` holds, before the store carries it out.
+    `requests`: every copy and delete the store saw, in order, the current one last, as
+    ("copy", destination key) or ("delete", key)."""
+    import os
+
+    from moto.s3.models import S3Backend
+
+    state: dict = {"process": None, "seen": [], "killed": None}
+    real_copy, real_delete = S3Backend.copy_object, S3Backend.delete_object
+
+    def stop(operation: str, key: str) -> None:
+        state["seen"].append((operation, key))
+        if state["process"] is not None and state["killed"] is None and kill(state["seen"]):
+            state["killed"] = (operation, key)
+            os.kill(state["process"].pid, signal.SIGKILL)
+            state["process"].wait()
+            raise ConnectionAbortedError(f"killed before {operation} {key}")
+
+    def copy_object(self, src_key, dest_bucket_name, dest_key_name, *args, **kwargs):
+        stop("copy", dest_key_name)
+        return real_copy(self, src_key, dest_bucket_name, dest_key_name, *args, **kwargs)
+
+    def delete_object(self, bucket_name, key_name, *args, **kwargs):
+        stop("delete", key_name)
+        return real_delete(self, bucket_name, key_name, *args, **kwargs)
+
+    S3Backend.copy_object, S3Backend.delete_object = copy_object, delete_object
+    try:
+        yield state
+    finally:
+        S3Backend.copy_object, S3Backend.delete_object = real_copy, real_delete
+
+
+S3_PARTITION = "scores/span=3/version=1/"
+
+
+def _moving_in(requests: Requests) -> bool:
+    """The attempt's first object copied into the partition, its delete from the attempt
+    next (S3's rename is a copy and a delete, object by object)."""
+    (*earlier, (operation, key)) = requests
+    copied = any(op == "copy" and k.startswith(S3_PARTITION) for op, k in earlier)
+    return copied and operation == "delete" and key.startswith("scores/_temporary/")
+
+
+# Where the S3 commit is killed: the store's request that would have been next.
+S3_KILL_POINTS = {
+    # The replaced partition's part file, its `_SUCCESS` already deleted.
+    "removing": lambda requests: (
+        requests[-1] == ("delete", f"{S3_PARTITION}part-00000-of-00001.parquet")
+    ),
+    "between copy and delete": _moving_in,
+    # The manifest copied from its temporary name to `_SUCCESS`, the temporary not deleted.
+    "manifest copied": lambda requests: (
+        requests[-1] == ("delete", f"{S3_PARTITION}{SUCCESS_FILE}.tmp")
+    ),
+}
+
+
+@pytest.mark.parametrize("point", sorted(S3_KILL_POINTS))
+def test_on_s3_a_commit_killed_between_copy_and_delete_leaves_a_whole_partition_or_nothing(
+    tmp_path, small_model_base, taxi_rows, point
+):
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from tests.conftest import REPO_ROOT
+    from tests.s3_standin import s3_standin
+
+    (old,), (new,), new_ids = span_then_rewritten(tmp_path, taxi_rows)
+    serving = served_copy(small_model_base, tmp_path)
+    out = "s3://pipelines/scores"
+
+    with s3_standin() as store:
+        environment = {**store.shell_environment(tmp_path), "PYTHONPATH": str(REPO_ROOT)}
+
+        def scoring(examples: str, fingerprint: str) -> subprocess.Popen:
+            return subprocess.Popen(
+                [sys.executable, "-c", S3_SCORING, examples, out, str(serving), fingerprint],
+                cwd=REPO_ROOT,
+                env=environment,
+            )
+
+        def committed() -> dict[str, list]:
+            """What a reader that honours `_SUCCESS` sees (committed_keys, on the store)."""
+            local = store.download(out, tmp_path / f"seen-{len(list(tmp_path.glob('seen-*')))}")
+            return committed_keys(local)
+
+        assert scoring(old, "old").wait() == 0
+        assert committed() == {"span=3/version=1": list(range(10))}
+        with store_kills_at(S3_KILL_POINTS[point]) as state:
+            state["process"] = scoring(new, "new")
+            state["process"].wait()
+        assert state["killed"], f"never killed; the store saw {state['seen']}"
+        assert state["process"].returncode == -signal.SIGKILL
+        if point == "between copy and delete":
+            # The object is in both places: copied into the partition, still in the attempt.
+            _, key = state["killed"]
+            keys = store.keys(out)
+            assert key in keys and S3_PARTITION + key.rsplit("/", 1)[1] in keys
+        seen = committed()
+        if point == "manifest copied":
+            # `_SUCCESS` is in place with every file it lists: the new partition, whole.
+            assert seen == {"span=3/version=1": new_ids}
+        else:
+            # The old partition's `_SUCCESS` went first: nothing, never a mix.
+            assert seen == {}
+
+        assert scoring(new, "new").wait() == 0
+        assert committed() == {"span=3/version=1": new_ids}
+        # The whole prefix read as a dataset: each key once; no attempt left.
+        local = store.download(out, tmp_path / "after")
+        assert sorted(pd.read_parquet(local)["trip_id"]) == new_ids
+        assert not [k for k in store.keys(out) if "/_temporary/" in f"/{k}"]
 
 
 # --- Settings, keys in the dataset spec, the serving gate (fast) -------------------------
