@@ -615,12 +615,16 @@ def _moving_in(requests: Requests) -> bool:
     return copied and operation == "delete" and key.startswith("scores/_temporary/")
 
 
+def _removing_the_last(requests: Requests) -> bool:
+    """The replaced partition's last object next, the other two (of `_SUCCESS`, the
+    errors file and one part file) deleted."""
+    deletes = [k for op, k in requests if op == "delete" and k.startswith(S3_PARTITION)]
+    return requests[-1][0] == "delete" and len(deletes) == 3
+
+
 # Where the S3 commit is killed: the store's request that would have been next.
 S3_KILL_POINTS = {
-    # The replaced partition's part file, its `_SUCCESS` already deleted.
-    "removing": lambda requests: (
-        requests[-1] == ("delete", f"{S3_PARTITION}part-00000-of-00001.parquet")
-    ),
+    "removing": _removing_the_last,
     "between copy and delete": _moving_in,
     # The manifest copied from its temporary name to `_SUCCESS`, the temporary not deleted.
     "manifest copied": lambda requests: (
@@ -672,6 +676,11 @@ def test_on_s3_a_commit_killed_between_copy_and_delete_leaves_a_whole_partition_
             _, key = state["killed"]
             keys = store.keys(out)
             assert key in keys and S3_PARTITION + key.rsplit("/", 1)[1] in keys
+        if point == "removing":
+            # The old partition's last object is all that is left of it.
+            assert [k for k in store.keys(out) if k.startswith(S3_PARTITION)] == [
+                state["killed"][1]
+            ]
         seen = committed()
         if point == "manifest copied":
             # `_SUCCESS` is in place with every file it lists: the new partition, whole.
