@@ -23,7 +23,7 @@ from trainer.hyperparameters import (
     report_rows,
     write_frozen,
 )
-from trainer.tuning import SearchResult, TrialResult
+from trainer.tuning import SearchResult, TrialResult, model_values
 
 WINNER = {"hidden_units": [32, 16], "embedding_dim": 4, "learning_rate": 0.001, "dropout": 0.2}
 
@@ -376,6 +376,58 @@ def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_i
     assert config["model"]["learning_rate"] == frozen.model["learning_rate"]
 
 
+@pytest.mark.slow  # four local runs
+@pytest.mark.e2e
+def test_the_frozen_values_alone_rekey_the_trainer_and_its_provenance_never_does(
+    tmp_path, taxi_slice, taxi_spec
+):
+    """One schema directory throughout (its path is an input of the import, so a copy
+    would rerun the data steps whatever the frozen file held)."""
+    import contextlib
+    import io
+
+    import local_runner
+    from tests.conftest import copy_tree
+
+    schema_dir = copy_tree(load_schema_dir().path, tmp_path / "schema")
+    output_dir = tmp_path / "out"
+    upstream = ("ExampleGen", "StatisticsGen", "SchemaImporter", "Transform")
+
+    def run() -> dict[str, str]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = local_runner.main(
+                [
+                    "--data-root", str(taxi_slice),
+                    "--schema-dir", str(schema_dir),
+                    "--output-dir", str(output_dir),
+                    "--train-steps", "20",
+                    "--eval-steps", "2",
+                    "--no-report",
+                ]
+            )  # fmt: skip
+        assert rc == 0, out.getvalue()
+        return run_states(output_dir, taxi_spec.name)
+
+    assert run()["Trainer"] == "complete"
+    assert run()["Trainer"] == "cached"
+    # Frozen values other than the configuration's: the Trainer and what follows it run.
+    assert model_values(ModelConfig()) != WINNER
+    frozen = FrozenHyperparameters(model=WINNER, provenance={"partial": False, "trials": 3})
+    write_frozen(schema_dir / "hyperparameters.yaml", frozen)
+    states = run()
+    assert states["Trainer"] == "complete"
+    assert {step: states[step] for step in upstream} == dict.fromkeys(upstream, "cached")
+    # The same values, another provenance: nothing the Trainer reads changed.
+    write_frozen(
+        schema_dir / "hyperparameters.yaml",
+        dataclasses.replace(frozen, provenance={"partial": True, "trials": 1, "tuned_at": "x"}),
+    )
+    states = run()
+    assert states["Trainer"] == "cached"
+    assert {step: states[step] for step in upstream} == dict.fromkeys(upstream, "cached")
+
+
 def test_a_search_the_deadline_cuts_off_freezes_nothing_unless_accepted(tmp_path, two_local_runs):
     from tests.conftest import copy_tree
 
@@ -416,7 +468,6 @@ def lowest_score_trials_model(trials: dict[str, tuple[dict, int]]) -> dict:
     """The ModelConfig values of the completed trial with the lowest score, from the trials'
     own files (not the runner's best.yaml): the earlier trial on a tie."""
     from trainer.search_space import search_space
-    from trainer.tuning import model_values
 
     completed = [t for t, _ in trials.values() if t["status"] == "COMPLETED"]
     best = min(completed, key=lambda t: (t["score"], int(t["trial_id"])))
