@@ -305,15 +305,35 @@ def run_states(output_dir: Path, pipeline_name: str) -> dict[str, str]:
     return {s.step_id: s.state for s in summarize_latest_run(metadata, pipeline_name).steps}
 
 
-def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_it(
-    tmp_path, two_local_runs, taxi_spec
-):
+def local_run(
+    taxi_slice: Path, schema_dir: Path, output_dir: Path, train_steps: int, eval_steps: int
+) -> tuple[int, str]:
+    """`local_runner.py` on the schema directory, in this process: (exit code, stdout)."""
     import contextlib
     import io
 
+    import local_runner
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = local_runner.main(
+            [
+                "--data-root", str(taxi_slice),
+                "--schema-dir", str(schema_dir),
+                "--output-dir", str(output_dir),
+                "--train-steps", str(train_steps),
+                "--eval-steps", str(eval_steps),
+                "--no-report",
+            ]
+        )  # fmt: skip
+    return rc, out.getvalue()
+
+
+def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_it(
+    tmp_path, two_local_runs, taxi_spec
+):
     import yaml
 
-    import local_runner
     from tests.conftest import copy_tree
 
     output_dir = copy_tree(two_local_runs.output_dir, tmp_path / "out")
@@ -352,18 +372,7 @@ def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_i
 
     # The next local run reads the frozen values: the Trainer and what follows
     # run again, the data steps come from cache.
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        rc = local_runner.main(
-            [
-                "--data-root", str(taxi_slice),
-                "--schema-dir", str(schema_dir),
-                "--output-dir", str(output_dir),
-                "--train-steps", str(two_local_runs.train_steps[0]),
-                "--eval-steps", "5",
-                "--no-report",
-            ]
-        )  # fmt: skip
+    rc, _ = local_run(taxi_slice, schema_dir, output_dir, two_local_runs.train_steps[0], 5)
     assert rc == 0
     states = run_states(output_dir, taxi_spec.name)
     assert states["Trainer"] == "complete"
@@ -383,10 +392,6 @@ def test_the_frozen_values_alone_rekey_the_trainer_and_its_provenance_never_does
 ):
     """One schema directory throughout (its path is an input of the import, so a copy
     would rerun the data steps whatever the frozen file held)."""
-    import contextlib
-    import io
-
-    import local_runner
     from tests.conftest import copy_tree
 
     schema_dir = copy_tree(load_schema_dir().path, tmp_path / "schema")
@@ -394,19 +399,8 @@ def test_the_frozen_values_alone_rekey_the_trainer_and_its_provenance_never_does
     upstream = ("ExampleGen", "StatisticsGen", "SchemaImporter", "Transform")
 
     def run() -> dict[str, str]:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            rc = local_runner.main(
-                [
-                    "--data-root", str(taxi_slice),
-                    "--schema-dir", str(schema_dir),
-                    "--output-dir", str(output_dir),
-                    "--train-steps", "20",
-                    "--eval-steps", "2",
-                    "--no-report",
-                ]
-            )  # fmt: skip
-        assert rc == 0, out.getvalue()
+        rc, out = local_run(taxi_slice, schema_dir, output_dir, 20, 2)
+        assert rc == 0, out
         return run_states(output_dir, taxi_spec.name)
 
     assert run()["Trainer"] == "complete"
