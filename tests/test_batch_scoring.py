@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -203,7 +206,7 @@ def taxi_rows():
     return read_taxi_rows(limit=ROWS)[1]
 
 
-def test_each_score_equals_serving_default_on_the_same_row_in_random_order(
+def test_each_score_equals_serving_default_on_the_same_batches_in_random_order(
     tmp_path, small_model_base, taxi_rows
 ):
     import numpy as np
@@ -229,15 +232,26 @@ def test_each_score_equals_serving_default_on_the_same_row_in_random_order(
         "model_version",
     ]
     signature = tf.saved_model.load(str(serving / "1")).signatures["serving_default"]
-    by_id = dict(zip([ids[i] for i in order], examples, strict=True))
-    for trip_id, row in scores.iterrows():
-        alone = signature(examples=tf.constant([by_id[trip_id]]))["probabilities"].numpy()[0, 0]
-        # Equal to float32 rounding: TensorFlow's CPU kernels round a row's sums
-        # differently in a batch of 16 than alone (docs/batch-scoring.md).
-        np.testing.assert_allclose(row["probability_big_tip"], alone, rtol=1e-6, err_msg=trip_id)
-        np.testing.assert_allclose(row["probability_ordinary_tip"], 1 - alone, rtol=1e-6)
-        assert row["class"] == ("big_tip" if alone > 0.5 else "ordinary_tip")
-        assert row["model_version"] == "1"
+    # The scorer's batches: each file in its own order, 16 rows at a time (`read_batches`);
+    # TensorFlow's CPU kernels may round a row's sums differently in another batch.
+    batches = [examples[0:16], examples[16:25], examples[25:40]]
+    big_tip = np.concatenate(
+        [signature(examples=tf.constant(b))["probabilities"].numpy()[:, 0] for b in batches]
+    )
+    expected = pd.DataFrame({"probability_big_tip": big_tip}, index=[ids[i] for i in order]).loc[
+        scores.index
+    ]
+    np.testing.assert_array_equal(
+        scores["probability_big_tip"].to_numpy(), expected["probability_big_tip"].to_numpy()
+    )
+    np.testing.assert_array_equal(
+        scores["probability_ordinary_tip"].to_numpy(),
+        (1 - expected["probability_big_tip"]).to_numpy(np.float32),
+    )
+    assert list(scores["class"]) == [
+        "big_tip" if p > 0.5 else "ordinary_tip" for p in expected["probability_big_tip"]
+    ]
+    assert set(scores["model_version"]) == {"1"}
     assert sorted(scores.index) == sorted(ids)
 
 
@@ -374,6 +388,57 @@ def test_score_runner_scores_new_data_without_the_label_with_extra_columns(
     assert "no model is served under" in capsys.readouterr().err
 
 
+KILLED_COMMIT = """
+import os
+import signal
+import sys
+from pathlib import Path
+
+from components import scored_output
+from tests.test_batch_scoring import score
+
+example_file, out, serving, fingerprint, point = sys.argv[1:]
+partition = scored_output.partition_dir(out, 3, "1")
+real = scored_output.fileio
+
+
+class KillingFileio:
+    # tfx's fileio as the commit calls it, this process killed at the commit's step `point`.
+
+    def __getattr__(self, name):
+        return getattr(real, name)
+
+    def rename(self, src, dst, *args, **kwargs):
+        real.rename(src, dst, *args, **kwargs)
+        if point == "renamed" and dst == partition:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def rmtree(self, path):
+        if point == "removing" and path == partition:
+            part = next(n for n in sorted(real.listdir(path)) if n.startswith("part"))
+            real.remove(os.path.join(path, part))
+            os.kill(os.getpid(), signal.SIGKILL)
+        real.rmtree(path)
+
+
+scored_output.fileio = KillingFileio()
+score([example_file], Path(out), Path(serving), fingerprint=fingerprint)
+"""
+
+S3_SCORING = """
+import sys
+from pathlib import Path
+
+from pipeline.object_store import exit_process, register_filesystems
+
+register_filesystems()
+from tests.test_batch_scoring import score
+
+example_file, out, serving, fingerprint = sys.argv[1:]
+score([example_file], out, Path(serving), fingerprint=fingerprint)
+exit_process(0)
+"""
+
 KILLED_RUN = """
 import sys
 from pathlib import Path
@@ -427,6 +492,209 @@ def test_a_run_killed_mid_write_leaves_nothing_complete_and_a_rerun_writes_once(
         Path(TEMPORARY_DIR, "span=4", "version=1"),
         Path(TEMPORARY_DIR, "span=4", "version=1", "running"),
     ]
+
+
+def span_then_rewritten(tmp_path: Path, taxi_rows) -> tuple[list[str], list[str], list[int]]:
+    """A span's examples file (keys 0-9), the same span rewritten (other rows, keys 100-109),
+    and the rewritten span's keys."""
+    old = keyed_examples(taxi_rows[:10], {"trip_id": list(range(10))})
+    new_ids = list(range(100, 110))
+    new = keyed_examples(taxi_rows[10:20], {"trip_id": new_ids})
+    return (
+        [write_examples(tmp_path / "old" / "a.gz", old)],
+        [write_examples(tmp_path / "new" / "a.gz", new)],
+        new_ids,
+    )
+
+
+def committed_keys(out: Path) -> dict[str, list]:
+    """What a reader that honours `_SUCCESS` sees of the output directory: each partition
+    with a manifest, read whole (every part file in it), as {partition: sorted keys}."""
+    import pandas as pd
+
+    return {
+        str(success.parent.relative_to(out)): sorted(pd.read_parquet(success.parent)["trip_id"])
+        for success in out.glob(f"span=*/version=*/{SUCCESS_FILE}")
+    }
+
+
+# The commit's steps where KILLED_COMMIT kills the run (SIGKILL): "renamed", the attempt
+# moved into place and its `_SUCCESS` not yet written; "removing", the replaced
+# partition's `_SUCCESS` removed, one of its part files removed, the rest still there.
+@pytest.mark.parametrize("point", ["renamed", "removing"])
+def test_a_commit_killed_at_each_step_leaves_the_old_partition_or_nothing_then_each_key_once(
+    tmp_path, small_model_base, taxi_rows, point
+):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from tests.conftest import REPO_ROOT
+
+    old, new, new_ids = span_then_rewritten(tmp_path, taxi_rows)
+    serving = served_copy(small_model_base, tmp_path)
+    out = tmp_path / "out"
+    assert score(old, out, serving, fingerprint="old").status == "written"
+    assert committed_keys(out) == {"span=3/version=1": list(range(10))}
+    partition = Path(partition_dir(str(out), 3, "1"))
+
+    # The span rewritten: a run replaces the partition, killed at `point`.
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_COMMIT, new[0], str(out), str(serving), "new", point],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    assert killed.returncode == -signal.SIGKILL, "the run ended before it was killed"
+    left = sorted(p.name for p in partition.iterdir())
+    if point == "renamed":
+        assert left == [ERRORS_FILE, "part-00000-of-00001.parquet"]
+        assert sorted(pd.read_parquet(partition)["trip_id"]) == new_ids  # the new scores
+    else:
+        assert left == [ERRORS_FILE]  # the old part file gone, its errors file not yet
+    # The old complete partition or nothing: never a mix, never the new one unannounced.
+    assert committed_keys(out) == {}
+
+    rerun = score(new, out, serving, fingerprint="new")
+    assert rerun.status == "replaced"
+    assert committed_keys(out) == {"span=3/version=1": new_ids}
+    # The whole directory, read as a dataset: each key once, nothing left under _temporary/.
+    assert sorted(pd.read_parquet(out)["trip_id"]) == new_ids
+    assert not (out / TEMPORARY_DIR).exists()
+
+
+Requests = list[tuple[str, str]]
+
+
+@contextlib.contextmanager
+def store_kills_at(kill: Callable[[Requests], bool]) -> Iterator[dict]:
+    """The S3 stand-in (moto, in this process) kills `state["process"]` (SIGKILL) at the
+    first request where `kill(requests)` holds, before the store carries it out.
+    `requests`: every copy and delete the store saw, in order, the current one last, as
+    ("copy", destination key) or ("delete", key)."""
+    import os
+
+    from moto.s3.models import S3Backend
+
+    state: dict = {"process": None, "seen": [], "killed": None}
+    real_copy, real_delete = S3Backend.copy_object, S3Backend.delete_object
+
+    def stop(operation: str, key: str) -> None:
+        state["seen"].append((operation, key))
+        if state["process"] is not None and state["killed"] is None and kill(state["seen"]):
+            state["killed"] = (operation, key)
+            os.kill(state["process"].pid, signal.SIGKILL)
+            state["process"].wait()
+            raise ConnectionAbortedError(f"killed before {operation} {key}")
+
+    def copy_object(self, src_key, dest_bucket_name, dest_key_name, *args, **kwargs):
+        stop("copy", dest_key_name)
+        return real_copy(self, src_key, dest_bucket_name, dest_key_name, *args, **kwargs)
+
+    def delete_object(self, bucket_name, key_name, *args, **kwargs):
+        stop("delete", key_name)
+        return real_delete(self, bucket_name, key_name, *args, **kwargs)
+
+    S3Backend.copy_object, S3Backend.delete_object = copy_object, delete_object
+    try:
+        yield state
+    finally:
+        S3Backend.copy_object, S3Backend.delete_object = real_copy, real_delete
+
+
+S3_PARTITION = "scores/span=3/version=1/"
+
+
+def _moving_in(requests: Requests) -> bool:
+    """The attempt's first object copied into the partition, its delete from the attempt
+    next (S3's rename is a copy and a delete, object by object)."""
+    (*earlier, (operation, key)) = requests
+    copied = any(op == "copy" and k.startswith(S3_PARTITION) for op, k in earlier)
+    return copied and operation == "delete" and key.startswith("scores/_temporary/")
+
+
+def _removing_the_last(requests: Requests) -> bool:
+    """The replaced partition's last object next, the other two (of `_SUCCESS`, the
+    errors file and one part file) deleted."""
+    deletes = [k for op, k in requests if op == "delete" and k.startswith(S3_PARTITION)]
+    return requests[-1][0] == "delete" and len(deletes) == 3
+
+
+# Where the S3 commit is killed: the store's request that would have been next.
+S3_KILL_POINTS = {
+    "removing": _removing_the_last,
+    "between copy and delete": _moving_in,
+    # The manifest copied from its temporary name to `_SUCCESS`, the temporary not deleted.
+    "manifest copied": lambda requests: (
+        requests[-1] == ("delete", f"{S3_PARTITION}{SUCCESS_FILE}.tmp")
+    ),
+}
+
+
+@pytest.mark.parametrize("point", sorted(S3_KILL_POINTS))
+def test_on_s3_a_commit_killed_between_copy_and_delete_leaves_a_whole_partition_or_nothing(
+    tmp_path, small_model_base, taxi_rows, point
+):
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from tests.conftest import REPO_ROOT
+    from tests.s3_standin import s3_standin
+
+    (old,), (new,), new_ids = span_then_rewritten(tmp_path, taxi_rows)
+    serving = served_copy(small_model_base, tmp_path)
+    out = "s3://pipelines/scores"
+
+    with s3_standin() as store:
+        environment = {**store.shell_environment(tmp_path), "PYTHONPATH": str(REPO_ROOT)}
+
+        def scoring(examples: str, fingerprint: str) -> subprocess.Popen:
+            return subprocess.Popen(
+                [sys.executable, "-c", S3_SCORING, examples, out, str(serving), fingerprint],
+                cwd=REPO_ROOT,
+                env=environment,
+            )
+
+        def committed() -> dict[str, list]:
+            """What a reader that honours `_SUCCESS` sees (committed_keys, on the store)."""
+            local = store.download(out, tmp_path / f"seen-{len(list(tmp_path.glob('seen-*')))}")
+            return committed_keys(local)
+
+        assert scoring(old, "old").wait() == 0
+        assert committed() == {"span=3/version=1": list(range(10))}
+        with store_kills_at(S3_KILL_POINTS[point]) as state:
+            state["process"] = scoring(new, "new")
+            state["process"].wait()
+        assert state["killed"], f"never killed; the store saw {state['seen']}"
+        assert state["process"].returncode == -signal.SIGKILL
+        if point == "between copy and delete":
+            # The object is in both places: copied into the partition, still in the attempt.
+            _, key = state["killed"]
+            keys = store.keys(out)
+            assert key in keys and S3_PARTITION + key.rsplit("/", 1)[1] in keys
+        if point == "removing":
+            # The old partition's last object is all that is left of it.
+            assert [k for k in store.keys(out) if k.startswith(S3_PARTITION)] == [
+                state["killed"][1]
+            ]
+        seen = committed()
+        if point == "manifest copied":
+            # `_SUCCESS` is in place with every file it lists: the new partition, whole.
+            assert seen == {"span=3/version=1": new_ids}
+        else:
+            # The old partition's `_SUCCESS` went first: nothing, never a mix.
+            assert seen == {}
+
+        assert scoring(new, "new").wait() == 0
+        assert committed() == {"span=3/version=1": new_ids}
+        # The whole prefix read as a dataset: each key once; no attempt left.
+        local = store.download(out, tmp_path / "after")
+        assert sorted(pd.read_parquet(local)["trip_id"]) == new_ids
+        assert not [k for k in store.keys(out) if "/_temporary/" in f"/{k}"]
 
 
 # --- Settings, keys in the dataset spec, the serving gate (fast) -------------------------

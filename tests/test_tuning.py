@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import json
 import time
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from trainer.hyperparameters import (
     report_rows,
     write_frozen,
 )
-from trainer.tuning import SearchResult, TrialResult
+from trainer.tuning import SearchResult, TrialResult, model_values
 
 WINNER = {"hidden_units": [32, 16], "embedding_dim": 4, "learning_rate": 0.001, "dropout": 0.2}
 
@@ -86,7 +88,6 @@ def test_unknown_or_mistyped_keys_are_refused_by_name(tmp_path, text, named):
 
 
 def test_data_age_is_read_from_the_provenance():
-    import datetime
 
     frozen = FrozenHyperparameters(
         model={}, provenance={"data": {"read_at": "2026-11-20T12:00:00+00:00"}}
@@ -97,7 +98,6 @@ def test_data_age_is_read_from_the_provenance():
 
 
 def test_the_run_report_shows_the_frozen_values_and_their_datas_age():
-    import datetime
 
     from components.report.contents import RunReport
     from components.report.render import render_html
@@ -218,6 +218,18 @@ def test_two_worker_processes_run_the_same_search(
         t.trial_id: t.hyperparameters for t in sequential.trials
     }
     assert parallel.best.trial_id == sequential.best.trial_id
+    search_dir = tmp_path / "p" / "search"
+    # Each worker ended a trial: a worker's tuner writes its own file when it ends one
+    # (keras_tuner/src/engine/base_tuner.py, 1.4.8: `on_trial_end`, line 340; `save`, 455).
+    assert sorted(p.name for p in search_dir.glob("tuner*.json")) == ["tuner0.json", "tuner1.json"]
+    # The trials overlapped: each started (the oracle's record of its start) before the
+    # other ended (the last write of its own file, at its end).
+    started = json.loads((search_dir / "oracle.json").read_text())["display"]["trial_start"]
+    ended = {t: (search_dir / f"trial_{t}" / "trial.json").stat().st_mtime for t in started}
+    assert sorted(started) == ["0", "1"]
+    assert max(datetime.datetime.fromisoformat(s).timestamp() for s in started.values()) < min(
+        ended.values()
+    )
     # Resumed in parallel: nothing left to run.
     again = tiny_search(taxi_trainer_inputs, taxi_spec, tmp_path / "p", max_trials=2, parallel=2)
     assert again.ran == () and again.best == parallel.best
@@ -293,15 +305,35 @@ def run_states(output_dir: Path, pipeline_name: str) -> dict[str, str]:
     return {s.step_id: s.state for s in summarize_latest_run(metadata, pipeline_name).steps}
 
 
-def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_it(
-    tmp_path, two_local_runs, taxi_spec
-):
+def local_run(
+    taxi_slice: Path, schema_dir: Path, output_dir: Path, train_steps: int, eval_steps: int
+) -> tuple[int, str]:
+    """`local_runner.py` on the schema directory, in this process: (exit code, stdout)."""
     import contextlib
     import io
 
+    import local_runner
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = local_runner.main(
+            [
+                "--data-root", str(taxi_slice),
+                "--schema-dir", str(schema_dir),
+                "--output-dir", str(output_dir),
+                "--train-steps", str(train_steps),
+                "--eval-steps", str(eval_steps),
+                "--no-report",
+            ]
+        )  # fmt: skip
+    return rc, out.getvalue()
+
+
+def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_it(
+    tmp_path, two_local_runs, taxi_spec
+):
     import yaml
 
-    import local_runner
     from tests.conftest import copy_tree
 
     output_dir = copy_tree(two_local_runs.output_dir, tmp_path / "out")
@@ -340,18 +372,7 @@ def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_i
 
     # The next local run reads the frozen values: the Trainer and what follows
     # run again, the data steps come from cache.
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        rc = local_runner.main(
-            [
-                "--data-root", str(taxi_slice),
-                "--schema-dir", str(schema_dir),
-                "--output-dir", str(output_dir),
-                "--train-steps", str(two_local_runs.train_steps[0]),
-                "--eval-steps", "5",
-                "--no-report",
-            ]
-        )  # fmt: skip
+    rc, _ = local_run(taxi_slice, schema_dir, output_dir, two_local_runs.train_steps[0], 5)
     assert rc == 0
     states = run_states(output_dir, taxi_spec.name)
     assert states["Trainer"] == "complete"
@@ -362,6 +383,43 @@ def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_i
     config = yaml.safe_load(newest.read_text())
     assert config["model"]["hidden_units"] == frozen.model["hidden_units"]
     assert config["model"]["learning_rate"] == frozen.model["learning_rate"]
+
+
+@pytest.mark.slow  # four local runs
+@pytest.mark.e2e
+def test_the_frozen_values_alone_rekey_the_trainer_and_its_provenance_never_does(
+    tmp_path, taxi_slice, taxi_spec
+):
+    """One schema directory throughout (its path is an input of the import, so a copy
+    would rerun the data steps whatever the frozen file held)."""
+    from tests.conftest import copy_tree
+
+    schema_dir = copy_tree(load_schema_dir().path, tmp_path / "schema")
+    output_dir = tmp_path / "out"
+    upstream = ("ExampleGen", "StatisticsGen", "SchemaImporter", "Transform")
+
+    def run() -> dict[str, str]:
+        rc, out = local_run(taxi_slice, schema_dir, output_dir, 20, 2)
+        assert rc == 0, out
+        return run_states(output_dir, taxi_spec.name)
+
+    assert run()["Trainer"] == "complete"
+    assert run()["Trainer"] == "cached"
+    # Frozen values other than the configuration's: the Trainer and what follows it run.
+    assert model_values(ModelConfig()) != WINNER
+    frozen = FrozenHyperparameters(model=WINNER, provenance={"partial": False, "trials": 3})
+    write_frozen(schema_dir / "hyperparameters.yaml", frozen)
+    states = run()
+    assert states["Trainer"] == "complete"
+    assert {step: states[step] for step in upstream} == dict.fromkeys(upstream, "cached")
+    # The same values, another provenance: nothing the Trainer reads changed.
+    write_frozen(
+        schema_dir / "hyperparameters.yaml",
+        dataclasses.replace(frozen, provenance={"partial": True, "trials": 1, "tuned_at": "x"}),
+    )
+    states = run()
+    assert states["Trainer"] == "cached"
+    assert {step: states[step] for step in upstream} == dict.fromkeys(upstream, "cached")
 
 
 def test_a_search_the_deadline_cuts_off_freezes_nothing_unless_accepted(tmp_path, two_local_runs):
@@ -389,6 +447,98 @@ def test_a_search_the_deadline_cuts_off_freezes_nothing_unless_accepted(tmp_path
     assert load_frozen(frozen_file).partial and load_frozen(frozen_file).provenance["trials"] == 1
 
 
+def trial_files(search_dir: Path) -> dict[str, tuple[dict, int]]:
+    """Each trial's own file, as KerasTuner wrote it: {trial id: (trial.json, its mtime_ns)}."""
+    return {
+        path.parent.name.removeprefix("trial_"): (
+            json.loads(path.read_text()),
+            path.stat().st_mtime_ns,
+        )
+        for path in search_dir.glob("trial_*/trial.json")
+    }
+
+
+def lowest_score_trials_model(trials: dict[str, tuple[dict, int]]) -> dict:
+    """The ModelConfig values of the completed trial with the lowest score, from the trials'
+    own files (not the runner's best.yaml): the earlier trial on a tie."""
+    from trainer.search_space import search_space
+
+    completed = [t for t, _ in trials.values() if t["status"] == "COMPLETED"]
+    best = min(completed, key=lambda t: (t["score"], int(t["trial_id"])))
+    hp = keras_tuner.HyperParameters()
+    hp.values.update(best["hyperparameters"]["values"])
+    return model_values(search_space(hp))
+
+
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_a_search_killed_mid_trial_resumes_without_running_a_completed_trial_again(
+    tmp_path, two_local_runs, parallel
+):
+    """SIGKILL to the runner's process group (its workers too) once a trial's file says
+    COMPLETED and the next trial's says RUNNING; the same command then finishes the search."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT, copy_tree
+
+    output_dir = copy_tree(two_local_runs.output_dir, tmp_path / "out")
+    schema_dir = copy_tree(load_schema_dir().path, tmp_path / "schema")
+    search_dir = output_dir / "tuning" / "search"
+    command = [
+        sys.executable, "tune_runner.py",
+        "--data-root", str(two_local_runs.data_root),
+        "--schema-dir", str(schema_dir),
+        "--output-dir", str(output_dir),
+        "--max-trials", "2",
+        # Long enough for the kill to land in the middle of the second trial.
+        "--steps-per-trial", "200",
+        "--eval-steps", "2",
+        "--parallel", str(parallel),
+    ]  # fmt: skip
+    log = tmp_path / "killed.log"
+    with log.open("w") as out:
+        run = subprocess.Popen(
+            command, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    deadline = time.monotonic() + 600
+    try:
+        while True:
+            try:
+                states = [t["status"] for t, _ in trial_files(search_dir).values()]
+            except json.JSONDecodeError:  # a file read while KerasTuner writes it
+                states = []
+            if "COMPLETED" in states and "RUNNING" in states:
+                break
+            assert run.poll() is None, f"the search ended before the kill:\n{log.read_text()}"
+            assert time.monotonic() < deadline, "no trial completed while another ran"
+            time.sleep(0.02)
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    killed = trial_files(search_dir)
+    completed = {t: (trial["score"], mtime) for t, (trial, mtime) in killed.items()
+                 if trial["status"] == "COMPLETED"}  # fmt: skip
+    assert len(completed) == 1, killed
+
+    rerun = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    assert "Search: 1 trials completed in this run" in rerun.stdout, rerun.stdout
+    after = trial_files(search_dir)
+    # Exactly the budget, and the trial completed before the kill never ran again: its
+    # file was not written again (a trial run again writes RUNNING, then its score).
+    assert {t: trial["status"] for t, (trial, _) in after.items()} == {
+        "0": "COMPLETED",
+        "1": "COMPLETED",
+    }
+    for trial_id, (score, mtime) in completed.items():
+        assert (after[trial_id][0]["score"], after[trial_id][1]) == (score, mtime)
+    frozen = load_frozen(schema_dir / "hyperparameters.yaml")
+    assert frozen.provenance["trials"] == 2 and frozen.provenance["partial"] is False
+    assert frozen.model == lowest_score_trials_model(after)
+
+
 def test_tune_runner_flags_are_checked(tmp_path, capsys):
     import tune_runner
 
@@ -405,8 +555,6 @@ def test_tune_runner_flags_are_checked(tmp_path, capsys):
 def test_the_training_package_compiles_the_frozen_values_and_has_no_tuning_step(
     tmp_path, monkeypatch
 ):
-    import json
-
     from kubeflow import compile as kfp_compile
     from kubeflow import tfx_spec
     from kubeflow.pipeline_steps import DEPLOY

@@ -137,6 +137,7 @@ def search(
     on 127.0.0.1; the Kubeflow tuning step's are pods).
     """
     tuner, ran, gate_metric = _tuner(config, spec, files, settings, space)
+    tuner.oracle.resume()
     trials = tuner.oracle.trials.values()
     finished = len(trials) >= settings.max_trials and all(t.status != "RUNNING" for t in trials)
     # Workers elsewhere (`serving`: the Kubeflow step's pods) are workers however many.
@@ -173,6 +174,53 @@ class BudgetedOracle(keras_tuner.oracles.RandomSearchOracle):
         if tuner_id not in self.ongoing_trials and completed >= self.max_trials:
             self._retry_queue.clear()  # KerasTuner's own attribute (1.4.8, oracle.py)
         return super().create_trial(tuner_id)
+
+
+class ResumingOracle(BudgetedOracle):
+    """The budgeted search, resumed from the trials' own files after a kill.
+
+    KerasTuner 1.4.8 saves the oracle's state in `Oracle.end_trial` before it
+    drops the ended trial from its ongoing ones, and nothing saves it again
+    until the next trial starts (keras_tuner/src/engine/oracle.py, 1.4.8,
+    `end_trial`: `self.save()` at line 591, the `ongoing_trials.pop` at
+    line 599); `reload` sends every ongoing trial back to run (lines 769-772).
+    A search killed in between (SIGKILL runs no `finally`; a parallel search's
+    last trials start no other) would run a completed trial again. Each
+    trial's own file (`trial_*/trial.json`) is written before the oracle's
+    state, so it is the truth: only the trials it says are running, or that
+    KerasTuner queued for a retry, run again.
+    """
+
+    reloaded = False
+
+    def reload(self) -> None:
+        super().reload()
+        self.reloaded = True
+        status = keras_tuner.engine.trial.TrialStatus
+        ended = (status.COMPLETED, status.FAILED)
+        queue = [t for t in self._retry_queue if self.trials[t].status not in ended]
+        # A trial whose file was written just before a kill, the oracle's state not yet.
+        queue += [
+            t
+            for t, trial in sorted(self.trials.items(), key=lambda item: int(item[0]))
+            if trial.status == status.RUNNING and t not in queue
+        ]
+        self._retry_queue = queue
+
+    def resume(self) -> None:
+        """Reloads the search's state where KerasTuner did not.
+
+        A tuner reloads its oracle only when its own file (`tuner0.json`)
+        exists (keras_tuner/src/engine/base_tuner.py, 1.4.8, lines 127-129), and in
+        a parallel search only the worker `tuner0` writes that file, when it
+        ends a trial (`on_trial_end`, line 340, `save`, line 455): a search
+        killed before then, with another worker's trial completed, would start
+        again from nothing and run that trial again.
+        """
+        import tensorflow as tf
+
+        if not self.reloaded and tf.io.gfile.exists(self._get_oracle_fname()):
+            self.reload()
 
 
 def _tuner(
@@ -225,7 +273,7 @@ def _tuner(
             return {OBJECTIVE: metrics[OBJECTIVE], gate_metric: metrics[gate_metric]}
 
     tuner = TrialTuner(
-        oracle=BudgetedOracle(
+        oracle=ResumingOracle(
             objective=keras_tuner.Objective(OBJECTIVE, "min"),
             max_trials=settings.max_trials,
             seed=settings.seed,
