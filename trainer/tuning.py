@@ -198,7 +198,9 @@ class ResumingOracle(BudgetedOracle):
         self.reloaded = True
         status = keras_tuner.engine.trial.TrialStatus
         ended = (status.COMPLETED, status.FAILED)
-        queue = [t for t in self._retry_queue if self.trials[t].status not in ended]
+        # KerasTuner's own attribute (1.4.8, oracle.py), which mypy cannot type.
+        retry_queue: list[str] = self._retry_queue  # type: ignore[has-type]
+        queue = [t for t in retry_queue if self.trials[t].status not in ended]
         # A trial whose file was written just before a kill, the oracle's state not yet.
         queue += [
             t
