@@ -16,8 +16,8 @@ step's first attempt is preempted once it has written its output to the bucket
 (the search done, its pods deleted; faults.py watches an s3:// output through
 output_probe.py). KFP retries it on the same output URI; the retry finds the
 oracle's state in the search directory in the bucket, creates no pod and writes
-the same winner. In the second (`--preempt-mid-search Tune`, a bucket of its
-own), the first attempt is preempted in the middle of its search: once a
+the same winner. In the second (`--preempt-mid-search Tune`, a pipeline root
+of its own), the first attempt is preempted in the middle of its search: once a
 trial's `trial.json` in the bucket says COMPLETED and another's RUNNING
 (output_probe.py --search). Its process group is killed, as a pod's on a node
 shutting down; its worker pods, which no owner reference ties to it, are left
@@ -62,20 +62,28 @@ TRIALS = 2
 # whichever ends first; long enough for the kill to land before the next one ends.
 KILLED_TRIALS = 3
 KILLED_STEPS = 200
+# Its own pipeline root, and so its own search directory, in the same bucket.
+KILLED_ROOT = f"{PIPELINE_ROOT}-killed"
 # A few rows, some in each of ExampleGen's splits: the trials' input repeats them.
 ROWS = 60
 
 
 def tuning_settings(
-    tmp: Path, schema_dir: str, endpoint: str, trials: int = TRIALS, steps: int = 5
+    tmp: Path,
+    schema_dir: str,
+    endpoint: str,
+    trials: int = TRIALS,
+    steps: int = 5,
+    pipeline_root: str = PIPELINE_ROOT,
 ) -> Path:
     """Two worker pods, `trials` trials of `steps` steps; Tune retried at once, as the DAG's
-    steps; the data and the pipeline root in the S3 stand-in's bucket."""
+    steps; the data and `pipeline_root` in the S3 stand-in's bucket."""
     retried = {step: {"max_retries": 2, "backoff": "0s"} for step in (*RETRIED, TUNE)}
     return s3_settings(
         tmp,
         endpoint,
         schema_dir=schema_dir,
+        pipeline_root=pipeline_root,
         retries={"defaults": {"max_retries": 0}, "components": retried},
         tuning={"workers": 2, "max_trials": trials, "steps_per_trial": steps, "deadline": "15m"},
     )
@@ -94,29 +102,23 @@ def tuning_run(store, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def killed_store():
-    with s3_standin() as standin:
-        yield standin
-
-
-@pytest.fixture(scope="module")
-def killed_run(killed_store, tmp_path_factory):
+def killed_run(store, tmp_path_factory):
     return execute_tuning(
-        killed_store,
+        store,
         tmp_path_factory.mktemp("kubeflow_tuning_killed"),
         "tuning_killed",
         "--preempt-mid-search",
         TUNE,
         trials=KILLED_TRIALS,
         steps=KILLED_STEPS,
+        pipeline_root=KILLED_ROOT,
     )
 
 
-def execute_tuning(
-    store, tmp: Path, name: str, *faults: str, trials: int = TRIALS, steps: int = 5
-) -> dict:
-    """The tuning package, compiled with `trials` of `steps` steps, executed (`name`) against
-    the Kubernetes stand-in with `faults` (run_compiled.py's flags); what the stand-in saw."""
+def execute_tuning(store, tmp: Path, name: str, *faults: str, **settings) -> dict:
+    """The tuning package, compiled with `settings` (tuning_settings' keywords), executed
+    (`name`) against the Kubernetes stand-in with `faults` (run_compiled.py's flags); what
+    the stand-in saw."""
     store.upload(write_span(tmp / "data", 1, span_rows(1)[:ROWS]), f"{DATA_ROOT}/span-1/data.csv")
     schema_dir = schema_dir_in_project(tmp)
     standin = KubernetesStandin(
@@ -128,7 +130,7 @@ def execute_tuning(
     )
     try:
         package = compile_package(
-            tuning_settings(tmp, schema_dir, store.endpoint, trials, steps),
+            tuning_settings(tmp, schema_dir, store.endpoint, **settings),
             tmp / "tuning.yaml",
             "--tuning",
         )
@@ -197,12 +199,12 @@ def test_a_preempted_tune_step_resumes_without_running_trials_again(tuning_run):
 
 
 def bucket_trials(store) -> dict[str, dict]:
-    """Each trial's own file in the bucket's search directories, as KerasTuner wrote it:
+    """Each trial's own file in the killed run's search directory, as KerasTuner wrote it:
     {URI: its ETag, LastModified and content}."""
     client = store.client()
-    bucket = PIPELINE_ROOT.removeprefix("s3://").split("/")[0]
+    bucket = KILLED_ROOT.removeprefix("s3://").split("/")[0]
     trials = {}
-    for key in store.keys(f"{PIPELINE_ROOT}/tuning/"):
+    for key in store.keys(f"{KILLED_ROOT}/tuning/"):
         if key.endswith("/trial.json") and "/trial_" in key:
             answer = client.get_object(Bucket=bucket, Key=key)
             trials[f"s3://{bucket}/{key}"] = {
@@ -214,7 +216,7 @@ def bucket_trials(store) -> dict[str, dict]:
 
 
 def test_a_tune_step_killed_mid_search_is_retried_without_running_a_completed_trial_again(
-    killed_run, killed_store
+    killed_run, store
 ):
     """SIGKILL to the Tune step's process group once a trial's file says COMPLETED and
     another's RUNNING; KFP's retry finishes the search on the same output URI."""
@@ -227,7 +229,7 @@ def test_a_tune_step_killed_mid_search_is_retried_without_running_a_completed_tr
     completed = {uri: t for uri, t in seen.items() if t["status"] == "COMPLETED"}
     assert completed and any(t["status"] == "RUNNING" for t in seen.values()), seen
 
-    after = bucket_trials(killed_store)
+    after = bucket_trials(store)
     # Exactly the budget completed, and no trial more was started.
     assert sorted(t["trial"]["status"] for t in after.values()) == ["COMPLETED"] * KILLED_TRIALS
     # A trial completed before the kill never ran again: a trial run again writes its
@@ -241,7 +243,8 @@ def test_a_tune_step_killed_mid_search_is_retried_without_running_a_completed_tr
         ), uri
 
     (uri,) = tune["outputs"]["hyperparameters"]
-    local = killed_store.download(uri, killed_run["tmp"] / "tune_output")
+    assert uri.startswith(f"{KILLED_ROOT}/"), uri
+    local = store.download(uri, killed_run["tmp"] / "tune_output")
     frozen = load_frozen(local / HYPERPARAMETERS_FILE_NAME)
     assert frozen.provenance["trials"] == KILLED_TRIALS and frozen.provenance["partial"] is False
     assert frozen.model == lowest_score_trials_model(t["trial"] for t in after.values())

@@ -134,7 +134,32 @@ def _has_files(uris: list[str]) -> bool:
 OUTPUT_PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "output_probe.py")
 
 
-class OutputWatch:
+class _ProbeWatch:
+    """A watch that may run output_probe.py: started on entering, killed on leaving."""
+
+    project_python: str
+    env: dict | None
+    _probe: subprocess.Popen | None = None
+
+    def _start_probe(self, *args: str) -> None:
+        if self.project_python:
+            self._probe = subprocess.Popen(
+                [self.project_python, OUTPUT_PROBE, *args],
+                env=self.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+
+    def __exit__(self, *_exc) -> None:
+        if self._probe is not None:
+            if self._probe.poll() is None:
+                self._probe.kill()
+            self._probe.communicate()
+            self._probe = None
+
+
+class OutputWatch(_ProbeWatch):
     """Whether a step has written into one of its output artifacts yet.
 
     Local URIs are looked at on the file system; s3:// ones (a pipeline root on
@@ -151,21 +176,9 @@ class OutputWatch:
         self._probe: subprocess.Popen | None = None
 
     def __enter__(self) -> OutputWatch:
-        if self.remote and self.project_python:
-            self._probe = subprocess.Popen(
-                [self.project_python, OUTPUT_PROBE, *self.remote],
-                env=self.env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+        if self.remote:
+            self._start_probe(*self.remote)
         return self
-
-    def __exit__(self, *_exc) -> None:
-        if self._probe is not None:
-            if self._probe.poll() is None:
-                self._probe.kill()
-            self._probe.wait()
-            self._probe = None
 
     def fired(self) -> bool:
         """Written yet."""
@@ -185,7 +198,7 @@ def _local_trial_files(root: str) -> dict[str, int]:
     return found
 
 
-class SearchWatch:
+class SearchWatch(_ProbeWatch):
     """Whether a KerasTuner search under `root` (the pipeline root) is half done: in one
     search directory, a trial's `trial.json` says COMPLETED and another's RUNNING, both
     written since the watch began (output_probe.py's `half_done`).
@@ -206,24 +219,10 @@ class SearchWatch:
 
     def __enter__(self) -> SearchWatch:
         if self.root.startswith("s3://"):
-            if self.project_python:
-                self._probe = subprocess.Popen(
-                    [self.project_python, OUTPUT_PROBE, "--search", self.root],
-                    env=self.env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
-                    text=True,
-                )
+            self._start_probe("--search", self.root)
         else:
             self._before = _local_trial_files(self.root)
         return self
-
-    def __exit__(self, *_exc) -> None:
-        if self._probe is not None:
-            if self._probe.poll() is None:
-                self._probe.kill()
-            self._probe.communicate()
-            self._probe = None
 
     def fired(self) -> bool:
         if self._probe is not None:
