@@ -260,8 +260,10 @@ def test_the_retry_deletes_the_worker_pods_the_killed_attempt_left_running(kille
     retry_log = Path(killed_run["run"]["steps"][TUNE]["log_files"][-1]).read_text()
     for name in created[:2]:
         assert f"Deleted pod {NAMESPACE}/{name}, left by an earlier attempt" in retry_log
-    # Still running when the retry deleted them; the retry's own ended and were deleted.
+    # Not ended when last seen (the stand-in records a phase as a GET reads it); the
+    # retry's own ended and were deleted.
     phases = [p.phases[-1] for p in killed_run["deleted"]]
-    assert phases == ["Running", "Running", "Succeeded", "Succeeded"], phases
+    assert set(phases[:2]) <= {"Pending", "Running"}, phases
+    assert phases[2:] == ["Succeeded", "Succeeded"], phases
     assert killed_run["left"] == {} and killed_run["running"] == []
     assert "Winner: trial" in retry_log
