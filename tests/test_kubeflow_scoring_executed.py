@@ -319,6 +319,7 @@ def test_the_scores_are_the_rolled_out_versions_not_the_newer_canarys(
 
     scores = read_partition(store, PARTITION)
     keys = list(scores[KEY])
+    assert sorted(keys) == sorted(execution["keys"])
     rolled_out = np.array([served_scores["1"][k] for k in keys], np.float32)
     canary = np.array([served_scores["2"][k] for k in keys], np.float32)
     assert not np.array_equal(rolled_out, canary)  # two models: the test tells them apart
