@@ -259,19 +259,15 @@ def served_scores(execution) -> dict:
     files = sorted(str(p) for p in Path(examples_uri).glob("Split-*/*"))
     assert files, examples_uri
     settings = ScoringSettings.from_json(steps[BATCH_SCORER]["parameters"]["settings"])
-    scores = {}
+    scores: dict = {}
     for version, base in execution["versions"].items():
         signature = tf.saved_model.load(str(base / "1")).signatures[SERVING_SIGNATURE]
-        scores[version] = {
-            key_text(example): probability
-            for path in files
-            for batch in read_batches(path, settings.batch_size)
-            for example, probability in zip(
-                batch,
-                signature(examples=tf.constant(batch))[PROBABILITIES_OUTPUT].numpy()[:, 0],
-                strict=True,
-            )
-        }
+        scores[version] = {}
+        for path in files:
+            for batch in read_batches(path, settings.batch_size):
+                outputs = signature(examples=tf.constant(batch, tf.string))[PROBABILITIES_OUTPUT]
+                keys = [key_text(example) for example in batch]
+                scores[version].update(zip(keys, outputs.numpy()[:, 0], strict=True))
     return scores
 
 
