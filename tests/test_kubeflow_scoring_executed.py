@@ -314,6 +314,7 @@ def test_the_scores_are_the_rolled_out_versions_not_the_newer_canarys(
     import numpy as np
 
     scores = read_partition(store, PARTITION)
+    assert len(scores) == ROWS, f"{PARTITION} holds {len(scores)} rows, not the rolled-out {ROWS}"
     keys = list(scores[KEY])
     assert sorted(keys) == sorted(execution["keys"])
     rolled_out = np.array([served_scores["1"][k] for k in keys], np.float32)
