@@ -12,7 +12,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -392,7 +392,19 @@ def small_model_base(tmp_path_factory, taxi_trainer_inputs, taxi_spec) -> Path:
     return built_once(tmp_path_factory, "small_model_base", build)
 
 
-def train_small_model(base: Path, data: dict, taxi_spec) -> Path:
+@pytest.fixture(scope="session")
+def other_small_model_base(tmp_path_factory, taxi_trainer_inputs, taxi_spec) -> Path:
+    """`small_model_base`'s model trained from another seed: the same inputs, signatures
+    and spec, other weights, so other scores on the same rows (a test that must tell
+    two served versions apart by what they score)."""
+
+    def build(root: Path) -> Path:
+        return train_small_model(root / "base", taxi_trainer_inputs, taxi_spec, seed=7)
+
+    return built_once(tmp_path_factory, "other_small_model_base", build)
+
+
+def train_small_model(base: Path, data: dict, taxi_spec, *, seed: int | None = None) -> Path:
     from trainer.config import ModelConfig, RuntimeConfig, TrainerConfig
     from trainer.run import train_and_export
 
@@ -406,6 +418,8 @@ def train_small_model(base: Path, data: dict, taxi_spec) -> Path:
             shuffle_buffer_size=100,
         ),
     )
+    if seed is not None:
+        config = replace(config, seed=seed)
     train_and_export(
         config=config,
         spec=taxi_spec,

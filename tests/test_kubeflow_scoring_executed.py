@@ -13,9 +13,20 @@ One execution, shared by the tests: the scorer's first attempt is preempted once
 it has written its output artifact, after it committed the partition, and KFP
 retries it on the same output URIs. A killed attempt of an earlier run lies
 under `_temporary/` before the execution starts; the commit removes it. The
-settings have `serving:`, and the Deploy step's record says version 1 is
-rolled out while version 2, newer, is pushed (a canary, say): version 1 scores.
-The ScoringReport exit handler writes the run's report.
+ScoringReport exit handler writes the run's report.
+
+The settings have `serving:`. Versions 1 and 2 are two models (conftest's small
+one and the same trained from another seed: other weights, other scores), and
+the record of what is rolled out is the Deploy step's own: its rollout
+(kubeflow/kserve/rollout.py, called as kubeflow/steps/deploy.py calls it) runs
+against KServe's stand-in (tests/kserve_standin.py), creates the
+InferenceService on version 1, then rolls version 2 out as a canary left for a
+person (`promotion: manual`): version 2 is newer, complete and takes 10% of
+the traffic, version 1 is still what KServe rolled out. The stand-in reads a
+storageUri as a local path (it reads no s3://), so the rollout serves from a
+local storage root, and its record is uploaded unchanged to the bucket's
+storage root, where the scorer reads it. Version 1 scores, and the scores are
+its `serving_default`'s on ExampleGen's examples, batch for batch.
 """
 
 from __future__ import annotations
@@ -23,15 +34,17 @@ from __future__ import annotations
 import base64
 import io
 import json
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from components.artifact_names import STATUS_PROPERTY
-from components.rollout_record import record_rolled_out, rolled_out_record
+from components.rollout_record import rolled_out_record
 from components.scored_output import MANIFEST_FILE, SUCCESS_FILE, TEMPORARY_DIR
-from components.served_model import SERVED_EVALUATION_FILE
+from components.served_model import SERVED_EVALUATION_FILE, model_digest
 from kubeflow.step_ids import SCORING_REPORT
 from pipeline.steps import BATCH_SCORER, EXAMPLE_GEN, SCORING_STEPS
 from tests.conftest import REPO_ROOT, read_taxi_rows, write_csv
@@ -48,6 +61,7 @@ from tests.harness import (
     svg_texts,
     with_attr,
 )
+from tests.kubernetes_standin import KubernetesStandin
 from tests.s3_standin import s3_standin
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
@@ -63,6 +77,8 @@ PARTITION = f"{SCORES_ROOT}/span={SPAN}/version=1"
 STORAGE_ROOT = SERVING_DIR + "-kserve"
 # What a killed attempt of an earlier run of this partition left (components/scored_output.py).
 LEFTOVER = f"{SCORES_ROOT}/{TEMPORARY_DIR}/span={SPAN}/version=1/0a1b2c/part-00000-of-00001.parquet"
+# The Deploy step's InferenceService, and the token its pod's service account sends.
+NAMESPACE, INFERENCE_SERVICE, TOKEN = "models", "taxi", "deploy-token"
 
 
 def evaluation_record(sums: dict) -> dict:
@@ -92,10 +108,77 @@ def store():
 
 
 @pytest.fixture(scope="module")
-def execution(store, tmp_path_factory, small_model_base):
-    import shutil
+def kserve(tmp_path_factory):
+    """The Deploy step's cluster: KServe's controller in the Kubernetes stand-in."""
+    from kubernetes import config as kube_config
 
+    from kubeflow.kserve.cluster import ServingCluster
+
+    tmp = tmp_path_factory.mktemp("kserve")
+    standin = KubernetesStandin(sys.executable, users={TOKEN: "system:serviceaccount:x:deployer"})
+    with standin:
+        standin.kubeconfig(tmp / "kubeconfig", namespace=NAMESPACE, token=TOKEN)
+        client = kube_config.new_client_from_config(str(tmp / "kubeconfig"))
+        yield standin.kserve, ServingCluster(client, NAMESPACE)
+
+
+def deploy(cluster, examples_uri: Path, serving_dir: Path, version: str, **serving):
+    """The Deploy step's work for a pushed `serving_dir/version`, in kubeflow/steps/deploy.py's
+    order: the TF Serving release, the copy to the storage root, the smoke rows, the rollout."""
+    from kubeflow.kserve import layout, runtime, smoke
+    from kubeflow.kserve.rollout import Rollout
+    from kubeflow.settings.serving import parse_serving
+
+    config = parse_serving(
+        {"inference_service": INFERENCE_SERVICE, "ready_timeout": "30s", **serving},
+        str(serving_dir),
+    ).to_json()
+    destination = str(serving_dir / version)
+    instances, serialized = smoke.eval_rows(str(examples_uri), destination, config["smoke_rows"])
+    return Rollout(
+        cluster=cluster,
+        config=config,
+        namespace=NAMESPACE,
+        version=version,
+        storage_uri=layout.publish_version(destination, config["storage_root"], version),
+        instances=instances,
+        expected=smoke.expected_scores(destination, serialized),
+        runtime_version=runtime.runtime_version(
+            config["runtime_version"], runtime.exported_by(destination), gpu=config["gpu"]
+        ),
+        poll_seconds=0.05,
+    ).run()
+
+
+def rolled_out_by_the_deploy_step(kserve, tmp: Path, versions: dict, eval_files: str) -> dict:
+    """Version 1 created and serving, then version 2 left as a canary (promotion: manual):
+    the outcomes, the storageUri the stand-in routes most traffic to, and the record."""
+    controller, cluster = kserve
+    examples_uri = tmp / "examples"  # the run's eval split, for the smoke request
+    (examples_uri / "Split-eval").mkdir(parents=True)
+    shutil.copy(eval_files, examples_uri / "Split-eval")
+    serving_dir, storage_root = tmp / "serving", str(tmp / "serving-kserve")
+    for version, base in versions.items():  # as the Pusher writes them
+        shutil.copytree(base / "1", serving_dir / version)
+    created = deploy(cluster, examples_uri, serving_dir, "1", storage_root=storage_root)
+    canary = deploy(
+        cluster, examples_uri, serving_dir, "2", storage_root=storage_root, promotion="manual"
+    )
+    return {
+        "outcomes": (created.outcome, canary.outcome),
+        "canary_traffic": sorted(t["percent"] for t in canary.traffic),
+        "most_traffic": controller.serving_storage_uri(NAMESPACE, INFERENCE_SERVICE),
+        "storage_root": storage_root,
+        "record": rolled_out_record(storage_root),
+    }
+
+
+@pytest.fixture(scope="module")
+def execution(
+    store, kserve, tmp_path_factory, small_model_base, other_small_model_base, taxi_trainer_inputs
+):
     tmp = tmp_path_factory.mktemp("kubeflow_scoring")
+    versions = {"1": small_model_base, "2": other_small_model_base}
     schema_dir = schema_dir_in_project(tmp)
     try:
         with (REPO_ROOT / schema_dir / "dataset.yaml").open("a") as f:
@@ -107,16 +190,17 @@ def execution(store, tmp_path_factory, small_model_base):
         columns = [c for c in header if c != "tips"] + [KEY]  # no label at scoring time
         data = write_csv(tmp / "new" / "data.csv", columns, rows)
         store.upload(data, f"{DATA_ROOT}/span-{SPAN}/data.csv")
-        upload_tree(store, small_model_base / "1", f"{SERVING_DIR}/1")
+        upload_tree(store, versions["1"] / "1", f"{SERVING_DIR}/1")
         # What the Pusher copies into a version: its Evaluator's sums ([tp, tn, fp, fn]).
         evaluation = tmp / "evaluation.json"
         evaluation.write_text(json.dumps(evaluation_record({"binary_accuracy": [3, 4, 1, 2]})))
         store.upload(evaluation, f"{SERVING_DIR}/1/{SERVED_EVALUATION_FILE}")
-        # Newer, pushed, not rolled out: the newest-version rule would score it.
-        upload_tree(store, small_model_base / "1", f"{SERVING_DIR}/2")
-        record = tmp / "record"
-        record_rolled_out(rolled_out_record(str(record)), "1", f"{STORAGE_ROOT}/1", "models/taxi")
-        store.upload(rolled_out_record(str(record)), rolled_out_record(STORAGE_ROOT))
+        # Newer, pushed, a canary, not rolled out: the newest-version rule would score it.
+        upload_tree(store, versions["2"] / "1", f"{SERVING_DIR}/2")
+        deployed = rolled_out_by_the_deploy_step(
+            kserve, tmp / "deploy", versions, taxi_trainer_inputs["raw_eval_files"]
+        )
+        store.upload(Path(deployed["record"]), rolled_out_record(STORAGE_ROOT))
         store.upload(data, LEFTOVER)
         settings = local_settings(
             tmp,
@@ -145,7 +229,46 @@ def execution(store, tmp_path_factory, small_model_base):
         "summary": summary,
         "spec": next(yaml.safe_load_all(package.read_text())),
         "keys": [r[KEY] for r in rows],  # read as written: a CSV's keys are text
+        "versions": versions,
+        "deployed": deployed,
     }
+
+
+def key_text(serialized: bytes) -> str:
+    """The example's key, as the scores write a CSV's key: text."""
+    import tensorflow as tf
+
+    feature = tf.train.Example.FromString(serialized).features.feature[KEY]
+    (value,) = getattr(feature, feature.WhichOneof("kind")).value
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@pytest.fixture(scope="module")
+def served_scores(execution) -> dict:
+    """Each version's `serving_default` on ExampleGen's examples, in the scorer's batches
+    (each file in its order, `batch_size` rows at a time: components/scoring.py
+    `read_batches`): key -> the positive class's probability, per version."""
+    import tensorflow as tf
+
+    from components.scoring import ScoringSettings, read_batches
+    from trainer.export import SERVING_SIGNATURE
+    from trainer.model import PROBABILITIES_OUTPUT
+
+    steps = execution["summary"]["steps"]
+    (examples_uri,) = steps[EXAMPLE_GEN]["outputs"]["examples"]
+    files = sorted(str(p) for p in Path(examples_uri).glob("Split-*/*"))
+    assert files, examples_uri
+    settings = ScoringSettings.from_json(steps[BATCH_SCORER]["parameters"]["settings"])
+    scores: dict = {}
+    for version, base in execution["versions"].items():
+        signature = tf.saved_model.load(str(base / "1")).signatures[SERVING_SIGNATURE]
+        scores[version] = {}
+        for path in files:
+            for batch in read_batches(path, settings.batch_size):
+                outputs = signature(examples=tf.constant(batch, tf.string))[PROBABILITIES_OUTPUT]
+                keys = [key_text(example) for example in batch]
+                scores[version].update(zip(keys, outputs.numpy()[:, 0], strict=True))
+    return scores
 
 
 def read_partition(store, uri: str):
@@ -173,6 +296,35 @@ def test_every_scoring_step_ran_on_the_stores_data(execution):
     assert steps[EXAMPLE_GEN]["parameters"]["input_base"] == DATA_ROOT
     assert steps[BATCH_SCORER]["parameters"]["output_dir"] == SCORES_ROOT
     assert steps[BATCH_SCORER]["parameters"]["rolled_out_record"] == rolled_out_record(STORAGE_ROOT)
+
+
+def test_the_deploy_step_rolled_out_version_1_and_left_version_2_a_canary(execution, store):
+    deployed = execution["deployed"]
+    assert deployed["outcomes"] == ("created", "canary")
+    assert deployed["canary_traffic"] == [10, 90]
+    assert deployed["most_traffic"] == f"{deployed['storage_root']}/1"
+    record = json.loads(read_object(store, rolled_out_record(STORAGE_ROOT)))
+    assert record["version"] == "1" and record["inference_service"] == "models/taxi"
+    assert record == json.loads(Path(deployed["record"]).read_text())  # uploaded unchanged
+
+
+def test_the_scores_are_the_rolled_out_versions_not_the_newer_canarys(
+    execution, store, served_scores
+):
+    import numpy as np
+
+    scores = read_partition(store, PARTITION)
+    assert len(scores) == ROWS, f"{PARTITION} holds {len(scores)} rows, not the rolled-out {ROWS}"
+    keys = list(scores[KEY])
+    assert sorted(keys) == sorted(execution["keys"])
+    rolled_out = np.array([served_scores["1"][k] for k in keys], np.float32)
+    canary = np.array([served_scores["2"][k] for k in keys], np.float32)
+    assert not np.array_equal(rolled_out, canary)  # two models: the test tells them apart
+    np.testing.assert_array_equal(scores["probability_big_tip"].to_numpy(), rolled_out)
+    manifest = json.loads(read_object(store, f"{PARTITION}/{SUCCESS_FILE}"))
+    versions = execution["versions"]
+    assert manifest["model_digest"] == model_digest(str(versions["1"] / "1"))
+    assert manifest["model_digest"] != model_digest(str(versions["2"] / "1"))
 
 
 def test_the_partition_and_its_manifest_are_in_the_bucket_each_key_once(execution, store):
