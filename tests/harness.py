@@ -19,7 +19,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -568,6 +568,21 @@ def execute_isolated(
         *options,
         **kwargs,
     )
+
+
+def lowest_score_trials_model(trials: Iterable[dict]) -> dict:
+    """The ModelConfig values of the completed trial with the lowest score, from the trials'
+    own files (`trial.json`, not a runner's best.yaml): the earlier trial on a tie."""
+    import keras_tuner
+
+    from trainer.search_space import search_space
+    from trainer.tuning import model_values
+
+    completed = [t for t in trials if t["status"] == "COMPLETED"]
+    best = min(completed, key=lambda t: (t["score"], int(t["trial_id"])))
+    hp = keras_tuner.HyperParameters()
+    hp.values.update(best["hyperparameters"]["values"])
+    return model_values(search_space(hp))
 
 
 # --- ports ------------------------------------------------------------------------------------

@@ -458,18 +458,6 @@ def trial_files(search_dir: Path) -> dict[str, tuple[dict, int]]:
     }
 
 
-def lowest_score_trials_model(trials: dict[str, tuple[dict, int]]) -> dict:
-    """The ModelConfig values of the completed trial with the lowest score, from the trials'
-    own files (not the runner's best.yaml): the earlier trial on a tie."""
-    from trainer.search_space import search_space
-
-    completed = [t for t, _ in trials.values() if t["status"] == "COMPLETED"]
-    best = min(completed, key=lambda t: (t["score"], int(t["trial_id"])))
-    hp = keras_tuner.HyperParameters()
-    hp.values.update(best["hyperparameters"]["values"])
-    return model_values(search_space(hp))
-
-
 @pytest.mark.parametrize("parallel", [1, 2])
 def test_a_search_killed_mid_trial_resumes_without_running_a_completed_trial_again(
     tmp_path, two_local_runs, parallel
@@ -484,6 +472,7 @@ def test_a_search_killed_mid_trial_resumes_without_running_a_completed_trial_aga
     import sys
 
     from tests.conftest import REPO_ROOT, copy_tree
+    from tests.harness import lowest_score_trials_model
 
     output_dir = copy_tree(two_local_runs.output_dir, tmp_path / "out")
     schema_dir = copy_tree(load_schema_dir().path, tmp_path / "schema")
@@ -539,7 +528,7 @@ def test_a_search_killed_mid_trial_resumes_without_running_a_completed_trial_aga
         assert (after[trial_id][0]["score"], after[trial_id][1]) == (score, mtime)
     frozen = load_frozen(schema_dir / "hyperparameters.yaml")
     assert frozen.provenance["trials"] == budget and frozen.provenance["partial"] is False
-    assert frozen.model == lowest_score_trials_model(after)
+    assert frozen.model == lowest_score_trials_model(trial for trial, _ in after.values())
 
 
 def test_tune_runner_flags_are_checked(tmp_path, capsys):

@@ -4,7 +4,11 @@
 into an output artifact, as a node shutting down gracefully does, leaving
 what it wrote; `--lose-node STEP` kills it at the same point, as a node that
 goes away without a word does: Argo finds the pod gone rather than failed,
-and ends the attempt in another phase (`Interruption`). `--repeat STEP` runs
+and ends the attempt in another phase (`Interruption`). `--preempt-mid-search
+STEP` kills STEP's first attempt as `--preempt` does, at another point: once
+a KerasTuner search under the pipeline root has a trial whose `trial.json`
+says COMPLETED and another whose file says RUNNING, both written since the
+attempt started (the Tune step preempted in the middle of its search). `--repeat STEP` runs
 STEP's command a second time with the same executor input, as the backend
 does when a pod dies between its command's end and the launcher's record of
 it; `--attempt-duration STEP=DURATION` makes each attempt of STEP take that
@@ -15,8 +19,10 @@ Python: no kfp here.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
+import signal
 import subprocess
 import tempfile
 import time
@@ -24,6 +30,7 @@ from dataclasses import dataclass, field
 
 # This directory's (run_compiled.py runs as a script, the directory on sys.path).
 from argo_retry import ERROR, FAILED  # isort: skip
+from output_probe import TRIAL_FILE, half_done, is_trial_file  # isort: skip
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,9 @@ class Interruption:
 
     phase: str
     note: str
+    # What it waits for: the attempt's first output ("outputs"), or a search half done
+    # under the pipeline root ("search": a trial completed and another running).
+    trigger: str = "outputs"
 
 
 # A node shutting down gracefully (a preemption notice, a drain): the kubelet fails the
@@ -43,6 +53,11 @@ PREEMPTED = Interruption(FAILED, "[preempted: killed while writing its outputs]"
 # a started pod node missing, marks it Error "pod deleted" (operator.go:1253-1291,
 # `podReconciliation`), a phase retryPolicy OnFailure does not retry.
 NODE_LOST = Interruption(ERROR, "[node lost: pod deleted while writing its outputs]")
+# The same graceful shutdown, landing while the step's search runs: a trial completed,
+# the next one running (issue 61: a Tune step retried after a kill mid-search).
+PREEMPTED_MID_SEARCH = Interruption(
+    FAILED, "[preempted: killed in the middle of its search]", trigger="search"
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +67,8 @@ class Faults:
     preempt: frozenset[str] = frozenset()  # step ids whose first attempt's node shuts down
     lose_node: frozenset[str] = frozenset()  # step ids whose first attempt's node vanishes
     repeated: frozenset[str] = frozenset()  # step ids whose command runs twice
+    # step ids whose first attempt's node shuts down in the middle of a search
+    preempt_mid_search: frozenset[str] = frozenset()
     # step id -> seconds each attempt takes on the cluster's clock, beyond its real time
     attempt_seconds: dict = field(default_factory=dict)
 
@@ -63,6 +80,8 @@ class Faults:
             return NODE_LOST
         if step_id in self.preempt:
             return PREEMPTED
+        if step_id in self.preempt_mid_search:
+            return PREEMPTED_MID_SEARCH
         return None
 
     def repeat(self, step_id: str) -> bool:
@@ -115,7 +134,32 @@ def _has_files(uris: list[str]) -> bool:
 OUTPUT_PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "output_probe.py")
 
 
-class OutputWatch:
+class _ProbeWatch:
+    """A watch that may run output_probe.py: started on entering, killed on leaving."""
+
+    project_python: str
+    env: dict | None
+    _probe: subprocess.Popen | None = None
+
+    def _start_probe(self, *args: str) -> None:
+        if self.project_python:
+            self._probe = subprocess.Popen(
+                [self.project_python, OUTPUT_PROBE, *args],
+                env=self.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+
+    def __exit__(self, *_exc) -> None:
+        if self._probe is not None:
+            if self._probe.poll() is None:
+                self._probe.kill()
+            self._probe.communicate()
+            self._probe = None
+
+
+class OutputWatch(_ProbeWatch):
     """Whether a step has written into one of its output artifacts yet.
 
     Local URIs are looked at on the file system; s3:// ones (a pipeline root on
@@ -132,26 +176,92 @@ class OutputWatch:
         self._probe: subprocess.Popen | None = None
 
     def __enter__(self) -> OutputWatch:
-        if self.remote and self.project_python:
-            self._probe = subprocess.Popen(
-                [self.project_python, OUTPUT_PROBE, *self.remote],
-                env=self.env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+        if self.remote:
+            self._start_probe(*self.remote)
         return self
 
-    def __exit__(self, *_exc) -> None:
-        if self._probe is not None:
-            if self._probe.poll() is None:
-                self._probe.kill()
-            self._probe.wait()
-            self._probe = None
-
-    def written(self) -> bool:
+    def fired(self) -> bool:
+        """Written yet."""
         if _has_files(self.local):
             return True
         return self._probe is not None and self._probe.poll() == 0
+
+
+def _local_trial_files(root: str) -> dict[str, int]:
+    """{path of each KerasTuner trial.json under root: its mtime_ns}."""
+    found = {}
+    for directory, _, files in os.walk(root):
+        path = os.path.join(directory, TRIAL_FILE)
+        if TRIAL_FILE in files and is_trial_file(path):
+            with contextlib.suppress(FileNotFoundError):
+                found[path] = os.stat(path).st_mtime_ns
+    return found
+
+
+class SearchWatch(_ProbeWatch):
+    """Whether a KerasTuner search under `root` (the pipeline root) is half done: in one
+    search directory, a trial's `trial.json` says COMPLETED and another's RUNNING, both
+    written since the watch began (output_probe.py's `half_done`).
+
+    `seen`, once fired: those trial files as the watch read them, {path: its status,
+    score and version (a local file's mtime_ns; an object's ETag and LastModified)}.
+    A local root is walked here; an s3:// one is watched by output_probe.py --search,
+    as OutputWatch watches an s3:// output.
+    """
+
+    def __init__(self, root: str, project_python: str = "", env: dict | None = None):
+        self.root = root
+        self.project_python = project_python
+        self.env = env
+        self.seen: dict[str, dict] = {}
+        self._before: dict[str, int] = {}
+        self._probe: subprocess.Popen | None = None
+
+    def __enter__(self) -> SearchWatch:
+        if self.root.startswith("s3://"):
+            self._start_probe("--search", self.root)
+        else:
+            self._before = _local_trial_files(self.root)
+        return self
+
+    def fired(self) -> bool:
+        if self._probe is not None:
+            if self._probe.poll() != 0:
+                return False
+            self.seen = json.loads(self._probe.communicate()[0])
+            self._probe = None
+            return True
+        if self.root.startswith("s3://"):
+            return bool(self.seen)
+        states = {}
+        for path, version in _local_trial_files(self.root).items():
+            if self._before.get(path) != version:
+                try:
+                    with open(path) as f:
+                        trial = json.load(f)
+                except (FileNotFoundError, json.JSONDecodeError):  # being written
+                    continue
+                states[path] = {
+                    "status": trial.get("status"),
+                    "score": trial.get("score"),
+                    "mtime_ns": version,
+                }
+        if half_done(states):
+            self.seen = states
+        return bool(self.seen)
+
+
+def interruption_watch(
+    interruption: Interruption | None,
+    executor_input: dict,
+    pipeline_root: str,
+    project_python: str = "",
+    env: dict | None = None,
+) -> OutputWatch | SearchWatch:
+    """What tells `run_command` that the interruption's moment has come."""
+    if interruption is not None and interruption.trigger == "search":
+        return SearchWatch(pipeline_root, project_python, env)
+    return OutputWatch(output_uris(executor_input), project_python, env)
 
 
 DEADLINE_KILL = "[killed: the retry window closed (Argo: the retried pod's deadline)]"
@@ -161,28 +271,33 @@ def run_command(
     command: list[str],
     env: dict,
     interruption: Interruption | None,
-    outputs: OutputWatch,
+    watch: OutputWatch | SearchWatch,
     timeout: float | None = None,
 ) -> subprocess.CompletedProcess:
-    """Runs a step's command; with an `interruption`, kills it (SIGKILL: the process
-    ends as a pod on a node going away does) once it has written into one of its
-    `outputs`, its output ending with the interruption's note; with `timeout`, kills
-    it that many seconds after it started (a pod's deadline)."""
+    """Runs a step's command; with an `interruption`, kills it (SIGKILL to its process
+    group: every process of the pod ends, as on a node going away) once `watch` fires
+    (it has written into one of its outputs, say), its output ending with the
+    interruption's note; with `timeout`, kills it that many seconds after it started
+    (a pod's deadline)."""
     if timeout is not None and timeout <= 0:
         return subprocess.CompletedProcess(command, 1, DEADLINE_KILL)
     with tempfile.TemporaryFile("w+") as log, contextlib.ExitStack() as watching:
         if interruption is not None:
-            watching.enter_context(outputs)
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+            watching.enter_context(watch)
+        # A session of its own, as a pod's processes are its own: the kill reaches them all.
+        process = subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         started = time.monotonic()
         killed = ""
         while process.poll() is None:
-            if interruption is not None and outputs.written():
+            if interruption is not None and watch.fired():
                 killed = interruption.note
             elif timeout is not None and time.monotonic() - started > timeout:
                 killed = DEADLINE_KILL
             if killed:
-                process.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
                 break
             time.sleep(0.05)
         returncode = process.wait()

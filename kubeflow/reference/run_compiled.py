@@ -92,7 +92,10 @@ step's attempts.
 
 Faults a cluster brings, on demand (faults.py): `--preempt STEP` (a node's
 graceful shutdown: Failed), `--lose-node STEP` (a node gone without a word, its
-pod deleted: Error), `--repeat STEP`, `--attempt-duration STEP=DURATION`.
+pod deleted: Error), `--preempt-mid-search STEP` (the graceful shutdown, once a
+search under the pipeline root has a trial completed and the next running; the
+summary's `search_at_kill` holds the trial files it saw), `--repeat STEP`,
+`--attempt-duration STEP=DURATION`.
 
 Not reproduced here: resource requests, node selectors and tolerations
 (scheduling), lifecycle hooks (`preCacheCheck`, which open-source KFP does not
@@ -142,9 +145,8 @@ from faults import (  # isort: skip
     DEADLINE_KILL,
     ClusterClock,
     Faults,
-    OutputWatch,
     duration_seconds,
-    output_uris,
+    interruption_watch,
     run_command,
 )
 from kfp_local_hooks import Hook, KfpLocalHooks  # isort: skip
@@ -283,10 +285,12 @@ def make_task_handler(
     strategies: dict[str, argo_retry.RetryStrategy] | None = None,
     clock: ClusterClock | None = None,
     pods: Path | None = None,
+    pipeline_root: str = "",
 ):
     """kfp.local's task handler class, running steps as the backend would (module docstring).
 
-    `pods`: where each step's pod disk is played (a directory per task).
+    `pods`: where each step's pod disk is played (a directory per task);
+    `pipeline_root`: the package's, where `--preempt-mid-search` watches for a search.
     """
     strategies = strategies or {}
     faults = faults or Faults()
@@ -347,6 +351,8 @@ def make_task_handler(
             # are Failed.
             phase = argo_retry.FAILED
             process = None
+            # The trial files `--preempt-mid-search` saw when it killed this attempt.
+            search_at_kill = earlier.get("search_at_kill")
             downloaded = 0
             try:
                 env = environment.for_step(project_python, label, self.env_vars)
@@ -366,12 +372,15 @@ def make_task_handler(
                     downloaded = int(download.stdout or 0)
             if process is None:
                 interruption = faults.interruption(step_id, attempt - 1)
-                outputs = OutputWatch(output_uris(executor_input), project_python, env)
+                outputs = interruption_watch(
+                    interruption, executor_input, pipeline_root, project_python, env
+                )
                 process = run_command(command, env, interruption, outputs, timeout)
                 if interruption is not None and process.stdout.endswith(interruption.note):
                     # Its node went away: Failed after a graceful shutdown, Error when
                     # the pod is found deleted (faults.py).
                     phase = interruption.phase
+                    search_at_kill = getattr(outputs, "seen", None)
                 if faults.repeat(step_id):
                     # The pod died after its command finished, before KFP recorded the
                     # outcome: the backend runs the command again on the same URIs.
@@ -411,6 +420,7 @@ def make_task_handler(
                 "cluster_ended": clock.now(),
                 "retry_window_seconds": strategy.window_seconds if strategy else None,
                 "killed_at_retry_deadline": killed_at_deadline,
+                "search_at_kill": search_at_kill,
                 # The whole output of each attempt (--log-dir), as the KFP UI shows a pod's log.
                 "log_files": log_files,
                 "earlier_log_tails": [
@@ -569,6 +579,7 @@ def run(
         retry_strategies(spec_dict, template_defaults),
         ClusterClock(),
         pods,
+        spec.default_pipeline_root,
     )
     remote_root = spec.default_pipeline_root
     driver = Driver(
@@ -694,6 +705,14 @@ def main(argv: list[str] | None = None) -> int:
         "(Argo: Error), as a node lost without a word (module docstring)",
     )
     parser.add_argument(
+        "--preempt-mid-search",
+        action="append",
+        default=[],
+        metavar="STEP",
+        help="kill STEP's first attempt once a search under the pipeline root has a trial "
+        "completed and another running, as --preempt does (module docstring)",
+    )
+    parser.add_argument(
         "--log-dir",
         type=Path,
         help="write each step attempt's whole output to DIR/<step>-<attempt>.log",
@@ -739,6 +758,7 @@ def main(argv: list[str] | None = None) -> int:
         preempt=frozenset(args.preempt),
         lose_node=frozenset(args.lose_node),
         repeated=frozenset(args.repeat),
+        preempt_mid_search=frozenset(args.preempt_mid_search),
         attempt_seconds={
             step: duration_seconds(duration)
             for step, duration in (a.split("=", 1) for a in args.attempt_duration)
