@@ -120,3 +120,35 @@ def alive(proc: Path) -> bool:
         return proc.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def slow_probe(tmp_path: Path, exit_code: int) -> str:
+    """An interpreter for output_probe.py that answers `exit_code` after a second, whatever
+    it is asked: a probe a loaded machine starves past the command's end."""
+    probe = tmp_path / f"probe_{exit_code}"
+    probe.write_text(f"#!/bin/sh\nsleep 1\nexit {exit_code}\n")
+    probe.chmod(0o755)
+    return str(probe)
+
+
+def test_a_step_that_ends_right_after_writing_its_outputs_is_still_preempted(tmp_path, faults):
+    """`--preempt`: a command that writes its outputs last can end before the probe reports
+    them; the last look after its end still strikes (the attempt fails, with the note)."""
+    interruption = faults.Faults(preempt=frozenset({"Tune"})).interruption("Tune", 0)
+    watch = faults.OutputWatch(["s3://bucket/root/out"], slow_probe(tmp_path, 0), None)
+    command = [sys.executable, "-c", "print('wrote the outputs')"]
+
+    process = faults.run_command(command, dict(os.environ), interruption, watch)
+
+    assert process.returncode == 1 and process.stdout.endswith(interruption.note), process.stdout
+
+
+def test_a_step_that_wrote_no_outputs_is_not_struck_after_its_end(tmp_path, faults, monkeypatch):
+    monkeypatch.setattr(faults, "LAST_LOOK_SECONDS", 3.0)
+    interruption = faults.Faults(preempt=frozenset({"Tune"})).interruption("Tune", 0)
+    watch = faults.OutputWatch(["s3://bucket/root/out"], slow_probe(tmp_path, 1), None)
+    command = [sys.executable, "-c", "print('wrote nothing')"]
+
+    process = faults.run_command(command, dict(os.environ), interruption, watch)
+
+    assert process.returncode == 0 and process.stdout == "wrote nothing\n", process.stdout

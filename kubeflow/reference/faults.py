@@ -159,6 +159,11 @@ class _ProbeWatch:
             self._probe = None
 
 
+# How long the last look waits for output_probe.py (started, its client made) to find
+# outputs a command wrote just before it ended: one poll, with a loaded machine's delay.
+LAST_LOOK_SECONDS = 20.0
+
+
 class OutputWatch(_ProbeWatch):
     """Whether a step has written into one of its output artifacts yet.
 
@@ -185,6 +190,20 @@ class OutputWatch(_ProbeWatch):
         if _has_files(self.local):
             return True
         return self._probe is not None and self._probe.poll() == 0
+
+    def fired_by_the_end(self) -> bool:
+        """Written, looking once more after the command ended by itself: a command that
+        writes its outputs last and exits at once can end between two polls (a loaded
+        machine starves the probe). The node then goes away while the launcher records
+        the outputs, and the attempt fails all the same."""
+        if self.fired():
+            return True
+        if self._probe is None:
+            return False
+        try:
+            return self._probe.wait(timeout=LAST_LOOK_SECONDS) == 0
+        except subprocess.TimeoutExpired:
+            return False
 
 
 def _local_trial_files(root: str) -> dict[str, int]:
@@ -250,6 +269,11 @@ class SearchWatch(_ProbeWatch):
             self.seen = states
         return bool(self.seen)
 
+    def fired_by_the_end(self) -> bool:
+        """Half done by the time the command ended: only what was seen while it ran (a search
+        that ended has no trial RUNNING; its moment passed unseen, and nothing strikes)."""
+        return self.fired()
+
 
 def interruption_watch(
     interruption: Interruption | None,
@@ -301,6 +325,8 @@ def run_command(
                 break
             time.sleep(0.05)
         returncode = process.wait()
+        if interruption is not None and not killed and watch.fired_by_the_end():
+            killed = interruption.note
         log.seek(0)
         output = log.read() + (f"\n{killed}" if killed else "")
     return subprocess.CompletedProcess(command, returncode or (1 if killed else 0), output)
