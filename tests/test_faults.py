@@ -152,3 +152,15 @@ def test_a_step_that_wrote_no_outputs_is_not_struck_after_its_end(tmp_path, faul
     process = faults.run_command(command, dict(os.environ), interruption, watch)
 
     assert process.returncode == 0 and process.stdout == "wrote nothing\n", process.stdout
+
+
+def test_faults_named_for_one_step_strike_its_attempts_in_turn(faults):
+    both = faults.Faults(preempt=frozenset({"Tune"}), preempt_mid_search=frozenset({"Tune"}))
+    assert [both.interruption("Tune", n) for n in range(3)] == [
+        faults.PREEMPTED_MID_SEARCH,
+        faults.PREEMPTED,
+        None,
+    ]
+    assert both.interruption("Trainer", 0) is None
+    one = faults.Faults(lose_node=frozenset({"Trainer"}))
+    assert [one.interruption("Trainer", n) for n in range(2)] == [faults.NODE_LOST, None]

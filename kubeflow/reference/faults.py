@@ -73,16 +73,20 @@ class Faults:
     attempt_seconds: dict = field(default_factory=dict)
 
     def interruption(self, step_id: str, earlier_attempts: int) -> Interruption | None:
-        """What kills this attempt once it writes its outputs; None: nothing."""
-        if earlier_attempts > 0:
-            return None
-        if step_id in self.lose_node:
-            return NODE_LOST
-        if step_id in self.preempt:
-            return PREEMPTED
-        if step_id in self.preempt_mid_search:
-            return PREEMPTED_MID_SEARCH
-        return None
+        """What kills this attempt; None: nothing. The faults named for a step strike its
+        attempts in turn, one each, in the order their moments come in a step's life: in
+        the middle of its search, then once it writes its outputs (the node lost before the
+        node preempted). One fault strikes the first attempt."""
+        struck = [
+            interruption
+            for interruption, steps in (
+                (PREEMPTED_MID_SEARCH, self.preempt_mid_search),
+                (NODE_LOST, self.lose_node),
+                (PREEMPTED, self.preempt),
+            )
+            if step_id in steps
+        ]
+        return struck[earlier_attempts] if earlier_attempts < len(struck) else None
 
     def repeat(self, step_id: str) -> bool:
         return step_id in self.repeated

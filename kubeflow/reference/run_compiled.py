@@ -95,7 +95,9 @@ graceful shutdown: Failed), `--lose-node STEP` (a node gone without a word, its
 pod deleted: Error), `--preempt-mid-search STEP` (the graceful shutdown, once a
 search under the pipeline root has a trial completed and the next running; the
 summary's `search_at_kill` holds the trial files it saw), `--repeat STEP`,
-`--attempt-duration STEP=DURATION`.
+`--attempt-duration STEP=DURATION`. Several faults named for one step strike
+its attempts in turn, one each: the kill mid-search first, then the kill at
+its outputs (`Faults.interruption`).
 
 Not reproduced here: resource requests, node selectors and tolerations
 (scheduling), lifecycle hooks (`preCacheCheck`, which open-source KFP does not
@@ -380,7 +382,7 @@ def make_task_handler(
                     # Its node went away: Failed after a graceful shutdown, Error when
                     # the pod is found deleted (faults.py).
                     phase = interruption.phase
-                    search_at_kill = getattr(outputs, "seen", None)
+                    search_at_kill = getattr(outputs, "seen", search_at_kill)
                 if faults.repeat(step_id):
                     # The pod died after its command finished, before KFP recorded the
                     # outcome: the backend runs the command again on the same URIs.
