@@ -1,7 +1,9 @@
 """The edit-and-rerun loop, as a user runs it: `python local_runner.py` in a checkout.
 
 Each run is a fresh process in a temporary copy of the project (so edits to the
-copy's code are what the run imports), on a slice of the real data.
+copy's code are what the run imports), on a slice of the real data. The first
+run is the module's (`first_run`): the code-edit test goes on from it, and the
+lock test's second run is started beside it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -53,14 +56,101 @@ def versions(output_dir: Path) -> list[str]:
     return sorted(p.name for p in serving.iterdir()) if serving.exists() else []
 
 
+def _wait_for_lock_holder(lock_file: Path, proc: subprocess.Popen, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if lock_file.exists() and lock_file.read_text():
+            return json.loads(lock_file.read_text())
+        if proc.poll() is not None:
+            pytest.fail(f"first run exited early: {proc.communicate()}")
+        time.sleep(0.2)
+    pytest.fail("first run never took the lock")
+
+
+@dataclass(frozen=True)
+class FirstRun:
+    """The module's first run, in a copy of the project, and the run started beside it on
+    the same output directory while it held the lock (refused): what each test reads."""
+
+    project: Path
+    output_dir: Path
+    temporary: Path  # the first run's TMPDIR, and the later runs' of the code-edit test
+    pid: int
+    holder: dict  # the lock file while the first run held it
+    refused: subprocess.CompletedProcess
+    returncode: int
+    stdout: str
+    stderr: str
+    left_in_temporary: list[Path]
+    run_id: str
+    states: dict[str, str]
+    versions: list[str]
+    lock_file_text: str  # after the first run ended
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory, taxi_slice) -> FirstRun:
+    """One run as a user starts it, shared by the tests that each need a first run: the
+    code-edit test goes on from it, and the lock test starts its second run beside it."""
+    tmp = tmp_path_factory.mktemp("local_loop")
+    project = copy_tracked_files(tmp / "project", skip=("data/", "tests/"))
+    output_dir = tmp / "out"
+    temporary = tmp / "tmp"
+    temporary.mkdir()
+    lock_file = output_dir / LOCK_FILE_NAME
+    first = subprocess.Popen(
+        runner_command(taxi_slice, output_dir),
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(temporary)},
+    )
+    try:
+        holder = _wait_for_lock_holder(lock_file, first)
+        refused = subprocess.run(
+            runner_command(taxi_slice, output_dir, "--train-steps", "70"),
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        out, err = first.communicate(timeout=600)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, err[-3000:]
+    connection = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
+    summary = summarize_latest_run(connection, PIPELINE_NAME)
+    return FirstRun(
+        project=project,
+        output_dir=output_dir,
+        temporary=temporary,
+        pid=first.pid,
+        holder=holder,
+        refused=refused,
+        returncode=first.returncode,
+        stdout=out,
+        stderr=err,
+        left_in_temporary=list(temporary.iterdir()),
+        run_id=summary.run_id,
+        states={s.step_id: s.state for s in summary.steps},
+        versions=versions(output_dir),
+        lock_file_text=lock_file.read_text(),
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_code_edits_rerun_exactly_the_steps_that_run_that_code(tmp_path, taxi_slice):
-    project = copy_tracked_files(tmp_path / "project", skip=("data/", "tests/"))
-    output_dir = tmp_path / "out"
-
-    temporary = tmp_path / "tmp"
-    temporary.mkdir()
+def test_code_edits_rerun_exactly_the_steps_that_run_that_code(first_run, taxi_slice):
+    project, output_dir, temporary = first_run.project, first_run.output_dir, first_run.temporary
+    # Nothing is left in the temporary directory: the runner leaves through
+    # os._exit after its exit handlers, which delete TensorFlow's generated
+    # sources (pipeline.object_store.exit_process), and Beam's steps never
+    # try Prism, whose job service left directories there (pipeline/beam.py).
+    assert first_run.returncode == 0, first_run.stderr[-3000:]
+    assert first_run.left_in_temporary == []
+    assert set(first_run.states.values()) == {"complete"}
 
     def run() -> str:
         proc = subprocess.run(
@@ -71,19 +161,12 @@ def test_code_edits_rerun_exactly_the_steps_that_run_that_code(tmp_path, taxi_sl
             env={**os.environ, "TMPDIR": str(temporary)},
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
-        # Nothing is left in the temporary directory: the runner leaves through
-        # os._exit after its exit handlers, which delete TensorFlow's generated
-        # sources (pipeline.object_store.exit_process), and Beam's steps never
-        # try Prism, whose job service left directories there (pipeline/beam.py).
-        assert not list(temporary.iterdir())
+        assert not list(temporary.iterdir())  # as after the first run
         return proc.stdout
 
     def append(relative: str, n: int) -> None:
         path = project / relative
         path.write_text(path.read_text() + CODE_EDIT.format(n=n))
-
-    run()
-    assert set(states(output_dir).values()) == {"complete"}
 
     # The model starts to use a package of the fork's own, which nothing lists.
     (project / "features").mkdir()
@@ -127,57 +210,25 @@ def test_code_edits_rerun_exactly_the_steps_that_run_that_code(tmp_path, taxi_sl
     assert after_preprocessing_edit["Trainer"] == "complete"
 
 
-def _wait_for_lock_holder(lock_file: Path, proc: subprocess.Popen, timeout: float = 120) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if lock_file.exists() and lock_file.read_text():
-            return json.loads(lock_file.read_text())
-        if proc.poll() is not None:
-            pytest.fail(f"first run exited early: {proc.communicate()}")
-        time.sleep(0.2)
-    pytest.fail("first run never took the lock")
-
-
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_second_run_on_one_output_dir_is_refused_and_first_summary_is_its_own(tmp_path, taxi_slice):
-    output_dir = tmp_path / "out"
+def test_second_run_on_one_output_dir_is_refused_and_first_summary_is_its_own(first_run):
+    output_dir = first_run.output_dir
     lock_file = output_dir / LOCK_FILE_NAME
-    first = subprocess.Popen(
-        runner_command(taxi_slice, output_dir),
-        cwd=REPO_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        holder = _wait_for_lock_holder(lock_file, first)
-        assert holder["pid"] == first.pid
-        second = subprocess.run(
-            runner_command(taxi_slice, output_dir, "--train-steps", "70"),
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert second.returncode == 1
-        last_line = second.stderr.strip().splitlines()[-1]
-        assert "RunLockedError: another run is using this output directory" in last_line
-        assert f"process {first.pid}" in last_line and holder["started_at"] in last_line
-        assert str(lock_file) in last_line
-        assert "Running" not in second.stdout  # refused before anything started
-        out, err = first.communicate(timeout=600)
-    finally:
-        if first.poll() is None:
-            first.kill()
-    assert first.returncode == 0, err[-3000:]
+    assert first_run.holder["pid"] == first_run.pid
+    second = first_run.refused
+    assert second.returncode == 1
+    last_line = second.stderr.strip().splitlines()[-1]
+    assert "RunLockedError: another run is using this output directory" in last_line
+    assert f"process {first_run.pid}" in last_line and first_run.holder["started_at"] in last_line
+    assert str(lock_file) in last_line
+    assert "Running" not in second.stdout  # refused before anything started
+    assert first_run.returncode == 0, first_run.stderr[-3000:]
     # The first run's summary describes the first run: its own run id, pushed version.
-    connection = tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
-    summary = summarize_latest_run(connection, PIPELINE_NAME)
-    assert f"Run {summary.run_id}" in out
-    (version,) = versions(output_dir)
-    assert f"Pushed model: {output_dir / 'serving_model' / version}" in out
-    assert lock_file.read_text() == ""  # released on a clean exit
+    assert f"Run {first_run.run_id}" in first_run.stdout
+    (version,) = first_run.versions
+    assert f"Pushed model: {output_dir / 'serving_model' / version}" in first_run.stdout
+    assert first_run.lock_file_text == ""  # released on a clean exit
 
 
 def test_lock_refuses_a_live_holder_and_names_it(tmp_path):
@@ -232,8 +283,10 @@ def test_fail_if_not_blessed_exits_3_with_the_failed_threshold(
 ):
     from schemas import DEFAULT_SCHEMA_DIR
 
-    monkeypatch.setitem(pipeline_config.VARIANTS, "fast", lambda: fast_config)
-    # The taxi task with margin 1: the naive model's whole error must go (accuracy 1.0).
+    # The taxi task with margin 1: the naive model's whole error must go (accuracy 1.0),
+    # which no training here reaches, so one step and one validation step do.
+    one_step = fast_config.replace(train_steps=1, eval_steps=1)
+    monkeypatch.setitem(pipeline_config.VARIANTS, "fast", lambda: one_step)
     schema_dir = shutil.copytree(DEFAULT_SCHEMA_DIR, tmp_path / "unreachable")
     spec_file = schema_dir / "dataset.yaml"
     spec_file.write_text(spec_file.read_text().replace("margin: 0.1", "margin: 1.0"))

@@ -388,14 +388,16 @@ def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_i
 @pytest.mark.slow  # four local runs
 @pytest.mark.e2e
 def test_the_frozen_values_alone_rekey_the_trainer_and_its_provenance_never_does(
-    tmp_path, taxi_slice, taxi_spec
+    tmp_path, two_local_runs, taxi_spec
 ):
     """One schema directory throughout (its path is an input of the import, so a copy
-    would rerun the data steps whatever the frozen file held)."""
+    would rerun the data steps whatever the frozen file held). On a copy of the two local
+    runs' output, so that ExampleGen and StatisticsGen come from their cache."""
     from tests.conftest import copy_tree
 
     schema_dir = copy_tree(load_schema_dir().path, tmp_path / "schema")
-    output_dir = tmp_path / "out"
+    output_dir = copy_tree(two_local_runs.output_dir, tmp_path / "out")
+    taxi_slice = two_local_runs.data_root  # the path their cached ExampleGen read
     upstream = ("ExampleGen", "StatisticsGen", "SchemaImporter", "Transform")
 
     def run() -> dict[str, str]:
