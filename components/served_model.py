@@ -34,9 +34,9 @@ from tfx.dsl.io import fileio
 from tfx.types import standard_artifacts
 from tfx.utils import io_utils
 
-HAS_MODEL_PROPERTY = "has_model"
+from components.artifact_names import HAS_MODEL_PROPERTY, SERVED_PATH_PROPERTY
+
 SERVED_VERSION_PROPERTY = "served_version"
-SERVED_PATH_PROPERTY = "served_path"
 # Where the Evaluator looks for a SavedModel inside a Model artifact.
 SERVING_SUBDIR = "Format-Serving"
 # Inside a served version: the statistics of the data that trained it (the

@@ -26,11 +26,9 @@ import sys
 from collections.abc import Iterable
 from typing import IO, NoReturn
 
+from components.store_files import CONNECT_TIMEOUT_S, MAX_ATTEMPTS, READ_TIMEOUT_S, s3_client
+
 REMOTE_SCHEMES = ("s3", "gs")
-# Bounded waits for the reachability check: a wrong endpoint fails in seconds, not minutes.
-CONNECT_TIMEOUT_S = 5
-READ_TIMEOUT_S = 15
-MAX_ATTEMPTS = 3
 
 # Beam workers import this module first (`--beam_plugins`): TensorFlow reads s3:// there too.
 BEAM_PLUGIN_MODULE = "pipeline.s3_plugin"
@@ -187,7 +185,7 @@ def check_reachable(uris: Iterable[str]) -> None:
         return
     from botocore.exceptions import BotoCoreError, ClientError
 
-    client = _s3_client()
+    client = s3_client()
     for bucket in buckets:
         store = _store_name(bucket)
         try:
@@ -238,7 +236,7 @@ def _remove_s3_folder_markers(prefixes: list[str]) -> list[str]:
         return []
     from botocore.exceptions import BotoCoreError, ClientError
 
-    client = _s3_client()
+    client = s3_client()
     removed = []
     for prefix in prefixes:
         bucket, _, key_prefix = prefix[len("s3://") :].partition("/")
@@ -303,22 +301,6 @@ def _remove_markers(client, bucket: str, key_prefix: str) -> list[str]:
             failed = ", ".join(f"{e['Key']} ({e.get('Code', '?')})" for e in answer["Errors"])
             raise ObjectStoreError(f"{_store_name(bucket)}: could not delete {failed}")
     return [f"s3://{bucket}/{key}" for key in markers]
-
-
-def _s3_client():
-    """A boto3 S3 client with the bounded waits above, configured by the environment as it is
-    now (a session of its own: boto3's default session keeps the first credentials it read)."""
-    import boto3
-    from botocore.config import Config
-
-    return boto3.session.Session().client(
-        "s3",
-        config=Config(
-            connect_timeout=CONNECT_TIMEOUT_S,
-            read_timeout=READ_TIMEOUT_S,
-            retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
-        ),
-    )
 
 
 _CREDENTIALS_HINT = (

@@ -16,8 +16,8 @@ from functools import partial
 from typing import Any
 
 from absl import logging
-from tfx.dsl.io import fileio
 
+from components import store_files
 from components.drift_result import DriftResult, read_result
 
 # A TFX artifact with splits keeps each one in a `Split-<name>` directory.
@@ -92,12 +92,12 @@ _SPLIT_ORDER = {"train": 0, "eval": 1}
 
 def split_dirs(artifact_uri: str) -> list[tuple[str, str]]:
     """[(split name, directory)] of a split artifact: train, eval, then the rest by name."""
-    if not fileio.exists(artifact_uri):
+    if not store_files.exists(artifact_uri):
         return []
     return sorted(
         (
             (name.rstrip("/")[len(_SPLIT_PREFIX) :], os.path.join(artifact_uri, name.rstrip("/")))
-            for name in fileio.listdir(artifact_uri)
+            for name in store_files.listdir(artifact_uri)
             if name.startswith(_SPLIT_PREFIX)
         ),
         key=lambda item: (_SPLIT_ORDER.get(item[0], len(_SPLIT_ORDER)), item[0]),
@@ -109,7 +109,7 @@ def split_files(artifact_uri: str, filename: str) -> list[tuple[str, str]]:
     return [
         (split, os.path.join(directory, filename))
         for split, directory in split_dirs(artifact_uri)
-        if fileio.exists(os.path.join(directory, filename))
+        if store_files.exists(os.path.join(directory, filename))
     ]
 
 
@@ -192,7 +192,7 @@ def read_anomalies(anomalies_uri: str) -> tuple[Anomaly, ...]:
 
     found = []
     for split, path in split_files(anomalies_uri, "SchemaDiff.pb"):
-        with fileio.open(path, "rb") as f:
+        with store_files.open(path, "rb") as f:
             anomalies = anomalies_pb2.Anomalies.FromString(f.read())
         infos = sorted(anomalies.anomaly_info.items())
         if anomalies.HasField("dataset_anomaly_info"):
@@ -233,7 +233,7 @@ class TrainingCurves:
 def _scalar_events(directory: str) -> Iterable[tuple[str, int, float]]:
     import tensorflow as tf
 
-    for name in sorted(fileio.listdir(directory)):
+    for name in sorted(store_files.listdir(directory)):
         if "tfevents" not in name:
             continue
         for event in tf.compat.v1.train.summary_iterator(os.path.join(directory, name)):
@@ -252,7 +252,7 @@ def read_training_curves(model_run_uri: str) -> TrainingCurves:
     series: dict[str, dict[str, dict[int, float]]] = {"train": {}, "validation": {}}
     for subdir in ("train", "validation"):
         directory = os.path.join(model_run_uri, subdir)
-        if not fileio.isdir(directory):
+        if not store_files.isdir(directory):
             continue
         for tag, step, value in _scalar_events(directory):
             if not tag.startswith(_EPOCH_TAG_PREFIX):
@@ -277,9 +277,9 @@ TRAINER_CONFIG_FILE = "trainer_config.json"
 def read_resolved_runtime(model_run_uri: str) -> dict[str, object]:
     """The runtime the Trainer resolved (devices, strategy, precision, global batch)."""
     path = os.path.join(model_run_uri, TRAINER_CONFIG_FILE)
-    if not fileio.exists(path):
+    if not store_files.exists(path):
         return {}
-    with fileio.open(path, "r") as f:
+    with store_files.open(path, "r") as f:
         config = json.load(f)
     return dict(config.get("resolved_runtime", {}))
 
@@ -615,7 +615,7 @@ def read_artifacts(uris: ArtifactUris) -> dict[str, Any]:
             "runtime": partial(read_resolved_runtime, uris.model_run),
         }
         sections.append(("training", training))
-    if uris.evaluation and fileio.exists(os.path.join(uris.evaluation, "eval_config.json")):
+    if uris.evaluation and store_files.exists(os.path.join(uris.evaluation, "eval_config.json")):
         sections.append(("evaluation", {"evaluation": partial(read_evaluation, uris.evaluation)}))
     fields: dict[str, Any] = {}
     left_out = []

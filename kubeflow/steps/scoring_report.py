@@ -32,7 +32,8 @@ from tfx.dsl.component.experimental.annotations import OutputArtifact, Parameter
 from tfx.orchestration.kubeflow.decorators import exit_handler
 from tfx.utils import io_utils
 
-from kubeflow.steps.kfp_artifacts import HTML, shown_as
+from kubeflow.steps.kfp_artifacts import HTML
+from kubeflow.steps.kfp_display import shown_as
 
 
 @exit_handler
@@ -64,7 +65,7 @@ def ScoringReport(
     from components.scored_output import attempt_named_in, version_of
     from components.scoring import ScoringSettings
     from components.served_version import ModelChoiceError, choose_version
-    from kubeflow.steps.run_status import ended_run, final_status_dict
+    from kubeflow.steps.status_report import ended_run, final_status_dict
     from pipeline.steps import BATCH_SCORER, EXAMPLE_GEN
 
     ended = ended_run(report.uri, task_name, json.loads(steps), final_status_dict(final_status))
