@@ -149,6 +149,8 @@ def compiled_packages(tmp: Path) -> dict[str, dict[str, list[str]]]:
 # step: the report has every step's state and no section to read).
 _DAG = {"order": ["ExampleGen", "Trainer"], "upstream": {"Trainer": ["ExampleGen"]}}
 _HTML = {"schemaTitle": "system.HTML", "schemaVersion": "0.0.1"}
+# Stands for the run's root directory in a parameter (`light_step_arguments` fills it in).
+ROOT = "{root}"
 LIGHT_STEP_INPUTS: dict[str, dict[str, dict[str, object]]] = {
     "kubeflow.steps.run_status.RunStatus_Executor": {
         "parameters": {
@@ -156,6 +158,32 @@ LIGHT_STEP_INPUTS: dict[str, dict[str, dict[str, object]]] = {
             "pipeline_name": "taxi",
             "steps": json.dumps({**_DAG, "outputs": {}}),
             "task_name": "RunStatus",
+        },
+        "outputs": {"report": _HTML},
+    },
+    "kubeflow.steps.scoring_report.ScoringReport_Executor": {
+        "parameters": {
+            "final_status": {"state": "FAILED", "error": {"message": "ExampleGen failed"}},
+            "pipeline_name": "taxi-scoring",
+            "steps": json.dumps(
+                {
+                    "order": ["ExampleGen", "BatchScorer"],
+                    "upstream": {"BatchScorer": ["ExampleGen"]},
+                }
+            ),
+            "task_name": "ScoringReport",
+            # Nothing served there: the report says so, as a first run's would.
+            "serving_model_dir": f"{ROOT}/serving",
+            "rolled_out_record": "",
+            "settings": json.dumps(
+                {
+                    "allow_duplicate_keys": False,
+                    "batch_size": 1024,
+                    "keys": ["trip_id"],
+                    "max_error_share": 0.001,
+                    "output_format": "parquet",
+                }
+            ),
         },
         "outputs": {"report": _HTML},
     },
@@ -168,7 +196,12 @@ def light_step_arguments(class_path: str, args: list[str], root: Path) -> list[s
     step = class_path.rsplit(".", 1)[1].removesuffix("_Executor")
     given = LIGHT_STEP_INPUTS[class_path]
     executor_input = {
-        "inputs": {"parameterValues": given["parameters"]},
+        "inputs": {
+            "parameterValues": {
+                name: value.replace(ROOT, str(root)) if isinstance(value, str) else value
+                for name, value in given["parameters"].items()
+            }
+        },
         "outputs": {
             "artifacts": {
                 name: {

@@ -20,6 +20,7 @@ import fnmatch
 import io
 import os
 import shutil
+from collections.abc import Iterator
 from typing import IO, Any
 
 # Bounded waits for every S3 request: a wrong endpoint fails in seconds, not minutes.
@@ -162,6 +163,35 @@ def glob(pattern: str) -> list[str]:
         if all(fnmatch.fnmatchcase(p, s) for p, s in zip(head, segments, strict=True)):
             found.add(f"s3://{bucket}/{'/'.join(head)}")
     return sorted(found)
+
+
+def walk(top: str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """(directory, its subdirectory names, its file names) for `top` and every directory
+    under it, as `os.walk` gives them; on S3 the directories are the keys' prefixes."""
+    top = os.fspath(top)
+    scheme = _scheme(top)
+    if scheme is None:
+        yield from os.walk(top)
+        return
+    if scheme != "s3":
+        yield from _fileio().walk(top)
+        return
+    bucket, key = _split(top)
+    prefix = key.rstrip("/") + "/" if key.rstrip("/") else ""
+    keys, _ = _s3_keys(bucket, prefix)
+    tree: dict[str, tuple[set[str], list[str]]] = {"": (set(), [])}
+    for found in keys:
+        *parents, name = found[len(prefix) :].split("/")
+        for depth in range(len(parents)):
+            parent, child = "/".join(parents[:depth]), parents[depth]
+            tree.setdefault(parent, (set(), []))[0].add(child)
+            tree.setdefault("/".join(parents[: depth + 1]), (set(), []))
+        if name:  # A folder marker ("dir/") names no file.
+            tree["/".join(parents)][1].append(name)
+    base = top.rstrip("/")
+    for relative in sorted(tree):
+        subdirs, files = tree[relative]
+        yield (f"{base}/{relative}" if relative else top, sorted(subdirs), sorted(files))
 
 
 def open(path: str, mode: str = "r") -> IO[Any]:

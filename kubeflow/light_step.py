@@ -31,6 +31,9 @@ LIGHT_STEPS: Mapping[str, str] = {
     "kubeflow.steps.run_status.RunStatus_Executor": (
         "kubeflow.steps.status_report.write_status_report"
     ),
+    "kubeflow.steps.scoring_report.ScoringReport_Executor": (
+        "kubeflow.steps.scoring_run_report.write_scoring_run_report"
+    ),
 }
 # kubeflow_v2_entrypoint_utils.py, line 34 and lines 144-146: a parameter by
 # this name reaches the executor as `input_base` (standard_component_specs.INPUT_BASE_KEY).

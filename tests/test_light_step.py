@@ -30,13 +30,14 @@ _RUN_TFX = (
 
 
 def compiled_arguments(class_path: str) -> list[str]:
-    """The container arguments the golden training package gives `class_path`."""
-    spec = next(yaml.safe_load_all(golden_path("kubeflow_pipeline.yaml").read_text()))
-    for executor in spec["deploymentSpec"]["executors"].values():
-        args = executor["container"]["args"]
-        if class_path in args:
-            return args
-    raise AssertionError(f"{class_path} is not in the golden package")
+    """The container arguments the golden training or scoring package gives `class_path`."""
+    for golden in ("kubeflow_pipeline.yaml", "kubeflow_scoring_pipeline.yaml"):
+        spec = next(yaml.safe_load_all(golden_path(golden).read_text()))
+        for executor in spec["deploymentSpec"]["executors"].values():
+            args = executor["container"]["args"]
+            if class_path in args:
+                return args
+    raise AssertionError(f"{class_path} is in neither golden package")
 
 
 def _run(root: Path, class_path: str, tfx: bool) -> dict:
