@@ -40,6 +40,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -151,7 +152,7 @@ _DAG = {"order": ["ExampleGen", "Trainer"], "upstream": {"Trainer": ["ExampleGen
 _HTML = {"schemaTitle": "system.HTML", "schemaVersion": "0.0.1"}
 # Stands for the run's root directory in a parameter (`light_step_arguments` fills it in).
 ROOT = "{root}"
-LIGHT_STEP_INPUTS: dict[str, dict[str, dict[str, object]]] = {
+LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
     "kubeflow.steps.run_status.RunStatus_Executor": {
         "parameters": {
             "final_status": {"state": "FAILED", "error": {"message": "ExampleGen failed"}},
@@ -160,6 +161,21 @@ LIGHT_STEP_INPUTS: dict[str, dict[str, dict[str, object]]] = {
             "task_name": "RunStatus",
         },
         "outputs": {"report": _HTML},
+    },
+    "kubeflow.steps.deploy.Deploy_Executor": {
+        # A run whose Pusher pushed nothing: the InferenceService is left as it is.
+        "parameters": {"serving": json.dumps({"inference_service": "taxi"})},
+        "inputs": {
+            "pushed_model": (
+                {"instanceSchema": "title: tfx.PushedModel\ntype: object\n"},
+                {"pushed": 0.0, "display_name": "pushed_model"},
+            ),
+            "examples": (
+                {"instanceSchema": "title: tfx.Examples\ntype: object\n"},
+                {"span": 0.0, "split_names": '["train", "eval"]'},
+            ),
+        },
+        "outputs": {"deployment": {"instanceSchema": "title: kubeflow_steps.Deployment\n"}},
     },
     "kubeflow.steps.scoring_report.ScoringReport_Executor": {
         "parameters": {
@@ -192,7 +208,8 @@ LIGHT_STEP_INPUTS: dict[str, dict[str, dict[str, object]]] = {
 
 def light_step_arguments(class_path: str, args: list[str], root: Path) -> list[str]:
     """The compiled container `args` with a driver-shaped executor input for `class_path`:
-    LIGHT_STEP_INPUTS, and each output under `root`/run-1/<step>/."""
+    LIGHT_STEP_INPUTS: its parameters; its input artifacts, as an upstream step of the run
+    left them under `root`/run-1/; each output under `root`/run-1/<step>/."""
     step = class_path.rsplit(".", 1)[1].removesuffix("_Executor")
     given = LIGHT_STEP_INPUTS[class_path]
     executor_input = {
@@ -200,7 +217,20 @@ def light_step_arguments(class_path: str, args: list[str], root: Path) -> list[s
             "parameterValues": {
                 name: value.replace(ROOT, str(root)) if isinstance(value, str) else value
                 for name, value in given["parameters"].items()
-            }
+            },
+            "artifacts": {
+                name: {
+                    "artifacts": [
+                        {
+                            "name": f"run-1/upstream/{name}",
+                            "type": artifact_type,
+                            "uri": str(root / "run-1" / "upstream" / name),
+                            "metadata": metadata,
+                        }
+                    ]
+                }
+                for name, (artifact_type, metadata) in given.get("inputs", {}).items()
+            },
         },
         "outputs": {
             "artifacts": {

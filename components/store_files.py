@@ -51,8 +51,16 @@ def _scheme(path: str) -> str | None:
     return head.lower() if sep else None
 
 
+def register_tensorflow_filesystems() -> None:
+    """Makes s3:// readable by TensorFlow in this process (tensorflow-io's plugins), for a
+    reader that hands a path to TensorFlow itself; a second call does nothing. Loads
+    TensorFlow: a light step calls it only where it reads with TensorFlow."""
+    import tensorflow_io  # noqa: F401  (imported for its registration)
+
+
 def _fileio():
     """TFX's fileio, for a scheme this module does not reach itself (it loads TensorFlow)."""
+    register_tensorflow_filesystems()
     from tfx.dsl.io import fileio
 
     return fileio
@@ -201,7 +209,9 @@ def open(path: str, mode: str = "r") -> IO[Any]:
     if scheme is None:
         if "w" in mode:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        return builtins.open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+        if "b" in mode:
+            return builtins.open(path, mode)
+        return builtins.open(path, mode, encoding="utf-8")
     if scheme != "s3":
         return _fileio().open(path, mode)
     bucket, key = _split(path)
@@ -225,7 +235,7 @@ class _S3Writer(io.BytesIO):
         super().__init__()
         self._bucket, self._key, self._binary = bucket, key, binary
 
-    def write(self, data) -> int:  # type: ignore[override]
+    def write(self, data) -> int:
         return super().write(data if self._binary else data.encode("utf-8"))
 
     def close(self) -> None:

@@ -31,6 +31,7 @@ LIGHT_STEPS: Mapping[str, str] = {
     "kubeflow.steps.run_status.RunStatus_Executor": (
         "kubeflow.steps.status_report.write_status_report"
     ),
+    "kubeflow.steps.deploy.Deploy_Executor": "kubeflow.steps.deployment.deploy",
     "kubeflow.steps.scoring_report.ScoringReport_Executor": (
         "kubeflow.steps.scoring_run_report.write_scoring_run_report"
     ),
@@ -165,10 +166,10 @@ def run(class_path: str, executor_input: Mapping[str, Any], inputs_spec: Mapping
     output_file = executor_input.get("outputs", {}).get("outputFile", "")
     overrides = _driver_parameters(output_file)
     if overrides:
-        executor_input = json.loads(json.dumps(executor_input))
-        inputs = executor_input.setdefault("inputs", {})
+        copied = json.loads(json.dumps(executor_input))
         key = "parameterValues" if inputs_spec else "parameters"
-        inputs.setdefault(key, {}).update(overrides)
+        copied.setdefault("inputs", {}).setdefault(key, {}).update(overrides)
+        executor_input = copied
     inputs = _artifacts(executor_input.get("inputs", {}).get("artifacts", {}))
     outputs = _artifacts(executor_input.get("outputs", {}).get("artifacts", {}))
     exec_properties = parameters(executor_input, inputs_spec)

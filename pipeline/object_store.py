@@ -26,7 +26,13 @@ import sys
 from collections.abc import Iterable
 from typing import IO, NoReturn
 
-from components.store_files import CONNECT_TIMEOUT_S, MAX_ATTEMPTS, READ_TIMEOUT_S, s3_client
+from components.store_files import (
+    CONNECT_TIMEOUT_S,
+    MAX_ATTEMPTS,
+    READ_TIMEOUT_S,
+    register_tensorflow_filesystems,
+    s3_client,
+)
 
 REMOTE_SCHEMES = ("s3", "gs")
 
@@ -131,7 +137,7 @@ def register_filesystems() -> None:
     Importing tensorflow_io registers its filesystem plugins with TensorFlow;
     a second call does nothing. Call it before the first file access.
     """
-    import tensorflow_io  # noqa: F401  (imported for its registration)
+    register_tensorflow_filesystems()
 
 
 def s3_used() -> bool:

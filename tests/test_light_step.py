@@ -1,7 +1,8 @@
 """A light step's pod (kubeflow/light_step.py) writes what TFX's container entrypoint writes.
 
 Each light step is run twice on the same driver-shaped executor input (the
-compiled package's arguments, `benchmarks.step_startup.light_step_arguments`):
+arguments of the packages compiled here, Deploy's included, and
+`benchmarks.step_startup.light_step_arguments`):
 through TFX 1.16's entrypoint (`kubeflow.step_entrypoint.run_tfx`) and as its
 pod runs it (`python -m kubeflow.step_entrypoint`, the light runner). The
 executor output files, the outputs and the step records must agree; the
@@ -16,11 +17,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from benchmarks.step_startup import LIGHT_STEP_INPUTS, light_step_arguments
+from benchmarks.step_startup import LIGHT_STEP_INPUTS, compiled_packages, light_step_arguments
 from kubeflow import light_step
-from tests.conftest import REPO_ROOT, golden_path
+from tests.conftest import REPO_ROOT
 
 _RUN_TFX = (
     "import json, sys\n"
@@ -29,19 +29,15 @@ _RUN_TFX = (
 )
 
 
-def compiled_arguments(class_path: str) -> list[str]:
-    """The container arguments the golden training or scoring package gives `class_path`."""
-    for golden in ("kubeflow_pipeline.yaml", "kubeflow_scoring_pipeline.yaml"):
-        spec = next(yaml.safe_load_all(golden_path(golden).read_text()))
-        for executor in spec["deploymentSpec"]["executors"].values():
-            args = executor["container"]["args"]
-            if class_path in args:
-                return args
-    raise AssertionError(f"{class_path} is in neither golden package")
+@pytest.fixture(scope="module")
+def compiled_arguments(tmp_path_factory) -> dict[str, list[str]]:
+    """Each executor class of the compiled packages (Deploy included) -> its container args."""
+    packages = compiled_packages(tmp_path_factory.mktemp("packages"))
+    return {c: args for classes in packages.values() for c, args in classes.items()}
 
 
-def _run(root: Path, class_path: str, tfx: bool) -> dict:
-    args = light_step_arguments(class_path, compiled_arguments(class_path), root)
+def _run(root: Path, class_path: str, compiled: list[str], tfx: bool) -> dict:
+    args = light_step_arguments(class_path, compiled, root)
     command = ["-c", _RUN_TFX, json.dumps(args)] if tfx else ["-m", "kubeflow.step_entrypoint"]
     done = subprocess.run(
         [sys.executable, *command, *([] if tfx else args)],
@@ -59,11 +55,14 @@ def _run(root: Path, class_path: str, tfx: bool) -> dict:
     }
 
 
-@pytest.mark.slow  # TFX's entrypoint imports TensorFlow and TFMA
+@pytest.mark.slow  # compiles the packages; TFX's entrypoint imports TensorFlow and TFMA
 @pytest.mark.parametrize("class_path", sorted(light_step.LIGHT_STEPS))
-def test_the_light_runner_writes_what_tfx_entrypoint_writes(class_path, tmp_path):
-    reference = _run(tmp_path / "tfx", class_path, tfx=True)
-    light = _run(tmp_path / "light", class_path, tfx=False)
+def test_the_light_runner_writes_what_tfx_entrypoint_writes(
+    class_path, compiled_arguments, tmp_path
+):
+    compiled = compiled_arguments[class_path]
+    reference = _run(tmp_path / "tfx", class_path, compiled, tfx=True)
+    light = _run(tmp_path / "light", class_path, compiled, tfx=False)
     assert light == reference
     assert reference["executor_output"]["artifacts"]  # the comparison compared something
 

@@ -159,11 +159,14 @@ def _feature_statistics(feature, num_examples: int) -> FeatureStatistics:
 
 def read_statistics(statistics_uri: str) -> tuple[SplitStatistics, ...]:
     """Per-split feature statistics of a StatisticsGen `statistics` artifact."""
-    import tensorflow_data_validation as tfdv
+    from tensorflow_metadata.proto.v0 import statistics_pb2
 
     splits = []
     for split, path in split_files(statistics_uri, "FeatureStats.pb"):
-        dataset = tfdv.load_stats_binary(path).datasets[0]
+        # What TFDV's load_stats_binary does (tensorflow_data_validation 1.16.1,
+        # utils/stats_util.py, lines 234-236), read without TensorFlow.
+        with store_files.open(path, "rb") as f:
+            dataset = statistics_pb2.DatasetFeatureStatisticsList.FromString(f.read()).datasets[0]
         features = tuple(
             sorted(
                 (_feature_statistics(f, int(dataset.num_examples)) for f in dataset.features),
@@ -231,6 +234,7 @@ class TrainingCurves:
 
 
 def _scalar_events(directory: str) -> Iterable[tuple[str, int, float]]:
+    store_files.register_tensorflow_filesystems()  # TensorFlow reads the event files.
     import tensorflow as tf
 
     for name in sorted(store_files.listdir(directory)):
@@ -384,6 +388,7 @@ def _bound_text(threshold) -> list[tuple[str, str]]:
 
 def read_evaluation(evaluation_uri: str) -> Evaluation:
     """Metrics per slice, candidate vs. baseline, and every threshold with its outcome."""
+    store_files.register_tensorflow_filesystems()  # TFMA reads through TensorFlow.
     import tensorflow_model_analysis as tfma
     from tensorflow_model_analysis.writers import eval_config_writer
 

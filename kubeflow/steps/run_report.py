@@ -35,7 +35,8 @@ from tfx.types import standard_artifacts
 from tfx.utils import io_utils
 
 from components.drift_artifact import DataDrift
-from kubeflow.steps.deploy import Deployment, read_outcome
+from kubeflow.steps.deploy import Deployment
+from kubeflow.steps.deployment import read_outcome
 from kubeflow.steps.kfp_artifacts import HTML, Metrics
 from kubeflow.steps.kfp_display import shown_as
 from pipeline.steps import DAG_STEPS
