@@ -3,6 +3,7 @@
     ./dev exec python -m benchmarks.step_startup                 # this tree
     ./dev exec python -m benchmarks.step_startup --base main     # main beside this tree
     ./dev exec python -m benchmarks.step_startup --repeat 3      # best of three
+    ./dev exec python -m benchmarks.step_startup --step RunStatus --base main  # one step
 
 Every executor that the training, scoring and tuning packages name (compiled
 here from kubeflow/pipeline.yaml, with `serving:` set so that the Deploy step
@@ -337,11 +338,25 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         help="only these packages (default: all three)",
     )
+    parser.add_argument(
+        "--step",
+        action="append",
+        help="only executors whose class name starts with this (RunStatus), repeatable",
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error(f"--repeat must be at least 1, got {args.repeat}")
     with tempfile.TemporaryDirectory(prefix="step-startup-") as tmp:
         packages = compiled_packages(Path(tmp))
+    if args.step:
+        packages = {
+            package: {
+                c: a
+                for c, a in classes.items()
+                if any(c.rsplit(".", 1)[1].startswith(step) for step in args.step)
+            }
+            for package, classes in packages.items()
+        }
     wanted = args.package or list(packages)
     print(f"load average before: {load_average()} ({os.cpu_count()} cores)\n")
     with contextlib.ExitStack() as stack:
@@ -349,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.base:
             trees.insert(0, (args.base, stack.enter_context(tree_at(args.base))))
         for package in wanted:
+            if not packages[package]:
+                continue
             print(f"{package} package, best of {args.repeat}\n")
             print("| tree | executor | start | seconds | peak MB | loads |")
             print("| --- | --- | --- | --- | --- | --- |")
