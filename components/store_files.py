@@ -20,7 +20,7 @@ import fnmatch
 import io
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 # Bounded waits for every S3 request: a wrong endpoint fails in seconds, not minutes.
@@ -106,25 +106,28 @@ def _s3_isdir(bucket: str, key: str) -> bool:
     return bool(answer.get("KeyCount") or answer.get("Contents"))
 
 
-def isdir(path: str) -> bool:
+def _by_scheme(path: str, local: Callable, s3: Callable, other: Callable) -> Any:
+    """`local(path)` for a local path, `s3(bucket, key)` for s3://, else `other(path)`."""
     path = os.fspath(path)
     scheme = _scheme(path)
     if scheme is None:
-        return os.path.isdir(path)
+        return local(path)
     if scheme == "s3":
-        return _s3_isdir(*_split(path))
-    return _fileio().isdir(path)
+        return s3(*_split(path))
+    return other(path)
+
+
+def isdir(path: str) -> bool:
+    return _by_scheme(path, os.path.isdir, _s3_isdir, lambda p: _fileio().isdir(p))
 
 
 def exists(path: str) -> bool:
-    path = os.fspath(path)
-    scheme = _scheme(path)
-    if scheme is None:
-        return os.path.exists(path)
-    if scheme == "s3":
-        bucket, key = _split(path)
-        return _s3_isfile(bucket, key) or _s3_isdir(bucket, key)
-    return _fileio().exists(path)
+    return _by_scheme(
+        path,
+        os.path.exists,
+        lambda bucket, key: _s3_isfile(bucket, key) or _s3_isdir(bucket, key),
+        lambda p: _fileio().exists(p),
+    )
 
 
 def listdir(path: str) -> list[str]:
@@ -256,30 +259,23 @@ def read_text(path: str) -> str:
 
 
 def remove(path: str) -> None:
-    path = os.fspath(path)
-    scheme = _scheme(path)
-    if scheme is None:
-        os.remove(path)
-    elif scheme == "s3":
-        bucket, key = _split(path)
-        s3_client().delete_object(Bucket=bucket, Key=key)
-    else:
-        _fileio().remove(path)
+    _by_scheme(
+        path,
+        os.remove,
+        lambda bucket, key: s3_client().delete_object(Bucket=bucket, Key=key),
+        lambda p: _fileio().remove(p),
+    )
+
+
+def _s3_rmtree(bucket: str, key: str) -> None:
+    keys, _ = _s3_keys(bucket, key.rstrip("/") + "/")
+    client = s3_client()
+    # delete_objects takes at most 1000 keys a request.
+    for start in range(0, len(keys), 1000):
+        batch = [{"Key": k} for k in keys[start : start + 1000]]
+        client.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
 
 
 def rmtree(path: str) -> None:
     """Removes a directory and everything under it."""
-    path = os.fspath(path)
-    scheme = _scheme(path)
-    if scheme is None:
-        shutil.rmtree(path)
-    elif scheme == "s3":
-        bucket, key = _split(path)
-        keys, _ = _s3_keys(bucket, key.rstrip("/") + "/")
-        client = s3_client()
-        # delete_objects takes at most 1000 keys a request.
-        for start in range(0, len(keys), 1000):
-            batch = [{"Key": k} for k in keys[start : start + 1000]]
-            client.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
-    else:
-        _fileio().rmtree(path)
+    _by_scheme(path, shutil.rmtree, _s3_rmtree, lambda p: _fileio().rmtree(p))
