@@ -160,8 +160,12 @@ def _driver_parameters(output_file: str) -> dict[str, Any]:
 
 def run(class_path: str, executor_input: Mapping[str, Any], inputs_spec: Mapping | None) -> None:
     """Runs the light step `class_path` names and writes its executor output file."""
-    from absl import logging
+    from absl import flags, logging
 
+    # absl's own log format, as absl's app.run (TFX's main) installs it: the step's log
+    # reads as any other step's, and run_compiled.py finds "Starting executor" in it.
+    flags.FLAGS.mark_as_parsed()  # This runner takes no absl flags: none to parse.
+    logging.use_absl_handler()
     logging.set_verbosity(logging.INFO)  # kubeflow_v2_run_executor.py, line 56.
     output_file = executor_input.get("outputs", {}).get("outputFile", "")
     overrides = _driver_parameters(output_file)
@@ -183,6 +187,7 @@ def run(class_path: str, executor_input: Mapping[str, Any], inputs_spec: Mapping
         outputs,
         exec_properties,
     )
+    logging.info("Starting executor")  # Line 134, right before the executor's Do.
     step_function(class_path)(**exec_properties, **inputs, **outputs)
     # outputs_utils.tag_output_artifacts_with_version (line 126 of the entrypoint).
     from tfx.version import __version__ as tfx_version

@@ -12,6 +12,7 @@ reference is TFX's run, taken in the test.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,8 @@ def _run(root: Path, class_path: str, compiled: list[str], tfx: bool) -> dict:
     text = (root / "pod" / step / "output_metadata.json").read_text().replace(str(root), "ROOT")
     record = json.loads((root / "run-1" / step / "step_record.json").read_text())
     return {
+        # The line run_compiled.py times a step's start-up by (TFX's, in absl's format).
+        "started": bool(re.search(r"^I\d{4} [\d:.]+ .*\] Starting executor$", done.stderr, re.M)),
         "executor_output": json.loads(text),
         "outputs": sorted(p.name for p in (root / "run-1" / step).iterdir()),
         "outcomes": [a["outcome"] for a in record["attempts"]],
@@ -65,6 +68,7 @@ def test_the_light_runner_writes_what_tfx_entrypoint_writes(
     light = _run(tmp_path / "light", class_path, compiled, tfx=False)
     assert light == reference
     assert reference["executor_output"]["artifacts"]  # the comparison compared something
+    assert reference["started"]
 
 
 def _input(parameters: dict, *, legacy: bool = False, output_file: str = "") -> dict:
