@@ -26,13 +26,8 @@ import sys
 from collections.abc import Iterable
 from typing import IO, NoReturn
 
-from components.store_files import (
-    CONNECT_TIMEOUT_S,
-    MAX_ATTEMPTS,
-    READ_TIMEOUT_S,
-    register_tensorflow_filesystems,
-    s3_client,
-)
+from components import store_files
+from components.store_files import register_tensorflow_filesystems, s3_client
 
 REMOTE_SCHEMES = ("s3", "gs")
 
@@ -204,8 +199,9 @@ def check_reachable(uris: Iterable[str]) -> None:
             raise ObjectStoreError(f"{store}: refused with {code}: {message}{hint}") from None
         except BotoCoreError as err:
             raise ObjectStoreError(
-                f"{store}: no answer ({type(err).__name__}: {err}) after {MAX_ATTEMPTS} attempts "
-                f"({CONNECT_TIMEOUT_S} s to connect, {READ_TIMEOUT_S} s to read). Check the "
+                f"{store}: no answer ({type(err).__name__}: {err}) after "
+                f"{store_files.MAX_ATTEMPTS} attempts ({store_files.CONNECT_TIMEOUT_S} s to "
+                f"connect, {store_files.READ_TIMEOUT_S} s to read). Check the "
                 "endpoint (object_store.endpoint; AWS_ENDPOINT_URL_S3 and S3_ENDPOINT in a step) "
                 "and that the store is reachable from here"
             ) from None
@@ -288,7 +284,7 @@ def _remove_gcs_folder_markers(prefixes: list[str]) -> list[str]:
 
 
 # google-cloud-storage's (connect, read) timeouts, as bounded as the S3 client's.
-_GCS_TIMEOUT = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
+_GCS_TIMEOUT = (store_files.CONNECT_TIMEOUT_S, store_files.READ_TIMEOUT_S)
 
 
 def _remove_markers(client, bucket: str, key_prefix: str) -> list[str]:

@@ -413,12 +413,13 @@ def test_a_store_that_never_answers_is_given_up_within_the_checks_budget(monkeyp
     """The check hands boto3 its attempts and its connect and read timeouts, so a store
     that accepts connections and never answers costs at most attempts x (connect + read).
     Checked with shorter waits than the product's (5 s and 15 s, three attempts: a
-    minute of a test worker doing nothing); the same client is built either way."""
-    from pipeline import object_store
+    minute of a test worker doing nothing); the same client is built either way (in
+    components/store_files.py, which the light steps use too)."""
+    from components import store_files
 
-    monkeypatch.setattr(object_store, "CONNECT_TIMEOUT_S", 1)
-    monkeypatch.setattr(object_store, "READ_TIMEOUT_S", 2)
-    budget = object_store.MAX_ATTEMPTS * (1 + 2)
+    monkeypatch.setattr(store_files, "CONNECT_TIMEOUT_S", 1)
+    monkeypatch.setattr(store_files, "READ_TIMEOUT_S", 2)
+    budget = store_files.MAX_ATTEMPTS * (1 + 2)
     with silent_endpoint() as endpoint:
         use_store(monkeypatch, endpoint)
         started = time.monotonic()
@@ -427,7 +428,7 @@ def test_a_store_that_never_answers_is_given_up_within_the_checks_budget(monkeyp
         spent = time.monotonic() - started
     # Each attempt connects and then waits out the read timeout: the waits are the ones set.
     # (boto3's standard mode also sleeps up to 1 s, then 2 s, between attempts.)
-    assert object_store.MAX_ATTEMPTS * 2 <= spent < budget + 3 + 5, spent
+    assert store_files.MAX_ATTEMPTS * 2 <= spent < budget + 3 + 5, spent
     assert f"object store {endpoint}, bucket 'pipelines': no answer" in str(raised.value)
     assert "after 3 attempts (1 s to connect, 2 s to read)" in str(raised.value)
 
