@@ -44,16 +44,12 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from components.store_files import CONNECT_TIMEOUT_S
 from kubeflow.compile import pipeline_step_ids
 from kubeflow.settings import KubeflowSettings, load_settings
 from kubeflow.worker_pool import sidecar_container
 from pipeline.beam import JOB_SERVICE_TIMEOUT_S, beam_pipeline_args
-from pipeline.object_store import (
-    BEAM_PLUGIN_MODULE,
-    CONNECT_TIMEOUT_S,
-    ObjectStoreError,
-    check_reachable,
-)
+from pipeline.object_store import BEAM_PLUGIN_MODULE, ObjectStoreError, check_reachable
 from pipeline.steps import DAG_STEPS
 from tests.conftest import REPO_ROOT, read_taxi_rows, taxi_as_parquet, write_csv
 from tests.harness import (
