@@ -148,14 +148,15 @@ def parameters(executor_input: Mapping[str, Any], inputs_spec: Mapping[str, Any]
     return found
 
 
-def _driver_parameters(output_file: str) -> dict[str, Any]:
-    """kubeflow_v2_run_executor.py, lines 84-97: parameters a driver wrote in the output
-    file before the executor ran overwrite the executor input's."""
+def _driver_parameters(output_file: str) -> dict[str, dict[str, Any]]:
+    """kubeflow_v2_run_executor.py, lines 84-97: what a driver wrote in the output file
+    before the executor ran, `parameterValues` and (deprecated) `parameters`, each
+    overwriting the executor input's field of the same name."""
     if not output_file or not store_files.exists(output_file):
         return {}
     with store_files.open(output_file, "r") as f:
         written = json.load(f)
-    return {**written.get("parameters", {}), **written.get("parameterValues", {})}
+    return {key: written[key] for key in ("parameterValues", "parameters") if written.get(key)}
 
 
 def run(class_path: str, executor_input: Mapping[str, Any], inputs_spec: Mapping | None) -> None:
@@ -171,8 +172,8 @@ def run(class_path: str, executor_input: Mapping[str, Any], inputs_spec: Mapping
     overrides = _driver_parameters(output_file)
     if overrides:
         copied = json.loads(json.dumps(executor_input))
-        key = "parameterValues" if inputs_spec else "parameters"
-        copied.setdefault("inputs", {}).setdefault(key, {}).update(overrides)
+        for key, values in overrides.items():
+            copied.setdefault("inputs", {}).setdefault(key, {}).update(values)
         executor_input = copied
     inputs = _artifacts(executor_input.get("inputs", {}).get("artifacts", {}))
     outputs = _artifacts(executor_input.get("outputs", {}).get("artifacts", {}))

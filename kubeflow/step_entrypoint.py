@@ -1,9 +1,5 @@
 """The command of every compiled Kubeflow step: TFX's V2 container entrypoint, object stores ready.
 
-A light step (kubeflow/light_step.py, LIGHT_STEPS) is dispatched on its
-executor class before TFX or tensorflow-io is imported, and runs without
-either; the points below hold for it too, but 1 and 4 (TensorFlow's).
-
     python -m kubeflow.step_entrypoint --executor_class_path CLASS \
         --json_serialized_invocation_args EXECUTOR_INPUT [BEAM_ARGS...]
 
@@ -33,6 +29,11 @@ around TFX's own `main`:
    title, and `system` is not a module;
 5. the process exits through `object_store.exit_process`, which sidesteps the
    abort at teardown after S3 use (tensorflow/io#2039), so KFP sees exit 0.
+
+A light step (kubeflow/light_step.py, LIGHT_STEPS) is dispatched on its
+executor class before TFX or tensorflow-io is imported, and runs without
+either. Points 0, 2, 3 and 5 hold for it too; not 1 (what it hands
+TensorFlow, it registers tensorflow-io for itself) nor 4 (it needs no classes).
 """
 
 from __future__ import annotations

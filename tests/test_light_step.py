@@ -128,7 +128,9 @@ def test_parameters_a_driver_wrote_in_the_output_file_win(tmp_path):
     """kubeflow_v2_run_executor.py, lines 84-97: a driver's output file overrides inputs."""
     output_file = tmp_path / "output_metadata.json"
     output_file.write_text(json.dumps({"parameterValues": {"p": "from the driver"}}))
-    assert light_step._driver_parameters(str(output_file)) == {"p": "from the driver"}
+    assert light_step._driver_parameters(str(output_file)) == {
+        "parameterValues": {"p": "from the driver"}
+    }
     assert light_step._driver_parameters(str(tmp_path / "none.json")) == {}
 
 
