@@ -57,6 +57,7 @@ def _relative(paths, root: str) -> list[str]:
     return sorted(p[len(root) :] for p in paths)
 
 
+@pytest.mark.slow  # an S3 server (moto) in this process
 def test_reads_agree_on_a_local_tree_and_on_s3(roots):
     local, remote = roots
     for root in roots:
@@ -83,6 +84,7 @@ def test_reads_agree_on_a_local_tree_and_on_s3(roots):
     assert model_digest(f"{local}/model") == model_digest(f"{remote}/model")
 
 
+@pytest.mark.slow  # an S3 server (moto) in this process
 def test_writes_and_removals_on_s3(roots, store):
     _, remote = roots
     store_files.write_text(f"{remote}/new/record.json", '{"a": 1}')
@@ -94,6 +96,7 @@ def test_writes_and_removals_on_s3(roots, store):
     assert store_files.listdir(remote) == ["new", "span=1"]
 
 
+@pytest.mark.slow  # an S3 server (moto) in this process
 def test_a_missing_object_is_a_missing_file(roots):
     with pytest.raises(FileNotFoundError, match="no-such"):
         store_files.open(f"{roots[1]}/no-such.json")
