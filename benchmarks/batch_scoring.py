@@ -120,7 +120,7 @@ def table(rows: int, batch_size: int, ours: list[float], floor: list[float]) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from components.scoring import DEFAULT_BATCH_SIZE
+    from components.scoring_settings import DEFAULT_BATCH_SIZE
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--serving-dir", required=True, help="a serving directory (./dev run's)")

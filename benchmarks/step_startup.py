@@ -3,6 +3,7 @@
     ./dev exec python -m benchmarks.step_startup                 # this tree
     ./dev exec python -m benchmarks.step_startup --base main     # main beside this tree
     ./dev exec python -m benchmarks.step_startup --repeat 3      # best of three
+    ./dev exec python -m benchmarks.step_startup --step RunStatus --base main  # one step
 
 Every executor that the training, scoring and tuning packages name (compiled
 here from kubeflow/pipeline.yaml, with `serving:` set so that the Deploy step
@@ -13,7 +14,11 @@ is in) is started in a fresh interpreter, twice over:
 - **pod**: what a pod runs before the executor's `Do`, in
   `kubeflow.step_entrypoint.run`'s order: tensorflow-io's registration, TFX's
   container entrypoint (`kubeflow_v2_run_executor`), KFP's artifact types,
-  then the executor class.
+  then the executor class; for a light step (kubeflow/light_step.py), the
+  function its pod runs instead;
+- **run** (light steps only): `kubeflow.step_entrypoint.run` on a driver-shaped
+  executor input (`light_step_arguments`), the step's work and its executor
+  output file included.
 
 Each row gives the wall seconds of those imports, the process's peak resident
 memory (Linux's `VmHWM`; `ru_maxrss` elsewhere) and which of TensorFlow, TFMA
@@ -36,29 +41,42 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXECUTOR_FLAG = "--executor_class_path"
+INVOCATION_FLAG = "--json_serialized_invocation_args"
 # Modules whose presence the table reports, by the name it shows.
 HEAVY = {"TensorFlow": "tensorflow", "TFMA": "tensorflow_model_analysis", "Beam": "apache_beam"}
 EXECUTOR = "executor"
 POD = "pod"
-# Run in a fresh interpreter at a tree's root: argv[1] the mode, argv[2] the class path.
-# The pod's preamble follows kubeflow.step_entrypoint.run (written out here, so that an
-# older tree is measured the same way).
+RUN = "run"
+# Run in a fresh interpreter at a tree's root: argv[1] the mode, argv[2] the class path,
+# argv[3] (run) a file holding the step's arguments. The pod's preamble follows
+# kubeflow.step_entrypoint.run (written out here, so that an older tree, without
+# light steps, is measured the same way).
 _PROBE = """
 import importlib, json, resource, sys, time
 mode, class_path = sys.argv[1], sys.argv[2]
 start = time.perf_counter()
 from kubeflow import step_entrypoint
-if mode == "pod":
-    step_entrypoint.object_store.register_filesystems()
-    from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor
-    step_entrypoint.register_kfp_artifact_types()
-module, name = class_path.rsplit(".", 1)
-getattr(importlib.import_module(module), name)
+light = getattr(step_entrypoint, "light_step", None)
+if mode == "run":
+    with open(sys.argv[3]) as f:
+        code = step_entrypoint.run(json.load(f))
+    if code:
+        raise SystemExit(f"the step exited with {code}")
+elif mode == "pod" and light is not None and class_path in light.LIGHT_STEPS:
+    light.step_function(class_path)
+else:
+    if mode == "pod":
+        step_entrypoint.object_store.register_filesystems()
+        from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor
+        step_entrypoint.register_kfp_artifact_types()
+    module, name = class_path.rsplit(".", 1)
+    getattr(importlib.import_module(module), name)
 seconds = time.perf_counter() - start
 # This process's own peak (VmHWM, kB): ru_maxrss keeps the high-water mark of the
 # process it was forked from across exec, a whole pytest worker's under the tests.
@@ -88,18 +106,20 @@ class Startup:
         return [label for label, module in HEAVY.items() if module in self.modules]
 
 
-def executor_classes(spec: dict) -> list[str]:
-    """Every `--executor_class_path` a compiled spec's containers name, in the spec's order."""
-    classes = []
+def executor_classes(spec: dict) -> dict[str, list[str]]:
+    """Every `--executor_class_path` a compiled spec's containers name, in the spec's order,
+    with the container's arguments."""
+    classes = {}
     for executor in spec["deploymentSpec"]["executors"].values():
         args = executor.get("container", {}).get("args", [])
         if EXECUTOR_FLAG in args:
-            classes.append(args[args.index(EXECUTOR_FLAG) + 1])
+            classes[args[args.index(EXECUTOR_FLAG) + 1]] = args
     return classes
 
 
-def compiled_packages(tmp: Path) -> dict[str, list[str]]:
-    """package -> the executor classes it names: training, scoring and tuning, compiled in
+def compiled_packages(tmp: Path) -> dict[str, dict[str, list[str]]]:
+    """package -> the executor classes it names, each with its container's arguments:
+    training, scoring and tuning, compiled in
     this process from kubeflow/pipeline.yaml with `serving:` set (the Deploy step) and the
     embedded dataset keyed on `trip_id` (scoring needs a key)."""
     from kubeflow import compile as kfp_compile
@@ -126,12 +146,130 @@ def compiled_packages(tmp: Path) -> dict[str, list[str]]:
     }
 
 
-def start(class_path: str, mode: str = EXECUTOR, tree: Path = REPO_ROOT) -> Startup:
-    """`class_path` started in a fresh interpreter at `tree`'s root, as `mode` says."""
+# What a light step's run is handed (`light_step_arguments`): its parameters and its
+# outputs' types, as the driver would hand them (a run whose DAG failed at its first
+# step: the report has every step's state and no section to read).
+_DAG = {"order": ["ExampleGen", "Trainer"], "upstream": {"Trainer": ["ExampleGen"]}}
+_HTML = {"schemaTitle": "system.HTML", "schemaVersion": "0.0.1"}
+# Stands for the run's root directory in a parameter (`light_step_arguments` fills it in).
+ROOT = "{root}"
+LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
+    "kubeflow.steps.run_status.RunStatus_Executor": {
+        "parameters": {
+            "final_status": {"state": "FAILED", "error": {"message": "ExampleGen failed"}},
+            "pipeline_name": "taxi",
+            "steps": json.dumps({**_DAG, "outputs": {}}),
+            "task_name": "RunStatus",
+        },
+        "outputs": {"report": _HTML},
+    },
+    "kubeflow.steps.deploy.Deploy_Executor": {
+        # A run whose Pusher pushed nothing: the InferenceService is left as it is.
+        "parameters": {"serving": json.dumps({"inference_service": "taxi"})},
+        "inputs": {
+            "pushed_model": (
+                {"instanceSchema": "title: tfx.PushedModel\ntype: object\n"},
+                {"pushed": 0.0, "display_name": "pushed_model"},
+            ),
+            "examples": (
+                {"instanceSchema": "title: tfx.Examples\ntype: object\n"},
+                {"span": 0.0, "split_names": '["train", "eval"]'},
+            ),
+        },
+        "outputs": {"deployment": {"instanceSchema": "title: kubeflow_steps.Deployment\n"}},
+    },
+    "kubeflow.steps.scoring_report.ScoringReport_Executor": {
+        "parameters": {
+            "final_status": {"state": "FAILED", "error": {"message": "ExampleGen failed"}},
+            "pipeline_name": "taxi-scoring",
+            "steps": json.dumps(
+                {
+                    "order": ["ExampleGen", "BatchScorer"],
+                    "upstream": {"BatchScorer": ["ExampleGen"]},
+                }
+            ),
+            "task_name": "ScoringReport",
+            # Nothing served there: the report says so, as a first run's would.
+            "serving_model_dir": f"{ROOT}/serving",
+            "rolled_out_record": "",
+            "settings": json.dumps(
+                {
+                    "allow_duplicate_keys": False,
+                    "batch_size": 1024,
+                    "keys": ["trip_id"],
+                    "max_error_share": 0.001,
+                    "output_format": "parquet",
+                }
+            ),
+        },
+        "outputs": {"report": _HTML},
+    },
+}
+
+
+def light_step_arguments(class_path: str, args: list[str], root: Path) -> list[str]:
+    """The compiled container `args` with a driver-shaped executor input for `class_path`:
+    LIGHT_STEP_INPUTS: its parameters; its input artifacts, as an upstream step of the run
+    left them under `root`/run-1/; each output under `root`/run-1/<step>/."""
+    step = class_path.rsplit(".", 1)[1].removesuffix("_Executor")
+    given = LIGHT_STEP_INPUTS[class_path]
+    executor_input = {
+        "inputs": {
+            "parameterValues": {
+                name: value.replace(ROOT, str(root)) if isinstance(value, str) else value
+                for name, value in given["parameters"].items()
+            },
+            "artifacts": {
+                name: {
+                    "artifacts": [
+                        {
+                            "name": f"run-1/upstream/{name}",
+                            "type": artifact_type,
+                            "uri": str(root / "run-1" / "upstream" / name),
+                            "metadata": metadata,
+                        }
+                    ]
+                }
+                for name, (artifact_type, metadata) in given.get("inputs", {}).items()
+            },
+        },
+        "outputs": {
+            "artifacts": {
+                name: {
+                    "artifacts": [
+                        {
+                            "name": f"run-1/{step}/{name}",
+                            "type": artifact_type,
+                            "uri": str(root / "run-1" / step / name),
+                        }
+                    ]
+                }
+                for name, artifact_type in given["outputs"].items()
+            },
+            "outputFile": str(root / "pod" / step / "output_metadata.json"),
+        },
+    }
+    argv = list(args)
+    argv[argv.index(INVOCATION_FLAG) + 1] = json.dumps(executor_input)
+    return argv
+
+
+def start(
+    class_path: str, mode: str = EXECUTOR, tree: Path = REPO_ROOT, args: list[str] | None = None
+) -> Startup:
+    """`class_path` started in a fresh interpreter at `tree`'s root, as `mode` says; RUN
+    runs it on `args`, the step's full arguments."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore"}
     env.pop("PYTHONPATH", None)
+    with tempfile.TemporaryDirectory(prefix="step-args-") as tmp:
+        args_file = Path(tmp) / "args.json"
+        args_file.write_text(json.dumps(args or []))
+        return _started(class_path, mode, tree, env, args_file)
+
+
+def _started(class_path: str, mode: str, tree: Path, env: dict, args_file: Path) -> Startup:
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, mode, class_path],
+        [sys.executable, "-c", _PROBE, mode, class_path, str(args_file)],
         cwd=tree,
         env=env,
         capture_output=True,
@@ -146,9 +284,13 @@ def start(class_path: str, mode: str = EXECUTOR, tree: Path = REPO_ROOT) -> Star
     return Startup(values["seconds"], values["peak_mb"], frozenset(values["modules"]))
 
 
-def best_of(class_path: str, mode: str, tree: Path, repeat: int) -> Startup:
+def best_of(
+    class_path: str, mode: str, tree: Path, repeat: int, args: list[str] | None = None
+) -> Startup:
     """The fastest of `repeat` starts; the peak memory and modules of that one."""
-    return min((start(class_path, mode, tree) for _ in range(repeat)), key=lambda s: s.seconds)
+    return min(
+        (start(class_path, mode, tree, args) for _ in range(repeat)), key=lambda s: s.seconds
+    )
 
 
 @contextlib.contextmanager
@@ -171,11 +313,15 @@ def load_average() -> str:
     return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
-def table_rows(label: str, classes: list[str], tree: Path, repeat: int) -> list[str]:
+def table_rows(label: str, classes: dict[str, list[str]], tree: Path, repeat: int) -> list[str]:
     rows = []
-    for class_path in classes:
-        for mode in (EXECUTOR, POD):
-            s = best_of(class_path, mode, tree, repeat)
+    for class_path, args in classes.items():
+        runs = [(RUN, args)] if class_path in LIGHT_STEP_INPUTS else []
+        for mode, step_args in [(EXECUTOR, None), (POD, None), *runs]:
+            with tempfile.TemporaryDirectory(prefix="step-run-") as root:
+                if step_args is not None:
+                    step_args = light_step_arguments(class_path, step_args, Path(root))
+                s = best_of(class_path, mode, tree, repeat, step_args)
             loads = ", ".join(s.loads()) or "none of them"
             cells = [label, f"`{class_path}`", mode, f"{s.seconds:.2f}", f"{s.peak_mb:.0f}", loads]
             rows.append("| " + " | ".join(cells) + " |")
@@ -192,11 +338,25 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         help="only these packages (default: all three)",
     )
+    parser.add_argument(
+        "--step",
+        action="append",
+        help="only executors whose class name starts with this (RunStatus), repeatable",
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error(f"--repeat must be at least 1, got {args.repeat}")
     with tempfile.TemporaryDirectory(prefix="step-startup-") as tmp:
         packages = compiled_packages(Path(tmp))
+    if args.step:
+        packages = {
+            package: {
+                c: a
+                for c, a in classes.items()
+                if any(c.rsplit(".", 1)[1].startswith(step) for step in args.step)
+            }
+            for package, classes in packages.items()
+        }
     wanted = args.package or list(packages)
     print(f"load average before: {load_average()} ({os.cpu_count()} cores)\n")
     with contextlib.ExitStack() as stack:
@@ -204,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.base:
             trees.insert(0, (args.base, stack.enter_context(tree_at(args.base))))
         for package in wanted:
+            if not packages[package]:
+                continue
             print(f"{package} package, best of {args.repeat}\n")
             print("| tree | executor | start | seconds | peak MB | loads |")
             print("| --- | --- | --- | --- | --- | --- |")

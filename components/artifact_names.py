@@ -18,6 +18,9 @@ SPANS_PROPERTY = "spans"
 # What TFX's Pusher records on its PushedModel (its own names are private).
 PUSHED_PROPERTY = "pushed"
 PUSHED_DESTINATION_PROPERTY = "pushed_destination"
+# LatestServedModel's `baseline` artifact: whether a served model was found, and where.
+HAS_MODEL_PROPERTY = "has_model"
+SERVED_PATH_PROPERTY = "served_path"
 # Ours: the served version that already holds the pushed model.
 ALREADY_SERVED_PROPERTY = "already_served"
 

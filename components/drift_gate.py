@@ -48,7 +48,8 @@ from tfx.utils import io_utils
 
 from components.artifact_names import TRAINING_SPLIT
 from components.data_gate import DataValidationError
-from components.drift_result import DRIFT_FILE, DataDrift, DriftResult, FeatureComparison
+from components.drift_artifact import DataDrift
+from components.drift_result import DRIFT_FILE, DriftResult, FeatureComparison
 from components.served_model import served_statistics
 from trainer.dataset_spec import DriftSpec
 

@@ -2,18 +2,15 @@
 
 The gate itself (components/drift_gate.py) imports TFX's statistics helpers,
 and with them TFX's whole component package and TFMA; the run report and the
-RunReport step read the result from here without either.
+RunReport step read the result from here without either, and without
+TensorFlow (the artifact class, a TFX type, is in components/drift_artifact.py).
 """
-
-# No `from __future__ import annotations`: TFX reads the artifact class's
-# annotations as objects.
 
 import json
 import os
 from dataclasses import asdict, dataclass, field
 
-from tfx import types
-from tfx.dsl.io import fileio
+from components import store_files
 
 DRIFT_FILE = "drift.json"
 
@@ -76,16 +73,5 @@ class DriftResult:
 
 
 def read_result(uri: str) -> DriftResult:
-    with fileio.open(os.path.join(uri, DRIFT_FILE)) as f:
+    with store_files.open(os.path.join(uri, DRIFT_FILE)) as f:
         return DriftResult.from_json(f.read())
-
-
-class DataDrift(types.Artifact):
-    """A directory holding `drift.json`: a DriftResult."""
-
-    # TFX's Kubeflow V2 compiler writes TYPE_NAME as the schema title, which
-    # must be `<namespace>.<Title>`, and its container entrypoint imports the
-    # class back from that title. So it is an import path: `components`
-    # exports this class. (A title that is no import path compiles, and the
-    # step then fails; kubeflow/reference/run_compiled.py caught one.)
-    TYPE_NAME = "components.DataDrift"

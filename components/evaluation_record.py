@@ -39,11 +39,8 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
 from components import batched_metrics, evaluation_extractors
-from components.served_model import (
-    add_directory,
-    model_digest,
-    signature_defs,
-)
+from components.served_model import signature_defs
+from components.serving_dir import add_directory, model_digest
 
 FORMAT = 1
 # The record's fields that must equal the current run's for its sums to be reused.

@@ -66,12 +66,8 @@ from components import (
     evaluation_record,
 )
 from components.evaluation_record import COMPUTED, NO_BASELINE, REUSED
-from components.served_model import (
-    EVALUATED_FILE,
-    is_served_baseline,
-    model_digest,
-    read_served_record,
-)
+from components.served_model import is_served_baseline
+from components.serving_dir import EVALUATED_FILE, model_digest, read_served_record
 
 # TFX reads `custom_extractors` from the module these name (tfx udf_utils).
 _MODULE_KEYS = ("module_file", "module_path")

@@ -49,7 +49,7 @@ from tfx.types.component_spec import ChannelParameter
 from tfx.utils import io_utils, proto_utils
 
 from components.artifact_names import ALREADY_SERVED_PROPERTY, TRAINING_SPLIT
-from components.served_model import (
+from components.serving_dir import (
     EVALUATED_FILE,
     PUSH_RECORD_FILE,
     SERVED_EVALUATION_FILE,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 
-from tfx.dsl.io import fileio
+from components import store_files
 
 ROLLED_OUT_FILE = "rolled_out.json"
 
@@ -29,6 +29,9 @@ def record_rolled_out(path: str, version: str | None, storage_uri: str, service:
 
     Written to a temporary name and renamed, so a reader never sees half a record.
     """
+    # Written by the Deploy step only, which loads TensorFlow to check the model anyway.
+    from tfx.dsl.io import fileio
+
     if version is None:
         if fileio.exists(path):
             fileio.remove(path)
@@ -43,7 +46,7 @@ def record_rolled_out(path: str, version: str | None, storage_uri: str, service:
 
 def rolled_out_version(path: str) -> str | None:
     """The version the record at `path` says was rolled out; None when there is no record."""
-    if not fileio.exists(path):
+    if not store_files.exists(path):
         return None
-    with fileio.open(path, "r") as f:
+    with store_files.open(path, "r") as f:
         return str(json.loads(f.read())["version"])

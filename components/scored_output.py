@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tfx.dsl.io import fileio
+from components import store_files
 
 SUCCESS_FILE = "_SUCCESS"
 TEMPORARY_DIR = "_temporary"
@@ -131,6 +131,8 @@ def temporary_dir(output_dir: str, span: int, model_version: str) -> str:
 def remove_attempts(output_dir: str, span: int, model_version: str) -> None:
     """Removes what attempts at the partition left under `_temporary/` (killed ones, once
     the partition is complete), then `_temporary/` itself when nothing else is in it."""
+    from tfx.dsl.io import fileio  # The scorer writes; it has loaded TensorFlow.
+
     attempts = attempts_dir(output_dir, span, model_version)
     if fileio.exists(attempts):
         fileio.rmtree(attempts)
@@ -142,9 +144,9 @@ def remove_attempts(output_dir: str, span: int, model_version: str) -> None:
 def read_manifest(partition: str) -> Manifest | None:
     """The partition's manifest; None when it has none (not complete, or never written)."""
     path = os.path.join(partition, SUCCESS_FILE)
-    if not fileio.exists(path):
+    if not store_files.exists(path):
         return None
-    with fileio.open(path, "r") as f:
+    with store_files.open(path, "r") as f:
         return Manifest.from_json(f.read())
 
 
@@ -155,6 +157,8 @@ def commit(temporary: str, partition: str, manifest: Manifest) -> None:
     old partition for complete; the new one is written only once every file is
     in place.
     """
+    from tfx.dsl.io import fileio  # The scorer writes; it has loaded TensorFlow.
+
     if fileio.exists(partition):
         old = os.path.join(partition, SUCCESS_FILE)
         if fileio.exists(old):
@@ -183,15 +187,15 @@ def latest_partitions(output_dir: str) -> list[str]:
     version, and reads partitions a killed run left without `_SUCCESS`.
     """
     found = []
-    for span_name in fileio.listdir(output_dir):
+    for span_name in store_files.listdir(output_dir):
         span_dir = os.path.join(output_dir, span_name.rstrip("/"))
-        if not span_name.startswith("span=") or not fileio.isdir(span_dir):
+        if not span_name.startswith("span=") or not store_files.isdir(span_dir):
             continue
         complete = [
             name.rstrip("/").removeprefix("version=")
-            for name in fileio.listdir(span_dir)
+            for name in store_files.listdir(span_dir)
             if name.startswith("version=")
-            and fileio.exists(os.path.join(span_dir, name.rstrip("/"), SUCCESS_FILE))
+            and store_files.exists(os.path.join(span_dir, name.rstrip("/"), SUCCESS_FILE))
         ]
         if complete:
             newest = max(complete, key=_version_order)

@@ -17,8 +17,6 @@ caching off for it.
 # No `from __future__ import annotations`: the @component decorator reads
 # the real annotation objects.
 
-import hashlib
-import json
 import os
 from typing import Any
 
@@ -34,46 +32,12 @@ from tfx.dsl.io import fileio
 from tfx.types import standard_artifacts
 from tfx.utils import io_utils
 
-HAS_MODEL_PROPERTY = "has_model"
+from components.artifact_names import HAS_MODEL_PROPERTY, SERVED_PATH_PROPERTY
+from components.serving_dir import TRAINING_STATISTICS_FILE, latest_served_version
+
 SERVED_VERSION_PROPERTY = "served_version"
-SERVED_PATH_PROPERTY = "served_path"
 # Where the Evaluator looks for a SavedModel inside a Model artifact.
 SERVING_SUBDIR = "Format-Serving"
-# Inside a served version: the statistics of the data that trained it (the
-# train split's TFDV statistics, as StatisticsGen wrote them). The Pusher
-# writes them with the model, so they are there exactly when the model is;
-# TF Serving ignores assets.extra/. The drift gate compares new data to them.
-TRAINING_STATISTICS_FILE = "assets.extra/training_statistics/FeatureStats.pb"
-# Inside a served version: which Pusher execution wrote it (its output URI,
-# unique per execution). A retried Pusher finds its own earlier push by it.
-PUSH_RECORD_FILE = "assets.extra/push.json"
-# Beside the Evaluator's output (TFMA reads only the files it wrote there): what
-# it evaluated, and the candidate's metric sums per slice
-# (components/evaluation_record.py). The Pusher copies it into the version it
-# pushes, where a later Evaluator with the same examples and eval config reuses
-# it for its baseline.
-EVALUATED_FILE = "evaluated.json"
-SERVED_EVALUATION_FILE = "assets.extra/evaluation.json"
-# What the Pusher adds to the model it copies; not part of the model.
-PUSHER_FILES = (TRAINING_STATISTICS_FILE, PUSH_RECORD_FILE, SERVED_EVALUATION_FILE)
-
-
-def latest_served_version(serving_model_dir: str) -> "str | None":
-    """Newest numeric version directory holding a complete SavedModel, or None.
-
-    TF Serving loads the highest version number; the Pusher writes
-    saved_model.pb last, so a version without it is still being copied.
-    """
-    if not fileio.exists(serving_model_dir):
-        return None
-    versions = []
-    for name in fileio.listdir(serving_model_dir):
-        name = name.rstrip("/")
-        if name.isdigit() and fileio.exists(
-            os.path.join(serving_model_dir, name, "saved_model.pb")
-        ):
-            versions.append(int(name))
-    return str(max(versions)) if versions else None
 
 
 def served_statistics(serving_model_dir: str) -> "tuple[str, str | None] | None":
@@ -86,48 +50,6 @@ def served_statistics(serving_model_dir: str) -> "tuple[str, str | None] | None"
         return None
     path = os.path.join(serving_model_dir, version, TRAINING_STATISTICS_FILE)
     return version, path if fileio.exists(path) else None
-
-
-def read_served_record(baseline_dir: str) -> "dict[str, Any] | None":
-    """The record a served version (copied into `baseline_dir`) holds, or None."""
-    path = os.path.join(baseline_dir, SERVED_EVALUATION_FILE)
-    if not fileio.exists(path):
-        return None
-    with fileio.open(path) as f:
-        try:
-            loaded = json.load(f)
-        except ValueError:
-            return {}  # unreadable: "another format"
-    return loaded if isinstance(loaded, dict) else {}
-
-
-def add_directory(digest: "hashlib._Hash", directory: str, skip: "tuple[str, ...]" = ()) -> None:
-    """Adds every file under `directory` to `digest`: its relative path and bytes, in
-    sorted order; files whose relative path is in `skip` are left out."""
-    for root, _dirs, files in sorted(fileio.walk(directory)):
-        for name in sorted(files):
-            path = os.path.join(root, name)
-            relative = os.path.relpath(path, directory)
-            if relative in skip:
-                continue
-            digest.update(relative.encode() + b"\0")
-            with fileio.open(path, "rb") as f:
-                while chunk := f.read(1 << 20):
-                    digest.update(chunk)
-            digest.update(b"\0")
-
-
-def model_digest(model_dir: str) -> str:
-    """SHA-256 over a SavedModel directory: every file's relative path and bytes.
-
-    Two directories with equal digests serve the same model; the Pusher uses
-    this to avoid pushing the model that is already being served, and the
-    Evaluator to know its baseline is the model a record evaluated. What the
-    Pusher adds to a served version (PUSHER_FILES) is not part of the model.
-    """
-    digest = hashlib.sha256()
-    add_directory(digest, model_dir, skip=PUSHER_FILES)
-    return digest.hexdigest()
 
 
 def is_served_baseline(artifact: types.Artifact) -> bool:

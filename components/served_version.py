@@ -19,12 +19,10 @@ import json
 import os
 from dataclasses import dataclass
 
-from tfx.dsl.io import fileio
-
+from components import store_files
 from components.rollout_record import rolled_out_version
-from components.served_model import latest_served_version, model_digest
-from trainer.dataset_spec import DatasetSpec, parse_spec
-from trainer.export import SPEC_ASSET
+from components.serving_dir import latest_served_version, model_digest
+from trainer.dataset_spec import SPEC_ASSET, DatasetSpec, parse_spec
 
 
 class ModelChoiceError(ValueError):
@@ -81,7 +79,7 @@ def choose_version(
                 f"model version {version!r}: a version is a directory number under the "
                 f"serving directory {serving_model_dir}; a model from elsewhere is refused"
             )
-        if not fileio.exists(os.path.join(serving_model_dir, chosen, "saved_model.pb")):
+        if not store_files.exists(os.path.join(serving_model_dir, chosen, "saved_model.pb")):
             raise ModelChoiceError(
                 f"model version {chosen}: {serving_model_dir} holds no complete version {chosen} "
                 f"(the newest is {latest_served_version(serving_model_dir) or 'none'})"
@@ -93,10 +91,10 @@ def choose_version(
 def served_spec(version_dir: str) -> DatasetSpec:
     """The dataset spec exported with the model (trainer/export.py's SPEC_ASSET)."""
     path = os.path.join(version_dir, SPEC_ASSET)
-    if not fileio.exists(path):
+    if not store_files.exists(path):
         raise ModelChoiceError(
             f"{version_dir} has no {SPEC_ASSET}: it was not exported by this template's "
             "trainer, so its classes and task are unknown"
         )
-    with fileio.open(path, "r") as f:
+    with store_files.open(path, "r") as f:
         return parse_spec(json.loads(f.read()))

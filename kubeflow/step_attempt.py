@@ -42,14 +42,14 @@ def artifact_uris(executor_input: dict[str, Any], side: str = "outputs") -> list
 
 def clear_outputs(uris: list[str]) -> list[str]:
     """Removes what an earlier attempt wrote at `uris`; returns the URIs that held something."""
-    from tfx.dsl.io import fileio
+    from components import store_files
 
     cleared = []
     for uri in uris:
-        if fileio.isdir(uri):
-            fileio.rmtree(uri)
-        elif fileio.exists(uri):
-            fileio.remove(uri)
+        if store_files.isdir(uri):
+            store_files.rmtree(uri)
+        elif store_files.exists(uri):
+            store_files.remove(uri)
         else:
             continue
         cleared.append(uri)

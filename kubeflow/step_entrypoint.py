@@ -29,6 +29,11 @@ around TFX's own `main`:
    title, and `system` is not a module;
 5. the process exits through `object_store.exit_process`, which sidesteps the
    abort at teardown after S3 use (tensorflow/io#2039), so KFP sees exit 0.
+
+A light step (kubeflow/light_step.py, LIGHT_STEPS) is dispatched on its
+executor class before TFX or tensorflow-io is imported, and runs without
+either. Points 0, 2, 3 and 5 hold for it too; not 1 (what it hands
+TensorFlow, it registers tensorflow-io for itself) nor 4 (it needs no classes).
 """
 
 from __future__ import annotations
@@ -40,9 +45,11 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
+from kubeflow import light_step
 from kubeflow.step_attempt import artifact_uris, recorded_attempt
 from pipeline import beam, object_store
 
+EXECUTOR_CLASS_FLAG = "--executor_class_path"
 INVOCATION_FLAG = "--json_serialized_invocation_args"
 INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"
 # Ours, written by kubeflow.compile: the JSON list of the step's output artifact
@@ -166,7 +173,39 @@ def register_kfp_artifact_types() -> None:
 
 
 def run(argv: list[str]) -> int:
-    """Runs one step; returns its exit code."""
+    """Runs one step; returns its exit code. A light step (kubeflow/light_step.py) runs
+    without TFX's entrypoint, TensorFlow or tensorflow-io; every other step through TFX's."""
+    if _flag(argv, EXECUTOR_CLASS_FLAG) in light_step.LIGHT_STEPS:
+        return run_light(argv)
+    return run_tfx(argv)
+
+
+def _announce(changes: list[str]) -> None:
+    for change in changes:
+        # absl logs INFO only once TFX's main has set its verbosity: printed, so the
+        # step's log shows what the backend handed over.
+        print(f"Executor input as declared: {change}", file=sys.stderr, flush=True)
+
+
+def run_light(argv: list[str]) -> int:
+    """Runs a step of LIGHT_STEPS as TFX's entrypoint would, without TFX's entrypoint."""
+    argv, executor_input, changes = step_arguments(argv)
+    if not executor_input:
+        raise light_step.LightStepError(f"{INVOCATION_FLAG} is missing: no executor input")
+    object_store.check_reachable(step_uris(executor_input))
+    _announce(changes)
+    inputs_spec_text = _flag(argv, INPUTS_SPEC_FLAG)
+    with recorded_attempt(executor_input):
+        light_step.run(
+            str(_flag(argv, EXECUTOR_CLASS_FLAG)),
+            executor_input,
+            json.loads(inputs_spec_text) if inputs_spec_text else None,
+        )
+    return 0
+
+
+def run_tfx(argv: list[str]) -> int:
+    """Runs one step through TFX's container entrypoint; returns its exit code."""
     object_store.register_filesystems()
     argv, executor_input, changes = step_arguments(argv)
     if executor_input:
@@ -175,10 +214,7 @@ def run(argv: list[str]) -> int:
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 
-    for change in changes:
-        # absl logs INFO only once TFX's main has set its verbosity: printed, so the
-        # step's log shows what the backend handed over.
-        print(f"Executor input as declared: {change}", file=sys.stderr, flush=True)
+    _announce(changes)
     register_kfp_artifact_types()
     # From here on, what ends the attempt is recorded beside its outputs (a
     # store that does not answer, above, leaves nowhere to record it).
@@ -198,7 +234,7 @@ def run(argv: list[str]) -> int:
 def main() -> None:
     try:
         code = run(sys.argv[1:])
-    except (object_store.ObjectStoreError, beam.JobServiceError) as err:
+    except (object_store.ObjectStoreError, beam.JobServiceError, light_step.LightStepError) as err:
         print(f"error: {err}", file=sys.stderr)
         code = 1
     except Exception:

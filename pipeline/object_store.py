@@ -26,11 +26,10 @@ import sys
 from collections.abc import Iterable
 from typing import IO, NoReturn
 
+from components import store_files
+from components.store_files import register_tensorflow_filesystems, s3_client
+
 REMOTE_SCHEMES = ("s3", "gs")
-# Bounded waits for the reachability check: a wrong endpoint fails in seconds, not minutes.
-CONNECT_TIMEOUT_S = 5
-READ_TIMEOUT_S = 15
-MAX_ATTEMPTS = 3
 
 # Beam workers import this module first (`--beam_plugins`): TensorFlow reads s3:// there too.
 BEAM_PLUGIN_MODULE = "pipeline.s3_plugin"
@@ -133,7 +132,7 @@ def register_filesystems() -> None:
     Importing tensorflow_io registers its filesystem plugins with TensorFlow;
     a second call does nothing. Call it before the first file access.
     """
-    import tensorflow_io  # noqa: F401  (imported for its registration)
+    register_tensorflow_filesystems()
 
 
 def s3_used() -> bool:
@@ -187,7 +186,7 @@ def check_reachable(uris: Iterable[str]) -> None:
         return
     from botocore.exceptions import BotoCoreError, ClientError
 
-    client = _s3_client()
+    client = s3_client()
     for bucket in buckets:
         store = _store_name(bucket)
         try:
@@ -200,8 +199,9 @@ def check_reachable(uris: Iterable[str]) -> None:
             raise ObjectStoreError(f"{store}: refused with {code}: {message}{hint}") from None
         except BotoCoreError as err:
             raise ObjectStoreError(
-                f"{store}: no answer ({type(err).__name__}: {err}) after {MAX_ATTEMPTS} attempts "
-                f"({CONNECT_TIMEOUT_S} s to connect, {READ_TIMEOUT_S} s to read). Check the "
+                f"{store}: no answer ({type(err).__name__}: {err}) after "
+                f"{store_files.MAX_ATTEMPTS} attempts ({store_files.CONNECT_TIMEOUT_S} s to "
+                f"connect, {store_files.READ_TIMEOUT_S} s to read). Check the "
                 "endpoint (object_store.endpoint; AWS_ENDPOINT_URL_S3 and S3_ENDPOINT in a step) "
                 "and that the store is reachable from here"
             ) from None
@@ -238,7 +238,7 @@ def _remove_s3_folder_markers(prefixes: list[str]) -> list[str]:
         return []
     from botocore.exceptions import BotoCoreError, ClientError
 
-    client = _s3_client()
+    client = s3_client()
     removed = []
     for prefix in prefixes:
         bucket, _, key_prefix = prefix[len("s3://") :].partition("/")
@@ -284,7 +284,7 @@ def _remove_gcs_folder_markers(prefixes: list[str]) -> list[str]:
 
 
 # google-cloud-storage's (connect, read) timeouts, as bounded as the S3 client's.
-_GCS_TIMEOUT = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
+_GCS_TIMEOUT = (store_files.CONNECT_TIMEOUT_S, store_files.READ_TIMEOUT_S)
 
 
 def _remove_markers(client, bucket: str, key_prefix: str) -> list[str]:
@@ -303,22 +303,6 @@ def _remove_markers(client, bucket: str, key_prefix: str) -> list[str]:
             failed = ", ".join(f"{e['Key']} ({e.get('Code', '?')})" for e in answer["Errors"])
             raise ObjectStoreError(f"{_store_name(bucket)}: could not delete {failed}")
     return [f"s3://{bucket}/{key}" for key in markers]
-
-
-def _s3_client():
-    """A boto3 S3 client with the bounded waits above, configured by the environment as it is
-    now (a session of its own: boto3's default session keeps the first credentials it read)."""
-    import boto3
-    from botocore.config import Config
-
-    return boto3.session.Session().client(
-        "s3",
-        config=Config(
-            connect_timeout=CONNECT_TIMEOUT_S,
-            read_timeout=READ_TIMEOUT_S,
-            retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
-        ),
-    )
 
 
 _CREDENTIALS_HINT = (

@@ -36,7 +36,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import proto_utils
 
 from components.report.contents import OVERALL_SLICE
-from components.served_model import SERVED_EVALUATION_FILE
+from components.serving_dir import SERVED_EVALUATION_FILE
 from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow.steps.step_records import RECORD_FILE, StepRecord
 from pipeline import steps as dag

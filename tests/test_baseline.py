@@ -3,7 +3,8 @@
 from tfx.types import standard_artifacts, standard_component_specs
 
 from components.evaluator import drop_empty_baseline
-from components.served_model import HAS_MODEL_PROPERTY, latest_served_version
+from components.served_model import HAS_MODEL_PROPERTY
+from components.serving_dir import latest_served_version
 
 
 def _version(root, name, complete=True):

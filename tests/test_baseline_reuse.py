@@ -43,7 +43,7 @@ from components.evaluator import (
     with_our_extractors,
 )
 from components.pusher import NoDuplicatePushExecutor, served_duplicate
-from components.served_model import (
+from components.serving_dir import (
     EVALUATED_FILE,
     PUSH_RECORD_FILE,
     SERVED_EVALUATION_FILE,

@@ -394,34 +394,33 @@ import signal
 import sys
 from pathlib import Path
 
+from tfx.dsl.io import fileio
+
 from components import scored_output
 from tests.test_batch_scoring import score
 
 example_file, out, serving, fingerprint, point = sys.argv[1:]
 partition = scored_output.partition_dir(out, 3, "1")
-real = scored_output.fileio
+real_rename, real_rmtree = fileio.rename, fileio.rmtree
 
 
-class KillingFileio:
-    # tfx's fileio as the commit calls it, this process killed at the commit's step `point`.
-
-    def __getattr__(self, name):
-        return getattr(real, name)
-
-    def rename(self, src, dst, *args, **kwargs):
-        real.rename(src, dst, *args, **kwargs)
-        if point == "renamed" and dst == partition:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    def rmtree(self, path):
-        if point == "removing" and path == partition:
-            part = next(n for n in sorted(real.listdir(path)) if n.startswith("part"))
-            real.remove(os.path.join(path, part))
-            os.kill(os.getpid(), signal.SIGKILL)
-        real.rmtree(path)
+# tfx's fileio as the commit calls it (scored_output.commit imports it when it writes),
+# this process killed at the commit's step `point`.
+def rename(src, dst, *args, **kwargs):
+    real_rename(src, dst, *args, **kwargs)
+    if point == "renamed" and dst == partition:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
-scored_output.fileio = KillingFileio()
+def rmtree(path):
+    if point == "removing" and path == partition:
+        part = next(n for n in sorted(fileio.listdir(path)) if n.startswith("part"))
+        fileio.remove(os.path.join(path, part))
+        os.kill(os.getpid(), signal.SIGKILL)
+    real_rmtree(path)
+
+
+fileio.rename, fileio.rmtree = rename, rmtree
 score([example_file], Path(out), Path(serving), fingerprint=fingerprint)
 """
 

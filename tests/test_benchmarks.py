@@ -57,7 +57,13 @@ def test_step_startup_reads_the_executors_a_spec_names_and_what_a_start_loaded()
             }
         }
     }
-    assert executor_classes(spec) == ["components.a.Gate", "k.Report"]
+    assert list(executor_classes(spec)) == ["components.a.Gate", "k.Report"]
+    assert executor_classes(spec)["k.Report"] == [
+        "--json",
+        "{}",
+        "--executor_class_path",
+        "k.Report",
+    ]
     started = Startup(1.0, 600.0, frozenset({"tensorflow", "apache_beam", "absl"}))
     assert started.loads() == ["TensorFlow", "Beam"]
     assert Startup(0.1, 40.0, frozenset({"absl"})).loads() == []

@@ -14,11 +14,8 @@ from tfx.types import standard_artifacts
 from components.drift_gate import DataDriftError, check_against_served, check_drift, compare
 from components.drift_result import DriftResult, FeatureComparison
 from components.pusher import NoDuplicatePushExecutor, served_duplicate
-from components.served_model import (
-    PUSH_RECORD_FILE,
-    TRAINING_STATISTICS_FILE,
-    served_statistics,
-)
+from components.served_model import served_statistics
+from components.serving_dir import PUSH_RECORD_FILE, TRAINING_STATISTICS_FILE
 from tests.conftest import load_schema
 from tests.span_data import SHIFTED_FEATURE, shifted, span_rows
 from trainer.dataset_spec import DriftSpec, FeatureDrift

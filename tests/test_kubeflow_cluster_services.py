@@ -44,16 +44,12 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from components.store_files import CONNECT_TIMEOUT_S
 from kubeflow.compile import pipeline_step_ids
 from kubeflow.settings import KubeflowSettings, load_settings
 from kubeflow.worker_pool import sidecar_container
 from pipeline.beam import JOB_SERVICE_TIMEOUT_S, beam_pipeline_args
-from pipeline.object_store import (
-    BEAM_PLUGIN_MODULE,
-    CONNECT_TIMEOUT_S,
-    ObjectStoreError,
-    check_reachable,
-)
+from pipeline.object_store import BEAM_PLUGIN_MODULE, ObjectStoreError, check_reachable
 from pipeline.steps import DAG_STEPS
 from tests.conftest import REPO_ROOT, read_taxi_rows, taxi_as_parquet, write_csv
 from tests.harness import (
@@ -413,12 +409,13 @@ def test_a_store_that_never_answers_is_given_up_within_the_checks_budget(monkeyp
     """The check hands boto3 its attempts and its connect and read timeouts, so a store
     that accepts connections and never answers costs at most attempts x (connect + read).
     Checked with shorter waits than the product's (5 s and 15 s, three attempts: a
-    minute of a test worker doing nothing); the same client is built either way."""
-    from pipeline import object_store
+    minute of a test worker doing nothing); the same client is built either way (in
+    components/store_files.py, which the light steps use too)."""
+    from components import store_files
 
-    monkeypatch.setattr(object_store, "CONNECT_TIMEOUT_S", 1)
-    monkeypatch.setattr(object_store, "READ_TIMEOUT_S", 2)
-    budget = object_store.MAX_ATTEMPTS * (1 + 2)
+    monkeypatch.setattr(store_files, "CONNECT_TIMEOUT_S", 1)
+    monkeypatch.setattr(store_files, "READ_TIMEOUT_S", 2)
+    budget = store_files.MAX_ATTEMPTS * (1 + 2)
     with silent_endpoint() as endpoint:
         use_store(monkeypatch, endpoint)
         started = time.monotonic()
@@ -427,7 +424,7 @@ def test_a_store_that_never_answers_is_given_up_within_the_checks_budget(monkeyp
         spent = time.monotonic() - started
     # Each attempt connects and then waits out the read timeout: the waits are the ones set.
     # (boto3's standard mode also sleeps up to 1 s, then 2 s, between attempts.)
-    assert object_store.MAX_ATTEMPTS * 2 <= spent < budget + 3 + 5, spent
+    assert store_files.MAX_ATTEMPTS * 2 <= spent < budget + 3 + 5, spent
     assert f"object store {endpoint}, bucket 'pipelines': no answer" in str(raised.value)
     assert "after 3 attempts (1 s to connect, 2 s to read)" in str(raised.value)
 

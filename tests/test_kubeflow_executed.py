@@ -389,7 +389,7 @@ def test_the_report_and_metrics_are_where_kfps_own_artifact_classes_put_them(exe
 
 
 def deploy_outcome(execution: dict) -> dict:
-    from kubeflow.steps.deploy import read_outcome
+    from kubeflow.steps.deployment import read_outcome
 
     (uri,) = execution["steps"][kubeflow_steps.DEPLOY]["outputs"]["deployment"]
     return read_outcome(uri)

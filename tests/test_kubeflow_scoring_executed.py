@@ -44,7 +44,7 @@ import yaml
 from components.artifact_names import STATUS_PROPERTY
 from components.rollout_record import rolled_out_record
 from components.scored_output import MANIFEST_FILE, SUCCESS_FILE, TEMPORARY_DIR
-from components.served_model import SERVED_EVALUATION_FILE, model_digest
+from components.serving_dir import SERVED_EVALUATION_FILE, model_digest
 from kubeflow.step_ids import SCORING_REPORT
 from pipeline.steps import BATCH_SCORER, EXAMPLE_GEN, SCORING_STEPS
 from tests.conftest import REPO_ROOT, read_taxi_rows, write_csv

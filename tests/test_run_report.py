@@ -227,7 +227,7 @@ def run_report_step(tmp_path, *, anomalies_pb: bytes | None = None, blessed: str
     Returns the page it wrote and its metrics artifact."""
     from tfx.types import standard_artifacts
 
-    from components.drift_result import DataDrift
+    from components.drift_artifact import DataDrift
     from kubeflow.steps.kfp_artifacts import HTML, Metrics
     from kubeflow.steps.run_report import RunReport as RunReportStep
     from pipeline import steps as dag

@@ -15,7 +15,7 @@ from google.protobuf import struct_pb2
 from components.report.outputs import RunOutputs, report_fields
 from kubeflow import step_attempt
 from kubeflow.steps import step_records
-from kubeflow.steps.run_status import (
+from kubeflow.steps.status_report import (
     CACHED,
     INTERRUPTED,
     NO_VERDICT_STATES,

@@ -48,6 +48,10 @@ from trainer.fields import (
     without_defaults,
 )
 
+# The dataset spec travels with the model (trainer/export.py writes it): class names in
+# probability order. Here, so that a step reads it without importing TensorFlow.
+SPEC_ASSET = "assets.extra/dataset_spec.json"
+
 SPEC_FILE_NAME = "dataset.yaml"
 SCHEMA_FILE_NAME = "schema.pbtxt"
 CUSTOM_CONFIG_KEY = "dataset_spec"

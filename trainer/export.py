@@ -19,7 +19,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from trainer.dataset_spec import DatasetSpec
+from trainer.dataset_spec import SPEC_ASSET, DatasetSpec
 from trainer.json_signature import CONTRACT_ASSET, JSON_SIGNATURE, JsonInput, json_inputs
 from trainer.model import output_name
 from trainer.transform_graph import TransformGraph
@@ -27,8 +27,6 @@ from trainer.transform_graph import TransformGraph
 SERVING_SIGNATURE = "serving_default"
 TRANSFORM_SIGNATURE = "transform_features"
 CONFIG_ASSET = "assets.extra/trainer_config.json"
-# The dataset spec travels with the model: class names in probability order.
-SPEC_ASSET = "assets.extra/dataset_spec.json"
 
 _EXAMPLES_SPEC = tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")
 _JSON_DTYPES = {tf.float32: "float", tf.int64: "int", tf.string: "string"}

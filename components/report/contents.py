@@ -16,8 +16,8 @@ from functools import partial
 from typing import Any
 
 from absl import logging
-from tfx.dsl.io import fileio
 
+from components import store_files
 from components.drift_result import DriftResult, read_result
 
 # A TFX artifact with splits keeps each one in a `Split-<name>` directory.
@@ -92,12 +92,12 @@ _SPLIT_ORDER = {"train": 0, "eval": 1}
 
 def split_dirs(artifact_uri: str) -> list[tuple[str, str]]:
     """[(split name, directory)] of a split artifact: train, eval, then the rest by name."""
-    if not fileio.exists(artifact_uri):
+    if not store_files.exists(artifact_uri):
         return []
     return sorted(
         (
             (name.rstrip("/")[len(_SPLIT_PREFIX) :], os.path.join(artifact_uri, name.rstrip("/")))
-            for name in fileio.listdir(artifact_uri)
+            for name in store_files.listdir(artifact_uri)
             if name.startswith(_SPLIT_PREFIX)
         ),
         key=lambda item: (_SPLIT_ORDER.get(item[0], len(_SPLIT_ORDER)), item[0]),
@@ -109,7 +109,7 @@ def split_files(artifact_uri: str, filename: str) -> list[tuple[str, str]]:
     return [
         (split, os.path.join(directory, filename))
         for split, directory in split_dirs(artifact_uri)
-        if fileio.exists(os.path.join(directory, filename))
+        if store_files.exists(os.path.join(directory, filename))
     ]
 
 
@@ -159,11 +159,14 @@ def _feature_statistics(feature, num_examples: int) -> FeatureStatistics:
 
 def read_statistics(statistics_uri: str) -> tuple[SplitStatistics, ...]:
     """Per-split feature statistics of a StatisticsGen `statistics` artifact."""
-    import tensorflow_data_validation as tfdv
+    from tensorflow_metadata.proto.v0 import statistics_pb2
 
     splits = []
     for split, path in split_files(statistics_uri, "FeatureStats.pb"):
-        dataset = tfdv.load_stats_binary(path).datasets[0]
+        # What TFDV's load_stats_binary does (tensorflow_data_validation 1.16.1,
+        # utils/stats_util.py, lines 234-236), read without TensorFlow.
+        with store_files.open(path, "rb") as f:
+            dataset = statistics_pb2.DatasetFeatureStatisticsList.FromString(f.read()).datasets[0]
         features = tuple(
             sorted(
                 (_feature_statistics(f, int(dataset.num_examples)) for f in dataset.features),
@@ -192,7 +195,7 @@ def read_anomalies(anomalies_uri: str) -> tuple[Anomaly, ...]:
 
     found = []
     for split, path in split_files(anomalies_uri, "SchemaDiff.pb"):
-        with fileio.open(path, "rb") as f:
+        with store_files.open(path, "rb") as f:
             anomalies = anomalies_pb2.Anomalies.FromString(f.read())
         infos = sorted(anomalies.anomaly_info.items())
         if anomalies.HasField("dataset_anomaly_info"):
@@ -231,9 +234,10 @@ class TrainingCurves:
 
 
 def _scalar_events(directory: str) -> Iterable[tuple[str, int, float]]:
+    store_files.register_tensorflow_filesystems()  # TensorFlow reads the event files.
     import tensorflow as tf
 
-    for name in sorted(fileio.listdir(directory)):
+    for name in sorted(store_files.listdir(directory)):
         if "tfevents" not in name:
             continue
         for event in tf.compat.v1.train.summary_iterator(os.path.join(directory, name)):
@@ -252,7 +256,7 @@ def read_training_curves(model_run_uri: str) -> TrainingCurves:
     series: dict[str, dict[str, dict[int, float]]] = {"train": {}, "validation": {}}
     for subdir in ("train", "validation"):
         directory = os.path.join(model_run_uri, subdir)
-        if not fileio.isdir(directory):
+        if not store_files.isdir(directory):
             continue
         for tag, step, value in _scalar_events(directory):
             if not tag.startswith(_EPOCH_TAG_PREFIX):
@@ -277,9 +281,9 @@ TRAINER_CONFIG_FILE = "trainer_config.json"
 def read_resolved_runtime(model_run_uri: str) -> dict[str, object]:
     """The runtime the Trainer resolved (devices, strategy, precision, global batch)."""
     path = os.path.join(model_run_uri, TRAINER_CONFIG_FILE)
-    if not fileio.exists(path):
+    if not store_files.exists(path):
         return {}
-    with fileio.open(path, "r") as f:
+    with store_files.open(path, "r") as f:
         config = json.load(f)
     return dict(config.get("resolved_runtime", {}))
 
@@ -384,6 +388,7 @@ def _bound_text(threshold) -> list[tuple[str, str]]:
 
 def read_evaluation(evaluation_uri: str) -> Evaluation:
     """Metrics per slice, candidate vs. baseline, and every threshold with its outcome."""
+    store_files.register_tensorflow_filesystems()  # TFMA reads through TensorFlow.
     import tensorflow_model_analysis as tfma
     from tensorflow_model_analysis.writers import eval_config_writer
 
@@ -615,7 +620,7 @@ def read_artifacts(uris: ArtifactUris) -> dict[str, Any]:
             "runtime": partial(read_resolved_runtime, uris.model_run),
         }
         sections.append(("training", training))
-    if uris.evaluation and fileio.exists(os.path.join(uris.evaluation, "eval_config.json")):
+    if uris.evaluation and store_files.exists(os.path.join(uris.evaluation, "eval_config.json")):
         sections.append(("evaluation", {"evaluation": partial(read_evaluation, uris.evaluation)}))
     fields: dict[str, Any] = {}
     left_out = []

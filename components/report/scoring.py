@@ -27,13 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfx.dsl.io import fileio
-
+from components import store_files
 from components.report import plots
 from components.report.contents import FeatureStatistics, HistogramBucket
 from components.report.render import _chart, _environment, write_pages
 from components.scored_output import ERRORS_FILE, PART_PREFIX, Manifest
-from components.scoring import CLASS_COLUMN, PREDICTION_COLUMN
+from components.scoring_settings import CLASS_COLUMN, PREDICTION_COLUMN
 from components.served_version import ServedVersion
 from trainer.dataset_spec import DatasetSpec
 
@@ -101,7 +100,7 @@ class ScoringReport:
 
 def read_errors(directory: str) -> tuple[tuple[str, ...], int, tuple[tuple[str, ...], ...]]:
     """(the errors file's columns, its rows, its first few rows)."""
-    with fileio.open(os.path.join(directory, ERRORS_FILE), "r") as f:
+    with store_files.open(os.path.join(directory, ERRORS_FILE), "r") as f:
         header, *rows = list(csv.reader(io.StringIO(f.read())))
     return tuple(header), len(rows), tuple(tuple(r) for r in rows[:REASONS_LISTED])
 
@@ -115,8 +114,10 @@ def read_predictions(directory: str, spec: DatasetSpec, output_format: str):
     column = PREDICTION_COLUMN if spec.task == "regression" else CLASS_COLUMN
     columns = [column] + ([positive_column(spec)] if spec.task == "binary" else [])
     tables = []
-    for path in sorted(fileio.glob(os.path.join(directory, f"{PART_PREFIX}*.{output_format}"))):
-        with fileio.open(path, "rb") as f:
+    for path in sorted(
+        store_files.glob(os.path.join(directory, f"{PART_PREFIX}*.{output_format}"))
+    ):
+        with store_files.open(path, "rb") as f:
             data = pa.BufferReader(f.read())
         if output_format == "parquet":
             tables.append(pq.read_table(data, columns=columns))
@@ -297,7 +298,7 @@ def build_scoring_report(
     names, if any, with the model's digest computed here.
     """
     from components.scored_output import read_manifest
-    from components.served_model import read_served_record
+    from components.serving_dir import read_served_record
 
     fields: dict[str, Any] = {
         "pipeline_name": pipeline_name,

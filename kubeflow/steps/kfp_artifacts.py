@@ -48,16 +48,6 @@ class Metrics(types.Artifact):
         super().set_string_custom_property(key, value)
 
 
-# The KFP UI shows a system.* artifact only if it has this custom property
-# (its output's name, as KFP's launcher sets it when the executor did not).
-DISPLAY_NAME_PROPERTY = "display_name"
-
-
-def shown_as(artifact: types.Artifact, name: str) -> None:
-    """Names the artifact in the KFP UI, whatever the backend's launcher does."""
-    artifact.set_string_custom_property(DISPLAY_NAME_PROPERTY, name)
-
-
 # Schema title -> import path, for TFX's container entrypoint.
 TITLE_TO_CLASS_PATH = (
     (HTML.TYPE_NAME, f"{__name__}.HTML"),

@@ -34,9 +34,11 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.types import standard_artifacts
 from tfx.utils import io_utils
 
-from components.drift_result import DataDrift
-from kubeflow.steps.deploy import Deployment, read_outcome
-from kubeflow.steps.kfp_artifacts import HTML, Metrics, shown_as
+from components.drift_artifact import DataDrift
+from kubeflow.steps.deploy import Deployment
+from kubeflow.steps.deployment import read_outcome
+from kubeflow.steps.kfp_artifacts import HTML, Metrics
+from kubeflow.steps.kfp_display import shown_as
 from pipeline.steps import DAG_STEPS
 
 # The prefix of the served baseline's value of a metric in `metrics`.

@@ -27,8 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfx.dsl.io import fileio
-from tfx.utils import io_utils
+from components import store_files
 
 RECORD_FILE = "step_record.json"
 RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
@@ -97,9 +96,9 @@ def record_path(output_uris: list[str]) -> str | None:
 
 
 def read_record(path: str) -> StepRecord | None:
-    if not fileio.exists(path):
+    if not store_files.exists(path):
         return None
-    with fileio.open(path, "r") as f:
+    with store_files.open(path, "r") as f:
         return StepRecord.from_json(f.read())
 
 
@@ -113,7 +112,7 @@ def start_attempt(path: str, number: int | None = None) -> StepRecord:
     attempts = previous.attempts if previous else ()
     number = len(attempts) if number is None else number
     record = StepRecord(attempts=(*attempts, Attempt(number=number, started_ms=now_ms())))
-    io_utils.write_string_file(path, record.to_json())
+    store_files.write_text(path, record.to_json())
     return record
 
 
@@ -128,7 +127,7 @@ def finish_attempt(
     last = record.last
     closed = Attempt(last.number, last.started_ms, now_ms(), outcome, error)
     record = StepRecord(attempts=(*record.attempts[:-1], closed), outputs=dict(outputs or {}))
-    io_utils.write_string_file(path, record.to_json())
+    store_files.write_text(path, record.to_json())
     return record
 
 
@@ -149,7 +148,7 @@ def run_directory(own_uri: str, own_task: str) -> str | None:
 def find_record(run_dir: str, step: str) -> StepRecord | None:
     """A step's record in the run's directory: `<step>/` or one level below it."""
     candidates = [f"{run_dir}/{step}/{RECORD_FILE}"]
-    if fileio.isdir(f"{run_dir}/{step}"):
-        candidates += sorted(fileio.glob(f"{run_dir}/{step}/*/{RECORD_FILE}"))
+    if store_files.isdir(f"{run_dir}/{step}"):
+        candidates += sorted(store_files.glob(f"{run_dir}/{step}/*/{RECORD_FILE}"))
     records = [r for r in (read_record(path) for path in candidates) if r is not None]
     return max(records, key=lambda r: r.attempts[0].started_ms) if records else None

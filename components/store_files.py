@@ -1,0 +1,281 @@
+"""File access on local paths and s3:// without TensorFlow, for the steps that start light.
+
+TFX's `fileio` reaches every path through TensorFlow's `tf.io.gfile` (tfx
+1.16, `dsl/io/fileio.py`, line 23, whose `plugins/tensorflow_gfile.py`,
+line 23, imports TensorFlow), and s3:// only once tensorflow-io is loaded
+(pipeline/object_store.py). A step that writes a status page or a record of
+its attempt should not load either, so these functions take local paths
+through the OS and s3:// through boto3, the client the reachability check
+already uses. Any other scheme (gs://) goes through TFX's `fileio`, which
+loads TensorFlow: the light steps are light on local paths and S3.
+
+The names follow `fileio`'s (`exists`, `isdir`, `listdir`, `glob`, `open`,
+`remove`, `rmtree`), so a module moves from one to the other by its import.
+"""
+
+from __future__ import annotations
+
+import builtins
+import fnmatch
+import io
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+# Bounded waits for every S3 request: a wrong endpoint fails in seconds, not minutes.
+CONNECT_TIMEOUT_S = 5
+READ_TIMEOUT_S = 15
+MAX_ATTEMPTS = 3
+_GLOB_CHARS = "*?["
+
+
+def s3_client():
+    """A boto3 S3 client with the bounded waits above, configured by the environment as it is
+    now (a session of its own: boto3's default session keeps the first credentials it read)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.session.Session().client(
+        "s3",
+        config=Config(
+            connect_timeout=CONNECT_TIMEOUT_S,
+            read_timeout=READ_TIMEOUT_S,
+            retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+        ),
+    )
+
+
+def _scheme(path: str) -> str | None:
+    head, sep, _ = path.partition("://")
+    return head.lower() if sep else None
+
+
+def register_tensorflow_filesystems() -> None:
+    """Makes s3:// readable by TensorFlow in this process (tensorflow-io's plugins), for a
+    reader that hands a path to TensorFlow itself; a second call does nothing. Loads
+    TensorFlow: a light step calls it only where it reads with TensorFlow."""
+    import tensorflow_io  # noqa: F401  (imported for its registration)
+
+
+def _fileio():
+    """TFX's fileio, for a scheme this module does not reach itself (it loads TensorFlow)."""
+    register_tensorflow_filesystems()
+    from tfx.dsl.io import fileio
+
+    return fileio
+
+
+def _split(path: str) -> tuple[str, str]:
+    bucket, _, key = path[len("s3://") :].partition("/")
+    return bucket, key
+
+
+def _s3_keys(bucket: str, prefix: str, delimiter: str = "") -> tuple[list[str], list[str]]:
+    """(keys, common prefixes) under `prefix`."""
+    paginator = s3_client().get_paginator("list_objects_v2")
+    options = {
+        "Bucket": bucket,
+        "Prefix": prefix,
+        **({"Delimiter": delimiter} if delimiter else {}),
+    }
+    keys, prefixes = [], []
+    for page in paginator.paginate(**options):
+        keys += [item["Key"] for item in page.get("Contents", [])]
+        prefixes += [item["Prefix"] for item in page.get("CommonPrefixes", [])]
+    return keys, prefixes
+
+
+def _s3_isfile(bucket: str, key: str) -> bool:
+    from botocore.exceptions import ClientError
+
+    if not key or key.endswith("/"):
+        return False
+    try:
+        s3_client().head_object(Bucket=bucket, Key=key)
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return False
+        raise
+    return True
+
+
+def _s3_isdir(bucket: str, key: str) -> bool:
+    prefix = key.rstrip("/") + "/" if key.rstrip("/") else ""
+    answer = s3_client().list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+    return bool(answer.get("KeyCount") or answer.get("Contents"))
+
+
+def _by_scheme(path: str, local: Callable, s3: Callable, other: Callable) -> Any:
+    """`local(path)` for a local path, `s3(bucket, key)` for s3://, else `other(path)`."""
+    path = os.fspath(path)
+    scheme = _scheme(path)
+    if scheme is None:
+        return local(path)
+    if scheme == "s3":
+        return s3(*_split(path))
+    return other(path)
+
+
+def isdir(path: str) -> bool:
+    return _by_scheme(path, os.path.isdir, _s3_isdir, lambda p: _fileio().isdir(p))
+
+
+def exists(path: str) -> bool:
+    return _by_scheme(
+        path,
+        os.path.exists,
+        lambda bucket, key: _s3_isfile(bucket, key) or _s3_isdir(bucket, key),
+        lambda p: _fileio().exists(p),
+    )
+
+
+def listdir(path: str) -> list[str]:
+    """Entry names under `path` (directories without a trailing slash), sorted."""
+    path = os.fspath(path)
+    scheme = _scheme(path)
+    if scheme is None:
+        return sorted(os.listdir(path))
+    if scheme == "s3":
+        bucket, key = _split(path)
+        prefix = key.rstrip("/") + "/" if key.rstrip("/") else ""
+        keys, prefixes = _s3_keys(bucket, prefix, delimiter="/")
+        names = {k[len(prefix) :] for k in keys} | {p[len(prefix) :].rstrip("/") for p in prefixes}
+        return sorted(n for n in names if n)
+    return sorted(name.rstrip("/") for name in _fileio().listdir(path))
+
+
+def glob(pattern: str) -> list[str]:
+    """Paths matching `pattern`, whose `*`, `?` and `[...]` match within one path segment."""
+    scheme = _scheme(pattern)
+    if scheme is None:
+        import glob as local_glob
+
+        return sorted(local_glob.glob(pattern))
+    if scheme != "s3":
+        return sorted(_fileio().glob(pattern))
+    bucket, key_pattern = _split(pattern)
+    segments = key_pattern.split("/")
+    fixed = []
+    for segment in segments:
+        if any(c in segment for c in _GLOB_CHARS):
+            break
+        fixed.append(segment)
+    if len(fixed) == len(segments):  # No wildcard: the path itself, if it is there.
+        return [pattern] if exists(pattern) else []
+    keys, _ = _s3_keys(bucket, "/".join(fixed) + "/" if fixed else "")
+    found = set()
+    for key in keys:
+        parts = key.split("/")
+        if len(parts) < len(segments):
+            continue
+        # A match may be a "directory": the key's first segments.
+        head = parts[: len(segments)]
+        if all(fnmatch.fnmatchcase(p, s) for p, s in zip(head, segments, strict=True)):
+            found.add(f"s3://{bucket}/{'/'.join(head)}")
+    return sorted(found)
+
+
+def walk(top: str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """(directory, its subdirectory names, its file names) for `top` and every directory
+    under it, as `os.walk` gives them; on S3 the directories are the keys' prefixes."""
+    top = os.fspath(top)
+    scheme = _scheme(top)
+    if scheme is None:
+        yield from os.walk(top)
+        return
+    if scheme != "s3":
+        yield from _fileio().walk(top)
+        return
+    bucket, key = _split(top)
+    prefix = key.rstrip("/") + "/" if key.rstrip("/") else ""
+    keys, _ = _s3_keys(bucket, prefix)
+    tree: dict[str, tuple[set[str], list[str]]] = {"": (set(), [])}
+    for found in keys:
+        *parents, name = found[len(prefix) :].split("/")
+        for depth in range(len(parents)):
+            parent, child = "/".join(parents[:depth]), parents[depth]
+            tree.setdefault(parent, (set(), []))[0].add(child)
+            tree.setdefault("/".join(parents[: depth + 1]), (set(), []))
+        if name:  # A folder marker ("dir/") names no file.
+            tree["/".join(parents)][1].append(name)
+    base = top.rstrip("/")
+    for relative in sorted(tree):
+        subdirs, files = tree[relative]
+        yield (f"{base}/{relative}" if relative else top, sorted(subdirs), sorted(files))
+
+
+def open(path: str, mode: str = "r") -> IO[Any]:
+    """A file to read (`r`, `rb`) or write (`w`, `wb`; written when closed, on S3)."""
+    path = os.fspath(path)
+    scheme = _scheme(path)
+    if scheme is None:
+        if "w" in mode:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        if "b" in mode:
+            return builtins.open(path, mode)
+        return builtins.open(path, mode, encoding="utf-8")
+    if scheme != "s3":
+        return _fileio().open(path, mode)
+    bucket, key = _split(path)
+    if "w" in mode:
+        return _S3Writer(bucket, key, binary="b" in mode)
+    from botocore.exceptions import ClientError
+
+    try:
+        body = s3_client().get_object(Bucket=bucket, Key=key)["Body"].read()
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            raise FileNotFoundError(path) from None
+        raise
+    return io.BytesIO(body) if "b" in mode else io.StringIO(body.decode("utf-8"))
+
+
+class _S3Writer(io.BytesIO):
+    """An S3 object written in one request when the file is closed."""
+
+    def __init__(self, bucket: str, key: str, binary: bool) -> None:
+        super().__init__()
+        self._bucket, self._key, self._binary = bucket, key, binary
+
+    def write(self, data) -> int:
+        return super().write(data if self._binary else data.encode("utf-8"))
+
+    def close(self) -> None:
+        if not self.closed:
+            s3_client().put_object(Bucket=self._bucket, Key=self._key, Body=self.getvalue())
+        super().close()
+
+
+def write_text(path: str, text: str) -> None:
+    """Writes `text` at `path` (parents created), as TFX's `io_utils.write_string_file` does."""
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def read_text(path: str) -> str:
+    with open(path, "r") as f:
+        return f.read()
+
+
+def remove(path: str) -> None:
+    _by_scheme(
+        path,
+        os.remove,
+        lambda bucket, key: s3_client().delete_object(Bucket=bucket, Key=key),
+        lambda p: _fileio().remove(p),
+    )
+
+
+def _s3_rmtree(bucket: str, key: str) -> None:
+    keys, _ = _s3_keys(bucket, key.rstrip("/") + "/")
+    client = s3_client()
+    # delete_objects takes at most 1000 keys a request.
+    for start in range(0, len(keys), 1000):
+        batch = [{"Key": k} for k in keys[start : start + 1000]]
+        client.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
+
+
+def rmtree(path: str) -> None:
+    """Removes a directory and everything under it."""
+    _by_scheme(path, shutil.rmtree, _s3_rmtree, lambda p: _fileio().rmtree(p))

@@ -1,0 +1,208 @@
+"""The steps whose pod runs without TFX's container entrypoint: TensorFlow and TFMA stay unloaded.
+
+Every compiled step names a TFX executor class (`--executor_class_path`), and
+TFX's V2 entrypoint imports the Evaluator, TFX's component package and TFMA
+before it reads a flag (docs/kubeflow.md, "What a step loads").
+kubeflow/step_entrypoint.py hands the steps named in LIGHT_STEPS here
+instead, before it imports TFX: the compiled package is unchanged, and local
+runs and TFX's compiler keep the TFX class, whose body calls the same function.
+
+What this module does is what TFX 1.16's entrypoint does for a
+function-based component (paths under `site-packages/tfx/orchestration/
+kubeflow/v2/container/`, `kubeflow_v2_run_executor.py` `_run_executor` and
+`kubeflow_v2_entrypoint_utils.py`), for the artifacts the light steps take;
+each rule cites its line. tests/test_light_step.py runs TFX's entrypoint and
+this one on the same executor input and compares the executor output files.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from components import store_files
+
+# Executor class the compiled package names -> the function its pod runs, with
+# the step's parameters and artifacts as keyword arguments.
+LIGHT_STEPS: Mapping[str, str] = {
+    "kubeflow.steps.run_status.RunStatus_Executor": (
+        "kubeflow.steps.status_report.write_status_report"
+    ),
+    "kubeflow.steps.deploy.Deploy_Executor": "kubeflow.steps.deployment.deploy",
+    "kubeflow.steps.scoring_report.ScoringReport_Executor": (
+        "kubeflow.steps.scoring_run_report.write_scoring_run_report"
+    ),
+}
+# kubeflow_v2_entrypoint_utils.py, line 34 and lines 144-146: a parameter by
+# this name reaches the executor as `input_base` (standard_component_specs.INPUT_BASE_KEY).
+_OLD_INPUT_BASE_PROPERTY_NAME = "input_base_uri"
+_INPUT_BASE_KEY = "input_base"
+# tfx/orchestration/portable/outputs_utils.py, lines 351-355 (artifact_utils.py's key).
+TFX_VERSION_PROPERTY = "tfx_version"
+# pipeline_spec.proto's ParameterType for an int parameter (kfp-pipeline-spec).
+_NUMBER_INTEGER = "NUMBER_INTEGER"
+
+
+class LightStepError(ValueError):
+    """The executor input cannot be run by the light runner."""
+
+
+@dataclass
+class StepArtifact:
+    """An input or output artifact of a light step: what TFX's artifact would carry."""
+
+    uri: str
+    name: str = ""
+    # TFX's metadata mapping (kubeflow_v2_entrypoint_utils.py, lines 213-227):
+    # every property and custom property as a JSON value.
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def set_string_custom_property(self, key: str, value: str) -> None:
+        self.metadata[key] = value
+
+    def set_int_custom_property(self, key: str, value: int) -> None:
+        # An MLMD int goes out as a float (kubeflow_v2_entrypoint_utils.py, lines 199-200).
+        self.metadata[key] = float(value)
+
+    def has_custom_property(self, key: str) -> bool:
+        return key in self.metadata
+
+    def get_custom_property(self, key: str) -> Any:
+        return self.metadata.get(key)
+
+    def to_runtime_artifact(self) -> dict[str, Any]:
+        """kubeflow_v2_entrypoint_utils.py, `to_runtime_artifact` (lines 230-249): the URI,
+        the metadata, and the name when the executor input gave one."""
+        found: dict[str, Any] = {"uri": self.uri, "metadata": dict(self.metadata)}
+        if self.name:
+            found = {"name": self.name, **found}
+        return found
+
+
+def step_function(class_path: str) -> Callable[..., Any]:
+    module, _, name = LIGHT_STEPS[class_path].rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def _artifacts(artifact_lists: Mapping[str, Any]) -> dict[str, StepArtifact]:
+    """`parse_raw_artifact_dict` (lines 40-65, `_parse_raw_artifact` lines 270-338): each
+    artifact's URI, name, properties, custom properties and metadata. A light step takes
+    one artifact per input and output, as a function-based component does."""
+    found = {}
+    for key, artifact_list in artifact_lists.items():
+        artifacts = artifact_list.get("artifacts", [])
+        if len(artifacts) != 1:
+            raise LightStepError(f"artifact {key!r}: {len(artifacts)} artifacts, not one")
+        raw = artifacts[0]
+        metadata: dict[str, Any] = {}
+        # Lines 296-301: properties and custom properties, KFP's Value protos
+        # (intValue, doubleValue, stringValue) to MLMD values; out again as JSON
+        # values, an int as a float (lines 199-200).
+        for kind in ("properties", "customProperties"):
+            for name, value in raw.get(kind, {}).items():
+                metadata[name] = _pipeline_value(value)
+        # Lines 305-332: the metadata Struct, as it is.
+        metadata.update(raw.get("metadata", {}))
+        found[key] = StepArtifact(
+            uri=raw.get("uri", ""), name=raw.get("name", ""), metadata=metadata
+        )
+    return found
+
+
+def _pipeline_value(value: Mapping[str, Any]) -> Any:
+    """KFP's deprecated `Value` proto (intValue, doubleValue, stringValue) as a plain value."""
+    if "intValue" in value:
+        return float(value["intValue"])
+    if "doubleValue" in value:
+        return float(value["doubleValue"])
+    if "stringValue" in value:
+        return value["stringValue"]
+    raise LightStepError(f"unrecognized value {value!r}")
+
+
+def parameters(executor_input: Mapping[str, Any], inputs_spec: Mapping[str, Any] | None) -> dict:
+    """`parse_execution_properties` (kubeflow_v2_entrypoint_utils.py, lines 116-168): the
+    step's parameters, from `parameterValues` when the inputs spec is given, else from
+    the deprecated `parameters`."""
+    inputs = executor_input.get("inputs", {})
+    declared = (inputs_spec or {}).get("parameters", {})
+    raw = inputs.get("parameterValues", {}) if inputs_spec else inputs.get("parameters", {})
+    found = {}
+    for key, value in raw.items():
+        if key == _OLD_INPUT_BASE_PROPERTY_NAME:  # Lines 144-146.
+            key = _INPUT_BASE_KEY
+        if not inputs_spec:
+            found[key] = _pipeline_value(value)  # Lines 158-159.
+            continue
+        if value is None:  # Lines 162-166.
+            raise LightStepError(f"parameter {key!r} has no value")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            # A struct Value's number is a double (line 149); an int parameter is cast (155-157).
+            value = float(value)
+            if declared.get(key, {}).get("parameterType") == _NUMBER_INTEGER:
+                value = int(value)
+        found[key] = value
+    return found
+
+
+def _driver_parameters(output_file: str) -> dict[str, dict[str, Any]]:
+    """kubeflow_v2_run_executor.py, lines 84-97: what a driver wrote in the output file
+    before the executor ran, `parameterValues` and (deprecated) `parameters`, each
+    overwriting the executor input's field of the same name."""
+    if not output_file or not store_files.exists(output_file):
+        return {}
+    with store_files.open(output_file, "r") as f:
+        written = json.load(f)
+    return {key: written[key] for key in ("parameterValues", "parameters") if written.get(key)}
+
+
+def run(class_path: str, executor_input: Mapping[str, Any], inputs_spec: Mapping | None) -> None:
+    """Runs the light step `class_path` names and writes its executor output file."""
+    from absl import flags, logging
+
+    # absl's own log format, as absl's app.run (TFX's main) installs it: the step's log
+    # reads as any other step's, and run_compiled.py finds "Starting executor" in it.
+    flags.FLAGS.mark_as_parsed()  # This runner takes no absl flags: none to parse.
+    logging.use_absl_handler()
+    logging.set_verbosity(logging.INFO)  # kubeflow_v2_run_executor.py, line 56.
+    output_file = executor_input.get("outputs", {}).get("outputFile", "")
+    overrides = _driver_parameters(output_file)
+    if overrides:
+        copied = json.loads(json.dumps(executor_input))
+        for key, values in overrides.items():
+            copied.setdefault("inputs", {}).setdefault(key, {}).update(values)
+        executor_input = copied
+    inputs = _artifacts(executor_input.get("inputs", {}).get("artifacts", {}))
+    outputs = _artifacts(executor_input.get("outputs", {}).get("artifacts", {}))
+    exec_properties = parameters(executor_input, inputs_spec)
+    if executor_input.get("outputs", {}).get("parameters"):
+        # Lines 145-166 turn them into value artifacts; no light step has one.
+        raise LightStepError(f"{class_path}: output parameters are not run without TFX")
+    logging.info(
+        "Executor %s do (light): inputs: %s, outputs: %s, exec_properties: %s",
+        class_path,
+        inputs,
+        outputs,
+        exec_properties,
+    )
+    logging.info("Starting executor")  # Line 134, right before the executor's Do.
+    step_function(class_path)(**exec_properties, **inputs, **outputs)
+    # outputs_utils.tag_output_artifacts_with_version (line 126 of the entrypoint).
+    from tfx.version import __version__ as tfx_version
+
+    for artifact in outputs.values():
+        if not artifact.has_custom_property(TFX_VERSION_PROPERTY):
+            artifact.set_string_custom_property(TFX_VERSION_PROPERTY, tfx_version)
+    # Lines 139-142 and 168-170: `translate_executor_output`, one artifact per output,
+    # written as JSON (json_format.MessageToJson's two-space indent).
+    executor_output = {
+        "artifacts": {
+            key: {"artifacts": [artifact.to_runtime_artifact()]}
+            for key, artifact in outputs.items()
+        }
+    }
+    if output_file:  # Lines 168-170; the parent directory is made as fileio.makedirs does.
+        store_files.write_text(output_file, json.dumps(executor_output, indent=2))

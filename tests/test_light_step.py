@@ -1,0 +1,138 @@
+"""A light step's pod (kubeflow/light_step.py) writes what TFX's container entrypoint writes.
+
+Each light step is run twice on the same driver-shaped executor input (the
+arguments of the packages compiled here, Deploy's included, and
+`benchmarks.step_startup.light_step_arguments`):
+through TFX 1.16's entrypoint (`kubeflow.step_entrypoint.run_tfx`) and as its
+pod runs it (`python -m kubeflow.step_entrypoint`, the light runner). The
+executor output files, the outputs and the step records must agree; the
+reference is TFX's run, taken in the test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.step_startup import LIGHT_STEP_INPUTS, compiled_packages, light_step_arguments
+from kubeflow import light_step
+from tests.conftest import REPO_ROOT
+
+_RUN_TFX = (
+    "import json, sys\n"
+    "from kubeflow import step_entrypoint\n"
+    "sys.exit(step_entrypoint.run_tfx(json.loads(sys.argv[1])))\n"
+)
+
+
+@pytest.fixture(scope="module")
+def compiled_arguments(tmp_path_factory) -> dict[str, list[str]]:
+    """Each executor class of the compiled packages (Deploy included) -> its container args."""
+    packages = compiled_packages(tmp_path_factory.mktemp("packages"))
+    return {c: args for classes in packages.values() for c, args in classes.items()}
+
+
+def _run(root: Path, class_path: str, compiled: list[str], tfx: bool) -> dict:
+    args = light_step_arguments(class_path, compiled, root)
+    command = ["-c", _RUN_TFX, json.dumps(args)] if tfx else ["-m", "kubeflow.step_entrypoint"]
+    done = subprocess.run(
+        [sys.executable, *command, *([] if tfx else args)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    step = class_path.rsplit(".", 1)[1].removesuffix("_Executor")
+    text = (root / "pod" / step / "output_metadata.json").read_text().replace(str(root), "ROOT")
+    record = json.loads((root / "run-1" / step / "step_record.json").read_text())
+    return {
+        # The line run_compiled.py times a step's start-up by (TFX's, in absl's format).
+        "started": bool(re.search(r"^I\d{4} [\d:.]+ .*\] Starting executor$", done.stderr, re.M)),
+        "executor_output": json.loads(text),
+        "outputs": sorted(p.name for p in (root / "run-1" / step).iterdir()),
+        "outcomes": [a["outcome"] for a in record["attempts"]],
+        "recorded_outputs": json.loads(json.dumps(record["outputs"]).replace(str(root), "ROOT")),
+    }
+
+
+@pytest.mark.slow  # compiles the packages; TFX's entrypoint imports TensorFlow and TFMA
+@pytest.mark.parametrize("class_path", sorted(light_step.LIGHT_STEPS))
+def test_the_light_runner_writes_what_tfx_entrypoint_writes(
+    class_path, compiled_arguments, tmp_path
+):
+    compiled = compiled_arguments[class_path]
+    reference = _run(tmp_path / "tfx", class_path, compiled, tfx=True)
+    light = _run(tmp_path / "light", class_path, compiled, tfx=False)
+    assert light == reference
+    assert reference["executor_output"]["artifacts"]  # the comparison compared something
+    assert reference["started"]
+
+
+def _input(parameters: dict, *, legacy: bool = False, output_file: str = "") -> dict:
+    key = "parameters" if legacy else "parameterValues"
+    return {"inputs": {key: parameters}, "outputs": {"outputFile": output_file}}
+
+
+def test_parameters_are_read_as_tfx_reads_them():
+    """kubeflow_v2_entrypoint_utils.py, `parse_execution_properties`: a number is a double
+    unless the spec says NUMBER_INTEGER; `input_base_uri` is `input_base`."""
+    spec = {"parameters": {"n": {"parameterType": "NUMBER_INTEGER"}}}
+    found = light_step.parameters(
+        _input({"n": 3.0, "x": 2, "s": "a", "input_base_uri": "/d", "b": True}), spec
+    )
+    assert found == {"n": 3, "x": 2.0, "s": "a", "input_base": "/d", "b": True}
+    assert isinstance(found["n"], int) and isinstance(found["x"], float)
+    # Without an inputs spec, the deprecated `parameters` field, KFP Value protos.
+    legacy = {"a": {"intValue": "4"}, "b": {"stringValue": "t"}, "c": {"doubleValue": 0.5}}
+    assert light_step.parameters(_input(legacy, legacy=True), None) == {
+        "a": 4.0, "b": "t", "c": 0.5,
+    }  # fmt: skip
+
+
+def test_a_parameter_without_a_value_is_refused():
+    with pytest.raises(light_step.LightStepError, match="parameter 'p' has no value"):
+        light_step.parameters(_input({"p": None}), {"parameters": {}})
+
+
+def test_an_input_of_two_artifacts_is_refused():
+    """A function-based component takes one artifact per input and output."""
+    two = {"examples": {"artifacts": [{"uri": "/a"}, {"uri": "/b"}]}}
+    with pytest.raises(light_step.LightStepError, match="'examples': 2 artifacts, not one"):
+        light_step._artifacts(two)
+
+
+def test_input_artifacts_carry_their_properties_and_metadata():
+    """`_parse_raw_artifact`: properties, custom properties and the metadata Struct."""
+    raw = {
+        "m": {
+            "artifacts": [
+                {
+                    "name": "n1",
+                    "uri": "s3://b/m",
+                    "customProperties": {"pushed": {"intValue": "1"}},
+                    "metadata": {"pushed_destination": "s3://b/serving/7"},
+                }
+            ]
+        }
+    }
+    artifact = light_step._artifacts(raw)["m"]
+    assert (artifact.uri, artifact.name) == ("s3://b/m", "n1")
+    assert artifact.get_custom_property("pushed") == 1.0
+    assert artifact.get_custom_property("pushed_destination") == "s3://b/serving/7"
+
+
+def test_parameters_a_driver_wrote_in_the_output_file_win(tmp_path):
+    """kubeflow_v2_run_executor.py, lines 84-97: a driver's output file overrides inputs."""
+    output_file = tmp_path / "output_metadata.json"
+    output_file.write_text(json.dumps({"parameterValues": {"p": "from the driver"}}))
+    assert light_step._driver_parameters(str(output_file)) == {
+        "parameterValues": {"p": "from the driver"}
+    }
+    assert light_step._driver_parameters(str(tmp_path / "none.json")) == {}
+
+
+def test_the_benchmark_gives_every_light_step_an_input():
+    assert set(LIGHT_STEP_INPUTS) == set(light_step.LIGHT_STEPS)

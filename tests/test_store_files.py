@@ -1,0 +1,107 @@
+"""components/store_files.py: the same answers on a local directory and on S3 (moto's stand-in).
+
+A light step reads and writes through these functions without TensorFlow, so
+each answer on s3:// must be what a local path gives for the same tree: names,
+directories, globs, walks, contents, and a SavedModel's digest
+(components/serving_dir.model_digest), which the Pusher compares.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from components import store_files
+from components.serving_dir import model_digest
+from tests.s3_standin import s3_standin
+
+# Relative path -> bytes: nested directories, a partition-style name, an empty file.
+TREE = {
+    "model/saved_model.pb": b"graph",
+    "model/variables/variables.index": b"index",
+    "model/assets.extra/push.json": b"{}",
+    "model/assets/vocab.txt": b"a\nb\n",
+    "span=1/part-0.csv": b"x,y\n1,2\n",
+    "span=1/empty.csv": b"",
+    "top.txt": b"top",
+}
+
+
+@pytest.fixture(scope="module")
+def store():
+    with s3_standin() as standin:
+        yield standin
+
+
+@pytest.fixture
+def roots(store, tmp_path, monkeypatch) -> tuple[str, str]:
+    """The same tree at a local path and under s3://pipelines/<test>/."""
+    for name, value in store.shell_environment(tmp_path).items():
+        if name not in ("PATH", "HOME"):
+            monkeypatch.setenv(name, value)
+    local = tmp_path / "tree"
+    remote = f"s3://{store.bucket}/{tmp_path.name}/tree"
+    client = store.client()
+    for relative, data in TREE.items():
+        (local / relative).parent.mkdir(parents=True, exist_ok=True)
+        (local / relative).write_bytes(data)
+        client.put_object(Bucket=store.bucket, Key=f"{tmp_path.name}/tree/{relative}", Body=data)
+    # An empty directory: on S3, the folder marker TensorFlow can leave (object_store.py).
+    (local / "model" / "empty").mkdir()
+    client.put_object(Bucket=store.bucket, Key=f"{tmp_path.name}/tree/model/empty/", Body=b"")
+    return str(local), remote
+
+
+def _relative(paths, root: str) -> list[str]:
+    return sorted(p[len(root) :] for p in paths)
+
+
+@pytest.mark.slow  # an S3 server (moto) in this process
+def test_reads_agree_on_a_local_tree_and_on_s3(roots):
+    local, remote = roots
+    for root in roots:
+        assert store_files.isdir(root) and store_files.exists(root)
+        assert store_files.isdir(f"{root}/model/variables")
+        assert not store_files.isdir(f"{root}/top.txt")
+        assert store_files.exists(f"{root}/span=1/empty.csv")
+        assert not store_files.exists(f"{root}/model/missing")
+        assert not store_files.isdir(f"{root}/mod")  # a prefix of a name is no directory
+    for path in ("", "/model", "/span=1"):
+        assert store_files.listdir(local + path) == store_files.listdir(remote + path)
+    for pattern in ("/*/*.csv", "/model/*", "/*/variables", "/span=[0-9]/part-*", "/top.txt"):
+        found = _relative(store_files.glob(local + pattern), local)
+        assert found == _relative(store_files.glob(remote + pattern), remote), pattern
+        assert found, pattern
+    walked = [
+        [(r[len(root) :], sorted(d), sorted(f)) for r, d, f in sorted(store_files.walk(root))]
+        for root in roots
+    ]
+    assert walked[0] == walked[1]
+    for relative, data in TREE.items():
+        with store_files.open(f"{remote}/{relative}", "rb") as f:
+            assert f.read() == data
+    assert model_digest(f"{local}/model") == model_digest(f"{remote}/model")
+
+
+@pytest.mark.slow  # an S3 server (moto) in this process
+def test_writes_and_removals_on_s3(roots, store):
+    _, remote = roots
+    store_files.write_text(f"{remote}/new/record.json", '{"a": 1}')
+    assert store_files.read_text(f"{remote}/new/record.json") == '{"a": 1}'
+    store_files.remove(f"{remote}/top.txt")
+    assert not store_files.exists(f"{remote}/top.txt")
+    store_files.rmtree(f"{remote}/model")
+    assert not store_files.exists(f"{remote}/model")
+    assert store_files.listdir(remote) == ["new", "span=1"]
+
+
+@pytest.mark.slow  # an S3 server (moto) in this process
+def test_a_missing_object_is_a_missing_file(roots):
+    with pytest.raises(FileNotFoundError, match="no-such"):
+        store_files.open(f"{roots[1]}/no-such.json")
+
+
+def test_a_local_write_makes_its_directory(tmp_path: Path):
+    store_files.write_text(str(tmp_path / "a" / "b" / "c.txt"), "text")
+    assert (tmp_path / "a" / "b" / "c.txt").read_text() == "text"
