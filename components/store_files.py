@@ -270,10 +270,18 @@ def remove(path: str) -> None:
 def _s3_rmtree(bucket: str, key: str) -> None:
     keys, _ = _s3_keys(bucket, key.rstrip("/") + "/")
     client = s3_client()
-    # delete_objects takes at most 1000 keys a request.
+    # delete_objects takes at most 1000 keys a request, and answers 200 even when some
+    # were not deleted: those come back under Errors (quiet mode lists only them).
     for start in range(0, len(keys), 1000):
         batch = [{"Key": k} for k in keys[start : start + 1000]]
-        client.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
+        answer = client.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
+        if answer.get("Errors"):
+            first = answer["Errors"][0]
+            raise OSError(
+                f"could not delete s3://{bucket}/{first.get('Key')}: {first.get('Code')}: "
+                f"{first.get('Message', '')} ({len(answer['Errors'])} of {len(batch)} keys "
+                "in this request not deleted)"
+            )
 
 
 def rmtree(path: str) -> None:

@@ -105,3 +105,28 @@ def test_a_missing_object_is_a_missing_file(roots):
 def test_a_local_write_makes_its_directory(tmp_path: Path):
     store_files.write_text(str(tmp_path / "a" / "b" / "c.txt"), "text")
     assert (tmp_path / "a" / "b" / "c.txt").read_text() == "text"
+
+
+def test_a_key_the_store_did_not_delete_fails_the_removal_naming_it(monkeypatch):
+    """S3's multi-object delete answers 200 and lists the keys it kept under Errors: a
+    removal that left objects behind must not pass for done (an attempt's outputs would
+    not start empty)."""
+
+    class Store:
+        def get_paginator(self, _operation):
+            return self
+
+        def paginate(self, **_options):
+            return [{"Contents": [{"Key": "root/out/a"}, {"Key": "root/out/b"}]}]
+
+        def delete_objects(self, Bucket, Delete):
+            kept = {"Key": "root/out/b", "Code": "AccessDenied", "Message": "Access Denied"}
+            return {"Errors": [kept]}
+
+    monkeypatch.setattr(store_files, "s3_client", Store)
+    with pytest.raises(OSError) as refused:
+        store_files.rmtree("s3://bucket/root/out")
+    assert str(refused.value) == (
+        "could not delete s3://bucket/root/out/b: AccessDenied: Access Denied "
+        "(1 of 2 keys in this request not deleted)"
+    )
