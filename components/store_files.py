@@ -30,9 +30,40 @@ MAX_ATTEMPTS = 3
 _GLOB_CHARS = "*?["
 
 
+# What configures boto3's client here: the store, its credentials and its certificates. A
+# client is made once per set of their values; any change (a test's store, a rotated key in
+# the environment) makes a new one.
+_CLIENT_ENVIRONMENT = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_CA_BUNDLE",
+    "AWS_PROFILE",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+)
+_clients: dict[tuple[str | None, ...], Any] = {}
+
+
 def s3_client():
     """A boto3 S3 client with the bounded waits above, configured by the environment as it is
-    now (a session of its own: boto3's default session keeps the first credentials it read)."""
+    now. Making one takes about a tenth of a second, and a step reading a serving directory
+    asks for one per request: one client per configuration, kept for the process."""
+    configuration = tuple(os.environ.get(name) for name in _CLIENT_ENVIRONMENT)
+    client = _clients.get(configuration)
+    if client is None:
+        client = _clients[configuration] = _new_s3_client()
+    return client
+
+
+def _new_s3_client():
+    """A session of its own: boto3's default session keeps the first credentials it read."""
     import boto3
     from botocore.config import Config
 

@@ -130,3 +130,18 @@ def test_a_key_the_store_did_not_delete_fails_the_removal_naming_it(monkeypatch)
         "could not delete s3://bucket/root/out/b: AccessDenied: Access Denied "
         "(1 of 2 keys in this request not deleted)"
     )
+
+
+def test_one_client_per_store_configuration(monkeypatch):
+    made = []
+    monkeypatch.setattr(store_files, "_new_s3_client", lambda: made.append(object()) or made[-1])
+    monkeypatch.setattr(store_files, "_clients", {})
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9000")
+    first = store_files.s3_client()
+    assert store_files.s3_client() is first and len(made) == 1
+    # Another store, or another key, is another client.
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9001")
+    assert store_files.s3_client() is not first
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "rotated")
+    store_files.s3_client()
+    assert len(made) == 3
