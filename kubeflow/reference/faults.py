@@ -199,7 +199,11 @@ class OutputWatch(_ProbeWatch):
         """Written, looking once more after the command ended by itself: a command that
         writes its outputs last and exits at once can end between two polls (a loaded
         machine starves the probe). The node then goes away while the launcher records
-        the outputs, and the attempt fails all the same."""
+        the outputs, and the attempt fails all the same: the launcher runs the command,
+        then reads its executor output and publishes (kubeflow/pipelines
+        backend/src/v2/component/launcher_v2.go, `execute`: 2.15.0 lines 553-557, 2.16.0
+        lines 610-614, 2.17.0 lines 715-719), so a pod lost after the command's exit and
+        before that record is a failed attempt, as before it."""
         if self.fired():
             return True
         if self._probe is None:
