@@ -18,7 +18,7 @@ ScoringReport exit handler writes the run's report.
 The settings have `serving:`. Versions 1 and 2 are two models (conftest's small
 one and the same trained from another seed: other weights, other scores), and
 the record of what is rolled out is the Deploy step's own: its rollout
-(kubeflow/kserve/rollout.py, called as kubeflow/steps/deploy.py calls it) runs
+(kubeflow/steps/deployment.py, the function the step's pod runs) runs
 against KServe's stand-in (tests/kserve_standin.py), creates the
 InferenceService on version 1, then rolls version 2 out as a canary left for a
 person (`promotion: manual`): version 2 is newer, complete and takes 10% of
@@ -109,64 +109,62 @@ def store():
 
 @pytest.fixture(scope="module")
 def kserve(tmp_path_factory):
-    """The Deploy step's cluster: KServe's controller in the Kubernetes stand-in."""
-    from kubernetes import config as kube_config
-
-    from kubeflow.kserve.cluster import ServingCluster
-
+    """The Deploy step's cluster: KServe's controller in the Kubernetes stand-in, and the
+    kubeconfig that reaches it (the step's `ServingCluster.from_environment` reads it)."""
     tmp = tmp_path_factory.mktemp("kserve")
     standin = KubernetesStandin(sys.executable, users={TOKEN: "system:serviceaccount:x:deployer"})
     with standin:
         standin.kubeconfig(tmp / "kubeconfig", namespace=NAMESPACE, token=TOKEN)
-        client = kube_config.new_client_from_config(str(tmp / "kubeconfig"))
-        yield standin.kserve, ServingCluster(client, NAMESPACE)
+        yield standin.kserve, tmp / "kubeconfig"
 
 
-def deploy(cluster, examples_uri: Path, serving_dir: Path, version: str, **serving):
-    """The Deploy step's work for a pushed `serving_dir/version`, in kubeflow/steps/deploy.py's
-    order: the TF Serving release, the copy to the storage root, the smoke rows, the rollout."""
-    from kubeflow.kserve import layout, runtime, smoke
-    from kubeflow.kserve.rollout import Rollout
+def deploy(kubeconfig: Path, examples_uri: Path, serving_dir: Path, version: str, **serving):
+    """The Deploy step's own work (kubeflow/steps/deployment.py `deploy`, as its pod runs
+    it through kubeflow/light_step.py) for a pushed `serving_dir/version`; its outcome."""
+    import os
+    from unittest import mock
+
+    from components.artifact_names import PUSHED_DESTINATION_PROPERTY, PUSHED_PROPERTY
+    from kubeflow.light_step import StepArtifact
     from kubeflow.settings.serving import parse_serving
+    from kubeflow.steps import deployment
 
     config = parse_serving(
         {"inference_service": INFERENCE_SERVICE, "ready_timeout": "30s", **serving},
         str(serving_dir),
     ).to_json()
-    destination = str(serving_dir / version)
-    instances, serialized = smoke.eval_rows(str(examples_uri), destination, config["smoke_rows"])
-    return Rollout(
-        cluster=cluster,
-        config=config,
-        namespace=NAMESPACE,
-        version=version,
-        storage_uri=layout.publish_version(destination, config["storage_root"], version),
-        instances=instances,
-        expected=smoke.expected_scores(destination, serialized),
-        runtime_version=runtime.runtime_version(
-            config["runtime_version"], runtime.exported_by(destination), gpu=config["gpu"]
-        ),
-        poll_seconds=0.05,
-    ).run()
+    pushed = StepArtifact(uri=str(serving_dir.parent / "pushed"))
+    pushed.set_int_custom_property(PUSHED_PROPERTY, 1)
+    pushed.set_string_custom_property(PUSHED_DESTINATION_PROPERTY, str(serving_dir / version))
+    outcome = StepArtifact(uri=str(serving_dir.parent / "deployment" / version))
+    with mock.patch.dict(os.environ, {"KUBECONFIG": str(kubeconfig)}):
+        deployment.deploy(
+            pushed_model=pushed,
+            examples=StepArtifact(uri=str(examples_uri)),
+            deployment=outcome,
+            serving=json.dumps(config),
+            poll_seconds=0.05,
+        )
+    return deployment.read_outcome(outcome.uri)
 
 
 def rolled_out_by_the_deploy_step(kserve, tmp: Path, versions: dict, eval_files: str) -> dict:
     """Version 1 created and serving, then version 2 left as a canary (promotion: manual):
     the outcomes, the storageUri the stand-in routes most traffic to, and the record."""
-    controller, cluster = kserve
+    controller, kubeconfig = kserve
     examples_uri = tmp / "examples"  # the run's eval split, for the smoke request
     (examples_uri / "Split-eval").mkdir(parents=True)
     shutil.copy(eval_files, examples_uri / "Split-eval")
     serving_dir, storage_root = tmp / "serving", str(tmp / "serving-kserve")
     for version, base in versions.items():  # as the Pusher writes them
         shutil.copytree(base / "1", serving_dir / version)
-    created = deploy(cluster, examples_uri, serving_dir, "1", storage_root=storage_root)
+    created = deploy(kubeconfig, examples_uri, serving_dir, "1", storage_root=storage_root)
     canary = deploy(
-        cluster, examples_uri, serving_dir, "2", storage_root=storage_root, promotion="manual"
+        kubeconfig, examples_uri, serving_dir, "2", storage_root=storage_root, promotion="manual"
     )
     return {
-        "outcomes": (created.outcome, canary.outcome),
-        "canary_traffic": sorted(t["percent"] for t in canary.traffic),
+        "outcomes": (created["outcome"], canary["outcome"]),
+        "canary_traffic": sorted(t["percent"] for t in canary["traffic"]),
         "most_traffic": controller.serving_storage_uri(NAMESPACE, INFERENCE_SERVICE),
         "storage_root": storage_root,
         "record": rolled_out_record(storage_root),

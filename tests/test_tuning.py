@@ -206,6 +206,73 @@ def test_a_seeded_search_picks_the_same_best_trial_and_resumes(
     assert [t.score for t in resumed.trials[:2]] == [t.score for t in first.trials]
 
 
+def test_a_state_write_cut_off_keeps_the_previous_state_whole(tmp_path, monkeypatch):
+    """A kill between writing the state and its taking the file's name: the file holds
+    the previous state, whole; the next write replaces it."""
+    import os
+
+    from trainer.tuning import read_state, save_state
+
+    path = str(tmp_path / "oracle.json")
+    save_state(path, {"trials": 1})
+
+    def killed(*args):
+        raise KeyboardInterrupt("killed before the rename")
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        save_state(path, {"trials": 2})
+    assert read_state(path, str(tmp_path)) == {"trials": 1}
+    monkeypatch.undo()
+    save_state(path, {"trials": 2})
+    assert read_state(path, str(tmp_path)) == {"trials": 2}
+
+
+def test_a_search_writes_none_of_its_state_with_keras_tuners_in_place_writer(
+    tmp_path, two_trials, taxi_trainer_inputs, taxi_spec, monkeypatch
+):
+    """KerasTuner empties a state file before it writes it (`save_json`): a search killed
+    then left `oracle.json` or `tuner0.json` empty, and the resumed search could not
+    start. Every file a resumed search writes (a trial's, the oracle's, the tuner's) goes
+    through `save_state` instead."""
+    from keras_tuner.src import utils
+
+    from tests.conftest import copy_tree
+
+    def in_place(path, obj):
+        raise AssertionError(f"{path} written in place by KerasTuner's save_json")
+
+    monkeypatch.setattr(utils, "save_json", in_place)
+    directory = copy_tree(two_trials[0], tmp_path / "s")
+    before = {p: p.stat().st_mtime_ns for p in (directory / "search").rglob("*.json")}
+    assert tiny_search(taxi_trainer_inputs, taxi_spec, directory, max_trials=3).ran == ("2",)
+    written = {p for p in (directory / "search").rglob("*.json")
+               if before.get(p) != p.stat().st_mtime_ns}  # fmt: skip
+    assert {p.relative_to(directory / "search").as_posix() for p in written} >= {
+        "oracle.json",
+        "tuner0.json",
+        "trial_2/trial.json",
+    }
+    assert not list(directory.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("name", ["oracle.json", "tuner0.json", "trial_1/trial.json"])
+def test_a_state_file_cut_off_is_named_with_what_to_do(
+    tmp_path, two_trials, taxi_trainer_inputs, taxi_spec, name
+):
+    from tests.conftest import copy_tree
+    from trainer.tuning import SearchStateError
+
+    directory = copy_tree(two_trials[0], tmp_path / "s")
+    cut = directory / "search" / name
+    whole = cut.read_text()
+    cut.write_text(whole[: len(whole) // 2])  # tuner0.json holds "{}"
+    with pytest.raises(SearchStateError) as raised:
+        tiny_search(taxi_trainer_inputs, taxi_spec, directory, max_trials=3)
+    assert str(raised.value).startswith(f"the search's state file {cut} is not whole JSON")
+    assert str(raised.value).endswith(f"remove {directory / 'search'} to start the search again")
+
+
 def test_two_worker_processes_run_the_same_search(
     tmp_path, two_trials, taxi_trainer_inputs, taxi_spec
 ):
@@ -499,10 +566,9 @@ def test_a_search_killed_mid_trial_resumes_without_running_a_completed_trial_aga
     deadline = time.monotonic() + 600
     try:
         while True:
-            try:
-                states = [t["status"] for t, _ in trial_files(search_dir).values()]
-            except json.JSONDecodeError:  # a file read while KerasTuner writes it
-                states = []
+            # No JSONDecodeError allowed: a state file is replaced whole, never written
+            # in place (`save_state`), so it is never read half-written.
+            states = [t["status"] for t, _ in trial_files(search_dir).values()]
             if "COMPLETED" in states and "RUNNING" in states:
                 break
             assert run.poll() is None, f"the search ended before the kill:\n{log.read_text()}"

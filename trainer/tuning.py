@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -158,6 +159,57 @@ def _search(tuner) -> bool:
     return True
 
 
+class SearchStateError(ValueError):
+    """A file of the search's state cannot be read back."""
+
+
+def save_state(path: str, state: Any) -> None:
+    """Writes one of the search's state files whole or not at all.
+
+    KerasTuner 1.4.8 writes its files in place (keras_tuner/src/utils.py,
+    `save_json`, lines 81-94: the file is opened for writing, so emptied, then
+    written), and a search killed between the two left an empty `oracle.json`
+    or `tuner0.json`: the resumed search failed to parse it, and the trials it
+    had completed were lost with it. Locally the state goes to a file beside
+    it, then takes its name (a rename within a directory is atomic); on an
+    object store an upload is already whole or absent, and a rename would be a
+    copy and a delete.
+    """
+    import json
+    import threading
+
+    text = json.dumps(state)
+    if "://" in path:
+        import tensorflow as tf
+
+        with tf.io.gfile.GFile(path, "w") as f:
+            f.write(text)
+        return
+    # The chief's oracle answers its workers from several gRPC threads.
+    temporary = f"{path}.{os.getpid()}-{threading.get_ident()}.tmp"
+    with open(temporary, "w") as f:
+        f.write(text)
+    os.replace(temporary, path)
+
+
+def read_state(path: str, project_dir: str) -> Any:
+    """A state file of the search, parsed; SearchStateError naming it if it is not whole."""
+    import json
+
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(path) as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise SearchStateError(
+            f"the search's state file {path} is not whole JSON ({err.msg}, "
+            f"{len(text)} bytes): a write to it was cut off; remove {project_dir} "
+            "to start the search again"
+        ) from None
+
+
 class BudgetedOracle(keras_tuner.oracles.RandomSearchOracle):
     """KerasTuner's random search, its budget counted in completed trials.
 
@@ -193,7 +245,21 @@ class ResumingOracle(BudgetedOracle):
 
     reloaded = False
 
+    def save(self) -> None:
+        save_state(self._get_oracle_fname(), self.get_state())
+
+    def _save_trial(self, trial) -> None:
+        save_state(
+            os.path.join(self._get_trial_dir(trial.trial_id), "trial.json"), trial.get_state()
+        )
+
     def reload(self) -> None:
+        import tensorflow as tf
+
+        # Each file KerasTuner's `reload` reads (oracle.py, 1.4.8, lines 750-772).
+        trial_files = tf.io.gfile.glob(os.path.join(self._project_dir, "trial_*", "trial.json"))
+        for path in [*trial_files, self._get_oracle_fname()]:
+            read_state(path, self._project_dir)
         super().reload()
         self.reloaded = True
         status = keras_tuner.engine.trial.TrialStatus
@@ -253,6 +319,18 @@ def _tuner(
         return compiled_model(space(hp), spec, runtime, input_sizes)
 
     class TrialTuner(keras_tuner.Tuner):
+        # KerasTuner's `save` and `reload` (base_tuner.py, 1.4.8, lines 451-461), with
+        # the tuner's own file written whole (`save_state`) and read by `read_state`.
+        def save(self) -> None:
+            if not self._is_worker():
+                self.oracle.save()
+            save_state(self._get_tuner_fname(), self.get_state())
+
+        def reload(self) -> None:
+            if not self._is_worker():
+                self.oracle.reload()
+            self.set_state(read_state(self._get_tuner_fname(), self.project_dir))
+
         def pre_create_trial(self) -> None:
             if settings.deadline is not None and time.time() >= settings.deadline:
                 raise DeadlineReached()
@@ -302,7 +380,6 @@ def worker_environment(oracle_ip: str, oracle_port: int, index: int) -> dict[str
 
 def local_workers(job_file: str, oracle_ip: str, oracle_port: int, workers: int) -> list[int]:
     """Runs `workers` worker processes on this machine; returns their exit codes."""
-    import os
     import subprocess
     import sys
 
