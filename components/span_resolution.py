@@ -24,7 +24,7 @@ import copy
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
@@ -396,6 +396,26 @@ def splits_fingerprint_span_and_version(
     return "\n".join(fingerprints), select_span, select_version
 
 
+def pattern_error(
+    input_base: str,
+    splits: Iterable[Any],
+    err: ValueError,
+    glob: Callable[[str], Iterable[str]],
+) -> InputPatternError:
+    """TFX's error resolving `splits` (each with `pattern`) as one line naming the data
+    root and the pattern: no file there at all, or TFX's reason."""
+    patterns = [s.pattern for s in splits]
+    if not any(SpanPattern(p).relative_matches(input_base, glob) for p in patterns):
+        return InputPatternError(
+            f"no files under {input_base} match the input pattern {', '.join(patterns)} "
+            "(the dataset spec's input.pattern)"
+        )
+    return InputPatternError(
+        f"input pattern {', '.join(patterns)} under {input_base} "
+        f"(the dataset spec's input.pattern): {err}"
+    )
+
+
 def _resolve_span(input_base: str, splits: list[Split], span: int | None) -> SpanRead:
     """One span (None: the latest) exactly as TFX's ExampleGen driver resolves it: a
     `FileBasedInputProcessor` on the escaped root (TFX globs the root and the pattern
@@ -406,17 +426,7 @@ def _resolve_span(input_base: str, splits: list[Split], span: int | None) -> Spa
     try:
         fingerprint, resolved_span, version = splits_fingerprint_span_and_version(uri, splits, span)
     except ValueError as err:
-        patterns = ", ".join(s.pattern for s in splits)
-        if not any(
-            SpanPattern(s.pattern).relative_matches(input_base, store_files.glob) for s in splits
-        ):
-            raise InputPatternError(
-                f"no files under {input_base} match the input pattern {patterns} "
-                "(the dataset spec's input.pattern)"
-            ) from None
-        raise InputPatternError(
-            f"input pattern {patterns} under {input_base} (the dataset spec's input.pattern): {err}"
-        ) from None
+        raise pattern_error(input_base, splits, err, store_files.glob) from None
     return SpanRead(
         span=resolved_span,
         version=version,

@@ -1,8 +1,8 @@
 """components/span_resolution.py answers what TFX 1.16's ExampleGen driver answers, byte for byte.
 
-The reference is TFX's own `FileBasedInputProcessor`, run in the test on the
-same small trees, wrapped as the project wrapped it before the port (the
-errors in `InputPatternError`'s two one-line forms): span, version, each
+The reference is TFX's own `FileBasedInputProcessor` and TFX's `fileio`, run
+in the test on the same small trees, wrapped as the project wrapped it before
+the port (its errors in `InputPatternError`'s two one-line forms): span, version, each
 split's pattern and the fingerprint string, or the error's type and text.
 On S3 (moto's stand-in) the port answers as on a local copy of the tree whose
 files carry the store's modification times.
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from components import span_resolution
-from components.span_resolution import InputPatternError, SpanRead, Split
-from components.spans import SpanPattern, glob_root
+from components.span_resolution import SpanRead, Split
+from components.spans import glob_root
 
 # A fixed modification time (whole seconds) and one with a fraction, which TFX truncates.
 MTIME = 1_704_164_645
@@ -40,17 +40,7 @@ def tfx_resolve_span(input_base: str, splits: list[Split], span: int | None) -> 
     try:
         resolved_span, version = processor.resolve_span_and_version()
     except ValueError as err:
-        patterns = ", ".join(s.pattern for s in splits)
-        if not any(
-            SpanPattern(s.pattern).relative_matches(input_base, fileio.glob) for s in splits
-        ):
-            raise InputPatternError(
-                f"no files under {input_base} match the input pattern {patterns} "
-                "(the dataset spec's input.pattern)"
-            ) from None
-        raise InputPatternError(
-            f"input pattern {patterns} under {input_base} (the dataset spec's input.pattern): {err}"
-        ) from None
+        raise span_resolution.pattern_error(input_base, splits, err, fileio.glob) from None
     return SpanRead(
         span=resolved_span,
         version=version,
