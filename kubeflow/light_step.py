@@ -215,12 +215,13 @@ def run(class_path: str, executor_input: Mapping[str, Any], inputs_spec: Mapping
     )
     logging.info("Starting executor")  # Line 134, right before the executor's Do.
     function = step_function(class_path)
-    # TFX's function executor hands the function the outputs its signature names; the
-    # others are the values it returns (decorators.py, `_FunctionExecutor.Do`, lines 242-263).
+    # TFX's function executor hands the function what its signature names, and nothing
+    # else (decorators.py, `_extract_func_args`, lines 45-106, from `_FunctionExecutor.Do`,
+    # lines 242-263): an output it does not take is a value it returns, and a parameter
+    # it does not take (a driver's, from the output file of an earlier attempt) is left.
     taken = inspect.signature(function).parameters
-    returned = function(
-        **exec_properties, **inputs, **{k: a for k, a in outputs.items() if k in taken}
-    )
+    arguments = {**exec_properties, **inputs, **outputs}
+    returned = function(**{k: v for k, v in arguments.items() if k in taken})
     _write_returned_values(class_path, returned or {}, outputs)
     # outputs_utils.tag_output_artifacts_with_version (line 137 of the entrypoint).
     from tfx.version import __version__ as tfx_version

@@ -84,6 +84,21 @@ def test_the_light_runner_writes_what_tfx_entrypoint_writes(
     }
 
 
+@pytest.mark.slow  # compiles the packages
+def test_a_second_attempt_over_the_first_ones_output_file_runs_as_the_first(
+    compiled_arguments, tmp_path
+):
+    """kubeflow_v2_run_executor.py, lines 89-102, reads a driver's output file, and a second
+    attempt in the same place finds the first's, whose output parameters then come in as
+    parameters: TFX's function executor hands the function only what it takes."""
+    class_path = "kubeflow.steps.input_snapshot.InputSnapshot_Executor"
+    compiled = compiled_arguments[class_path]
+    first = _run(tmp_path, class_path, compiled, tfx=False)
+    second = _run(tmp_path, class_path, compiled, tfx=False)
+    assert second["executor_output"] == first["executor_output"]
+    assert second["outcomes"] == ["succeeded", "succeeded"]
+
+
 def _input(parameters: dict, *, legacy: bool = False, output_file: str = "") -> dict:
     key = "parameters" if legacy else "parameterValues"
     return {"inputs": {key: parameters}, "outputs": {"outputFile": output_file}}
