@@ -181,7 +181,7 @@ def _local_glob(pattern: str) -> list[str]:
     """`pattern` matched segment by segment, as TensorFlow matches a local glob: its
     `FileSystem::Match` is `fnmatch(pattern, path, FNM_PATHNAME)` (tsl/platform/
     file_system.cc), without FNM_PERIOD, so `*` matches a name starting with a dot, which
-    Python's `glob` skips. An object store's listing has no hidden names either."""
+    Python's `glob` skips; the S3 listing below hides no name either."""
     head, *segments = pattern.split("/")
     found = ["/" if head == "" else head]
     if any(c in head for c in _GLOB_CHARS):  # A relative pattern, a wildcard first.
