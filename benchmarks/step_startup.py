@@ -151,8 +151,13 @@ def compiled_packages(tmp: Path) -> dict[str, dict[str, list[str]]]:
 # step: the report has every step's state and no section to read).
 _DAG = {"order": ["ExampleGen", "Trainer"], "upstream": {"Trainer": ["ExampleGen"]}}
 _HTML = {"schemaTitle": "system.HTML", "schemaVersion": "0.0.1"}
+_STRING = {"instanceSchema": "title: tfx.String\ntype: object\n"}
+_VERSIONED_SPANS = "span-{SPAN}/v{VERSION}/*.csv"
 # Stands for the run's root directory in a parameter (`light_step_arguments` fills it in).
 ROOT = "{root}"
+# The modification time of the files a light step reads (`files`): one fingerprint for
+# every run of the same step.
+FILES_MTIME = 1_704_164_645
 LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
     "kubeflow.steps.run_status.RunStatus_Executor": {
         "parameters": {
@@ -204,16 +209,40 @@ LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
         },
         "outputs": {"report": _HTML},
     },
+    "kubeflow.steps.input_snapshot.InputSnapshot_Executor": {
+        # A window of two spans, one of them in two versions, under the run's root.
+        "parameters": {
+            "input_base": f"{ROOT}/data",
+            "input_config": json.dumps(
+                {"splits": [{"name": "single_split", "pattern": _VERSIONED_SPANS}]}
+            ),
+            "input_window": json.dumps({"pattern": _VERSIONED_SPANS, "spans": 2}),
+        },
+        "files": {
+            "data/span-1/v1/part-0.csv": "a\n1\n",
+            "data/span-2/v1/part-0.csv": "a\n2\n",
+            "data/span-2/v2/part-0.csv": "a\n2\n3\n",
+            "data/span-2/v2/part-1.csv": "a\n4\n",
+        },
+        "outputs": {"snapshot": _STRING},
+        "output_parameters": ["snapshot"],
+    },
 }
 
 
 def light_step_arguments(class_path: str, args: list[str], root: Path) -> list[str]:
     """The compiled container `args` with a driver-shaped executor input for `class_path`:
     LIGHT_STEP_INPUTS: its parameters; its input artifacts, as an upstream step of the run
-    left them under `root`/run-1/; each output under `root`/run-1/<step>/."""
+    left them under `root`/run-1/; the data files it reads, written under `root`; each
+    output under `root`/run-1/<step>/, each output parameter's file under `root`/pod/."""
     step = class_path.rsplit(".", 1)[1].removesuffix("_Executor")
     given = LIGHT_STEP_INPUTS[class_path]
-    executor_input = {
+    for relative, text in given.get("files", {}).items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        os.utime(path, (FILES_MTIME, FILES_MTIME))
+    executor_input: dict[str, Any] = {
         "inputs": {
             "parameterValues": {
                 name: value.replace(ROOT, str(root)) if isinstance(value, str) else value
@@ -249,6 +278,11 @@ def light_step_arguments(class_path: str, args: list[str], root: Path) -> list[s
             "outputFile": str(root / "pod" / step / "output_metadata.json"),
         },
     }
+    if given.get("output_parameters"):
+        executor_input["outputs"]["parameters"] = {
+            name: {"outputFile": str(root / "pod" / step / "parameters" / name)}
+            for name in given["output_parameters"]
+        }
     argv = list(args)
     argv[argv.index(INVOCATION_FLAG) + 1] = json.dumps(executor_input)
     return argv

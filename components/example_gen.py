@@ -26,7 +26,7 @@ components/input_files.py's: writers' leftovers are skipped, the format is the
 dataset spec's `input.format` or the files' extension.
 
 That resolution is a function of its own, `resolve_input`
-(components/input_resolution.py): the `InputSnapshot` step
+(components/span_resolution.py, TFX's ported without TFX): the `InputSnapshot` step
 (kubeflow/steps/input_snapshot.py) runs it before ExampleGen on Kubeflow, so the
 data's fingerprint enters ExampleGen's cache key there too.
 """
@@ -78,15 +78,9 @@ from components.input_files import (
     no_rows_message,
     parquet_column_names,
 )
-from components.input_resolution import (
-    InputPatternError,
-    ResolvedInput,
-    SpanRead,
-    input_config,
-    input_window,
-    resolve_input,
-)
+from components.input_resolution import input_config, input_window
 from components.parquet_to_examples import parquet_batches
+from components.span_resolution import InputPatternError, ResolvedInput, SpanRead, resolve_input
 from components.spans import glob_root
 
 # Our own execution properties (see ExampleGenSpec).

@@ -9,7 +9,7 @@ through the OS and s3:// through boto3, the client the reachability check
 already uses. Any other scheme (gs://) goes through TFX's `fileio`, which
 loads TensorFlow: the light steps are light on local paths and S3.
 
-The names follow `fileio`'s (`exists`, `isdir`, `listdir`, `glob`, `open`,
+The names follow `fileio`'s (`exists`, `isdir`, `listdir`, `glob`, `stat`, `open`,
 `remove`, `rmtree`), so a module moves from one to the other by its import.
 """
 
@@ -21,6 +21,7 @@ import io
 import os
 import shutil
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import IO, Any
 
 # Bounded waits for every S3 request: a wrong endpoint fails in seconds, not minutes.
@@ -176,13 +177,39 @@ def listdir(path: str) -> list[str]:
     return sorted(name.rstrip("/") for name in _fileio().listdir(path))
 
 
+def _local_glob(pattern: str) -> list[str]:
+    """`pattern` matched segment by segment, as TensorFlow matches a local glob: its
+    `FileSystem::Match` is `fnmatch(pattern, path, FNM_PATHNAME)` (tsl/platform/
+    file_system.cc), without FNM_PERIOD, so `*` matches a name starting with a dot, which
+    Python's `glob` skips; the S3 listing below hides no name either."""
+    head, *segments = pattern.split("/")
+    found = ["/" if head == "" else head]
+    if any(c in head for c in _GLOB_CHARS):  # A relative pattern, a wildcard first.
+        found, segments = ["."], [head, *segments]
+    for segment in segments:
+        if not segment:  # A trailing or doubled slash.
+            continue
+        matched = []
+        for parent in found:
+            if not any(c in segment for c in _GLOB_CHARS):
+                matched.append(os.path.join(parent, segment))
+            elif os.path.isdir(parent):
+                names = os.listdir(parent)
+                matched += [
+                    os.path.join(parent, n) for n in names if fnmatch.fnmatchcase(n, segment)
+                ]
+        found = matched
+    return sorted(
+        os.path.normpath(p) if p.startswith("./") else p for p in found if os.path.lexists(p)
+    )
+
+
 def glob(pattern: str) -> list[str]:
-    """Paths matching `pattern`, whose `*`, `?` and `[...]` match within one path segment."""
+    """Paths matching `pattern`, whose `*`, `?` and `[...]` match within one path segment,
+    hidden names included (as TensorFlow's and TFX's `fileio.glob`)."""
     scheme = _scheme(pattern)
     if scheme is None:
-        import glob as local_glob
-
-        return sorted(local_glob.glob(pattern))
+        return _local_glob(os.fspath(pattern))
     if scheme != "s3":
         return sorted(_fileio().glob(pattern))
     bucket, key_pattern = _split(pattern)
@@ -205,6 +232,39 @@ def glob(pattern: str) -> list[str]:
         if all(fnmatch.fnmatchcase(p, s) for p, s in zip(head, segments, strict=True)):
             found.add(f"s3://{bucket}/{'/'.join(head)}")
     return sorted(found)
+
+
+@dataclass(frozen=True)
+class FileStat:
+    """What TFX's `fileio.stat` gives (`StatResult`): the size and the modification time."""
+
+    length: int
+    mtime_nsec: int
+
+
+def _local_stat(path: str) -> FileStat:
+    # TensorFlow's PosixFileSystem::Stat (tsl/platform/default/posix_file_system.cc): the
+    # length is st_size, the time `st_mtime * 1e9`, whole seconds.
+    found = os.stat(path)
+    return FileStat(length=found.st_size, mtime_nsec=found.st_mtime_ns // 10**9 * 10**9)
+
+
+def _s3_stat(bucket: str, key: str) -> FileStat:
+    # tensorflow-io's S3 file system, `Stat` (tensorflow_io/core/filesystems/s3/
+    # s3_filesystem.cc): HeadObject's ContentLength, and LastModified in milliseconds * 1e6.
+    answer = s3_client().head_object(Bucket=bucket, Key=key)
+    millis = round(answer["LastModified"].timestamp() * 1000)
+    return FileStat(length=int(answer["ContentLength"]), mtime_nsec=millis * 10**6)
+
+
+def _other_stat(path: str) -> FileStat:
+    found = _fileio().stat(path)
+    return FileStat(length=int(found.length), mtime_nsec=int(found.mtime_nsec))
+
+
+def stat(path: str) -> FileStat:
+    """A file's size and modification time, as TFX's `fileio.stat` gives them."""
+    return _by_scheme(path, _local_stat, _s3_stat, _other_stat)
 
 
 def walk(top: str) -> Iterator[tuple[str, list[str], list[str]]]:

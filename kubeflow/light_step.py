@@ -18,6 +18,7 @@ this one on the same executor input and compares the executor output files.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,9 @@ LIGHT_STEPS: Mapping[str, str] = {
     "kubeflow.steps.scoring_report.ScoringReport_Executor": (
         "kubeflow.steps.scoring_run_report.write_scoring_run_report"
     ),
+    "kubeflow.steps.input_snapshot.InputSnapshot_Executor": (
+        "kubeflow.steps.input_fingerprint.take_snapshot"
+    ),
 }
 # kubeflow_v2_entrypoint_utils.py, line 34 and lines 144-146: a parameter by
 # this name reaches the executor as `input_base` (standard_component_specs.INPUT_BASE_KEY).
@@ -44,6 +48,12 @@ _INPUT_BASE_KEY = "input_base"
 TFX_VERSION_PROPERTY = "tfx_version"
 # pipeline_spec.proto's ParameterType for an int parameter (kfp-pipeline-spec).
 _NUMBER_INTEGER = "NUMBER_INTEGER"
+# tfx/types/value_artifact.py, line 27: the custom property `ValueArtifact.write` sets
+# (lines 65-73), 0 for a value, 1 for None.
+_IS_NULL_KEY = "__is_null__"
+# The value artifact a returned string becomes (tfx/types/standard_artifacts.py, `String`,
+# lines 347-363: UTF-8), by its schema title in the executor input.
+_STRING_TITLE = "tfx.String"
 
 
 class LightStepError(ValueError):
@@ -56,6 +66,8 @@ class StepArtifact:
 
     uri: str
     name: str = ""
+    # The schema title of the artifact's type (`title: tfx.String`), where it has one.
+    title: str = ""
     # TFX's metadata mapping (kubeflow_v2_entrypoint_utils.py, lines 213-227):
     # every property and custom property as a JSON value.
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -107,9 +119,24 @@ def _artifacts(artifact_lists: Mapping[str, Any]) -> dict[str, StepArtifact]:
         # Lines 305-332: the metadata Struct, as it is.
         metadata.update(raw.get("metadata", {}))
         found[key] = StepArtifact(
-            uri=raw.get("uri", ""), name=raw.get("name", ""), metadata=metadata
+            uri=raw.get("uri", ""),
+            name=raw.get("name", ""),
+            title=_schema_title(raw.get("type", {})),
+            metadata=metadata,
         )
     return found
+
+
+def _schema_title(artifact_type: Mapping[str, Any]) -> str:
+    """kubeflow_v2_entrypoint_utils.py, `_retrieve_class_path` (lines 252-267): the type's
+    `schemaTitle`, or the `title` of its `instanceSchema` YAML (`tfx.Artifact` without one)."""
+    if artifact_type.get("schemaTitle"):
+        return artifact_type["schemaTitle"]
+    if artifact_type.get("instanceSchema"):
+        import yaml
+
+        return (yaml.safe_load(artifact_type["instanceSchema"]) or {}).get("title", "tfx.Artifact")
+    return ""
 
 
 def _pipeline_value(value: Mapping[str, Any]) -> Any:
@@ -178,9 +205,7 @@ def run(class_path: str, executor_input: Mapping[str, Any], inputs_spec: Mapping
     inputs = _artifacts(executor_input.get("inputs", {}).get("artifacts", {}))
     outputs = _artifacts(executor_input.get("outputs", {}).get("artifacts", {}))
     exec_properties = parameters(executor_input, inputs_spec)
-    if executor_input.get("outputs", {}).get("parameters"):
-        # Lines 145-166 turn them into value artifacts; no light step has one.
-        raise LightStepError(f"{class_path}: output parameters are not run without TFX")
+    output_parameters = executor_input.get("outputs", {}).get("parameters", {})
     logging.info(
         "Executor %s do (light): inputs: %s, outputs: %s, exec_properties: %s",
         class_path,
@@ -189,8 +214,16 @@ def run(class_path: str, executor_input: Mapping[str, Any], inputs_spec: Mapping
         exec_properties,
     )
     logging.info("Starting executor")  # Line 134, right before the executor's Do.
-    step_function(class_path)(**exec_properties, **inputs, **outputs)
-    # outputs_utils.tag_output_artifacts_with_version (line 126 of the entrypoint).
+    function = step_function(class_path)
+    # TFX's function executor hands the function what its signature names, and nothing
+    # else (decorators.py, `_extract_func_args`, lines 45-106, from `_FunctionExecutor.Do`,
+    # lines 242-263): an output it does not take is a value it returns, and a parameter
+    # it does not take (a driver's, from the output file of an earlier attempt) is left.
+    taken = inspect.signature(function).parameters
+    arguments = {**exec_properties, **inputs, **outputs}
+    returned = function(**{k: v for k, v in arguments.items() if k in taken})
+    _write_returned_values(class_path, returned or {}, outputs)
+    # outputs_utils.tag_output_artifacts_with_version (line 137 of the entrypoint).
     from tfx.version import __version__ as tfx_version
 
     for artifact in outputs.values():
@@ -198,11 +231,57 @@ def run(class_path: str, executor_input: Mapping[str, Any], inputs_spec: Mapping
             artifact.set_string_custom_property(TFX_VERSION_PROPERTY, tfx_version)
     # Lines 139-142 and 168-170: `translate_executor_output`, one artifact per output,
     # written as JSON (json_format.MessageToJson's two-space indent).
-    executor_output = {
+    executor_output: dict[str, Any] = {
         "artifacts": {
             key: {"artifacts": [artifact.to_runtime_artifact()]}
             for key, artifact in outputs.items()
         }
     }
+    if output_parameters:
+        executor_output["parameterValues"] = _parameter_values(
+            class_path, output_parameters, outputs, returned or {}
+        )
     if output_file:  # Lines 168-170; the parent directory is made as fileio.makedirs does.
         store_files.write_text(output_file, json.dumps(executor_output, indent=2))
+
+
+def _write_returned_values(
+    class_path: str, returned: Mapping[str, Any], outputs: Mapping[str, StepArtifact]
+) -> None:
+    """What TFX's function executor does with the dict a component returns
+    (tfx/dsl/component/experimental/decorators.py, `_assign_returned_values`, lines
+    109-147): each value goes to the output artifact of its name, a value artifact,
+    written by `ValueArtifact.write` (tfx/types/value_artifact.py, lines 65-73): the
+    encoded value at the artifact's URI and `__is_null__` 0."""
+    for key, value in returned.items():
+        artifact = outputs.get(key)
+        if artifact is None:
+            raise LightStepError(f"{class_path} returned {key!r}, which is no output of the step")
+        if artifact.title != _STRING_TITLE or not isinstance(value, str):
+            raise LightStepError(
+                f"{class_path}: output {key!r} ({artifact.title or 'untyped'}, "
+                f"{type(value).__name__}): the light runner writes strings to {_STRING_TITLE} only"
+            )
+        artifact.set_int_custom_property(_IS_NULL_KEY, 0)
+        with store_files.open(artifact.uri, "wb") as f:
+            f.write(value.encode("utf-8"))
+
+
+def _parameter_values(
+    class_path: str,
+    output_parameters: Mapping[str, Any],
+    outputs: Mapping[str, StepArtifact],
+    returned: Mapping[str, Any],
+) -> dict[str, Any]:
+    """kubeflow_v2_run_executor.py, lines 156-174: each output parameter is the value of
+    the output artifact of its name, a String's as `string_value`."""
+    found = {}
+    for key in output_parameters:
+        if key not in outputs:  # Lines 157-159.
+            raise LightStepError(
+                f"{class_path}: output parameter {key!r} has no output artifact of its name"
+            )
+        if key not in returned:
+            raise LightStepError(f"{class_path} returned no value for output {key!r}")
+        found[key] = returned[key]
+    return found

@@ -40,7 +40,8 @@ from kubeflow.settings.retries import RetryRoles
 from kubeflow.settings.serving import Serving
 from kubeflow.step_ids import DEPLOY, INPUT_SNAPSHOT, RUN_REPORT, RUN_STATUS, SCORING_REPORT
 from kubeflow.steps.deploy import Deploy
-from kubeflow.steps.input_snapshot import SNAPSHOT_KEY, InputSnapshot
+from kubeflow.steps.input_fingerprint import SNAPSHOT_KEY
+from kubeflow.steps.input_snapshot import InputSnapshot
 from kubeflow.steps.run_report import RunReport
 from kubeflow.steps.run_status import RunStatus
 from kubeflow.steps.scoring_report import ScoringReport

@@ -15,12 +15,8 @@ from tfx.utils import proto_utils
 
 from components import artifact_names
 from components.example_gen import INPUT_WINDOW_KEY, ExampleGen, SpanResolvingExecutor
-from components.input_resolution import (
-    InputPatternError,
-    input_config,
-    input_window,
-    resolve_input,
-)
+from components.input_resolution import input_config, input_window
+from components.span_resolution import InputPatternError, resolve_input
 from components.spans import SpanPattern, date_to_span, latest_spans, present_spans
 from tests.conftest import read_taxi_rows, write_csv
 from tests.harness import run_example_gen, split_records

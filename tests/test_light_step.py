@@ -48,10 +48,18 @@ def _run(root: Path, class_path: str, compiled: list[str], tfx: bool) -> dict:
     step = class_path.rsplit(".", 1)[1].removesuffix("_Executor")
     text = (root / "pod" / step / "output_metadata.json").read_text().replace(str(root), "ROOT")
     record = json.loads((root / "run-1" / step / "step_record.json").read_text())
+    executor_output = json.loads(text)
     return {
+        # Each output parameter's value artifact, as written at its URI.
+        "values": {
+            key: Path(
+                executor_output["artifacts"][key]["artifacts"][0]["uri"].replace("ROOT", str(root))
+            ).read_text()
+            for key in executor_output.get("parameterValues", {})
+        },
         # The line run_compiled.py times a step's start-up by (TFX's, in absl's format).
         "started": bool(re.search(r"^I\d{4} [\d:.]+ .*\] Starting executor$", done.stderr, re.M)),
-        "executor_output": json.loads(text),
+        "executor_output": executor_output,
         "outputs": sorted(p.name for p in (root / "run-1" / step).iterdir()),
         "outcomes": [a["outcome"] for a in record["attempts"]],
         "recorded_outputs": json.loads(json.dumps(record["outputs"]).replace(str(root), "ROOT")),
@@ -69,6 +77,26 @@ def test_the_light_runner_writes_what_tfx_entrypoint_writes(
     assert light == reference
     assert reference["executor_output"]["artifacts"]  # the comparison compared something
     assert reference["started"]
+    declared = LIGHT_STEP_INPUTS[class_path].get("output_parameters", [])
+    assert sorted(reference["executor_output"].get("parameterValues", {})) == sorted(declared)
+    assert reference["values"] == {
+        key: reference["executor_output"]["parameterValues"][key] for key in declared
+    }
+
+
+@pytest.mark.slow  # compiles the packages
+def test_a_second_attempt_over_the_first_ones_output_file_runs_as_the_first(
+    compiled_arguments, tmp_path
+):
+    """kubeflow_v2_run_executor.py, lines 89-102, reads a driver's output file, and a second
+    attempt in the same place finds the first's, whose output parameters then come in as
+    parameters: TFX's function executor hands the function only what it takes."""
+    class_path = "kubeflow.steps.input_snapshot.InputSnapshot_Executor"
+    compiled = compiled_arguments[class_path]
+    first = _run(tmp_path, class_path, compiled, tfx=False)
+    second = _run(tmp_path, class_path, compiled, tfx=False)
+    assert second["executor_output"] == first["executor_output"]
+    assert second["outcomes"] == ["succeeded", "succeeded"]
 
 
 def _input(parameters: dict, *, legacy: bool = False, output_file: str = "") -> dict:
@@ -136,3 +164,37 @@ def test_parameters_a_driver_wrote_in_the_output_file_win(tmp_path):
 
 def test_the_benchmark_gives_every_light_step_an_input():
     assert set(LIGHT_STEP_INPUTS) == set(light_step.LIGHT_STEPS)
+
+
+def test_a_returned_value_is_written_as_tfx_writes_a_string_artifact(tmp_path):
+    """decorators.py `_assign_returned_values` and value_artifact.py `write`: the value at the
+    artifact's URI and `__is_null__` 0; run_executor.py lines 156-174: the parameter's value."""
+    snapshot = light_step.StepArtifact(uri=str(tmp_path / "snapshot"), title="tfx.String")
+    light_step._write_returned_values("C", {"snapshot": "[1]"}, {"snapshot": snapshot})
+    assert (tmp_path / "snapshot").read_text() == "[1]"
+    assert snapshot.metadata == {"__is_null__": 0.0}
+    declared = {"snapshot": {"outputFile": "/tmp/outputs/snapshot"}}
+    found = light_step._parameter_values("C", declared, {"snapshot": snapshot}, {"snapshot": "[1]"})
+    assert found == {"snapshot": "[1]"}
+
+
+def test_an_output_value_the_light_runner_cannot_write_is_refused(tmp_path):
+    number = light_step.StepArtifact(uri=str(tmp_path / "n"), title="tfx.Integer")
+    with pytest.raises(light_step.LightStepError, match=r"output 'n' \(tfx.Integer, int\)"):
+        light_step._write_returned_values("C", {"n": 3}, {"n": number})
+    with pytest.raises(light_step.LightStepError, match="'x', which is no output of the step"):
+        light_step._write_returned_values("C", {"x": "v"}, {})
+    with pytest.raises(light_step.LightStepError, match="no output artifact of its name"):
+        light_step._parameter_values("C", {"p": {}}, {}, {"p": "v"})
+    with pytest.raises(light_step.LightStepError, match="returned no value for output 'p'"):
+        light_step._parameter_values("C", {"p": {}}, {"p": number}, {})
+
+
+def test_an_artifact_type_is_read_by_its_schema_title():
+    """kubeflow_v2_entrypoint_utils.py, `_retrieve_class_path`."""
+    raw = {"s": {"artifacts": [{"uri": "/s", "type": {"instanceSchema": "title: tfx.String\n"}}]}}
+    assert light_step._artifacts(raw)["s"].title == "tfx.String"
+    raw["s"]["artifacts"][0]["type"] = {"schemaTitle": "system.HTML"}
+    assert light_step._artifacts(raw)["s"].title == "system.HTML"
+    raw["s"]["artifacts"][0]["type"] = {"instanceSchema": "type: object\n"}
+    assert light_step._artifacts(raw)["s"].title == "tfx.Artifact"

@@ -25,7 +25,7 @@ from tfx_bsl.coders.csv_decoder import ColumnType
 from components.csv_to_examples import column_type, read_blocks, typed_batch
 from components.example_encoding import encode_examples
 from components.example_gen import SpanResolvingExecutor
-from components.input_resolution import input_config, input_window, resolve_input
+from components.input_resolution import input_config, input_window
 from components.parquet_columns import (
     FeatureType,
     ParquetError,
@@ -35,6 +35,7 @@ from components.parquet_columns import (
     read_row_group,
 )
 from components.parquet_footer import unknown_logical_types
+from components.span_resolution import resolve_input
 from kubeflow.steps.input_snapshot import InputSnapshot
 from pipeline.beam import beam_pipeline_args
 from pipeline.inputs import InputDataError, check_data_root

@@ -31,8 +31,7 @@ from kubeflow.light_step import LIGHT_STEPS
 TFX_PREFIX = "tfx."
 # Ours, on TFX's component package (docs/kubeflow.md, the table's first row):
 # the ExampleGen and Pusher executors extend TFX's, the gates read statistics
-# with TFX's stats_artifact_utils, InputSnapshot resolves spans with TFX's input
-# processor, and the Evaluator runs TFMA.
+# with TFX's stats_artifact_utils, and the Evaluator runs TFMA.
 ON_TFX_COMPONENTS = frozenset(
     {
         "components.example_gen.SpanResolvingExecutor",
@@ -41,7 +40,6 @@ ON_TFX_COMPONENTS = frozenset(
         "components.drift_gate.DataDriftGate_Executor",
         "components.serving_gate.ServingDataGate_Executor",
         "components.evaluator.ServedBaselineExecutor",
-        "kubeflow.steps.input_snapshot.InputSnapshot_Executor",
     }
 )
 # Ours, loading no TFMA: the light steps, the scorer and the tuner.
@@ -51,6 +49,7 @@ WITHOUT_TFMA = frozenset(
         "kubeflow.steps.scoring_report.ScoringReport_Executor",
         "kubeflow.steps.run_report.RunReport_Executor",
         "kubeflow.steps.deploy.Deploy_Executor",
+        "kubeflow.steps.input_snapshot.InputSnapshot_Executor",
         "components.served_model.LatestServedModel_Executor",
         "components.batch_scorer.BatchScorer_Executor",
         "kubeflow.tuning.component.Tune_Executor",

@@ -24,6 +24,7 @@ TREE = {
     "model/assets/vocab.txt": b"a\nb\n",
     "span=1/part-0.csv": b"x,y\n1,2\n",
     "span=1/empty.csv": b"",
+    "span=1/.part-0.csv.crc": b"crc",  # Spark's checksum: hidden, listed as TensorFlow lists
     "top.txt": b"top",
 }
 
@@ -69,7 +70,13 @@ def test_reads_agree_on_a_local_tree_and_on_s3(roots):
         assert not store_files.isdir(f"{root}/mod")  # a prefix of a name is no directory
     for path in ("", "/model", "/span=1"):
         assert store_files.listdir(local + path) == store_files.listdir(remote + path)
-    for pattern in ("/*/*.csv", "/model/*", "/*/variables", "/span=[0-9]/part-*", "/top.txt"):
+    assert ".part-0.csv.crc" in store_files.listdir(f"{local}/span=1")
+    assert f"{local}/span=1/.part-0.csv.crc" in store_files.glob(f"{local}/span=1/*")
+    for relative, data in TREE.items():
+        assert store_files.stat(f"{local}/{relative}").length == len(data)
+        assert store_files.stat(f"{remote}/{relative}").length == len(data)
+    for pattern in ("/*/*.csv", "/model/*", "/*/variables", "/span=[0-9]/part-*", "/top.txt",
+                    "/span=1/*", "/*/.*"):  # fmt: skip
         found = _relative(store_files.glob(local + pattern), local)
         assert found == _relative(store_files.glob(remote + pattern), remote), pattern
         assert found, pattern

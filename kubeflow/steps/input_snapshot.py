@@ -7,35 +7,33 @@ take ExampleGen from cache, and everything after it too, and train on the
 first day's data forever. TFX's answer, the fingerprint its ExampleGen driver
 computes, runs only on Vertex (see components/example_gen.py).
 
-This step runs that resolution, uncached, before ExampleGen: the spans the
-run reads, in their versions, and TFX's fingerprint of their files (names,
-sizes, modification times). Its output is a string that ExampleGen takes as a
-parameter, so it is in ExampleGen's cache key: the same data hits the cache,
-changed data never does, and Transform, the Trainer and the rest follow, as
-KFP keys them on their input artifacts.
+This step runs that resolution (components/span_resolution.py), uncached,
+before ExampleGen: the spans the run reads, in their versions, and TFX's
+fingerprint of their files (names, sizes, modification times). Its output is a
+string that ExampleGen takes as a parameter, so it is in ExampleGen's cache
+key: the same data hits the cache, changed data never does, and Transform, the
+Trainer and the rest follow, as KFP keys them on their input artifacts.
 
 Locally TFX's driver does this itself, so the local DAG has no such step.
+The work is kubeflow/steps/input_fingerprint.py's, which the step's pod runs
+without TFX (kubeflow/light_step.py); this module declares it.
 """
 
 # No `from __future__ import annotations`: the @component decorator reads
 # the real annotation objects.
 
-import json
 from typing import TypedDict
 
-from absl import logging
 from tfx.dsl.component.experimental.annotations import Parameter
 from tfx.dsl.component.experimental.decorators import component
-from tfx.proto import example_gen_pb2
-from tfx.utils import proto_utils
 
-from components.input_resolution import resolve_input
-
-SNAPSHOT_KEY = "snapshot"
+from kubeflow.steps.input_fingerprint import SNAPSHOT_KEY, take_snapshot
 
 
 class Snapshot(TypedDict):
-    snapshot: str  # ResolvedInput.to_json(): spans, versions, patterns, fingerprints
+    # input_fingerprint.SNAPSHOT_KEY: ResolvedInput.to_json(), the spans, versions,
+    # patterns and fingerprints.
+    snapshot: str
 
 
 @component
@@ -45,15 +43,4 @@ def InputSnapshot(
     input_window: Parameter[str],
 ) -> Snapshot:
     """The spans and fingerprint of the data the run reads, as ExampleGen will resolve them."""
-    resolved = resolve_input(
-        input_base,
-        proto_utils.json_to_proto(input_config, example_gen_pb2.Input()),
-        json.loads(input_window),
-    )
-    logging.info(
-        "Input under %s: span(s) %s, fingerprint %s",
-        input_base,
-        [(s.span, s.version) for s in resolved.spans],
-        resolved.fingerprint.replace("\n", " | "),
-    )
-    return Snapshot(snapshot=resolved.to_json())
+    return Snapshot(snapshot=take_snapshot(input_base, input_config, input_window)[SNAPSHOT_KEY])
