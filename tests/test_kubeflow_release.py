@@ -116,11 +116,11 @@ def in_reference_env(*python_args: str) -> tuple[list[str], dict[str, str]]:
 
 
 def release(
-    kfp: KfpStandIn, checkout: Checkout, *args: str, **packages
+    kfp: KfpStandIn, checkout: Checkout, *args: str, **options
 ) -> subprocess.CompletedProcess:
     """`python -m kubeflow.release ...` in a process of its own, as a user runs it."""
     command, env = in_reference_env("-m", "kubeflow.release")
-    command += release_arguments(kfp, checkout, *args, **packages)
+    command += release_arguments(kfp, checkout, *args, **options)
     return subprocess.run(
         command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
     )
@@ -139,7 +139,7 @@ for line in sys.stdin:
         try:
             code = main(json.loads(line))
         except SystemExit as stop:
-            code = stop.code if isinstance(stop.code, int) else (stop.code is not None)
+            code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
         except Exception:
             traceback.print_exc()
             code = 1
@@ -172,9 +172,9 @@ class ReleaseSession:
         self.answers.put(None)  # The process has ended.
 
     def __call__(
-        self, kfp: KfpStandIn, checkout: Checkout, *args: str, **packages
+        self, kfp: KfpStandIn, checkout: Checkout, *args: str, **options
     ) -> subprocess.CompletedProcess:
-        arguments = release_arguments(kfp, checkout, *args, **packages)
+        arguments = release_arguments(kfp, checkout, *args, **options)
         self.process.stdin.write(json.dumps(arguments) + "\n")
         self.process.stdin.flush()
         answer = self.answers.get(timeout=120)
