@@ -21,10 +21,14 @@ from kubeflow.settings.object_store import ObjectStore, store_path
 from kubeflow.step_ids import TUNE
 from kubeflow.tfx_spec import all_tasks
 
+# PyYAML's safe loader on libyaml's parser where PyYAML was built with it (its wheels
+# are): the same documents, parsed in C; a compiled package is thousands of lines.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 def package_spec(package: Path) -> dict:
     """The package's pipeline spec, its first YAML document."""
-    return next(yaml.safe_load_all(package.read_text()))
+    return next(yaml.load_all(package.read_text(), Loader=SAFE_LOADER))
 
 
 def is_scoring_package(spec: dict) -> bool:

@@ -290,7 +290,9 @@ class KfpStandIn:
         data = files.get("uploadfile")
         if data is None:
             return None
-        documents = list(yaml.safe_load_all(data))
+        # PyYAML's safe loader, on libyaml's parser where PyYAML has it (its wheels do).
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        documents = list(yaml.load_all(data, Loader=loader))
         return documents[0], (documents[1] if len(documents) > 1 else None)
 
     def _upload_pipeline(self, body: dict) -> tuple[int, dict]:

@@ -161,14 +161,31 @@ def run_batched(config: tfma.EvalConfig, data: list[dict], out: Path, **options)
     return out
 
 
+@pytest.fixture(scope="module")
+def batched_evaluation(tmp_path_factory):
+    """Our evaluation of a task's `batches`, alone or with a baseline, as read back: run
+    once for the module (the comparison with TFMA's and the recorded sums' read it)."""
+    evaluations = {}
+
+    def evaluation(task: str, baseline: bool) -> tuple:
+        if (task, baseline) not in evaluations:
+            out = tmp_path_factory.mktemp(f"batched-{task}-{baseline}")
+            config = eval_config(task, baseline=baseline)
+            data = batches(task, baseline=baseline)
+            evaluations[task, baseline] = read_evaluation(run_batched(config, data, out))
+        return evaluations[task, baseline]
+
+    return evaluation
+
+
 @pytest.mark.slow  # TFMA's Keras metrics take seconds to set up, per case
 @pytest.mark.parametrize("baseline", [False, True], ids=["alone", "with-baseline"])
 @pytest.mark.parametrize("task", ["binary", "multiclass", "regression"])
-def test_batched_metrics_are_tfma_s(task, baseline, tmp_path):
+def test_batched_metrics_are_tfma_s(task, baseline, tmp_path, batched_evaluation):
     config = eval_config(task, baseline=baseline)
     data = batches(task, baseline=baseline)
     theirs = read_evaluation(run_tfma(config, data, tmp_path / "tfma"))
-    ours = read_evaluation(run_batched(config, data, tmp_path / "ours"))
+    ours = batched_evaluation(task, baseline)
     assert_same_evaluation(ours, theirs)
 
     # What the comparison covered: slices of every spec, the keys TFMA names, the gate.
@@ -205,9 +222,9 @@ def one_model(data: list[dict], model: str) -> list[dict]:
     ]
 
 
-@pytest.mark.slow  # three Beam pipelines per task
+@pytest.mark.slow  # two Beam pipelines per task, and the module's with-baseline one
 @pytest.mark.parametrize("task", ["binary", "multiclass", "regression"])
-def test_a_baseline_s_recorded_sums_give_what_scoring_it_gives(task, tmp_path):
+def test_a_baseline_s_recorded_sums_give_what_scoring_it_gives(task, tmp_path, batched_evaluation):
     """The pushing run scores the future baseline alone and records its sums; a later run
     scores the candidate alone and adds them: the evaluation of scoring both."""
     data = batches(task, baseline=True)
@@ -229,7 +246,7 @@ def test_a_baseline_s_recorded_sums_give_what_scoring_it_gives(task, tmp_path):
     reused = read_evaluation(
         run_batched(config, one_model(data, "candidate"), tmp_path / "reused", baseline_sums=stored)
     )
-    scored = read_evaluation(run_batched(config, data, tmp_path / "scored"))
+    scored = batched_evaluation(task, True)  # run_batched(config, data)
     assert_same_evaluation(reused, scored)
     if task != "regression":  # sums of counts: equal, not just close
         assert reused[0] == scored[0]

@@ -12,8 +12,11 @@ import copy
 import dataclasses
 import json
 import os
+import queue
 import shutil
 import subprocess
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -90,24 +93,101 @@ def checkout(tmp_path) -> Checkout:
     return Checkout(tmp_path / "fork")
 
 
-def release(
+def release_arguments(
     kfp: KfpStandIn,
     checkout: Checkout,
     *args: str,
     image: str | None = None,
     packages: Path | None = None,
-) -> subprocess.CompletedProcess:
-    command = [uv_binary(), "run", "--project", str(REFERENCE_PROJECT), "--locked"]
-    command += ["python", "-m", "kubeflow.release", "--host", kfp.host]
-    command += ["--config", str(checkout.config), *args]
+) -> list[str]:
+    arguments = ["--host", kfp.host, "--config", str(checkout.config), *args]
     if image is not None:
         packages = packages or write_packages(checkout.root.parent / image[-8:], image)
-        command += ["--image", image, "--packages", str(packages)]
-    # The tests' own VIRTUAL_ENV is the project's: uv would warn on stderr.
+        arguments += ["--image", image, "--packages", str(packages)]
+    return arguments
+
+
+def in_reference_env(*python_args: str) -> tuple[list[str], dict[str, str]]:
+    """The command running `python PYTHON_ARGS` in the current-kfp environment, and its
+    environment: the tests' own VIRTUAL_ENV is the project's, and uv would warn on stderr."""
+    command = [uv_binary(), "run", "--project", str(REFERENCE_PROJECT), "--locked", "python"]
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    return [*command, *python_args], env
+
+
+def release(
+    kfp: KfpStandIn, checkout: Checkout, *args: str, **options
+) -> subprocess.CompletedProcess:
+    """`python -m kubeflow.release ...` in a process of its own, as a user runs it."""
+    command, env = in_reference_env("-m", "kubeflow.release")
+    command += release_arguments(kfp, checkout, *args, **options)
     return subprocess.run(
         command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
     )
+
+
+# Reads a release's arguments (a JSON list) a line at a time, and answers each with a line
+# RESULT_MARK + JSON [exit code, stdout, stderr]: what `python -m kubeflow.release` would
+# have exited with and printed (`sys.exit(main())`; an uncaught exception's traceback and 1).
+SESSION = """
+import contextlib, io, json, sys, traceback
+from kubeflow.release import main
+answers = sys.stdout
+for line in sys.stdin:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(json.loads(line))
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+        except Exception:
+            traceback.print_exc()
+            code = 1
+    print(MARK + json.dumps([code, out.getvalue(), err.getvalue()]), file=answers, flush=True)
+"""
+RESULT_MARK = "release-session: "
+
+
+class ReleaseSession:
+    """Releases, each `kubeflow.release.main(arguments)` as its `python -m` runs it, one after
+    another in one process of the current-kfp environment: a loop of releases pays the
+    interpreter's and kfp's start-up once. Each release still makes its own client and reads
+    the checkout and the stand-in afresh; `release` runs the command in a process of its own."""
+
+    def __enter__(self) -> ReleaseSession:
+        command, env = in_reference_env("-c", f"MARK = {RESULT_MARK!r}\n{SESSION}")
+        self.errors = tempfile.TemporaryFile("w+")
+        self.process = subprocess.Popen(
+            command, cwd=REPO_ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self.errors, text=True,
+        )  # fmt: skip
+        self.answers: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        return self
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            if line.startswith(RESULT_MARK):
+                self.answers.put(line[len(RESULT_MARK) :])
+        self.answers.put(None)  # The process has ended.
+
+    def __call__(
+        self, kfp: KfpStandIn, checkout: Checkout, *args: str, **options
+    ) -> subprocess.CompletedProcess:
+        arguments = release_arguments(kfp, checkout, *args, **options)
+        self.process.stdin.write(json.dumps(arguments) + "\n")
+        self.process.stdin.flush()
+        answer = self.answers.get(timeout=120)
+        if answer is None:
+            self.errors.seek(0)
+            raise AssertionError(f"the release session ended: {self.errors.read()[-3000:]}")
+        code, out, err = json.loads(answer)
+        return subprocess.CompletedProcess(arguments, code, out, err)
+
+    def __exit__(self, *exc) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+        self.errors.close()
 
 
 def released_schedules(kfp: KfpStandIn, name: str) -> list[dict]:
@@ -237,28 +317,35 @@ def test_a_release_stopped_after_each_step_converges_when_run_again(checkout, ta
         assert release(kfp, checkout, image=digest(2)).returncode == 0
         steps = kfp.changes - start
     assert steps >= 6
-    for stop in range(steps):
-        with KfpStandIn(tag_name=tag) as kfp:
-            assert release(kfp, checkout, image=digest(1)).returncode == 0
-            kfp.fail_from = kfp.changes + stop
-            stopped = release(kfp, checkout, image=digest(2))
-            assert stopped.returncode != 0
-            for name in (TRAINING, SCORING):
-                enabled = [j for j in released_schedules(kfp, name) if j["status"] == "ENABLED"]
-                assert len(enabled) <= 1, (stop, name)
-            kfp.fail_from = None
-            rerun = release(kfp, checkout, image=digest(2))
-            assert rerun.returncode == 0, (stop, rerun.stderr[-3000:])
-            for name in (TRAINING, SCORING):
-                assert kfp.most_enabled[name] == 1
-                versions = recorded_versions(kfp, name)
-                assert [v["name"][13:] for v in versions] == [short(1), short(2)]
-                enabled = [j for j in released_schedules(kfp, name) if j["status"] == "ENABLED"]
-                assert len(enabled) == 1
-                assert (
-                    enabled[0]["pipeline_version_reference"]["pipeline_version_id"]
-                    == (versions[-1]["pipeline_version_id"])
-                )
+    with ReleaseSession() as session:
+        for stop in range(steps):
+            with KfpStandIn(tag_name=tag) as kfp:
+                stopped_after(session, kfp, checkout, stop)
+
+
+def stopped_after(session: ReleaseSession, kfp: KfpStandIn, checkout: Checkout, stop: int):
+    """A release of digest(1), then one of digest(2) stopped after `stop` changes, then the
+    same release run again: each stage leaves at most one schedule enabled, the last one."""
+    assert session(kfp, checkout, image=digest(1)).returncode == 0
+    kfp.fail_from = kfp.changes + stop
+    stopped = session(kfp, checkout, image=digest(2))
+    assert stopped.returncode != 0
+    for name in (TRAINING, SCORING):
+        enabled = [j for j in released_schedules(kfp, name) if j["status"] == "ENABLED"]
+        assert len(enabled) <= 1, (stop, name)
+    kfp.fail_from = None
+    rerun = session(kfp, checkout, image=digest(2))
+    assert rerun.returncode == 0, (stop, rerun.stderr[-3000:])
+    for name in (TRAINING, SCORING):
+        assert kfp.most_enabled[name] == 1
+        versions = recorded_versions(kfp, name)
+        assert [v["name"][13:] for v in versions] == [short(1), short(2)]
+        enabled = [j for j in released_schedules(kfp, name) if j["status"] == "ENABLED"]
+        assert len(enabled) == 1
+        assert (
+            enabled[0]["pipeline_version_reference"]["pipeline_version_id"]
+            == (versions[-1]["pipeline_version_id"])
+        )
 
 
 @pytest.mark.slow  # Five releases, each a fresh process that imports kfp.

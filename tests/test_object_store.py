@@ -108,51 +108,83 @@ def test_local_run_reads_its_data_from_s3(store, tmp_path):
     assert len(list((output_dir / "serving_model").iterdir())) == 1
 
 
-@pytest.mark.slow  # a process importing TensorFlow per case
-@pytest.mark.parametrize(
-    ("case", "files", "message"),
-    [
-        ("empty", {}, "data root s3://pipelines/bad/empty holds no data files"),
-        (
-            "other",
-            {"data.csv": "fare,tips\n1,2\n", "notes.txt": "x"},
-            "neither CSV nor Parquet: s3://pipelines/bad/other/notes.txt",
-        ),
-        (
-            "headers",
-            {"a.csv": "fare,tips\n1,2\n", "b.csv": "fare\n1\n"},
-            "every CSV a run reads must share one header",
-        ),
-    ],
-)
-def test_s3_data_roots_are_checked_like_local_ones(store, tmp_path, case, files, message):
-    prefix = f"s3://pipelines/bad/{case}"
-    if not files:
-        # A hidden marker makes the prefix a directory with no CSV in it (a run reads
-        # hidden files too, so beside CSV files it would be refused as not CSV).
-        store.client().put_object(Bucket="pipelines", Key=f"bad/{case}/.keep", Body=b"")
-    for name, text in files.items():
-        (tmp_path / name).write_text(text)
-        store.upload(tmp_path / name, f"{prefix}/{name}")
-    assert message in check_in_a_process(store, tmp_path, prefix)
+# Data roots on the store, each with the files it holds (no file: a hidden marker makes
+# the prefix a directory with no CSV in it; beside CSV files it would be refused as not CSV).
+BAD_ROOTS = {
+    "empty": {},
+    "other": {"data.csv": "fare,tips\n1,2\n", "notes.txt": "x"},
+    "headers": {"a.csv": "fare,tips\n1,2\n", "b.csv": "fare\n1\n"},
+}
+PARQUET_ROOT = "s3://pipelines/parquet"
 
 
-def check_in_a_process(store, tmp_path, prefix: str, then: str = "") -> str:
-    """What the data-root check prints for `prefix` in a process with the store's environment
-    (its error, then what the code `then` prints)."""
+@pytest.fixture(scope="module")
+def checked_roots(store, tmp_path_factory) -> dict[tuple[str, tuple[str, ...]], str]:
+    """What the data-root check prints for each of BAD_ROOTS and for a Parquet root (a
+    struct column, then that column ignored), run in one process with the store's
+    environment: (root, ignored columns) -> its error, or what it found."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tmp_path = tmp_path_factory.mktemp("roots")
+    for case, files in BAD_ROOTS.items():
+        if not files:
+            store.client().put_object(Bucket="pipelines", Key=f"bad/{case}/.keep", Body=b"")
+        for name, text in files.items():
+            (tmp_path / name).write_text(text)
+            store.upload(tmp_path / name, f"s3://pipelines/bad/{case}/{name}")
+    pq.write_table(pa.table({"fare": [1.5], "trip": [{"km": 2.0}]}), tmp_path / "part.parquet")
+    (tmp_path / "_SUCCESS").write_bytes(b"")
+    for name in ("part.parquet", "_SUCCESS"):
+        store.upload(tmp_path / name, f"{PARQUET_ROOT}/{name}")
+    checks = [(f"s3://pipelines/bad/{case}", ()) for case in BAD_ROOTS]
+    checks += [(PARQUET_ROOT, ()), (PARQUET_ROOT, ("trip",))]
+    return check_in_a_process(store, tmp_path, checks)
+
+
+CHECK_DATA_ROOTS = """
+import json, sys
+from pipeline.inputs import check_data_root
+from pipeline.object_store import exit_process
+for root, ignore in json.loads(sys.argv[1]):
+    try:
+        checked = check_data_root(root, ignore=tuple(ignore))
+        print(checked.format, checked.header, checked.files)
+    except ValueError as e:
+        print(e)
+    print(sys.argv[2], flush=True)
+exit_process(0)
+"""
+
+
+def check_in_a_process(
+    store, tmp_path, checks: list[tuple[str, tuple[str, ...]]]
+) -> dict[tuple[str, tuple[str, ...]], str]:
+    """What `check_data_root(root, ignore=...)` prints for each of `checks`, one after
+    another in a process with the store's environment: its error, or what it found."""
+    end = "-- end of a check --"
     proc = subprocess.run(
-        [sys.executable, "-c",
-         "import sys; from pipeline.inputs import check_data_root\n"
-         "from pipeline.object_store import exit_process\n"
-         "try: check_data_root(sys.argv[1])\n"
-         "except ValueError as e: print(e)\n"
-         f"{then}\n"
-         "exit_process(0)", prefix],
+        [sys.executable, "-c", CHECK_DATA_ROOTS, json.dumps(checks), end],
         cwd=REPO_ROOT, env=store.shell_environment(tmp_path), capture_output=True, text=True,
         timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
+    *printed, rest = proc.stdout.split(f"{end}\n")
+    assert len(printed) == len(checks) and rest == "", proc.stdout
+    return dict(zip([(root, tuple(ignore)) for root, ignore in checks], printed, strict=True))
+
+
+@pytest.mark.slow  # the module's process checking every root
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("empty", "data root s3://pipelines/bad/empty holds no data files"),
+        ("other", "neither CSV nor Parquet: s3://pipelines/bad/other/notes.txt"),
+        ("headers", "every CSV a run reads must share one header"),
+    ],
+)
+def test_s3_data_roots_are_checked_like_local_ones(checked_roots, case, message):
+    assert message in checked_roots[f"s3://pipelines/bad/{case}", ()]
 
 
 def test_folder_markers_are_removed_and_every_other_key_kept(store, monkeypatch, tmp_path):
@@ -325,25 +357,13 @@ def test_an_attempt_removes_the_folder_markers_left_in_its_outputs(store, tmp_pa
     ]
 
 
-@pytest.mark.slow  # a process importing TensorFlow
-def test_a_parquet_data_root_on_s3_is_checked_as_a_local_one(store, tmp_path):
+@pytest.mark.slow  # the module's process checking every root
+def test_a_parquet_data_root_on_s3_is_checked_as_a_local_one(checked_roots):
     """The footers are read through the object store's client, as ExampleGen reads them."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    prefix = "s3://pipelines/parquet"
-    pq.write_table(pa.table({"fare": [1.5], "trip": [{"km": 2.0}]}), tmp_path / "part.parquet")
-    (tmp_path / "_SUCCESS").write_bytes(b"")
-    for name in ("part.parquet", "_SUCCESS"):
-        store.upload(tmp_path / name, f"{prefix}/{name}")
-    printed = check_in_a_process(
-        store,
-        tmp_path,
-        prefix,
-        "checked = check_data_root(sys.argv[1], ignore=('trip',))\n"
-        "print(checked.format, checked.header, checked.files)",
-    )
+    prefix = PARQUET_ROOT
+    printed = checked_roots[prefix, ()]
     assert f"column 'trip' in {prefix}/part.parquet is struct<km: double>" in printed
+    printed = checked_roots[prefix, ("trip",)]
     assert f"parquet ('fare',) ('{prefix}/part.parquet',)" in printed, printed
 
 
