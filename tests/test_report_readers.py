@@ -18,8 +18,7 @@ import tensorflow as tf
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 from tensorflow.core.util import event_pb2
-from tensorflow_model_analysis.proto import config_pb2, metrics_for_slice_pb2
-from tensorflow_model_analysis.proto import validation_result_pb2
+from tensorflow_model_analysis.proto import config_pb2, metrics_for_slice_pb2, validation_result_pb2
 from tensorflow_model_analysis.writers import eval_config_writer
 
 from components.report import contents, tfma_records
