@@ -24,6 +24,7 @@ from tensorflow_model_analysis.writers import eval_config_writer
 from components.report import contents, tfma_records
 from components.report.event_scalars import scalar_events
 from components.tfrecords import RecordError, read_records, tfrecord_frames
+from tests.s3_standin import s3_standin
 
 # --- TFRecord framing ---------------------------------------------------------
 
@@ -351,3 +352,27 @@ def test_a_local_runs_trainer_and_evaluator_outputs_read_as_tensorflow_and_tfma_
         assert_same_as_tfma(str(evaluation))
         has_baseline.append(contents.read_evaluation(str(evaluation)).has_baseline)
     assert has_baseline == [False, True]
+
+
+@pytest.mark.slow  # an S3 server (moto) in this process
+def test_curves_and_evaluation_read_the_same_on_s3(tmp_path, monkeypatch):
+    """RunStatus's pod reads a run's artifacts on the object store through boto3
+    (components/store_files.py): the same sections as from a local copy."""
+    _write_events(tmp_path / "model_run" / "train")
+    write_evaluation(tmp_path / "evaluation")
+    with s3_standin() as store:
+        for name, value in store.shell_environment(tmp_path).items():
+            if name not in ("PATH", "HOME"):
+                monkeypatch.setenv(name, value)
+        client = store.client()
+        for path in tmp_path.rglob("*"):
+            if path.is_file():
+                key = f"run/{path.relative_to(tmp_path)}"
+                client.put_object(Bucket=store.bucket, Key=key, Body=path.read_bytes())
+        remote = f"s3://{store.bucket}/run"
+        local_curves = contents.read_training_curves(str(tmp_path / "model_run"))
+        assert local_curves.metrics
+        assert contents.read_training_curves(f"{remote}/model_run") == local_curves
+        assert contents.read_evaluation(f"{remote}/evaluation") == contents.read_evaluation(
+            str(tmp_path / "evaluation")
+        )
