@@ -102,8 +102,8 @@ def protos() -> Protos:
 
 
 def _matching(evaluation_uri: str, prefix: str, suffix: str) -> list[str]:
-    """TFMA's glob `<uri>/<prefix>*<suffix>` (`_match_all_files`, line 73), sorted as
-    `tf.io.gfile.glob` returns local and S3 matches."""
+    """TFMA's glob `<uri>/<prefix>*<suffix>` (`_match_all_files`, line 73); sorted, so the
+    shards are read in their numbered order on a local path and on S3 alike."""
     return sorted(store_files.glob(os.path.join(evaluation_uri, prefix) + "*" + suffix))
 
 
