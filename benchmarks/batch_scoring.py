@@ -79,8 +79,8 @@ def write_examples(rows: int, workdir: Path) -> Path:
     import pyarrow.csv as pa_csv
     from tfx_bsl.coders.csv_decoder import ColumnType
 
-    from components.example_blocks import tfrecord_frames
     from components.example_encoding import encode_examples
+    from components.tfrecords import tfrecord_frames
 
     csv = workdir / "data.csv"
     write_rows(csv, rows)

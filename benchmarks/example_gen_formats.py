@@ -65,7 +65,7 @@ import sys, time, zlib
 from tfx_bsl.coders.csv_decoder import ColumnType
 from components.csv_to_examples import column_type, merge_types, read_blocks, typed_batch
 from components.csv_header import read_header
-from components.example_blocks import tfrecord_frames
+from components.tfrecords import tfrecord_frames
 from components.example_encoding import encode_examples
 from components.parquet_columns import plan_files, read_row_group
 fmt, path, out = sys.argv[1:4]

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -147,9 +148,9 @@ def compiled_packages(tmp: Path) -> dict[str, dict[str, list[str]]]:
 
 
 # What a light step's run is handed (`light_step_arguments`): its parameters and its
-# outputs' types, as the driver would hand them (a run whose DAG failed at its first
-# step: the report has every step's state and no section to read).
-_DAG = {"order": ["ExampleGen", "Trainer"], "upstream": {"Trainer": ["ExampleGen"]}}
+# outputs' types, as the driver would hand them; the files it reads (`files`, text with
+# ROOT filled in, or bytes); what its outputs show once it ran (`shows`: output -> text
+# each holds).
 _HTML = {"schemaTitle": "system.HTML", "schemaVersion": "0.0.1"}
 _STRING = {"instanceSchema": "title: tfx.String\ntype: object\n"}
 _VERSIONED_SPANS = "span-{SPAN}/v{VERSION}/*.csv"
@@ -158,15 +159,83 @@ ROOT = "{root}"
 # The modification time of the files a light step reads (`files`): one fingerprint for
 # every run of the same step.
 FILES_MTIME = 1_704_164_645
+# RunStatus's run: its Trainer and Evaluator succeeded and its Pusher failed, so the
+# report reads the training curves and the evaluation (issue 62: without TensorFlow or
+# TFMA). Their records and outputs are under the run's directory, as the steps left them.
+_TRAINED_DAG = {
+    "order": ["Trainer", "Evaluator", "Pusher"],
+    "upstream": {"Evaluator": ["Trainer"], "Pusher": ["Evaluator"]},
+    "outputs": {"model_run": ["Trainer", "model_run"], "evaluation": ["Evaluator", "evaluation"]},
+}
+_RUN = f"{ROOT}/run-1"
+
+
+def _step_record(outcome: str, outputs: dict[str, str]) -> str:
+    """A step's record (kubeflow/steps/step_records.py) of one attempt, with its outputs."""
+    from kubeflow.steps import step_records
+
+    attempt = step_records.Attempt(0, FILES_MTIME * 1000, FILES_MTIME * 1000 + 1, outcome)
+    return step_records.StepRecord(
+        attempts=(attempt,),
+        outputs={name: (step_records.OutputArtifact(uri),) for name, uri in outputs.items()},
+    ).to_json()
+
+
+def trained_and_evaluated_run() -> dict[str, str | bytes]:
+    """The files of a run whose Trainer and Evaluator succeeded: their records, the
+    Trainer's event file (one epoch's loss) and the Evaluator's metrics, validation and
+    config, in the formats TensorFlow and TFMA write, made without either."""
+    from google.protobuf import json_format
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+
+    from components.report import tfma_records
+    from components.tfrecords import tfrecord_frames
+
+    protos = tfma_records.protos()
+    loss = summary_pb2.Summary.Value(tag="epoch_loss", simple_value=0.5)
+    event = event_pb2.Event(step=0, summary=summary_pb2.Summary(value=[loss]))
+    metrics = protos.MetricsForSlice()
+    accuracy = metrics.metric_keys_and_values.add()
+    accuracy.key.name = "binary_accuracy"
+    accuracy.value.double_value.value = 0.75
+    run = protos.EvalRun(version=importlib.metadata.version("tensorflow-model-analysis"))
+    threshold = run.eval_config.metrics_specs.add().metrics.add(class_name="BinaryAccuracy")
+    threshold.threshold.value_threshold.lower_bound.value = 0.5
+    model_run, evaluation = "run-1/Trainer/model_run", "run-1/Evaluator/evaluation"
+    return {
+        "run-1/Trainer/step_record.json": _step_record(
+            "succeeded", {"model_run": f"{_RUN}/Trainer/model_run"}
+        ),
+        "run-1/Evaluator/step_record.json": _step_record(
+            "succeeded", {"evaluation": f"{_RUN}/Evaluator/evaluation"}
+        ),
+        "run-1/Pusher/step_record.json": _step_record("failed", {}),
+        f"{model_run}/train/events.out.tfevents.{FILES_MTIME}.pod.1.v2": tfrecord_frames(
+            [event.SerializeToString()]
+        ),
+        f"{evaluation}/metrics-00000-of-00001.tfrecord": tfrecord_frames(
+            [metrics.SerializeToString()]
+        ),
+        f"{evaluation}/validations.tfrecord": tfrecord_frames(
+            [protos.ValidationResult(validation_ok=True).SerializeToString()]
+        ),
+        f"{evaluation}/{tfma_records.EVAL_CONFIG_FILE}": json_format.MessageToJson(run),
+    }
+
+
 LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
     "kubeflow.steps.run_status.RunStatus_Executor": {
         "parameters": {
-            "final_status": {"state": "FAILED", "error": {"message": "ExampleGen failed"}},
+            "final_status": {"state": "FAILED", "error": {"message": "Pusher failed"}},
             "pipeline_name": "taxi",
-            "steps": json.dumps({**_DAG, "outputs": {}}),
+            "steps": json.dumps(_TRAINED_DAG),
             "task_name": "RunStatus",
         },
+        "files": trained_and_evaluated_run,
         "outputs": {"report": _HTML},
+        # Both sections read (a section that could not be read is left out, with a note).
+        "shows": {"report": ['data-epoch="1"', 'data-kind="value"', 'data-passed="True"']},
+        "hides": {"report": ["left out"]},
     },
     "kubeflow.steps.deploy.Deploy_Executor": {
         # A run whose Pusher pushed nothing: the InferenceService is left as it is.
@@ -237,10 +306,14 @@ def light_step_arguments(class_path: str, args: list[str], root: Path) -> list[s
     output under `root`/run-1/<step>/, each output parameter's file under `root`/pod/."""
     step = class_path.rsplit(".", 1)[1].removesuffix("_Executor")
     given = LIGHT_STEP_INPUTS[class_path]
-    for relative, text in given.get("files", {}).items():
+    files = given.get("files", {})
+    for relative, content in (files() if callable(files) else files).items():
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content.replace(ROOT, str(root)))
         os.utime(path, (FILES_MTIME, FILES_MTIME))
     executor_input: dict[str, Any] = {
         "inputs": {

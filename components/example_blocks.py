@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import os
 import random
-import struct
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -52,6 +51,8 @@ from apache_beam.utils.windowed_value import WindowedValue
 from tensorflow.core.example import example_pb2
 from tfx.components.example_gen import base_example_gen_executor, write_split
 from tfx.proto import example_gen_pb2
+
+from components.tfrecords import tfrecord_frames
 
 GZIP = CompressionTypes.GZIP
 
@@ -153,20 +154,6 @@ def partition_blocks(
         _PartitionBlock(split_names, split_config)
     ).with_outputs(*split_names)
     return {name: tagged[name] for name in split_names}
-
-
-def _masked_crc32c(data: bytes) -> bytes:
-    crc = google_crc32c.value(data)
-    return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
-
-
-def tfrecord_frames(records: list[bytes]) -> bytes:
-    """`records` in TFRecord framing: length, its masked CRC32C, the data, its masked CRC32C."""
-    parts = []
-    for record in records:
-        length = struct.pack("<Q", len(record))
-        parts += [length, _masked_crc32c(length), record, _masked_crc32c(record)]
-    return b"".join(parts)
 
 
 def staging_dir(output_split_path: str) -> str:

@@ -29,11 +29,11 @@ from components.example_blocks import (
     RowsLostError,
     name_staged_files,
     staging_dir,
-    tfrecord_frames,
 )
 from components.example_encoding import encode_examples
 from components.example_gen import SpanResolvingExecutor
 from components.input_resolution import input_config
+from components.tfrecords import tfrecord_frames
 from pipeline.beam import beam_pipeline_args
 from tests.conftest import read_taxi_rows, write_csv
 from tests.harness import run_example_gen, split_records

@@ -104,7 +104,8 @@ def test_a_light_step_runs_as_its_pod_runs_it_without_tensorflow(
 ):
     """`python -m kubeflow.step_entrypoint` with the compiled arguments and a driver-shaped
     executor input: the step's work and its executor output file, without TensorFlow,
-    TFMA or Beam, within LIGHT_PEAK_MB."""
+    TFMA or Beam, within LIGHT_PEAK_MB. RunStatus's run has a Trainer and an Evaluator
+    that succeeded: its report reads their curves and evaluation (issue 62)."""
     args = next(found[class_path] for found in package_executors.values() if class_path in found)
     started = start(class_path, RUN, args=light_step_arguments(class_path, args, tmp_path))
     loaded = sorted(label for label, module in HEAVY.items() if module in started.modules)
@@ -114,4 +115,11 @@ def test_a_light_step_runs_as_its_pod_runs_it_without_tensorflow(
     )
     step = class_path.rsplit(".", 1)[1].removesuffix("_Executor")
     written = json.loads((tmp_path / "pod" / step / "output_metadata.json").read_text())
-    assert set(written["artifacts"]) == set(LIGHT_STEP_INPUTS[class_path]["outputs"])
+    given = LIGHT_STEP_INPUTS[class_path]
+    assert set(written["artifacts"]) == set(given["outputs"])
+    for output, texts in given.get("shows", {}).items():
+        text = (tmp_path / "run-1" / step / output).read_text()
+        assert [t for t in texts if t not in text] == [], f"{class_path}'s {output}"
+    for output, texts in given.get("hides", {}).items():
+        text = (tmp_path / "run-1" / step / output).read_text()
+        assert [t for t in texts if t in text] == [], f"{class_path}'s {output}"

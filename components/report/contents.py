@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -19,6 +19,8 @@ from absl import logging
 
 from components import store_files
 from components.drift_result import DriftResult, read_result
+from components.report import tfma_records
+from components.report.event_scalars import scalar_events
 
 # A TFX artifact with splits keeps each one in a `Split-<name>` directory.
 _SPLIT_PREFIX = "Split-"
@@ -233,24 +235,6 @@ class TrainingCurves:
         return max((len(s) for s in series), default=0)
 
 
-def _scalar_events(directory: str) -> Iterable[tuple[str, int, float]]:
-    store_files.register_tensorflow_filesystems()  # TensorFlow reads the event files.
-    import tensorflow as tf
-
-    for name in sorted(store_files.listdir(directory)):
-        if "tfevents" not in name:
-            continue
-        for event in tf.compat.v1.train.summary_iterator(os.path.join(directory, name)):
-            for value in event.summary.value:
-                if value.HasField("tensor"):
-                    number = tf.make_ndarray(value.tensor)
-                    if number.ndim != 0 or number.dtype.kind not in "fiu":
-                        continue
-                    yield value.tag, int(event.step), float(number)
-                elif value.HasField("simple_value"):
-                    yield value.tag, int(event.step), float(value.simple_value)
-
-
 def read_training_curves(model_run_uri: str) -> TrainingCurves:
     """Per-epoch metrics from the Trainer's TensorBoard logs (`train/`, `validation/`)."""
     series: dict[str, dict[str, dict[int, float]]] = {"train": {}, "validation": {}}
@@ -258,7 +242,7 @@ def read_training_curves(model_run_uri: str) -> TrainingCurves:
         directory = os.path.join(model_run_uri, subdir)
         if not store_files.isdir(directory):
             continue
-        for tag, step, value in _scalar_events(directory):
+        for tag, step, value in scalar_events(directory):
             if not tag.startswith(_EPOCH_TAG_PREFIX):
                 continue
             metric = tag[len(_EPOCH_TAG_PREFIX) :]
@@ -355,8 +339,6 @@ def _finite(value: float) -> float | None:
 
 def _bound_text(threshold) -> list[tuple[str, str]]:
     """[(kind, text)] for the value and change parts of a threshold."""
-    from tensorflow_model_analysis.proto import config_pb2
-
     parts = []
     if threshold.HasField("value_threshold"):
         value = threshold.value_threshold
@@ -376,7 +358,7 @@ def _bound_text(threshold) -> list[tuple[str, str]]:
         texts = []
         # HIGHER_IS_BETTER: the candidate may fall at most |bound| below the
         # baseline; LOWER_IS_BETTER: rise at most that much above it.
-        higher = change.direction == config_pb2.MetricDirection.HIGHER_IS_BETTER
+        higher = change.direction == tfma_records.protos().higher_is_better
         relation = ">=" if higher else "<="
         if change.HasField("absolute"):
             texts.append(f"change {relation} {change.absolute.value:+g}")
@@ -388,13 +370,9 @@ def _bound_text(threshold) -> list[tuple[str, str]]:
 
 def read_evaluation(evaluation_uri: str) -> Evaluation:
     """Metrics per slice, candidate vs. baseline, and every threshold with its outcome."""
-    store_files.register_tensorflow_filesystems()  # TFMA reads through TensorFlow.
-    import tensorflow_model_analysis as tfma
-    from tensorflow_model_analysis.writers import eval_config_writer
-
     by_slice: dict[str, dict[str, dict[str, float | None]]] = {}
     has_baseline = False
-    for metrics in tfma.load_metrics(evaluation_uri):
+    for metrics in tfma_records.load_metrics(evaluation_uri):
         name = _slice_name(metrics.slice_key)
         for kv in metrics.metric_keys_and_values:
             if kv.value.WhichOneof("type") != "double_value":
@@ -425,21 +403,22 @@ def read_evaluation(evaluation_uri: str) -> Evaluation:
         for name, values in sorted(by_slice.items(), key=lambda item: _slice_order(item[0]))
     )
 
-    validation = tfma.load_validation_result(evaluation_uri)
+    validation = tfma_records.load_validation_result(evaluation_uri)
     failed = set()
     for per_slice in validation.metric_validations_per_slice:
         slice_name = _slice_name(per_slice.slice_key)
         for failure in per_slice.failures:
             failed.add((failure.metric_key.name, failure.metric_key.is_diff, slice_name))
 
-    # The config alone: load_eval_result would read every metric and plot again.
-    eval_config, *_ = eval_config_writer.load_eval_run(evaluation_uri)
+    eval_config = tfma_records.load_eval_config(evaluation_uri)
     checks = []
     for spec in eval_config.metrics_specs:
         for metric in spec.metrics:
             name = _metric_name(metric.class_name, metric.config)
             thresholds = (
-                [([tfma.SlicingSpec()], metric.threshold)] if metric.HasField("threshold") else []
+                [([tfma_records.protos().SlicingSpec()], metric.threshold)]
+                if metric.HasField("threshold")
+                else []
             )
             thresholds += [
                 (list(t.slicing_specs), t.threshold) for t in metric.per_slice_thresholds
@@ -620,7 +599,9 @@ def read_artifacts(uris: ArtifactUris) -> dict[str, Any]:
             "runtime": partial(read_resolved_runtime, uris.model_run),
         }
         sections.append(("training", training))
-    if uris.evaluation and store_files.exists(os.path.join(uris.evaluation, "eval_config.json")):
+    if uris.evaluation and store_files.exists(
+        os.path.join(uris.evaluation, tfma_records.EVAL_CONFIG_FILE)
+    ):
         sections.append(("evaluation", {"evaluation": partial(read_evaluation, uris.evaluation)}))
     fields: dict[str, Any] = {}
     left_out = []
