@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from components import store_files
 from components.spans import SpanPattern, date_to_span, glob_root, present_spans, span_to_date
+from trainer.dataset_spec import DATE_PLACEHOLDERS
 
 # utils.py, lines 40-62: the placeholders and the regexes that find them, with the width.
 SPAN_NAME = "span"
@@ -38,7 +39,7 @@ SPAN_FULL_REGEX = "{SPAN}|{SPAN:(?P<width>.*?)}"
 VERSION_NAME = "version"
 VERSION_SPEC = "{VERSION}"
 VERSION_FULL_REGEX = "{VERSION}|{VERSION:(?P<width>.*?)}"
-DATE_SPECS = ("{YYYY}", "{MM}", "{DD}")
+DATE_SPECS = DATE_PLACEHOLDERS  # The dataset spec's own, in TFX's order.
 _DATE_GROUPS = ("year", "month", "day")
 # io_utils.py, line 32.
 NANO_PER_SEC = 1000 * 1000 * 1000
