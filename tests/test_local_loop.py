@@ -4,6 +4,12 @@ Each run is a fresh process in a temporary copy of the project (so edits to the
 copy's code are what the run imports), on a slice of the real data. The first
 run is the module's (`first_run`): the code-edit test goes on from it, and the
 lock test's second run is started beside it.
+
+The first run is exactly a user's (the runner's second process takes the
+validation branch). The later runs pass `--sequential`: which steps come from
+cache, what is pushed and the exit code are the same in either mode, and the
+second process would only import TensorFlow and TFX once more per run, on
+cores the suite's workers already fill (docs/tests.md).
 """
 
 from __future__ import annotations
@@ -154,7 +160,7 @@ def test_code_edits_rerun_exactly_the_steps_that_run_that_code(first_run, taxi_s
 
     def run() -> str:
         proc = subprocess.run(
-            runner_command(taxi_slice, output_dir),
+            runner_command(taxi_slice, output_dir, "--sequential"),
             cwd=project,
             capture_output=True,
             text=True,
@@ -292,7 +298,7 @@ def test_fail_if_not_blessed_exits_3_with_the_failed_threshold(
     spec_file.write_text(spec_file.read_text().replace("margin: 0.1", "margin: 1.0"))
     output_dir = tmp_path / "out"
     args = ["--data-root", str(taxi_slice), "--output-dir", str(output_dir), "--config"]
-    args += ["fast", "--schema-dir", str(schema_dir), "--fail-if-not-blessed"]
+    args += ["fast", "--schema-dir", str(schema_dir), "--sequential", "--fail-if-not-blessed"]
     assert local_runner.main(args) == local_runner.EXIT_NOT_BLESSED
     captured = capsys.readouterr()
     assert "Blessing: NOT BLESSED" in captured.out
