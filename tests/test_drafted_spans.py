@@ -2,7 +2,9 @@
 
 The user's path of README "Bring your own data" then "Spans, fresh data and
 drift", as a user types it: spans of disjoint random rows of the taxi sample,
-a schema drafted from span 1 with `--input-pattern`, then one run per day.
+a schema drafted from span 1 with `--input-pattern`, then one run per day
+(`--sequential`: the same steps, cache and outcome in one process; the runner's
+second process would import TensorFlow and TFX once more per run).
 
 * Day 1 (span 1) trains and pushes.
 * Day 2 (span 2, the same distribution) brings company names and a payment
@@ -91,7 +93,7 @@ def days(tmp_path_factory):
         write_csv(data_root / f"span-{span}" / "data.csv", header, rows)
         return run(
             "local_runner.py", "--data-root", str(data_root), "--schema-dir", str(schema_dir),
-            "--output-dir", str(output_dir), "--train-steps", "100",
+            "--output-dir", str(output_dir), "--train-steps", "100", "--sequential",
         )  # fmt: skip
 
     return {

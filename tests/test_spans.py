@@ -61,6 +61,10 @@ def span_runs(tmp_path_factory):
         out, err = io.StringIO(), io.StringIO()
         args = ["--data-root", str(data_root), "--schema-dir", str(schema_dir)]
         args += ["--output-dir", str(output_dir), "--train-steps", "30", "--eval-steps", "5"]
+        # One process (which spans are read, the drift gate and the serving directory are
+        # the same in either mode): the runner's second process would import TensorFlow
+        # and TFX once more per run (tests/test_local_loop.py's first run has two).
+        args += ["--sequential"]
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = local_runner.main(args)
         sys.stdout.write(out.getvalue() + err.getvalue())
