@@ -25,6 +25,7 @@ from components.scored_output import (
 )
 from components.served_version import ModelChoiceError, choose_version
 from tests.harness import fake_version, served_copy
+from tests.scoring_process import score
 
 ROWS = 40
 
@@ -179,24 +180,6 @@ def write_examples(path: Path, examples: list[bytes]) -> str:
         for example in examples:
             writer.write(example)
     return str(path)
-
-
-def score(files, output_dir: Path, serving: Path, version=None, *, fingerprint="f1", **settings):
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    from components.scoring import ScoringSettings, score_partition
-    from pipeline.beam import IN_MEMORY_RUNNER_ARG
-
-    return score_partition(
-        example_files=files,
-        span=3,
-        input_fingerprint=fingerprint,
-        output_dir=str(output_dir),
-        model=choose_version(str(serving), version),
-        settings=ScoringSettings(**{"keys": ("trip_id",), "batch_size": 16, **settings}),
-        new_pipeline=lambda: beam.Pipeline(options=PipelineOptions([IN_MEMORY_RUNNER_ARG])),
-    )
 
 
 @pytest.fixture(scope="module")
@@ -397,7 +380,7 @@ from pathlib import Path
 from tfx.dsl.io import fileio
 
 from components import scored_output
-from tests.test_batch_scoring import score
+from tests.scoring_process import score
 
 example_file, out, serving, fingerprint, point = sys.argv[1:]
 partition = scored_output.partition_dir(out, 3, "1")
@@ -431,7 +414,7 @@ from pathlib import Path
 from pipeline.object_store import exit_process, register_filesystems
 
 register_filesystems()
-from tests.test_batch_scoring import score
+from tests.scoring_process import score
 
 example_file, out, serving, fingerprint = sys.argv[1:]
 score([example_file], out, Path(serving), fingerprint=fingerprint)
@@ -441,7 +424,7 @@ exit_process(0)
 KILLED_RUN = """
 import sys
 from pathlib import Path
-from tests.test_batch_scoring import score
+from tests.scoring_process import score
 score(sys.argv[1:2], Path(sys.argv[2]), Path(sys.argv[3]), batch_size=1)
 """
 
@@ -493,17 +476,21 @@ def test_a_run_killed_mid_write_leaves_nothing_complete_and_a_rerun_writes_once(
     ]
 
 
-def span_then_rewritten(tmp_path: Path, taxi_rows) -> tuple[list[str], list[str], list[int]]:
-    """A span's examples file (keys 0-9), the same span rewritten (other rows, keys 100-109),
-    and the rewritten span's keys."""
-    old = keyed_examples(taxi_rows[:10], {"trip_id": list(range(10))})
-    new_ids = list(range(100, 110))
-    new = keyed_examples(taxi_rows[10:20], {"trip_id": new_ids})
-    return (
-        [write_examples(tmp_path / "old" / "a.gz", old)],
-        [write_examples(tmp_path / "new" / "a.gz", new)],
-        new_ids,
-    )
+# A span's keys, then the keys of the same span rewritten (other rows).
+OLD_IDS = list(range(10))
+NEW_IDS = list(range(100, 110))
+
+
+def old_span(directory: Path, taxi_rows) -> str:
+    """The span's examples file: taxi rows 0-9, keys OLD_IDS."""
+    examples = keyed_examples(taxi_rows[:10], {"trip_id": OLD_IDS})
+    return write_examples(directory / "old" / "a.gz", examples)
+
+
+def rewritten_span(directory: Path, taxi_rows) -> str:
+    """The same span rewritten: taxi rows 10-19, keys NEW_IDS."""
+    examples = keyed_examples(taxi_rows[10:20], {"trip_id": NEW_IDS})
+    return write_examples(directory / "new" / "a.gz", examples)
 
 
 def committed_keys(out: Path) -> dict[str, list]:
@@ -517,12 +504,23 @@ def committed_keys(out: Path) -> dict[str, list]:
     }
 
 
+@pytest.fixture(scope="module")
+def old_partition(tmp_path_factory, small_model_base, taxi_rows) -> Path:
+    """An output directory holding the old span's scores, committed. Each kill point's
+    test replaces them in a copy: the same state, scored once."""
+    root = tmp_path_factory.mktemp("old_partition")
+    serving = served_copy(small_model_base, root)
+    out = root / "out"
+    assert score([old_span(root, taxi_rows)], out, serving, fingerprint="old").status == "written"
+    return out
+
+
 # The commit's steps where KILLED_COMMIT kills the run (SIGKILL): "renamed", the attempt
 # moved into place and its `_SUCCESS` not yet written; "removing", the replaced
 # partition's `_SUCCESS` removed, one of its part files removed, the rest still there.
 @pytest.mark.parametrize("point", ["renamed", "removing"])
 def test_a_commit_killed_at_each_step_leaves_the_old_partition_or_nothing_then_each_key_once(
-    tmp_path, small_model_base, taxi_rows, point
+    tmp_path, small_model_base, taxi_rows, old_partition, point
 ):
     import os
     import signal
@@ -531,18 +529,17 @@ def test_a_commit_killed_at_each_step_leaves_the_old_partition_or_nothing_then_e
 
     import pandas as pd
 
-    from tests.conftest import REPO_ROOT
+    from tests.conftest import REPO_ROOT, copy_tree
 
-    old, new, new_ids = span_then_rewritten(tmp_path, taxi_rows)
+    new = rewritten_span(tmp_path, taxi_rows)
     serving = served_copy(small_model_base, tmp_path)
-    out = tmp_path / "out"
-    assert score(old, out, serving, fingerprint="old").status == "written"
-    assert committed_keys(out) == {"span=3/version=1": list(range(10))}
+    out = copy_tree(old_partition, tmp_path / "out")
+    assert committed_keys(out) == {"span=3/version=1": OLD_IDS}
     partition = Path(partition_dir(str(out), 3, "1"))
 
     # The span rewritten: a run replaces the partition, killed at `point`.
     killed = subprocess.run(
-        [sys.executable, "-c", KILLED_COMMIT, new[0], str(out), str(serving), "new", point],
+        [sys.executable, "-c", KILLED_COMMIT, new, str(out), str(serving), "new", point],
         cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )
@@ -550,17 +547,17 @@ def test_a_commit_killed_at_each_step_leaves_the_old_partition_or_nothing_then_e
     left = sorted(p.name for p in partition.iterdir())
     if point == "renamed":
         assert left == [ERRORS_FILE, "part-00000-of-00001.parquet"]
-        assert sorted(pd.read_parquet(partition)["trip_id"]) == new_ids  # the new scores
+        assert sorted(pd.read_parquet(partition)["trip_id"]) == NEW_IDS  # the new scores
     else:
         assert left == [ERRORS_FILE]  # the old part file gone, its errors file not yet
     # The old complete partition or nothing: never a mix, never the new one unannounced.
     assert committed_keys(out) == {}
 
-    rerun = score(new, out, serving, fingerprint="new")
+    rerun = score([new], out, serving, fingerprint="new")
     assert rerun.status == "replaced"
-    assert committed_keys(out) == {"span=3/version=1": new_ids}
+    assert committed_keys(out) == {"span=3/version=1": NEW_IDS}
     # The whole directory, read as a dataset: each key once, nothing left under _temporary/.
-    assert sorted(pd.read_parquet(out)["trip_id"]) == new_ids
+    assert sorted(pd.read_parquet(out)["trip_id"]) == NEW_IDS
     assert not (out / TEMPORARY_DIR).exists()
 
 
@@ -632,39 +629,66 @@ S3_KILL_POINTS = {
 }
 
 
-@pytest.mark.parametrize("point", sorted(S3_KILL_POINTS))
-def test_on_s3_a_commit_killed_between_copy_and_delete_leaves_a_whole_partition_or_nothing(
-    tmp_path, small_model_base, taxi_rows, point
-):
+S3_OUT = "s3://pipelines/scores"
+
+
+def s3_scoring(store, home: Path, serving: Path, examples: str, fingerprint: str):
+    """S3_SCORING in a process of its own, writing under S3_OUT on `store`."""
     import subprocess
     import sys
 
-    import pandas as pd
-
     from tests.conftest import REPO_ROOT
+
+    return subprocess.Popen(
+        [sys.executable, "-c", S3_SCORING, examples, S3_OUT, str(serving), fingerprint],
+        cwd=REPO_ROOT,
+        env={**store.shell_environment(home), "PYTHONPATH": str(REPO_ROOT)},
+    )
+
+
+@pytest.fixture(scope="module")
+def s3_old_partition(tmp_path_factory, small_model_base, taxi_rows) -> dict[str, bytes]:
+    """Every object a scoring run of the old span leaves under S3_OUT, as {key: bytes}.
+    Each kill point's test puts them into its own store: the same state, scored once."""
     from tests.s3_standin import s3_standin
 
-    (old,), (new,), new_ids = span_then_rewritten(tmp_path, taxi_rows)
+    root = tmp_path_factory.mktemp("s3_old_partition")
+    serving = served_copy(small_model_base, root)
+    with s3_standin() as store:
+        assert s3_scoring(store, root, serving, old_span(root, taxi_rows), "old").wait() == 0
+        client = store.client()
+        return {
+            key: client.get_object(Bucket=store.bucket, Key=key)["Body"].read()
+            for key in store.keys(S3_OUT)
+        }
+
+
+@pytest.mark.parametrize("point", sorted(S3_KILL_POINTS))
+def test_on_s3_a_commit_killed_between_copy_and_delete_leaves_a_whole_partition_or_nothing(
+    tmp_path, small_model_base, taxi_rows, s3_old_partition, point
+):
+    import pandas as pd
+
+    from tests.s3_standin import s3_standin
+
+    new = rewritten_span(tmp_path, taxi_rows)
     serving = served_copy(small_model_base, tmp_path)
-    out = "s3://pipelines/scores"
+    out = S3_OUT
 
     with s3_standin() as store:
-        environment = {**store.shell_environment(tmp_path), "PYTHONPATH": str(REPO_ROOT)}
 
-        def scoring(examples: str, fingerprint: str) -> subprocess.Popen:
-            return subprocess.Popen(
-                [sys.executable, "-c", S3_SCORING, examples, out, str(serving), fingerprint],
-                cwd=REPO_ROOT,
-                env=environment,
-            )
+        def scoring(examples: str, fingerprint: str):
+            return s3_scoring(store, tmp_path, serving, examples, fingerprint)
 
         def committed() -> dict[str, list]:
             """What a reader that honours `_SUCCESS` sees (committed_keys, on the store)."""
             local = store.download(out, tmp_path / f"seen-{len(list(tmp_path.glob('seen-*')))}")
             return committed_keys(local)
 
-        assert scoring(old, "old").wait() == 0
-        assert committed() == {"span=3/version=1": list(range(10))}
+        client = store.client()
+        for key, body in s3_old_partition.items():
+            client.put_object(Bucket=store.bucket, Key=key, Body=body)
+        assert committed() == {"span=3/version=1": OLD_IDS}
         with store_kills_at(S3_KILL_POINTS[point]) as state:
             state["process"] = scoring(new, "new")
             state["process"].wait()
@@ -683,16 +707,16 @@ def test_on_s3_a_commit_killed_between_copy_and_delete_leaves_a_whole_partition_
         seen = committed()
         if point == "manifest copied":
             # `_SUCCESS` is in place with every file it lists: the new partition, whole.
-            assert seen == {"span=3/version=1": new_ids}
+            assert seen == {"span=3/version=1": NEW_IDS}
         else:
             # The old partition's `_SUCCESS` went first: nothing, never a mix.
             assert seen == {}
 
         assert scoring(new, "new").wait() == 0
-        assert committed() == {"span=3/version=1": new_ids}
+        assert committed() == {"span=3/version=1": NEW_IDS}
         # The whole prefix read as a dataset: each key once; no attempt left.
         local = store.download(out, tmp_path / "after")
-        assert sorted(pd.read_parquet(local)["trip_id"]) == new_ids
+        assert sorted(pd.read_parquet(local)["trip_id"]) == NEW_IDS
         assert not [k for k in store.keys(out) if "/_temporary/" in f"/{k}"]
 
 
