@@ -3,7 +3,7 @@
 import pytest
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 
-from components.data_gate import DataValidationError, check_data, describe_anomalies
+from components.data_checks import DataValidationError, check_data, describe_anomalies
 
 
 def _anomalies(**by_feature: tuple[str, str]) -> anomalies_pb2.Anomalies:
@@ -60,7 +60,7 @@ def test_nan_in_a_float_feature_is_counted_from_the_statistics():
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import statistics_pb2
 
-    from components.data_gate import nan_counts
+    from components.data_checks import nan_counts
 
     statistics = text_format.Parse(
         """

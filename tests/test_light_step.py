@@ -179,9 +179,12 @@ def test_a_returned_value_is_written_as_tfx_writes_a_string_artifact(tmp_path):
 
 
 def test_an_output_value_the_light_runner_cannot_write_is_refused(tmp_path):
-    number = light_step.StepArtifact(uri=str(tmp_path / "n"), title="tfx.Integer")
-    with pytest.raises(light_step.LightStepError, match=r"output 'n' \(tfx.Integer, int\)"):
-        light_step._write_returned_values("C", {"n": 3}, {"n": number})
+    number = light_step.StepArtifact(uri=str(tmp_path / "n"), title="tfx.Float")
+    with pytest.raises(light_step.LightStepError, match=r"output 'n' \(tfx.Float, float\)"):
+        light_step._write_returned_values("C", {"n": 3.0}, {"n": number})
+    count = light_step.StepArtifact(uri=str(tmp_path / "c"), title="tfx.Integer")
+    with pytest.raises(light_step.LightStepError, match=r"output 'c' \(tfx.Integer, str\)"):
+        light_step._write_returned_values("C", {"c": "3"}, {"c": count})
     with pytest.raises(light_step.LightStepError, match="'x', which is no output of the step"):
         light_step._write_returned_values("C", {"x": "v"}, {})
     with pytest.raises(light_step.LightStepError, match="no output artifact of its name"):
