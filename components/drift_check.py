@@ -5,9 +5,10 @@ kubeflow/light_step.py; locally, and for TFX's compiler, the component's body
 (components/drift_gate.py) calls it too. Its statistics and schema are read
 as components/data_checks.py reads them. TFDV measures the drift, and
 importing TFDV loads TensorFlow and Beam (tensorflow_data_validation/__init__.py,
-line 27, imports `api/validation_api.py`, whose lines 24 and 26 import both):
-it is imported only where a comparison runs, with thresholds set and
-statistics served, so a gate with nothing to compare stays light.
+line 27, imports `api/validation_api.py`, whose lines 24 and 26 import Beam and
+TensorFlow; its line 18 imports `api/stats_api.py`, Beam at line 49): TFDV is
+imported only where a comparison runs, with thresholds set and statistics
+served, so a gate with nothing to compare stays light.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ kubeflow/light_step.py; locally, and for TFX's compiler, the component's body
 (components/serving_gate.py) calls it too. Its statistics and schema are read
 as components/data_checks.py reads them. TFDV validates, and importing TFDV
 loads TensorFlow and Beam (tensorflow_data_validation/__init__.py, line 27,
-imports `api/validation_api.py`, whose lines 24 and 26 import both): this step
-runs without TFX's component package and TFMA, not without TensorFlow.
+imports `api/validation_api.py`, whose lines 24 and 26 import Beam and
+TensorFlow; its line 18 imports `api/stats_api.py`, Beam at line 49): this
+step runs without TFX's component package and TFMA, not without TensorFlow.
 """
 
 from __future__ import annotations
