@@ -384,6 +384,12 @@ LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
         # TFDV validates, and TFDV's package loads both (components/serving_check.py).
         "loads": ["Beam", "TensorFlow"],
     },
+    "tfx.components.schema_gen.import_schema_gen.executor.Executor": {
+        "parameters": {"schema_file": f"{ROOT}/schemas/schema.pbtxt"},
+        "files": {"schemas/schema.pbtxt": _GATE_SCHEMA},
+        "outputs": {"schema": _SCHEMA},
+        "shows": {"schema/schema.pbtxt": ['name: "fare"']},
+    },
 }
 # Runs of the gates that LIGHT_STEP_INPUTS does not hold (it holds one per step), by name:
 # the class path and the run's inputs. `fails`: the error the step ends with.

@@ -46,6 +46,10 @@ LIGHT_STEPS: Mapping[str, str] = {
     "components.serving_gate.ServingDataGate_Executor": (
         "components.serving_check.check_serving_data"
     ),
+    # TFX's own executor (the SchemaImporter step), ported: components/schema_import.py.
+    "tfx.components.schema_gen.import_schema_gen.executor.Executor": (
+        "components.schema_import.import_schema"
+    ),
 }
 # kubeflow_v2_entrypoint_utils.py, line 34 and lines 144-146: a parameter by
 # this name reaches the executor as `input_base` (standard_component_specs.INPUT_BASE_KEY).
