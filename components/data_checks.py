@@ -27,11 +27,8 @@ from components import store_files
 STATISTICS_FILE = "FeatureStats.pb"
 # A split's directory under its artifact (types/standard_artifact_utils.py, line 96).
 SPLIT_DIR_PREFIX = "Split-"
-# The artifact property listing an artifact's splits, JSON-encoded
-# (types/standard_artifact_utils.py, `encode_split_names`, lines 126-150).
-SPLIT_NAMES_PROPERTY = "split_names"
-
-# ExampleValidator writes one binary Anomalies proto per split under this name.
+# ExampleValidator's binary Anomalies proto per split
+# (components/example_validator/executor.py, line 36, DEFAULT_FILE_NAME).
 ANOMALIES_FILE = "SchemaDiff.pb"
 
 
@@ -157,10 +154,11 @@ def split_names(artifact: Any) -> list[str]:
 
 
 def split_uri(artifact: Any, split: str) -> str:
-    """`<uri>/Split-<split>` (types/standard_artifact_utils.py, `get_split_uris`, lines
-    87-101). TFX reads the `<uri>/<split>` layout of artifacts older than 0.29 only for an
-    artifact resolved from ML Metadata without that version (`is_artifact_version_older_than`,
-    lines 48-69); its Kubeflow entrypoint's inputs have no state, so always the new layout
+    """`<uri>/Split-<split>`, an error naming the split where the artifact has none
+    (types/standard_artifact_utils.py, `get_split_uris`, lines 86-101). TFX reads the
+    `<uri>/<split>` layout of artifacts older than 0.29 only for an artifact resolved from
+    ML Metadata without that version (`is_artifact_version_older_than`, lines 48-69); its
+    Kubeflow entrypoint's inputs have no state, so always the new layout
     (orchestration/kubeflow/v2/container/kubeflow_v2_entrypoint_utils.py, lines 270-338)."""
     if split not in split_names(artifact):
         raise ValueError(f"Split does not exist over all example artifacts: {split}")
