@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.metadata
+import itertools
 import json
 import os
 import subprocess
@@ -223,6 +224,73 @@ def trained_and_evaluated_run() -> dict[str, str | bytes]:
     }
 
 
+# The data gates' inputs: the statistics StatisticsGen, the anomalies ExampleValidator and
+# the schema the importer wrote, in their files (components/data_checks.py), one numeric
+# feature `fare` in two splits.
+_STATISTICS = {"instanceSchema": "title: tfx.ExampleStatistics\ntype: object\n"}
+_ANOMALIES = {"instanceSchema": "title: tfx.ExampleAnomalies\ntype: object\n"}
+_SCHEMA = {"instanceSchema": "title: tfx.Schema\ntype: object\n"}
+_INTEGER = {"instanceSchema": "title: tfx.Integer\ntype: object\n"}
+_SPLITS = {"split_names": '["train", "eval"]'}
+_UPSTREAM = "run-1/upstream"
+_GATE_SCHEMA = 'feature {\n  name: "fare"\n  type: FLOAT\n}\n'
+
+
+def gate_statistics(fares: list[float]) -> bytes:
+    """A split's FeatureStats.pb: `fare`'s count and its quantile histogram (ten buckets)."""
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    statistics = statistics_pb2.DatasetFeatureStatisticsList()
+    dataset = statistics.datasets.add(num_examples=len(fares))
+    feature = dataset.features.add(type=statistics_pb2.FeatureNameStatistics.FLOAT)
+    feature.path.step.append("fare")
+    feature.num_stats.common_stats.num_non_missing = len(fares)
+    histogram = feature.num_stats.histograms.add(type=statistics_pb2.Histogram.QUANTILES)
+    ordered = sorted(fares)
+    bounds = [ordered[k * len(ordered) // 10] for k in range(10)] + [ordered[-1]]
+    for low, high in itertools.pairwise(bounds):
+        histogram.buckets.add(low_value=low, high_value=high, sample_count=len(fares) / 10)
+    return statistics.SerializeToString()
+
+
+def gate_files(anomalous: bool = False, served: bool = False) -> dict[str, str | bytes]:
+    """The gates' input files under the run: statistics of both splits, their anomalies
+    (`anomalous`: the train split's `fare` out of its domain), the schema; with `served`, a
+    served version under ROOT/serving whose training statistics had lower fares."""
+    from tensorflow_metadata.proto.v0 import anomalies_pb2
+
+    fares = [float(n) for n in range(1, 21)]
+    found: dict[str, str | bytes] = {f"{_UPSTREAM}/schema/schema.pbtxt": _GATE_SCHEMA}
+    for split in ("train", "eval"):
+        anomalies = anomalies_pb2.Anomalies()
+        if anomalous and split == "train":
+            info = anomalies.anomaly_info["fare"]
+            info.short_description = "Out-of-range values"
+            info.reason.add(
+                type=anomalies_pb2.AnomalyInfo.FLOAT_TYPE_SMALL_FLOAT,
+                short_description="Out-of-range values",
+                description="Unexpectedly low values: -1 < 0",
+            )
+        found[f"{_UPSTREAM}/statistics/Split-{split}/FeatureStats.pb"] = gate_statistics(fares)
+        found[f"{_UPSTREAM}/anomalies/Split-{split}/SchemaDiff.pb"] = anomalies.SerializeToString()
+    if served:
+        from components.serving_dir import TRAINING_STATISTICS_FILE
+
+        found["serving/7/saved_model.pb"] = b"model"
+        found[f"serving/7/{TRAINING_STATISTICS_FILE}"] = gate_statistics([f / 2 for f in fares])
+    return found
+
+
+_FARE_DRIFT = json.dumps({"fare": {"measure": "quantile_shift", "threshold": 0.2, "mode": "fail"}})
+_DRIFT_GATE = {
+    # Nothing served yet: the gate passes and says so, without TFDV (so without TensorFlow).
+    "parameters": {"serving_model_dir": f"{ROOT}/serving", "thresholds": _FARE_DRIFT},
+    "files": gate_files,
+    "inputs": {"statistics": (_STATISTICS, _SPLITS), "schema": (_SCHEMA, {})},
+    "outputs": {"drift": {"instanceSchema": "title: components.DataDrift\ntype: object\n"}},
+}
+
+
 LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
     "kubeflow.steps.run_status.RunStatus_Executor": {
         "parameters": {
@@ -296,16 +364,69 @@ LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
         "outputs": {"snapshot": _STRING},
         "output_parameters": ["snapshot"],
     },
+    "components.data_gate.DataValidationGate_Executor": {
+        "parameters": {},
+        "files": gate_files,
+        "inputs": {"anomalies": (_ANOMALIES, _SPLITS), "statistics": (_STATISTICS, _SPLITS)},
+        "outputs": {"examples_checked": _INTEGER},
+        "shows": {"examples_checked": ["40"]},
+    },
+    "components.drift_gate.DataDriftGate_Executor": {
+        **_DRIFT_GATE,
+        "shows": {"drift/drift.json": ["nothing served under"]},
+    },
+    "components.serving_gate.ServingDataGate_Executor": {
+        "parameters": {"excluded_columns": "[]"},
+        "files": gate_files,
+        "inputs": {"statistics": (_STATISTICS, _SPLITS), "schema": (_SCHEMA, {})},
+        "outputs": {"examples_checked": _INTEGER},
+        "shows": {"examples_checked": ["40"]},
+        # TFDV validates, and TFDV's package loads both (components/serving_check.py).
+        "loads": ["Beam", "TensorFlow"],
+    },
+    "tfx.components.schema_gen.import_schema_gen.executor.Executor": {
+        "parameters": {"schema_file": f"{ROOT}/schemas/schema.pbtxt"},
+        "files": {"schemas/schema.pbtxt": _GATE_SCHEMA},
+        "outputs": {"schema": _SCHEMA},
+        "shows": {"schema/schema.pbtxt": ['name: "fare"']},
+    },
+}
+# Runs of the gates that LIGHT_STEP_INPUTS does not hold (it holds one per step), by name:
+# the class path and the run's inputs. `fails`: the error the step ends with.
+GATE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "DataValidationGate, anomalous": (
+        "components.data_gate.DataValidationGate_Executor",
+        {
+            **LIGHT_STEP_INPUTS["components.data_gate.DataValidationGate_Executor"],
+            "files": lambda: gate_files(anomalous=True),
+            "shows": {},
+            "fails": "DataValidationError: data validation failed",
+        },
+    ),
+    "DataDriftGate, served statistics": (
+        "components.drift_gate.DataDriftGate_Executor",
+        {
+            **_DRIFT_GATE,
+            "files": lambda: gate_files(served=True),
+            "shows": {"drift/drift.json": ['"baseline_version": "7"']},
+            "fails": "DataDriftError: data drift against the data that trained served model 7",
+            # TFDV measures, and TFDV's package loads both (components/drift_check.py).
+            "loads": ["Beam", "TensorFlow"],
+        },
+    ),
 }
 
 
-def light_step_arguments(class_path: str, args: list[str], root: Path) -> list[str]:
+def light_step_arguments(
+    class_path: str, args: list[str], root: Path, given: dict[str, Any] | None = None
+) -> list[str]:
     """The compiled container `args` with a driver-shaped executor input for `class_path`:
     LIGHT_STEP_INPUTS: its parameters; its input artifacts, as an upstream step of the run
     left them under `root`/run-1/; the data files it reads, written under `root`; each
-    output under `root`/run-1/<step>/, each output parameter's file under `root`/pod/."""
+    output under `root`/run-1/<step>/, each output parameter's file under `root`/pod/.
+    `given`: another run's inputs, in LIGHT_STEP_INPUTS's shape (GATE_VARIANTS)."""
     step = class_path.rsplit(".", 1)[1].removesuffix("_Executor")
-    given = LIGHT_STEP_INPUTS[class_path]
+    given = LIGHT_STEP_INPUTS[class_path] if given is None else given
     files = given.get("files", {})
     for relative, content in (files() if callable(files) else files).items():
         path = root / relative

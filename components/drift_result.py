@@ -1,9 +1,8 @@
 """What the drift gate found: `drift.json` in its DataDrift artifact, as the reports read it.
 
-The gate itself (components/drift_gate.py) imports TFX's statistics helpers,
-and with them TFX's whole component package and TFMA; the run report and the
-RunReport step read the result from here without either, and without
-TensorFlow (the artifact class, a TFX type, is in components/drift_artifact.py).
+The gate (components/drift_check.py) writes it, and the run report and the
+RunReport step read it from here, without TFX and without TensorFlow (the
+artifact class, a TFX type, is in components/drift_artifact.py).
 """
 
 import json

@@ -33,23 +33,11 @@ from tfx.types import standard_artifacts
 from tfx.utils import io_utils
 
 from components.artifact_names import HAS_MODEL_PROPERTY, SERVED_PATH_PROPERTY
-from components.serving_dir import TRAINING_STATISTICS_FILE, latest_served_version
+from components.serving_dir import latest_served_version
 
 SERVED_VERSION_PROPERTY = "served_version"
 # Where the Evaluator looks for a SavedModel inside a Model artifact.
 SERVING_SUBDIR = "Format-Serving"
-
-
-def served_statistics(serving_model_dir: str) -> "tuple[str, str | None] | None":
-    """(newest served version, its training statistics file or None), or None if none is served.
-
-    None for the file: the version was pushed before the Pusher kept statistics.
-    """
-    version = latest_served_version(serving_model_dir)
-    if version is None:
-        return None
-    path = os.path.join(serving_model_dir, version, TRAINING_STATISTICS_FILE)
-    return version, path if fileio.exists(path) else None
 
 
 def is_served_baseline(artifact: types.Artifact) -> bool:

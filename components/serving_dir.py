@@ -54,6 +54,18 @@ def latest_served_version(serving_model_dir: str) -> str | None:
     return str(max(versions)) if versions else None
 
 
+def served_statistics(serving_model_dir: str) -> tuple[str, str | None] | None:
+    """(newest served version, its training statistics file or None), or None if none is served.
+
+    None for the file: the version was pushed before the Pusher kept statistics.
+    """
+    version = latest_served_version(serving_model_dir)
+    if version is None:
+        return None
+    path = os.path.join(serving_model_dir, version, TRAINING_STATISTICS_FILE)
+    return version, path if store_files.exists(path) else None
+
+
 def read_served_record(baseline_dir: str) -> dict[str, Any] | None:
     """The record a served version (copied into `baseline_dir`) holds, or None."""
     path = os.path.join(baseline_dir, SERVED_EVALUATION_FILE)

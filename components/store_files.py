@@ -349,6 +349,33 @@ def read_text(path: str) -> str:
         return f.read()
 
 
+def read_bytes(path: str) -> bytes:
+    """A file's bytes, FileNotFoundError naming it when it is missing (TFX's
+    `io_utils.read_bytes_file`, tfx 1.16 utils/io_utils.py, lines 231-236)."""
+    if not exists(path):
+        raise FileNotFoundError(f"{path} does not exist")
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def only_file_in(directory: str) -> str:
+    """The path of the one entry of `directory` (TFX's `io_utils.get_only_uri_in_dir`,
+    utils/io_utils.py, lines 120-128: any other count is an error)."""
+    names = listdir(directory)
+    if len(names) != 1:
+        raise RuntimeError(f"Only one file per dir is supported: {directory}.")
+    return os.path.join(directory, os.path.dirname(os.path.join(names[0], "")))
+
+
+def parse_pbtxt_file(path: str, message):
+    """`message` parsed from the text-format proto at `path`, and returned (TFX's
+    `io_utils.parse_pbtxt_file`, utils/io_utils.py, lines 177-181)."""
+    from google.protobuf import text_format
+
+    text_format.Parse(read_text(path), message)
+    return message
+
+
 def remove(path: str) -> None:
     _by_scheme(
         path,

@@ -39,6 +39,17 @@ LIGHT_STEPS: Mapping[str, str] = {
     "kubeflow.steps.input_snapshot.InputSnapshot_Executor": (
         "kubeflow.steps.input_fingerprint.take_snapshot"
     ),
+    "components.data_gate.DataValidationGate_Executor": (
+        "components.data_checks.validate_examples"
+    ),
+    "components.drift_gate.DataDriftGate_Executor": "components.drift_check.check_drift_gate",
+    "components.serving_gate.ServingDataGate_Executor": (
+        "components.serving_check.check_serving_data"
+    ),
+    # TFX's own executor (the SchemaImporter step), ported: components/schema_import.py.
+    "tfx.components.schema_gen.import_schema_gen.executor.Executor": (
+        "components.schema_import.import_schema"
+    ),
 }
 # kubeflow_v2_entrypoint_utils.py, line 34 and lines 144-146: a parameter by
 # this name reaches the executor as `input_base` (standard_component_specs.INPUT_BASE_KEY).
@@ -54,6 +65,14 @@ _IS_NULL_KEY = "__is_null__"
 # The value artifact a returned string becomes (tfx/types/standard_artifacts.py, `String`,
 # lines 347-363: UTF-8), by its schema title in the executor input.
 _STRING_TITLE = "tfx.String"
+# The value artifact a returned int becomes (standard_artifacts.py, `Integer`, lines
+# 384-399: the decimal string, UTF-8).
+_INTEGER_TITLE = "tfx.Integer"
+# The values the light runner writes: the type each value artifact takes.
+_VALUE_TYPES: Mapping[str, type] = {_STRING_TITLE: str, _INTEGER_TITLE: int}
+# The property ExampleStatistics and ExampleAnomalies list their splits in
+# (standard_artifacts.py, `ExampleStatistics.PROPERTIES`, `SPLIT_NAMES_PROPERTY`).
+_SPLIT_NAMES_PROPERTY = "split_names"
 
 
 class LightStepError(ValueError):
@@ -84,6 +103,13 @@ class StepArtifact:
 
     def get_custom_property(self, key: str) -> Any:
         return self.metadata.get(key)
+
+    @property
+    def split_names(self) -> str:
+        """The JSON list of the artifact's splits, as TFX's artifact property reads it: the
+        entrypoint takes it from the metadata Struct (kubeflow_v2_entrypoint_utils.py,
+        lines 304-317); "" where there is none."""
+        return str(self.metadata.get(_SPLIT_NAMES_PROPERTY, ""))
 
     def to_runtime_artifact(self) -> dict[str, Any]:
         """kubeflow_v2_entrypoint_utils.py, `to_runtime_artifact` (lines 230-249): the URI,
@@ -257,14 +283,16 @@ def _write_returned_values(
         artifact = outputs.get(key)
         if artifact is None:
             raise LightStepError(f"{class_path} returned {key!r}, which is no output of the step")
-        if artifact.title != _STRING_TITLE or not isinstance(value, str):
+        value_type = _VALUE_TYPES.get(artifact.title)
+        if value_type is None or type(value) is not value_type:
             raise LightStepError(
                 f"{class_path}: output {key!r} ({artifact.title or 'untyped'}, "
-                f"{type(value).__name__}): the light runner writes strings to {_STRING_TITLE} only"
+                f"{type(value).__name__}): the light runner writes strings to {_STRING_TITLE} "
+                f"and ints to {_INTEGER_TITLE} only"
             )
         artifact.set_int_custom_property(_IS_NULL_KEY, 0)
         with store_files.open(artifact.uri, "wb") as f:
-            f.write(value.encode("utf-8"))
+            f.write(str(value).encode("utf-8"))
 
 
 def _parameter_values(
@@ -274,7 +302,8 @@ def _parameter_values(
     returned: Mapping[str, Any],
 ) -> dict[str, Any]:
     """kubeflow_v2_run_executor.py, lines 156-174: each output parameter is the value of
-    the output artifact of its name, a String's as `string_value`."""
+    the output artifact of its name, a String's as `string_value`, an Integer's as
+    `number_value` (a double)."""
     found = {}
     for key in output_parameters:
         if key not in outputs:  # Lines 157-159.
@@ -283,5 +312,6 @@ def _parameter_values(
             )
         if key not in returned:
             raise LightStepError(f"{class_path} returned no value for output {key!r}")
-        found[key] = returned[key]
+        value = returned[key]
+        found[key] = float(value) if isinstance(value, int) else value
     return found

@@ -764,8 +764,8 @@ def test_the_serving_gate_lets_the_label_be_absent_and_new_columns_in_but_nothin
     import tensorflow_data_validation as tfdv
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    from components.data_gate import DataValidationError, check_data
-    from components.serving_gate import serving_anomalies, serving_schema
+    from components.data_checks import DataValidationError, check_data
+    from components.serving_check import serving_anomalies, serving_schema
 
     schema = schema_pb2.Schema()
     for name, kind in (("tips", schema_pb2.FLOAT), ("fare", schema_pb2.FLOAT)):

@@ -3,7 +3,7 @@
 import pytest
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 
-from components.data_gate import DataValidationError, check_data, describe_anomalies
+from components.data_checks import DataValidationError, check_data, describe_anomalies
 
 
 def _anomalies(**by_feature: tuple[str, str]) -> anomalies_pb2.Anomalies:
@@ -60,7 +60,7 @@ def test_nan_in_a_float_feature_is_counted_from_the_statistics():
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import statistics_pb2
 
-    from components.data_gate import nan_counts
+    from components.data_checks import nan_counts
 
     statistics = text_format.Parse(
         """
@@ -93,3 +93,61 @@ def test_nan_in_a_float_feature_is_counted_from_the_statistics():
         "feature 'trip_miles': Invalid values: Float feature has NaN values. (40 NaN of 400 "
         "values) (split train)"
     ) in str(err.value)
+
+
+def _gate_inputs(root) -> dict:
+    """The gates' input files (benchmarks.step_startup.gate_files) written under `root`."""
+    from benchmarks.step_startup import gate_files
+
+    for relative, content in gate_files().items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return {name: str(root / "run-1" / "upstream" / name) for name in ("statistics", "schema")}
+
+
+@pytest.mark.slow  # imports TFX's component package (TFMA) for its readers
+def test_the_ported_readers_read_what_tfx_s_read(tmp_path):
+    """components/data_checks.py against TFX 1.16's `stats_artifact_utils.load_statistics`,
+    `artifact_utils.get_split_uri` and `io_utils.SchemaReader`, on TFX's own artifacts."""
+    from tfx.components.statistics_gen import stats_artifact_utils
+    from tfx.types import artifact_utils, standard_artifacts
+    from tfx.utils import io_utils
+
+    from components import data_checks
+
+    uris = _gate_inputs(tmp_path)
+    statistics = standard_artifacts.ExampleStatistics()
+    statistics.uri, statistics.split_names = uris["statistics"], '["train", "eval"]'
+    schema = standard_artifacts.Schema()
+    schema.uri = uris["schema"]
+    for split in ("train", "eval"):
+        assert data_checks.split_uri(statistics, split) == artifact_utils.get_split_uri(
+            [statistics], split
+        )
+        ours = data_checks.load_statistics(statistics, split)
+        assert ours == stats_artifact_utils.load_statistics(statistics, split).proto()
+    assert data_checks.read_schema(schema) == io_utils.SchemaReader().read(
+        io_utils.get_only_uri_in_dir(schema.uri)
+    )
+    # The same errors: a split the artifact lacks, and a schema directory of two files.
+    with pytest.raises(ValueError) as tfx_error:
+        artifact_utils.get_split_uri([statistics], "test")
+    with pytest.raises(ValueError, match="Split does not exist") as our_error:
+        data_checks.split_uri(statistics, "test")
+    assert str(our_error.value) == str(tfx_error.value)
+    (tmp_path / "run-1" / "upstream" / "schema" / "other.pbtxt").write_text("")
+    with pytest.raises(RuntimeError, match="Only one file per dir is supported"):
+        io_utils.get_only_uri_in_dir(schema.uri)
+    with pytest.raises(RuntimeError, match="Only one file per dir is supported"):
+        data_checks.read_schema(schema)
+
+
+def test_a_missing_statistics_file_is_named(tmp_path):
+    from components import data_checks
+    from kubeflow.light_step import StepArtifact
+
+    uris = _gate_inputs(tmp_path)
+    statistics = StepArtifact(uri=uris["statistics"], metadata={"split_names": '["test"]'})
+    with pytest.raises(FileNotFoundError, match=r"Split-test/FeatureStats.pb does not exist"):
+        data_checks.load_statistics(statistics, "test")

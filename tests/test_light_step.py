@@ -6,7 +6,8 @@ arguments of the packages compiled here, Deploy's included, and
 through TFX 1.16's entrypoint (`kubeflow.step_entrypoint.run_tfx`) and as its
 pod runs it (`python -m kubeflow.step_entrypoint`, the light runner). The
 executor output files, the outputs and the step records must agree; the
-reference is TFX's run, taken in the test.
+reference is TFX's run, taken in the test. The data gates are run failing
+too (`GATE_VARIANTS`): the same error must end both.
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.step_startup import LIGHT_STEP_INPUTS, compiled_packages, light_step_arguments
+from benchmarks.step_startup import (
+    GATE_VARIANTS,
+    LIGHT_STEP_INPUTS,
+    compiled_packages,
+    light_step_arguments,
+)
 from kubeflow import light_step
 from tests.conftest import REPO_ROOT
 
@@ -37,19 +43,40 @@ def compiled_arguments(tmp_path_factory) -> dict[str, list[str]]:
     return {c: args for classes in packages.values() for c, args in classes.items()}
 
 
-def _run(root: Path, class_path: str, compiled: list[str], tfx: bool) -> dict:
-    args = light_step_arguments(class_path, compiled, root)
+def _run(
+    root: Path, class_path: str, compiled: list[str], tfx: bool, given: dict | None = None
+) -> dict:
+    """The step run on `given` (LIGHT_STEP_INPUTS's by default): what it wrote, and how it
+    ended (a `fails` run exits 1 with its error last on stderr, as TFX's entrypoint does)."""
+    given = LIGHT_STEP_INPUTS[class_path] if given is None else given
+    args = light_step_arguments(class_path, compiled, root, given)
     command = ["-c", _RUN_TFX, json.dumps(args)] if tfx else ["-m", "kubeflow.step_entrypoint"]
     done = subprocess.run(
         [sys.executable, *command, *([] if tfx else args)],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == (1 if given.get("fails") else 0), done.stderr[-3000:]
     step = class_path.rsplit(".", 1)[1].removesuffix("_Executor")
-    text = (root / "pod" / step / "output_metadata.json").read_text().replace(str(root), "ROOT")
+    output_file = root / "pod" / step / "output_metadata.json"
+    text = output_file.read_text().replace(str(root), "ROOT") if output_file.exists() else "{}"
     record = json.loads((root / "run-1" / step / "step_record.json").read_text())
     executor_output = json.loads(text)
+    # An HTML report carries the time it was written: compared by what it shows, not as written.
+    stamped = {
+        name for name, kind in given["outputs"].items() if kind.get("schemaTitle") == "system.HTML"
+    }
     return {
+        # The error the step ended with: the last line of its traceback.
+        "error": done.stderr.strip().splitlines()[-1] if given.get("fails") else None,
+        "errors": [a["error"] for a in record["attempts"]],
+        # What each output directory holds (the drift gate's drift.json).
+        "written": {
+            str(p.relative_to(root / "run-1" / step)): p.read_text().replace(str(root), "ROOT")
+            for p in sorted((root / "run-1" / step).rglob("*"))
+            if p.is_file()
+            and p.name != "step_record.json"
+            and p.relative_to(root / "run-1" / step).parts[0] not in stamped
+        },
         # Each output parameter's value artifact, as written at its URI.
         "values": {
             key: Path(
@@ -82,6 +109,23 @@ def test_the_light_runner_writes_what_tfx_entrypoint_writes(
     assert reference["values"] == {
         key: reference["executor_output"]["parameterValues"][key] for key in declared
     }
+
+
+@pytest.mark.slow  # compiles the packages; TFX's entrypoint imports TensorFlow and TFMA
+@pytest.mark.parametrize("variant", sorted(GATE_VARIANTS))
+def test_a_gate_that_fails_fails_as_under_tfx_entrypoint(variant, compiled_arguments, tmp_path):
+    """The same error ends the step, recorded as its attempt's, after the same outputs
+    (the drift gate writes its result before it fails); the drift gate against served
+    statistics measures with TFDV in both."""
+    class_path, given = GATE_VARIANTS[variant]
+    compiled = compiled_arguments[class_path]
+    reference = _run(tmp_path / "tfx", class_path, compiled, tfx=True, given=given)
+    light = _run(tmp_path / "light", class_path, compiled, tfx=False, given=given)
+    assert light == reference
+    assert given["fails"] in reference["error"]
+    assert reference["outcomes"] == ["failed"] and given["fails"] in reference["errors"][0]
+    for output, texts in given["shows"].items():
+        assert [t for t in texts if t not in reference["written"][output]] == [], output
 
 
 @pytest.mark.slow  # compiles the packages
@@ -179,9 +223,12 @@ def test_a_returned_value_is_written_as_tfx_writes_a_string_artifact(tmp_path):
 
 
 def test_an_output_value_the_light_runner_cannot_write_is_refused(tmp_path):
-    number = light_step.StepArtifact(uri=str(tmp_path / "n"), title="tfx.Integer")
-    with pytest.raises(light_step.LightStepError, match=r"output 'n' \(tfx.Integer, int\)"):
-        light_step._write_returned_values("C", {"n": 3}, {"n": number})
+    number = light_step.StepArtifact(uri=str(tmp_path / "n"), title="tfx.Float")
+    with pytest.raises(light_step.LightStepError, match=r"output 'n' \(tfx.Float, float\)"):
+        light_step._write_returned_values("C", {"n": 3.0}, {"n": number})
+    count = light_step.StepArtifact(uri=str(tmp_path / "c"), title="tfx.Integer")
+    with pytest.raises(light_step.LightStepError, match=r"output 'c' \(tfx.Integer, str\)"):
+        light_step._write_returned_values("C", {"c": "3"}, {"c": count})
     with pytest.raises(light_step.LightStepError, match="'x', which is no output of the step"):
         light_step._write_returned_values("C", {"x": "v"}, {})
     with pytest.raises(light_step.LightStepError, match="no output artifact of its name"):

@@ -297,8 +297,8 @@ def test_scoring_s_gate_names_no_split_and_hints_the_cast_of_an_int_with_a_nan()
     import tensorflow_data_validation as tfdv
     from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2
 
-    from components.data_gate import DataValidationError, check_data
-    from components.serving_gate import serving_anomalies
+    from components.data_checks import DataValidationError, check_data
+    from components.serving_check import serving_anomalies
 
     schema = schema_pb2.Schema()
     schema.feature.add(name="flipper_length_mm", type=schema_pb2.INT)
@@ -320,7 +320,7 @@ def test_a_column_added_in_a_later_partition_is_told_where_to_declare_it():
     import tensorflow_data_validation as tfdv
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    from components.data_gate import DataValidationError, check_data
+    from components.data_checks import DataValidationError, check_data
 
     schema = schema_pb2.Schema()
     schema.feature.add(name="island", type=schema_pb2.BYTES)
