@@ -39,6 +39,12 @@ LIGHT_STEPS: Mapping[str, str] = {
     "kubeflow.steps.input_snapshot.InputSnapshot_Executor": (
         "kubeflow.steps.input_fingerprint.take_snapshot"
     ),
+    "components.served_model.LatestServedModel_Executor": (
+        "components.served_baseline.copy_latest_served"
+    ),
+    "kubeflow.steps.run_report.RunReport_Executor": (
+        "kubeflow.steps.training_run_report.write_run_report"
+    ),
 }
 # kubeflow_v2_entrypoint_utils.py, line 34 and lines 144-146: a parameter by
 # this name reaches the executor as `input_base` (standard_component_specs.INPUT_BASE_KEY).

@@ -37,8 +37,34 @@ def compiled_arguments(tmp_path_factory) -> dict[str, list[str]]:
     return {c: args for classes in packages.values() for c, args in classes.items()}
 
 
-def _run(root: Path, class_path: str, compiled: list[str], tfx: bool) -> dict:
-    args = light_step_arguments(class_path, compiled, root)
+def _output_tree(root: Path, executor_output: dict) -> dict[str, dict[str, str]]:
+    """Each output's files and directories under its URI, each file's text (ROOT for
+    `root`; bytes as hex): what the step wrote, compared whole."""
+    found = {}
+    for key, artifacts in executor_output["artifacts"].items():
+        top = Path(artifacts["artifacts"][0]["uri"].replace("ROOT", str(root)))
+        paths = [top] if top.is_file() else sorted(top.rglob("*")) if top.exists() else []
+        found[key] = {
+            str(p.relative_to(top)): "dir" if p.is_dir() else _text(p, root) for p in paths
+        }
+    return found
+
+
+# A report's time of writing (components/report/report.html.j2's header): two runs differ by it.
+_WRITTEN_AT = re.compile(r"report written \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+
+
+def _text(path: Path, root: Path) -> str:
+    data = path.read_bytes()
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        return data.hex()
+    return _WRITTEN_AT.sub("report written WHEN", text.replace(str(root), "ROOT"))
+
+
+def _run(root: Path, class_path: str, compiled: list[str], tfx: bool, given=None) -> dict:
+    args = light_step_arguments(class_path, compiled, root, given)
     command = ["-c", _RUN_TFX, json.dumps(args)] if tfx else ["-m", "kubeflow.step_entrypoint"]
     done = subprocess.run(
         [sys.executable, *command, *([] if tfx else args)],
@@ -60,6 +86,7 @@ def _run(root: Path, class_path: str, compiled: list[str], tfx: bool) -> dict:
         # The line run_compiled.py times a step's start-up by (TFX's, in absl's format).
         "started": bool(re.search(r"^I\d{4} [\d:.]+ .*\] Starting executor$", done.stderr, re.M)),
         "executor_output": executor_output,
+        "written": _output_tree(root, executor_output),
         "outputs": sorted(p.name for p in (root / "run-1" / step).iterdir()),
         "outcomes": [a["outcome"] for a in record["attempts"]],
         "recorded_outputs": json.loads(json.dumps(record["outputs"]).replace(str(root), "ROOT")),
@@ -82,6 +109,79 @@ def test_the_light_runner_writes_what_tfx_entrypoint_writes(
     assert reference["values"] == {
         key: reference["executor_output"]["parameterValues"][key] for key in declared
     }
+
+
+LATEST_SERVED = "components.served_model.LatestServedModel_Executor"
+RUN_REPORT = "kubeflow.steps.run_report.RunReport_Executor"
+# Cases of a light step beside its LIGHT_STEP_INPUTS entry: case -> (class, what it is handed).
+OTHER_CASES = {
+    # Nothing served yet (the first run): the empty Model artifact, `has_model` 0.
+    "nothing served": (
+        LATEST_SERVED,
+        {**LIGHT_STEP_INPUTS[LATEST_SERVED], "files": {}, "dirs": ()},
+    ),
+    # A run without Deploy whose later steps wrote nothing the report reads (no Trainer
+    # logs, no evaluation, not blessed, not pushed): the optional `deployment` absent.
+    "later steps did not run": (
+        RUN_REPORT,
+        {
+            **LIGHT_STEP_INPUTS[RUN_REPORT],
+            "files": {},
+            "inputs": {
+                **{
+                    k: v
+                    for k, v in LIGHT_STEP_INPUTS[RUN_REPORT]["inputs"].items()
+                    if k != "deployment"
+                },
+                "blessing": (
+                    LIGHT_STEP_INPUTS[RUN_REPORT]["inputs"]["blessing"][0],
+                    {"blessed": 0.0},
+                ),
+            },
+        },
+    ),
+}
+
+
+@pytest.mark.slow  # compiles the packages; TFX's entrypoint imports TensorFlow and TFMA
+@pytest.mark.parametrize("case", sorted(OTHER_CASES))
+def test_the_light_runner_writes_what_tfx_entrypoint_writes_in_other_cases(
+    case, compiled_arguments, tmp_path
+):
+    class_path, given = OTHER_CASES[case]
+    compiled = compiled_arguments[class_path]
+    reference = _run(tmp_path / "tfx", class_path, compiled, tfx=True, given=given)
+    light = _run(tmp_path / "light", class_path, compiled, tfx=False, given=given)
+    assert light == reference
+    outputs = reference["executor_output"]["artifacts"]
+    if class_path == LATEST_SERVED:
+        assert outputs["baseline_model"]["artifacts"][0]["metadata"]["has_model"] == 0.0
+        assert reference["written"]["baseline_model"] == {}
+    else:
+        assert outputs["metrics"]["artifacts"][0]["metadata"]["blessed"] == 0.0
+        assert "report" in reference["outputs"]
+
+
+@pytest.mark.slow  # compiles the packages; TFX's entrypoint imports TensorFlow and TFMA
+def test_the_served_version_is_copied_whole_as_tfx_copies_it(compiled_arguments, tmp_path):
+    """io_utils.copy_dir through TFX's entrypoint and store_files.copy_dir through the light
+    runner: the newest complete version's files and its empty directory, nothing of the
+    version still being copied; `has_model` 1 with its version and path."""
+    compiled = compiled_arguments[LATEST_SERVED]
+    reference = _run(tmp_path / "tfx", LATEST_SERVED, compiled, tfx=True)
+    light = _run(tmp_path / "light", LATEST_SERVED, compiled, tfx=False)
+    assert light == reference
+    written = reference["written"]["baseline_model"]
+    assert sorted(written) == [
+        "Format-Serving", "Format-Serving/assets", "Format-Serving/assets.extra",
+        "Format-Serving/assets.extra/push.json", "Format-Serving/saved_model.pb",
+        "Format-Serving/variables", "Format-Serving/variables/variables.data-00000-of-00001",
+        "Format-Serving/variables/variables.index",
+    ]  # fmt: skip
+    metadata = reference["executor_output"]["artifacts"]["baseline_model"]["artifacts"][0]
+    assert metadata["metadata"]["has_model"] == 1.0
+    assert metadata["metadata"]["served_version"] == "3"
+    assert metadata["metadata"]["served_path"] == "ROOT/serving/3"
 
 
 @pytest.mark.slow  # compiles the packages

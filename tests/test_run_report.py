@@ -588,7 +588,8 @@ def test_kubeflow_run_report_step_writes_the_report_from_its_input_artifacts(
     from tfx.types import artifact_utils
 
     from kubeflow.steps.kfp_artifacts import HTML, Metrics
-    from kubeflow.steps.run_report import BASELINE_PREFIX, BLESSED_METRIC, RunReport
+    from kubeflow.steps.run_report import RunReport
+    from kubeflow.steps.training_run_report import BASELINE_PREFIX, BLESSED_METRIC
     from pipeline import steps as dag
 
     store = metadata_store_of(two_local_runs.output_dir)
