@@ -396,7 +396,10 @@ def _copy_file(src: str, dst: str) -> None:
 
 
 def _makedirs(path: str) -> None:
-    """`fileio.makedirs`: a local directory; nothing on S3, whose directories are prefixes."""
+    """`fileio.makedirs`: a local directory. Nothing on S3, whose directories are prefixes:
+    tensorflow-io 0.37.1's CreateDir writes no object for a directory that is not there
+    (s3_filesystem.cc L1036-1050 at v0.37.1; pipeline/object_store.py,
+    `remove_folder_markers`, on the marker it can leave for one that is)."""
     _by_scheme(
         path,
         lambda p: os.makedirs(p, exist_ok=True),

@@ -48,13 +48,27 @@ class _Read:
     custom_properties: "dict[str, Any]"
 
 
+def _custom_value(artifact: types.Artifact, name: str) -> Any:
+    """A custom property's value, a falsy JSON one included.
+
+    TFX's Kubeflow entrypoint hands every input's custom property over as JSON
+    (a Struct; kubeflow_v2_entrypoint_utils.py, lines 328-332), and tfx 1.16's
+    `get_custom_property` returns None for a JSON value that is falsy (types/
+    artifact.py, lines 752-754, `if json_value:`, then no int, double or string
+    field): a blessing of 0 would read as no blessing, a `has_model` of 0 as
+    none. `get_json_value_custom_property` (lines 768-782) returns it as it is.
+    """
+    if artifact.mlmd_artifact.custom_properties[name].HasField("struct_value"):
+        return artifact.get_json_value_custom_property(name)
+    return artifact.get_custom_property(name)
+
+
 def _read(artifact: "types.Artifact | None") -> "_Read | None":
-    """TFX's artifact as the report reads it: its custom properties, decoded by
-    `get_custom_property` (the values TFX's Kubeflow entrypoint handed over as JSON)."""
+    """TFX's artifact as the report reads it: its URI and custom properties."""
     if artifact is None:
         return None
     names = artifact.mlmd_artifact.custom_properties
-    return _Read(artifact.uri, {name: artifact.get_custom_property(name) for name in names})
+    return _Read(artifact.uri, {name: _custom_value(artifact, name) for name in names})
 
 
 # Each input is named after the output key that fills it, and the step
