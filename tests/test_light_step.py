@@ -298,3 +298,60 @@ def test_an_artifact_type_is_read_by_its_schema_title():
     assert light_step._artifacts(raw)["s"].title == "system.HTML"
     raw["s"]["artifacts"][0]["type"] = {"instanceSchema": "type: object\n"}
     assert light_step._artifacts(raw)["s"].title == "tfx.Artifact"
+
+
+# Input artifacts as a driver hands them: type property and custom property by one name, a
+# value that does not fit its property's type, a KFP Value, falsy values, a type without
+# properties.
+_RAW_INPUTS = [
+    (
+        "tfx.Examples",
+        {
+            "customProperties": {"n": {"intValue": "4"}, "s": {"stringValue": "t"}},
+            "metadata": {
+                "span": 4,
+                "custom:span": 5,
+                "version": "not a number",
+                "split_names": '["train"]',
+                "input_fingerprint": "f",
+                "zero": 0,
+                "empty": "",
+            },
+        },
+    ),
+    ("tfx.ExampleStatistics", {"metadata": {"span": 1.0, "split_names": 3}}),
+    ("tfx.ModelBlessing", {"metadata": {"blessed": 0.0, "custom:span": 2}}),
+]
+
+
+@pytest.mark.slow  # imports TFX's entrypoint (TensorFlow, TFMA)
+@pytest.mark.parametrize(("title", "raw"), _RAW_INPUTS, ids=[t for t, _ in _RAW_INPUTS])
+def test_an_inputs_custom_properties_are_those_of_tfx_s_artifact(title, raw):
+    """`_parse_raw_artifact` (kubeflow_v2_entrypoint_utils.py, lines 296-332), run here, and
+    `custom_properties_of` on the same raw artifact: the same custom properties, each read as
+    its value (run_report.py's `_custom_value`, which keeps a falsy one)."""
+    from google.protobuf import json_format
+    from kfp.pipeline_spec import pipeline_spec_pb2
+    from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils as utils
+
+    from kubeflow.steps.run_report import _custom_value
+
+    runtime = json_format.ParseDict(
+        {"uri": "/a", "type": {"instanceSchema": f"title: {title}\n"}, **raw},
+        pipeline_spec_pb2.RuntimeArtifact(),
+    )
+    artifact = utils._parse_raw_artifact(runtime, {})
+    expected = {
+        name: _custom_value(artifact, name) for name in artifact.mlmd_artifact.custom_properties
+    }
+    found = light_step.custom_properties_of(raw, title)
+    assert found == expected
+    assert {k: type(v) for k, v in found.items()} == {k: type(v) for k, v in expected.items()}
+
+
+def test_an_input_without_artifacts_is_left_to_the_functions_default():
+    """decorators.py, `_extract_func_args`, lines 59-68: a missing optional input is not
+    passed; an output is always one artifact."""
+    assert light_step._artifacts({"deployment": {"artifacts": []}}, inputs=True) == {}
+    with pytest.raises(light_step.LightStepError, match="'report': 0 artifacts, not one"):
+        light_step._artifacts({"report": {"artifacts": []}})
