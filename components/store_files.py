@@ -411,16 +411,14 @@ def _makedirs(path: str) -> None:
 def copy_dir(src: str, dst: str) -> None:
     """Copies the directory `src` to `dst` as TFX's `io_utils.copy_dir` does without patterns
     (tfx 1.16, utils/io_utils.py, lines 81-116): `dst` emptied first (lines 96-98), every
-    file under `src` copied to the same relative path, and every subdirectory made,
-    empty ones included (lines 100-116)."""
+    file under `src` copied to the same relative path, and every directory under it made,
+    empty ones included (lines 100-116: a directory with files, and each subdirectory)."""
     src, dst = os.fspath(src).rstrip("/"), os.fspath(dst).rstrip("/")
     if exists(dst):
         rmtree(dst)
     _makedirs(dst)
-    for dir_name, sub_dirs, leaf_files in walk(src):
+    for dir_name, _sub_dirs, leaf_files in walk(src):
         new_dir_name = dir_name.replace(src, dst, 1)
         _makedirs(new_dir_name)
         for leaf_file in leaf_files:
             _copy_file(os.path.join(dir_name, leaf_file), os.path.join(new_dir_name, leaf_file))
-        for sub_dir in sub_dirs:
-            _makedirs(os.path.join(new_dir_name, sub_dir))
