@@ -86,21 +86,3 @@ def signature_defs(model_dir: str) -> "dict[str, Any]":
         for name, signature in meta_graph.signature_def.items()
         if not name.startswith("__")
     }
-
-
-def serving_signatures(model_dir: str) -> "tuple[tuple[str, tuple[str, ...]], ...]":
-    """The SavedModel's signatures and their input names (`signature_defs`)."""
-    return tuple(
-        sorted(
-            (name, tuple(sorted(signature.inputs)))
-            for name, signature in signature_defs(model_dir).items()
-        )
-    )
-
-
-def describe_signatures(signatures: "tuple[tuple[str, tuple[str, ...]], ...]") -> str:
-    """`serving_default(examples), serving_json(15 named inputs)`: for a summary line."""
-    return ", ".join(
-        f"{name}({inputs[0] if len(inputs) == 1 else f'{len(inputs)} named inputs'})"
-        for name, inputs in signatures
-    )
