@@ -22,6 +22,7 @@ import pytest
 from benchmarks.step_startup import LIGHT_STEP_INPUTS, compiled_packages, light_step_arguments
 from kubeflow import light_step
 from tests.conftest import REPO_ROOT
+from tests.harness import run_report_inputs
 
 _RUN_TFX = (
     "import json, sys\n"
@@ -357,52 +358,23 @@ def test_an_input_without_artifacts_is_left_to_the_functions_default():
         light_step._artifacts({"report": {"artifacts": []}})
 
 
-# RunReport's inputs by the type of the artifact that fills them in a local run's ML Metadata.
-_REPORTED_TYPES = {
-    "examples": "Examples",
-    "drift": "components.DataDrift",
-    "statistics": "ExampleStatistics",
-    "anomalies": "ExampleAnomalies",
-    "model_run": "ModelRun",
-    "evaluation": "ModelEvaluation",
-    "blessing": "ModelBlessing",
-    "pushed_model": "PushedModel",
-    "baseline_model": "Model",
-}
-
-
 def _real_run_report_inputs(output_dir: Path, run_id: str) -> dict:
     """RunReport's LIGHT_STEP_INPUTS entry on the outputs of a local run (`run_id`): each
     input's files (copied under the test's run) and the metadata its producer's executor
     output carried (TFX's entrypoint's `_get_json_metadata_mapping`, run here)."""
-    from ml_metadata.metadata_store import metadata_store
-    from tfx.orchestration import metadata as tfx_metadata
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils as utils
-    from tfx.types import artifact_utils
 
-    store = metadata_store.MetadataStore(
-        tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
-    )
-    run = store.get_context_by_type_and_name("pipeline_run", run_id)
-    types_by_id = {t.id: t for t in store.get_artifact_types()}
-    found = {}
-    for artifact in store.get_artifacts_by_context(run.id):
-        name = types_by_id[artifact.type_id].name
-        if name == "Examples" and "span" not in artifact.custom_properties:
-            continue  # Transform's; ExampleGen's carries the span.
-        if name == "Model" and "has_model" not in artifact.custom_properties:
-            continue  # The Trainer's; LatestServedModel's carries has_model.
-        found[name] = artifact_utils.deserialize_artifact(types_by_id[artifact.type_id], artifact)
+    found = run_report_inputs(output_dir, run_id)
     given = LIGHT_STEP_INPUTS[RUN_REPORT]
     inputs = {
-        key: (given["inputs"][key][0], utils._get_json_metadata_mapping(found[type_name]))
-        for key, type_name in _REPORTED_TYPES.items()
+        key: (given["inputs"][key][0], utils._get_json_metadata_mapping(artifact))
+        for key, artifact in found.items()
     }
 
     def files() -> dict[str, bytes]:
         copied = {}
-        for key, type_name in _REPORTED_TYPES.items():
-            top = Path(found[type_name].uri)
+        for key, artifact in found.items():
+            top = Path(artifact.uri)
             for path in (p for p in top.rglob("*") if p.is_file()):
                 copied[f"run-1/upstream/{key}/{path.relative_to(top)}"] = path.read_bytes()
         return copied
