@@ -232,7 +232,7 @@ _MODEL = _tfx_type("tfx.Model")
 # A serving directory as the Pusher leaves it: version 3 served (a SavedModel's files, an
 # empty directory, the Pusher's record), version 12 still being copied (no saved_model.pb):
 # LatestServedModel copies version 3, whole.
-SERVING_FILES = {
+SERVING_FILES: dict[str, str | bytes] = {
     "serving/3/saved_model.pb": b"\x08\x01saved model",
     "serving/3/variables/variables.index": b"index",
     "serving/3/variables/variables.data-00000-of-00001": b"\x00" * 64,

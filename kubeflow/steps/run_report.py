@@ -63,10 +63,8 @@ def _custom_value(artifact: types.Artifact, name: str) -> Any:
     return artifact.get_custom_property(name)
 
 
-def _read(artifact: "types.Artifact | None") -> "_Read | None":
+def _read(artifact: types.Artifact) -> _Read:
     """TFX's artifact as the report reads it: its URI and custom properties."""
-    if artifact is None:
-        return None
     names = artifact.mlmd_artifact.custom_properties
     return _Read(artifact.uri, {name: _custom_value(artifact, name) for name in names})
 
@@ -110,5 +108,5 @@ def RunReport(
         pipeline_name=pipeline_name,
         component_ids=component_ids,
         hyperparameters=hyperparameters,
-        deployment=_read(deployment),
+        deployment=_read(deployment) if deployment is not None else None,
     )
