@@ -151,7 +151,7 @@ def compiled_packages(tmp: Path) -> dict[str, dict[str, list[str]]]:
 # What a light step's run is handed (`light_step_arguments`): its parameters and its
 # outputs' types, as the driver would hand them; the files it reads (`files`, text with
 # ROOT filled in, or bytes); what its outputs show once it ran (`shows`: output -> text
-# each holds).
+# each holds); `dirs`, empty directories it finds among them.
 _HTML = {"schemaTitle": "system.HTML", "schemaVersion": "0.0.1"}
 _STRING = {"instanceSchema": "title: tfx.String\ntype: object\n"}
 _VERSIONED_SPANS = "span-{SPAN}/v{VERSION}/*.csv"
@@ -291,6 +291,86 @@ _DRIFT_GATE = {
 }
 
 
+def _tfx_type(title: str) -> dict[str, str]:
+    """A TFX artifact type as TFX's compiler writes it in the spec (an instance schema)."""
+    return {"instanceSchema": f"title: {title}\ntype: object\n"}
+
+
+_MODEL = _tfx_type("tfx.Model")
+# A serving directory as the Pusher leaves it: version 3 served (a SavedModel's files, an
+# empty directory, the Pusher's record), version 12 still being copied (no saved_model.pb):
+# LatestServedModel copies version 3, whole.
+SERVING_FILES: dict[str, str | bytes] = {
+    "serving/3/saved_model.pb": b"\x08\x01saved model",
+    "serving/3/variables/variables.index": b"index",
+    "serving/3/variables/variables.data-00000-of-00001": b"\x00" * 64,
+    "serving/3/assets.extra/push.json": '{"pushed_by": "ROOT/run-0/Pusher/pushed_model"}',
+    "serving/12/variables/variables.index": b"half-copied",
+}
+SERVING_EMPTY_DIRS = ("serving/3/assets",)
+
+
+def served_versions() -> dict[str, str | bytes]:
+    return dict(SERVING_FILES)
+
+
+def reported_run() -> dict[str, str | bytes]:
+    """What RunReport reads of a run that trained, evaluated and deployed: the Trainer's
+    event file and the Evaluator's output (`trained_and_evaluated_run`'s), as its inputs
+    under run-1/upstream/, and the Deploy step's outcome."""
+    moved = {
+        "run-1/Trainer/model_run": "run-1/upstream/model_run",
+        "run-1/Evaluator/evaluation": "run-1/upstream/evaluation",
+    }
+    found: dict[str, str | bytes] = {}
+    for path, content in trained_and_evaluated_run().items():
+        for old, new in moved.items():
+            if path.startswith(old + "/"):
+                found[new + path[len(old) :]] = content
+    found["run-1/upstream/deployment/deployment.json"] = json.dumps(
+        {
+            "outcome": "promoted",
+            "summary": "version 3 serves all traffic",
+            "version": "3",
+            "storage_uri": "s3://models/taxi/3",
+            "url": None,
+            "traffic": [{"tag": "latest", "percent": 100, "revision": "taxi-predictor-3"}],
+        }
+    )
+    return found
+
+
+# RunReport's inputs as the driver hands them: each artifact's type and metadata, as the
+# step that wrote it reported them (ExampleGen's span both as the property and as the
+# custom property TFX's entrypoint prefixes with `custom:`).
+REPORTED_INPUTS = {
+    "examples": (
+        _tfx_type("tfx.Examples"),
+        {
+            "span": 4.0,
+            "custom:span": 4.0,
+            "version": 1.0,
+            "split_names": '["train", "eval"]',
+            "input_fingerprint": "split:single_split,num_files:1,total_bytes:9,xor_checksum:1",
+        },
+    ),
+    "statistics": (_tfx_type("tfx.ExampleStatistics"), {"span": 4.0}),
+    "anomalies": (_tfx_type("tfx.ExampleAnomalies"), {"span": 4.0}),
+    "drift": (_tfx_type("components.DataDrift"), {}),
+    "model_run": (_tfx_type("tfx.ModelRun"), {}),
+    "evaluation": (_tfx_type("tfx.ModelEvaluation"), {}),
+    "blessing": (_tfx_type("tfx.ModelBlessing"), {"blessed": 1.0}),
+    "baseline_model": (_MODEL, {"has_model": 0.0}),
+    "pushed_model": (_tfx_type("tfx.PushedModel"), {"pushed": 0.0}),
+    "deployment": (_tfx_type("kubeflow_steps.Deployment"), {"outcome": "promoted"}),
+}
+_RUN_REPORT_PARAMETERS = {
+    "pipeline_name": "taxi",
+    "component_ids": json.dumps(["ExampleGen", "Trainer", "Evaluator", "Pusher", "Deploy"]),
+    "hyperparameters": "null",
+}
+_METRICS = {"schemaTitle": "system.Metrics", "schemaVersion": "0.0.1"}
+
 LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
     "kubeflow.steps.run_status.RunStatus_Executor": {
         "parameters": {
@@ -390,6 +470,21 @@ LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
         "outputs": {"schema": _SCHEMA},
         "shows": {"schema/schema.pbtxt": ['name: "fare"']},
     },
+    "components.served_model.LatestServedModel_Executor": {
+        "parameters": {"serving_model_dir": f"{ROOT}/serving"},
+        "files": served_versions,
+        "dirs": SERVING_EMPTY_DIRS,
+        "inputs": {"candidate_model": (_MODEL, {})},
+        "outputs": {"baseline_model": _MODEL},
+    },
+    "kubeflow.steps.run_report.RunReport_Executor": {
+        "parameters": _RUN_REPORT_PARAMETERS,
+        "files": reported_run,
+        "inputs": REPORTED_INPUTS,
+        "outputs": {"report": _HTML, "metrics": _METRICS},
+        # The curves, the evaluation and the deployment read; what has no files is left out.
+        "shows": {"report": ['data-epoch="1"', 'data-passed="True"', "promoted"]},
+    },
 }
 # Runs of the gates that LIGHT_STEP_INPUTS does not hold (it holds one per step), by name:
 # the class path and the run's inputs. `fails`: the error the step ends with.
@@ -424,7 +519,8 @@ def light_step_arguments(
     LIGHT_STEP_INPUTS: its parameters; its input artifacts, as an upstream step of the run
     left them under `root`/run-1/; the data files it reads, written under `root`; each
     output under `root`/run-1/<step>/, each output parameter's file under `root`/pod/.
-    `given`: another run's inputs, in LIGHT_STEP_INPUTS's shape (GATE_VARIANTS)."""
+    `given` replaces the step's LIGHT_STEP_INPUTS entry (another case of the same step,
+    GATE_VARIANTS)."""
     step = class_path.rsplit(".", 1)[1].removesuffix("_Executor")
     given = LIGHT_STEP_INPUTS[class_path] if given is None else given
     files = given.get("files", {})
@@ -436,6 +532,8 @@ def light_step_arguments(
         else:
             path.write_text(content.replace(ROOT, str(root)))
         os.utime(path, (FILES_MTIME, FILES_MTIME))
+    for relative in given.get("dirs", ()):
+        (root / relative).mkdir(parents=True, exist_ok=True)
     executor_input: dict[str, Any] = {
         "inputs": {
             "parameterValues": {

@@ -4,7 +4,7 @@ TFX 1.16's ExampleValidator compares statistics with the schema only. TFDV's
 drift comparators need the previous data's statistics, which TFX fetches with
 a Resolver, a node open-source Kubeflow Pipelines rejects. Here the previous
 statistics are the ones the Pusher wrote into the served version
-(`components.served_model.TRAINING_STATISTICS_FILE`): this step finds them
+(`components.serving_dir.TRAINING_STATISTICS_FILE`): this step finds them
 under the serving directory, on both runners, as `LatestServedModel` finds the
 model.
 

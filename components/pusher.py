@@ -10,7 +10,7 @@ and records `pushed = 0` with `already_served = <path>` instead.
 
 Given `training_statistics` (StatisticsGen's output), a push writes the train
 split's statistics into the new version at
-`components.served_model.TRAINING_STATISTICS_FILE`, before `saved_model.pb`,
+`components.serving_dir.TRAINING_STATISTICS_FILE`, before `saved_model.pb`,
 which TF Serving and `latest_served_version` take as "this version is
 complete". The drift gate reads them back. The copy is the stock executor's,
 otherwise unchanged.

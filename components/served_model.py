@@ -11,7 +11,8 @@ baseline" (so only absolute thresholds apply, as on a first run).
 
 It reads state outside the pipeline, so it must never be served from cache:
 its entry in pipeline/steps.py says `cached=False`, and both runners switch
-caching off for it.
+caching off for it. The work is components/served_baseline.py's, which the
+step's pod runs without TFX (kubeflow/light_step.py); this module declares it.
 """
 
 # No `from __future__ import annotations`: the @component decorator reads
@@ -20,7 +21,6 @@ caching off for it.
 import os
 from typing import Any
 
-from absl import logging
 from tfx import types
 from tfx.dsl.component.experimental.annotations import (
     InputArtifact,
@@ -30,14 +30,9 @@ from tfx.dsl.component.experimental.annotations import (
 from tfx.dsl.component.experimental.decorators import component
 from tfx.dsl.io import fileio
 from tfx.types import standard_artifacts
-from tfx.utils import io_utils
 
-from components.artifact_names import HAS_MODEL_PROPERTY, SERVED_PATH_PROPERTY
-from components.serving_dir import latest_served_version
-
-SERVED_VERSION_PROPERTY = "served_version"
-# Where the Evaluator looks for a SavedModel inside a Model artifact.
-SERVING_SUBDIR = "Format-Serving"
+from components.artifact_names import HAS_MODEL_PROPERTY
+from components.served_baseline import copy_latest_served
 
 
 def is_served_baseline(artifact: types.Artifact) -> bool:
@@ -54,19 +49,10 @@ def LatestServedModel(
     baseline_model: OutputArtifact[standard_artifacts.Model],
     serving_model_dir: Parameter[str],
 ):
-    """Copies the newest served model into `baseline_model`, or marks it empty."""
+    """Copies the newest served model into `baseline_model`, or marks it empty
+    (served_baseline.copy_latest_served)."""
     del candidate_model  # Only orders this step after Trainer; see the module docstring.
-    version = latest_served_version(serving_model_dir)
-    if version is None:
-        logging.info("Nothing served under %s yet: no baseline.", serving_model_dir)
-        baseline_model.set_int_custom_property(HAS_MODEL_PROPERTY, 0)
-        return
-    served_path = os.path.join(serving_model_dir, version)
-    io_utils.copy_dir(served_path, os.path.join(baseline_model.uri, SERVING_SUBDIR))
-    baseline_model.set_int_custom_property(HAS_MODEL_PROPERTY, 1)
-    baseline_model.set_string_custom_property(SERVED_VERSION_PROPERTY, version)
-    baseline_model.set_string_custom_property(SERVED_PATH_PROPERTY, served_path)
-    logging.info("Baseline: served version %s (%s).", version, served_path)
+    copy_latest_served(serving_model_dir, baseline_model)
 
 
 def signature_defs(model_dir: str) -> "dict[str, Any]":
@@ -87,21 +73,3 @@ def signature_defs(model_dir: str) -> "dict[str, Any]":
         for name, signature in meta_graph.signature_def.items()
         if not name.startswith("__")
     }
-
-
-def serving_signatures(model_dir: str) -> "tuple[tuple[str, tuple[str, ...]], ...]":
-    """The SavedModel's signatures and their input names (`signature_defs`)."""
-    return tuple(
-        sorted(
-            (name, tuple(sorted(signature.inputs)))
-            for name, signature in signature_defs(model_dir).items()
-        )
-    )
-
-
-def describe_signatures(signatures: "tuple[tuple[str, tuple[str, ...]], ...]") -> str:
-    """`serving_default(examples), serving_json(15 named inputs)`: for a summary line."""
-    return ", ".join(
-        f"{name}({inputs[0] if len(inputs) == 1 else f'{len(inputs)} named inputs'})"
-        for name, inputs in signatures
-    )

@@ -106,3 +106,70 @@ def model_digest(model_dir: str) -> str:
     digest = hashlib.sha256()
     add_directory(digest, model_dir, skip=PUSHER_FILES)
     return digest.hexdigest()
+
+
+# tensorflow/core/protobuf/saved_model.proto (TF 2.16): `message SavedModel { int64
+# saved_model_schema_version = 1; repeated MetaGraphDef meta_graphs = 2; }`. Its module is
+# inside TensorFlow's package; tensorboard's copy of meta_graph.proto (tensorboard/compat/
+# proto/meta_graph.proto, TF's field numbers, protobuf alone) gives the MetaGraphDef.
+_SAVED_MODEL_PROTO = "components/serving_dir/saved_model.proto"
+_SAVED_MODEL_PACKAGE = "components.serving_dir"
+
+
+def _saved_model_class():
+    """TensorFlow's SavedModel message, built on tensorboard's MetaGraphDef (once)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from tensorboard.compat.proto import meta_graph_pb2
+
+    pool = descriptor_pool.Default()
+    name = f"{_SAVED_MODEL_PACKAGE}.SavedModel"
+    factory = message_factory.MessageFactory(pool)
+    try:
+        return factory.GetPrototype(pool.FindMessageTypeByName(name))
+    except KeyError:
+        pass
+    file = descriptor_pb2.FileDescriptorProto(
+        name=_SAVED_MODEL_PROTO,
+        package=_SAVED_MODEL_PACKAGE,
+        dependency=[meta_graph_pb2.DESCRIPTOR.name],
+        syntax="proto3",
+    )
+    message = file.message_type.add(name="SavedModel")
+    field = descriptor_pb2.FieldDescriptorProto
+    message.field.add(
+        name="saved_model_schema_version", number=1, type=field.TYPE_INT64,
+        label=field.LABEL_OPTIONAL,
+    )  # fmt: skip
+    message.field.add(
+        name="meta_graphs", number=2, type=field.TYPE_MESSAGE, label=field.LABEL_REPEATED,
+        type_name=f".{meta_graph_pb2.MetaGraphDef.DESCRIPTOR.full_name}",
+    )  # fmt: skip
+    pool.Add(file)
+    return factory.GetPrototype(pool.FindMessageTypeByName(name))
+
+
+def serving_signatures(model_dir: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The SavedModel's signatures and their input names, read from `saved_model.pb`
+    without TensorFlow; internal ones (`__saved_model_init_op`) left out, none when the
+    file is gone (a version Kubeflow's Deploy step rolled back and set aside)."""
+    path = os.path.join(model_dir, "saved_model.pb")
+    if not store_files.exists(path):
+        return ()
+    with store_files.open(path, "rb") as f:
+        saved_model = _saved_model_class().FromString(f.read())
+    return tuple(
+        sorted(
+            (name, tuple(sorted(signature.inputs)))
+            for meta_graph in saved_model.meta_graphs
+            for name, signature in meta_graph.signature_def.items()
+            if not name.startswith("__")
+        )
+    )
+
+
+def describe_signatures(signatures: tuple[tuple[str, tuple[str, ...]], ...]) -> str:
+    """`serving_default(examples), serving_json(15 named inputs)`: for a summary line."""
+    return ", ".join(
+        f"{name}({inputs[0] if len(inputs) == 1 else f'{len(inputs)} named inputs'})"
+        for name, inputs in signatures
+    )

@@ -405,3 +405,47 @@ def _s3_rmtree(bucket: str, key: str) -> None:
 def rmtree(path: str) -> None:
     """Removes a directory and everything under it."""
     _by_scheme(path, shutil.rmtree, _s3_rmtree, lambda p: _fileio().rmtree(p))
+
+
+def _copy_file(src: str, dst: str) -> None:
+    """`fileio.copy(src, dst)` (tfx 1.16, dsl/io/fileio.py): S3 to S3 in the store itself,
+    local to local through the OS, anything else read and written."""
+    if _scheme(src) == _scheme(dst) == "s3":
+        (src_bucket, src_key), (dst_bucket, dst_key) = _split(src), _split(dst)
+        s3_client().copy_object(
+            Bucket=dst_bucket, Key=dst_key, CopySource={"Bucket": src_bucket, "Key": src_key}
+        )
+    elif _scheme(src) is None and _scheme(dst) is None:
+        shutil.copyfile(src, dst)
+    else:
+        with open(src, "rb") as source, open(dst, "wb") as target:
+            shutil.copyfileobj(source, target)
+
+
+def _makedirs(path: str) -> None:
+    """`fileio.makedirs`: a local directory. Nothing on S3, whose directories are prefixes:
+    tensorflow-io 0.37.1's CreateDir writes no object for a directory that is not there
+    (s3_filesystem.cc L1036-1050 at v0.37.1; pipeline/object_store.py,
+    `remove_folder_markers`, on the marker it can leave for one that is)."""
+    _by_scheme(
+        path,
+        lambda p: os.makedirs(p, exist_ok=True),
+        lambda _bucket, _key: None,
+        lambda p: _fileio().makedirs(p),
+    )
+
+
+def copy_dir(src: str, dst: str) -> None:
+    """Copies the directory `src` to `dst` as TFX's `io_utils.copy_dir` does without patterns
+    (tfx 1.16, utils/io_utils.py, lines 81-116): `dst` emptied first (lines 96-98), every
+    file under `src` copied to the same relative path, and every directory under it made,
+    empty ones included (lines 100-116: a directory with files, and each subdirectory)."""
+    src, dst = os.fspath(src).rstrip("/"), os.fspath(dst).rstrip("/")
+    if exists(dst):
+        rmtree(dst)
+    _makedirs(dst)
+    for dir_name, _sub_dirs, leaf_files in walk(src):
+        new_dir_name = dir_name.replace(src, dst, 1)
+        _makedirs(new_dir_name)
+        for leaf_file in leaf_files:
+            _copy_file(os.path.join(dir_name, leaf_file), os.path.join(new_dir_name, leaf_file))

@@ -50,6 +50,12 @@ LIGHT_STEPS: Mapping[str, str] = {
     "tfx.components.schema_gen.import_schema_gen.executor.Executor": (
         "components.schema_import.import_schema"
     ),
+    "components.served_model.LatestServedModel_Executor": (
+        "components.served_baseline.copy_latest_served"
+    ),
+    "kubeflow.steps.run_report.RunReport_Executor": (
+        "kubeflow.steps.training_run_report.write_run_report"
+    ),
 }
 # kubeflow_v2_entrypoint_utils.py, line 34 and lines 144-146: a parameter by
 # this name reaches the executor as `input_base` (standard_component_specs.INPUT_BASE_KEY).
@@ -73,6 +79,22 @@ _VALUE_TYPES: Mapping[str, type] = {_STRING_TITLE: str, _INTEGER_TITLE: int}
 # The property ExampleStatistics and ExampleAnomalies list their splits in
 # (standard_artifacts.py, `ExampleStatistics.PROPERTIES`, `SPLIT_NAMES_PROPERTY`).
 _SPLIT_NAMES_PROPERTY = "split_names"
+# The properties (not custom properties) of the artifact types a light step takes, by
+# schema title: tfx/types/standard_artifacts.py, lines 35-37 (their types), 111-114
+# (Examples), 153-155 (ExampleAnomalies), 192-194 (ExampleStatistics); every other type a
+# light step takes declares none (our DataDrift and Deployment, TFX's Model, ModelRun,
+# ModelEvaluation, ModelBlessing and PushedModel).
+_INT, _STRING = "INT", "STRING"
+TYPE_PROPERTIES: Mapping[str, Mapping[str, str]] = {
+    "tfx.Examples": {"span": _INT, "version": _INT, "split_names": _STRING},
+    "tfx.ExampleAnomalies": {"span": _INT, "split_names": _STRING},
+    "tfx.ExampleStatistics": {"span": _INT, "split_names": _STRING},
+}
+# tfx/types/artifact.py, line 82: the prefix of a custom property that shares a property's name.
+_CUSTOM_PREFIX = "custom:"
+# kubeflow/steps/kfp_artifacts.py, `Metrics` (the class TFX's entrypoint gives this title):
+# no `tfx_version` custom property, which the KFP UI would chart as a metric.
+_UNTAGGED_TITLES = frozenset({"system.Metrics"})
 
 
 class LightStepError(ValueError):
@@ -90,12 +112,18 @@ class StepArtifact:
     # TFX's metadata mapping (kubeflow_v2_entrypoint_utils.py, lines 213-227):
     # every property and custom property as a JSON value.
     metadata: dict[str, Any] = field(default_factory=dict)
+    # An input's custom properties as TFX's artifact holds them (`custom_properties_of`).
+    custom_properties: dict[str, Any] = field(default_factory=dict)
 
     def set_string_custom_property(self, key: str, value: str) -> None:
         self.metadata[key] = value
 
     def set_int_custom_property(self, key: str, value: int) -> None:
         # An MLMD int goes out as a float (kubeflow_v2_entrypoint_utils.py, lines 199-200).
+        self.metadata[key] = float(value)
+
+    def set_float_custom_property(self, key: str, value: float) -> None:
+        # An MLMD double goes out as it is (kubeflow_v2_entrypoint_utils.py, lines 201-202).
         self.metadata[key] = float(value)
 
     def has_custom_property(self, key: str) -> bool:
@@ -125,13 +153,19 @@ def step_function(class_path: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), name)
 
 
-def _artifacts(artifact_lists: Mapping[str, Any]) -> dict[str, StepArtifact]:
+def _artifacts(
+    artifact_lists: Mapping[str, Any], *, inputs: bool = False
+) -> dict[str, StepArtifact]:
     """`parse_raw_artifact_dict` (lines 40-65, `_parse_raw_artifact` lines 270-338): each
     artifact's URI, name, properties, custom properties and metadata. A light step takes
-    one artifact per input and output, as a function-based component does."""
+    one artifact per input and output, as a function-based component does; an input
+    without one is left out, so the function's default (an optional input's None) holds
+    (decorators.py, `_extract_func_args`, lines 59-68)."""
     found = {}
     for key, artifact_list in artifact_lists.items():
         artifacts = artifact_list.get("artifacts", [])
+        if inputs and not artifacts:
+            continue
         if len(artifacts) != 1:
             raise LightStepError(f"artifact {key!r}: {len(artifacts)} artifacts, not one")
         raw = artifacts[0]
@@ -144,12 +178,46 @@ def _artifacts(artifact_lists: Mapping[str, Any]) -> dict[str, StepArtifact]:
                 metadata[name] = _pipeline_value(value)
         # Lines 305-332: the metadata Struct, as it is.
         metadata.update(raw.get("metadata", {}))
+        title = _schema_title(raw.get("type", {}))
         found[key] = StepArtifact(
             uri=raw.get("uri", ""),
             name=raw.get("name", ""),
-            title=_schema_title(raw.get("type", {})),
+            title=title,
             metadata=metadata,
+            custom_properties=custom_properties_of(raw, title),
         )
+    return found
+
+
+def _json_number(value: Any) -> Any:
+    """A JSON number as a Struct holds it, a double (json_format.ParseDict, MessageToDict)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def custom_properties_of(raw: Mapping[str, Any], title: str) -> dict[str, Any]:
+    """The custom properties TFX's artifact of type `title` has after `_parse_raw_artifact`
+    (kubeflow_v2_entrypoint_utils.py, lines 296-332), as `get_custom_property` reads them:
+    `customProperties` (KFP Values, an int as an int: lines 299-301, compiler_utils.py
+    `get_mlmd_value`, lines 348-361), then each metadata entry (lines 305-332) that is no
+    property of the type or whose value does not fit its type (those become properties,
+    lines 307-321), with `custom:` dropped where it was added for a property's name (lines
+    327-330), as a JSON value (a Struct's: a number is a double)."""
+    declared = TYPE_PROPERTIES.get(title, {})
+    found: dict[str, Any] = {}
+    for name, value in raw.get("customProperties", {}).items():
+        found[name] = int(value["intValue"]) if "intValue" in value else _pipeline_value(value)
+    for name, value in raw.get("metadata", {}).items():
+        value = _json_number(value)
+        kind = declared.get(name)
+        if (kind == _INT and isinstance(value, float)) or (
+            kind == _STRING and isinstance(value, str)
+        ):
+            continue
+        if name.startswith(_CUSTOM_PREFIX) and name[len(_CUSTOM_PREFIX) :] in declared:
+            name = name[len(_CUSTOM_PREFIX) :]
+        found[name] = value
     return found
 
 
@@ -228,7 +296,7 @@ def run(class_path: str, executor_input: Mapping[str, Any], inputs_spec: Mapping
         for key, values in overrides.items():
             copied.setdefault("inputs", {}).setdefault(key, {}).update(values)
         executor_input = copied
-    inputs = _artifacts(executor_input.get("inputs", {}).get("artifacts", {}))
+    inputs = _artifacts(executor_input.get("inputs", {}).get("artifacts", {}), inputs=True)
     outputs = _artifacts(executor_input.get("outputs", {}).get("artifacts", {}))
     exec_properties = parameters(executor_input, inputs_spec)
     output_parameters = executor_input.get("outputs", {}).get("parameters", {})
@@ -253,6 +321,8 @@ def run(class_path: str, executor_input: Mapping[str, Any], inputs_spec: Mapping
     from tfx.version import __version__ as tfx_version
 
     for artifact in outputs.values():
+        if artifact.title in _UNTAGGED_TITLES:
+            continue
         if not artifact.has_custom_property(TFX_VERSION_PROPERTY):
             artifact.set_string_custom_property(TFX_VERSION_PROPERTY, tfx_version)
     # Lines 139-142 and 168-170: `translate_executor_output`, one artifact per output,

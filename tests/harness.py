@@ -779,3 +779,48 @@ def fake_version(base: Path, version: str, spec, *, complete: bool = True) -> Pa
     if complete:
         (directory / "saved_model.pb").write_bytes(b"")
     return directory
+
+
+# --- a local run's artifacts, as the Kubeflow RunReport step takes them ------------------------
+# RunReport's inputs by the type of the artifact that fills them in a local run's ML Metadata.
+RUN_REPORT_INPUT_TYPES = {
+    "examples": "Examples",
+    "drift": "components.DataDrift",
+    "statistics": "ExampleStatistics",
+    "anomalies": "ExampleAnomalies",
+    "model_run": "ModelRun",
+    "evaluation": "ModelEvaluation",
+    "blessing": "ModelBlessing",
+    "pushed_model": "PushedModel",
+    "baseline_model": "Model",
+}
+
+
+def metadata_store_of(output_dir: Path):
+    """The local run's ML Metadata store, opened with MLMD's own client."""
+    from ml_metadata.metadata_store import metadata_store
+    from tfx.orchestration import metadata as tfx_metadata
+
+    return metadata_store.MetadataStore(
+        tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
+    )
+
+
+def run_report_inputs(output_dir: Path, run_id: str) -> dict[str, object]:
+    """RunReport's input key -> the TFX artifact of local run `run_id` that fills it:
+    ExampleGen's examples (Transform's carry no span), LatestServedModel's Model (the
+    Trainer's carries no `has_model`)."""
+    from tfx.types import artifact_utils
+
+    store = metadata_store_of(output_dir)
+    run = store.get_context_by_type_and_name("pipeline_run", run_id)
+    types_by_id = {t.id: t for t in store.get_artifact_types()}
+    found = {}
+    for artifact in store.get_artifacts_by_context(run.id):
+        name = types_by_id[artifact.type_id].name
+        if name == "Examples" and "span" not in artifact.custom_properties:
+            continue
+        if name == "Model" and "has_model" not in artifact.custom_properties:
+            continue
+        found[name] = artifact_utils.deserialize_artifact(types_by_id[artifact.type_id], artifact)
+    return {key: found[name] for key, name in RUN_REPORT_INPUT_TYPES.items()}

@@ -28,6 +28,7 @@ from benchmarks.step_startup import (
 )
 from kubeflow import light_step
 from tests.conftest import REPO_ROOT
+from tests.harness import run_report_inputs
 
 _RUN_TFX = (
     "import json, sys\n"
@@ -41,6 +42,32 @@ def compiled_arguments(tmp_path_factory) -> dict[str, list[str]]:
     """Each executor class of the compiled packages (Deploy included) -> its container args."""
     packages = compiled_packages(tmp_path_factory.mktemp("packages"))
     return {c: args for classes in packages.values() for c, args in classes.items()}
+
+
+def _output_tree(root: Path, executor_output: dict) -> dict[str, dict[str, str]]:
+    """Each output's files and directories under its URI, each file's text (ROOT for
+    `root`; bytes as hex): what the step wrote, compared whole."""
+    found = {}
+    for key, artifacts in executor_output["artifacts"].items():
+        top = Path(artifacts["artifacts"][0]["uri"].replace("ROOT", str(root)))
+        paths = [top] if top.is_file() else sorted(top.rglob("*")) if top.exists() else []
+        found[key] = {
+            str(p.relative_to(top)): "dir" if p.is_dir() else _text(p, root) for p in paths
+        }
+    return found
+
+
+# A report's time of writing (components/report/report.html.j2's header): two runs differ by it.
+_WRITTEN_AT = re.compile(r"report written \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+
+
+def _text(path: Path, root: Path) -> str:
+    data = path.read_bytes()
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        return data.hex()
+    return _WRITTEN_AT.sub("report written WHEN", text.replace(str(root), "ROOT"))
 
 
 def _run(
@@ -69,8 +96,8 @@ def _run(
         # The error the step ended with: the last line of its traceback.
         "error": done.stderr.strip().splitlines()[-1] if given.get("fails") else None,
         "errors": [a["error"] for a in record["attempts"]],
-        # What each output directory holds (the drift gate's drift.json).
-        "written": {
+        # What each output directory holds (the drift gate's drift.json), by path.
+        "written_files": {
             str(p.relative_to(root / "run-1" / step)): p.read_text().replace(str(root), "ROOT")
             for p in sorted((root / "run-1" / step).rglob("*"))
             if p.is_file()
@@ -87,6 +114,7 @@ def _run(
         # The line run_compiled.py times a step's start-up by (TFX's, in absl's format).
         "started": bool(re.search(r"^I\d{4} [\d:.]+ .*\] Starting executor$", done.stderr, re.M)),
         "executor_output": executor_output,
+        "written": _output_tree(root, executor_output),
         "outputs": sorted(p.name for p in (root / "run-1" / step).iterdir()),
         "outcomes": [a["outcome"] for a in record["attempts"]],
         "recorded_outputs": json.loads(json.dumps(record["outputs"]).replace(str(root), "ROOT")),
@@ -125,7 +153,80 @@ def test_a_gate_that_fails_fails_as_under_tfx_entrypoint(variant, compiled_argum
     assert given["fails"] in reference["error"]
     assert reference["outcomes"] == ["failed"] and given["fails"] in reference["errors"][0]
     for output, texts in given["shows"].items():
-        assert [t for t in texts if t not in reference["written"][output]] == [], output
+        assert [t for t in texts if t not in reference["written_files"][output]] == [], output
+
+
+LATEST_SERVED = "components.served_model.LatestServedModel_Executor"
+RUN_REPORT = "kubeflow.steps.run_report.RunReport_Executor"
+# Cases of a light step beside its LIGHT_STEP_INPUTS entry: case -> (class, what it is handed).
+OTHER_CASES = {
+    # Nothing served yet (the first run): the empty Model artifact, `has_model` 0.
+    "nothing served": (
+        LATEST_SERVED,
+        {**LIGHT_STEP_INPUTS[LATEST_SERVED], "files": {}, "dirs": ()},
+    ),
+    # A run without Deploy whose later steps wrote nothing the report reads (no Trainer
+    # logs, no evaluation, not blessed, not pushed): the optional `deployment` absent.
+    "later steps did not run": (
+        RUN_REPORT,
+        {
+            **LIGHT_STEP_INPUTS[RUN_REPORT],
+            "files": {},
+            "inputs": {
+                **{
+                    k: v
+                    for k, v in LIGHT_STEP_INPUTS[RUN_REPORT]["inputs"].items()
+                    if k != "deployment"
+                },
+                "blessing": (
+                    LIGHT_STEP_INPUTS[RUN_REPORT]["inputs"]["blessing"][0],
+                    {"blessed": 0.0},
+                ),
+            },
+        },
+    ),
+}
+
+
+@pytest.mark.slow  # compiles the packages; TFX's entrypoint imports TensorFlow and TFMA
+@pytest.mark.parametrize("case", sorted(OTHER_CASES))
+def test_the_light_runner_writes_what_tfx_entrypoint_writes_in_other_cases(
+    case, compiled_arguments, tmp_path
+):
+    class_path, given = OTHER_CASES[case]
+    compiled = compiled_arguments[class_path]
+    reference = _run(tmp_path / "tfx", class_path, compiled, tfx=True, given=given)
+    light = _run(tmp_path / "light", class_path, compiled, tfx=False, given=given)
+    assert light == reference
+    outputs = reference["executor_output"]["artifacts"]
+    if class_path == LATEST_SERVED:
+        assert outputs["baseline_model"]["artifacts"][0]["metadata"]["has_model"] == 0.0
+        assert reference["written"]["baseline_model"] == {}
+    else:
+        assert outputs["metrics"]["artifacts"][0]["metadata"]["blessed"] == 0.0
+        assert "report" in reference["outputs"]
+
+
+@pytest.mark.slow  # compiles the packages; TFX's entrypoint imports TensorFlow and TFMA
+def test_the_served_version_is_copied_whole_as_tfx_copies_it(compiled_arguments, tmp_path):
+    """io_utils.copy_dir through TFX's entrypoint and store_files.copy_dir through the light
+    runner: the newest complete version's files and its empty directory, nothing of the
+    version still being copied; `has_model` 1 with its version and path."""
+    compiled = compiled_arguments[LATEST_SERVED]
+    reference = _run(tmp_path / "tfx", LATEST_SERVED, compiled, tfx=True)
+    light = _run(tmp_path / "light", LATEST_SERVED, compiled, tfx=False)
+    assert light == reference
+    written = reference["written"]["baseline_model"]
+    assert sorted(written) == [
+        "Format-Serving", "Format-Serving/assets", "Format-Serving/assets.extra",
+        "Format-Serving/assets.extra/push.json", "Format-Serving/saved_model.pb",
+        "Format-Serving/variables", "Format-Serving/variables/variables.data-00000-of-00001",
+        "Format-Serving/variables/variables.index",
+    ]  # fmt: skip
+    metadata = reference["executor_output"]["artifacts"]["baseline_model"]["artifacts"][0]
+    assert metadata["metadata"]["has_model"] == 1.0
+    assert metadata["metadata"]["served_version"] == "3"
+    assert metadata["metadata"]["served_path"] == "ROOT/serving/3"
 
 
 @pytest.mark.slow  # compiles the packages
@@ -245,3 +346,105 @@ def test_an_artifact_type_is_read_by_its_schema_title():
     assert light_step._artifacts(raw)["s"].title == "system.HTML"
     raw["s"]["artifacts"][0]["type"] = {"instanceSchema": "type: object\n"}
     assert light_step._artifacts(raw)["s"].title == "tfx.Artifact"
+
+
+# Input artifacts as a driver hands them: type property and custom property by one name, a
+# value that does not fit its property's type, a KFP Value, falsy values, a type without
+# properties.
+_RAW_INPUTS = [
+    (
+        "tfx.Examples",
+        {
+            "customProperties": {"n": {"intValue": "4"}, "s": {"stringValue": "t"}},
+            "metadata": {
+                "span": 4,
+                "custom:span": 5,
+                "version": "not a number",
+                "split_names": '["train"]',
+                "input_fingerprint": "f",
+                "zero": 0,
+                "empty": "",
+            },
+        },
+    ),
+    ("tfx.ExampleStatistics", {"metadata": {"span": 1.0, "split_names": 3}}),
+    ("tfx.ModelBlessing", {"metadata": {"blessed": 0.0, "custom:span": 2}}),
+]
+
+
+@pytest.mark.slow  # imports TFX's entrypoint (TensorFlow, TFMA)
+@pytest.mark.parametrize(("title", "raw"), _RAW_INPUTS, ids=[t for t, _ in _RAW_INPUTS])
+def test_an_inputs_custom_properties_are_those_of_tfx_s_artifact(title, raw):
+    """`_parse_raw_artifact` (kubeflow_v2_entrypoint_utils.py, lines 296-332), run here, and
+    `custom_properties_of` on the same raw artifact: the same custom properties, each read as
+    its value (run_report.py's `_custom_value`, which keeps a falsy one)."""
+    from google.protobuf import json_format
+    from kfp.pipeline_spec import pipeline_spec_pb2
+    from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils as utils
+
+    from kubeflow.steps.run_report import _custom_value
+
+    runtime = json_format.ParseDict(
+        {"uri": "/a", "type": {"instanceSchema": f"title: {title}\n"}, **raw},
+        pipeline_spec_pb2.RuntimeArtifact(),
+    )
+    artifact = utils._parse_raw_artifact(runtime, {})
+    expected = {
+        name: _custom_value(artifact, name) for name in artifact.mlmd_artifact.custom_properties
+    }
+    found = light_step.custom_properties_of(raw, title)
+    assert found == expected
+    assert {k: type(v) for k, v in found.items()} == {k: type(v) for k, v in expected.items()}
+
+
+def test_an_input_without_artifacts_is_left_to_the_functions_default():
+    """decorators.py, `_extract_func_args`, lines 59-68: a missing optional input is not
+    passed; an output is always one artifact."""
+    assert light_step._artifacts({"deployment": {"artifacts": []}}, inputs=True) == {}
+    with pytest.raises(light_step.LightStepError, match="'report': 0 artifacts, not one"):
+        light_step._artifacts({"report": {"artifacts": []}})
+
+
+def _real_run_report_inputs(output_dir: Path, run_id: str) -> dict:
+    """RunReport's LIGHT_STEP_INPUTS entry on the outputs of a local run (`run_id`): each
+    input's files (copied under the test's run) and the metadata its producer's executor
+    output carried (TFX's entrypoint's `_get_json_metadata_mapping`, run here)."""
+    from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils as utils
+
+    found = run_report_inputs(output_dir, run_id)
+    given = LIGHT_STEP_INPUTS[RUN_REPORT]
+    inputs = {
+        key: (given["inputs"][key][0], utils._get_json_metadata_mapping(artifact))
+        for key, artifact in found.items()
+    }
+
+    def files() -> dict[str, bytes]:
+        copied = {}
+        for key, artifact in found.items():
+            top = Path(artifact.uri)
+            for path in (p for p in top.rglob("*") if p.is_file()):
+                copied[f"run-1/upstream/{key}/{path.relative_to(top)}"] = path.read_bytes()
+        return copied
+
+    return {**given, "files": files, "inputs": inputs, "shows": {}}
+
+
+@pytest.mark.slow  # two local runs; TFX's entrypoint imports TensorFlow and TFMA
+def test_the_run_report_of_a_real_run_is_what_tfx_entrypoint_writes(
+    two_local_runs, compiled_arguments, tmp_path
+):
+    """RunReport on the second local run's outputs (the first run's model served, trained,
+    evaluated against it): TFX's entrypoint and the light runner write the same page and
+    the same metrics, and the page reads every section of the run."""
+    given = _real_run_report_inputs(two_local_runs.output_dir, two_local_runs.second.run_id)
+    compiled = compiled_arguments[RUN_REPORT]
+    reference = _run(tmp_path / "tfx", RUN_REPORT, compiled, tfx=True, given=given)
+    light = _run(tmp_path / "light", RUN_REPORT, compiled, tfx=False, given=given)
+    assert light == reference
+    html = reference["written"]["report"]["."]
+    assert "left out" not in html
+    for section in ('id="statistics"', 'id="training"', 'id="evaluation"', 'data-epoch="1"'):
+        assert section in html, section
+    metrics = reference["executor_output"]["artifacts"]["metrics"]["artifacts"][0]["metadata"]
+    assert metrics["blessed"] == (1.0 if two_local_runs.second.blessed else 0.0)
+    assert any(name.startswith("baseline_") for name in metrics)

@@ -376,3 +376,23 @@ def test_curves_and_evaluation_read_the_same_on_s3(tmp_path, monkeypatch):
         assert contents.read_evaluation(f"{remote}/evaluation") == contents.read_evaluation(
             str(tmp_path / "evaluation")
         )
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_served_models_signatures_read_as_tensorflow_reads_them(two_local_runs, tmp_path):
+    """`serving_dir.serving_signatures` (tensorboard's MetaGraphDef, no TensorFlow) and
+    TensorFlow's SavedModel proto (`served_model.signature_defs`) on every version the
+    runs served: the same signatures with the same inputs; none without saved_model.pb."""
+    from components.served_model import signature_defs
+    from components.serving_dir import serving_signatures
+
+    served = sorted((two_local_runs.output_dir / "serving_model").iterdir())
+    assert served
+    for version in served:
+        expected = tuple(
+            sorted((n, tuple(sorted(s.inputs))) for n, s in signature_defs(str(version)).items())
+        )
+        assert serving_signatures(str(version)) == expected
+        assert {"serving_default", "serving_json"} <= {name for name, _ in expected}
+    assert serving_signatures(str(tmp_path)) == ()

@@ -20,9 +20,11 @@ from tests.harness import (
     candidate_vs_baseline_by_tfma,
     frozen_hyperparameter_rows,
     latest_artifact,
+    metadata_store_of,
     metrics_by_tfma,
     parse,
     report_path_printed,
+    run_report_inputs,
     svg_texts,
     with_attr,
 )
@@ -344,16 +346,6 @@ def test_report_is_self_contained(second_report):
     assert_self_contained(html)
 
 
-def metadata_store_of(output_dir: Path):
-    """The local run's ML Metadata store, opened with MLMD's own client."""
-    from ml_metadata.metadata_store import metadata_store
-    from tfx.orchestration import metadata as tfx_metadata
-
-    return metadata_store.MetadataStore(
-        tfx_metadata.sqlite_metadata_connection_config(str(output_dir / "metadata.sqlite"))
-    )
-
-
 def step_executions(output_dir: Path, run_id: str) -> dict[str, object]:
     """Step id -> its execution in run `run_id`, read from ML Metadata directly (not
     through pipeline.local.run_summary): each node context's executions that are also
@@ -585,40 +577,17 @@ def test_kubeflow_run_report_step_writes_the_report_from_its_input_artifacts(
     two_local_runs, tmp_path
 ):
     """The RunReport executor, on the artifacts of a real run, as a Kubeflow step runs it."""
-    from tfx.types import artifact_utils
-
     from kubeflow.steps.kfp_artifacts import HTML, Metrics
-    from kubeflow.steps.run_report import BASELINE_PREFIX, BLESSED_METRIC, RunReport
+    from kubeflow.steps.run_report import RunReport
+    from kubeflow.steps.training_run_report import BASELINE_PREFIX, BLESSED_METRIC
     from pipeline import steps as dag
 
-    store = metadata_store_of(two_local_runs.output_dir)
-    run = store.get_context_by_type_and_name("pipeline_run", two_local_runs.second.run_id)
-    types_by_id = {t.id: t for t in store.get_artifact_types()}
-    by_type = {}
-    for artifact in store.get_artifacts_by_context(run.id):
-        artifact_type = types_by_id[artifact.type_id]
-        if artifact_type.name == "Examples" and "span" not in artifact.custom_properties:
-            continue  # Transform's; ExampleGen's carries the span.
-        by_type[artifact_type.name] = artifact_utils.deserialize_artifact(artifact_type, artifact)
-    inputs = {
-        "examples": "Examples",
-        "drift": "components.DataDrift",
-        "statistics": "ExampleStatistics",
-        "anomalies": "ExampleAnomalies",
-        "model_run": "ModelRun",
-        "evaluation": "ModelEvaluation",
-        "blessing": "ModelBlessing",
-        "pushed_model": "PushedModel",
+    input_dict = {
+        key: [artifact]
+        for key, artifact in run_report_inputs(
+            two_local_runs.output_dir, two_local_runs.second.run_id
+        ).items()
     }
-    input_dict = {key: [by_type[type_name]] for key, type_name in inputs.items()}
-    baselines = [
-        a
-        for a in store.get_artifacts_by_context(run.id)
-        if types_by_id[a.type_id].name == "Model" and "has_model" in a.custom_properties
-    ]
-    input_dict["baseline_model"] = [
-        artifact_utils.deserialize_artifact(types_by_id[baselines[0].type_id], baselines[0])
-    ]
     output, metrics = HTML(), Metrics()
     # KFP's layout: <run>/<task>/<output>; the report is the file at its URI.
     output.uri = str(tmp_path / "run-7" / "RunReport" / "report")

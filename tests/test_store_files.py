@@ -152,3 +152,45 @@ def test_one_client_per_store_configuration(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "rotated")
     store_files.s3_client()
     assert len(made) == 3
+
+
+def _files(root: str) -> dict[str, bytes]:
+    """Relative path -> bytes of every file under `root`, local or on S3."""
+    found = {}
+    for directory, _dirs, files in store_files.walk(root):
+        for name in files:
+            with store_files.open(f"{directory}/{name}", "rb") as f:
+                found[f"{directory}/{name}"[len(root) + 1 :]] = f.read()
+    return found
+
+
+def _local_dirs(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir())
+
+
+@pytest.mark.slow  # an S3 server (moto); TFX's io_utils (TensorFlow) for the reference
+def test_a_directory_is_copied_as_tfx_copies_it_locally_and_on_s3(roots, tmp_path):
+    """tfx 1.16's `io_utils.copy_dir`, run here on the local tree, and `store_files.copy_dir`
+    local to local, S3 to S3, local to S3 and S3 to local: the same files with the same
+    bytes, a stale file in the destination gone, and locally the same directories (the
+    empty one, from S3's folder marker too)."""
+    from tfx.utils import io_utils
+
+    local, remote = roots
+    by_tfx = tmp_path / "by_tfx"
+    (by_tfx / "stale").mkdir(parents=True)
+    (by_tfx / "stale" / "old.txt").write_text("old")
+    io_utils.copy_dir(f"{local}/model", str(by_tfx))
+    expected = _files(str(by_tfx))
+    assert expected == {k[len("model/") :]: v for k, v in TREE.items() if k.startswith("model/")}
+    for source, target in (
+        (local, str(tmp_path / "local_copy")),
+        (remote, f"{remote}/s3_copy"),
+        (local, f"{remote}/uploaded"),
+        (remote, str(tmp_path / "downloaded")),
+    ):
+        store_files.write_text(f"{target}/stale/old.txt", "old")
+        store_files.copy_dir(f"{source}/model", target)
+        assert _files(target) == expected, (source, target)
+        if not target.startswith("s3://"):
+            assert _local_dirs(Path(target)) == _local_dirs(by_tfx), (source, target)

@@ -29,6 +29,7 @@ from components.artifact_names import (
     VERSION_PROPERTY,
 )
 from components.report.contents import ArtifactUris, InputData, read_artifacts
+from components.serving_dir import serving_signatures
 
 Properties = Mapping[str, object]
 # TFX's V2 entrypoint writes a custom property that shares a type property's
@@ -100,13 +101,6 @@ def report_fields(outputs: RunOutputs) -> dict[str, Any]:
     if _int(outputs.pushed, PUSHED_PROPERTY) == 1:
         fields["pushed_destination"] = _str(outputs.pushed, PUSHED_DESTINATION_PROPERTY)
         if fields["pushed_destination"]:
-            # The module defines LatestServedModel (TFX, TensorFlow): imported only for a
-            # push, whose SavedModel TensorFlow then reads.
-            from components import store_files
-            from components.served_model import serving_signatures
-
-            store_files.register_tensorflow_filesystems()
-
             fields["signatures"] = serving_signatures(fields["pushed_destination"])
     fields["already_served_path"] = _str(outputs.pushed, ALREADY_SERVED_PROPERTY)
     return fields

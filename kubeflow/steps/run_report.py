@@ -14,16 +14,17 @@ KFP UI shows them without a download: `report`, a `system.HTML` page in the
 step's Visualization tab, and `metrics`, a `system.Metrics` of the
 Evaluator's overall metrics, the served baseline's values and the blessing,
 which the run comparison view charts across scheduled runs.
+
+The work is kubeflow/steps/training_run_report.py's, which the step's pod
+runs without TFX (kubeflow/light_step.py); this module declares it.
 """
 
 # No `from __future__ import annotations`: the @component decorator reads
 # the real annotation objects.
 
-import dataclasses
-import json
-import os
+from dataclasses import dataclass
+from typing import Any
 
-from absl import logging
 from tfx import types
 from tfx.dsl.component.experimental.annotations import (
     InputArtifact,
@@ -32,67 +33,40 @@ from tfx.dsl.component.experimental.annotations import (
 )
 from tfx.dsl.component.experimental.decorators import component
 from tfx.types import standard_artifacts
-from tfx.utils import io_utils
 
 from components.drift_artifact import DataDrift
 from kubeflow.steps.deploy import Deployment
-from kubeflow.steps.deployment import read_outcome
 from kubeflow.steps.kfp_artifacts import HTML, Metrics
-from kubeflow.steps.kfp_display import shown_as
-from pipeline.steps import DAG_STEPS
-
-# The prefix of the served baseline's value of a metric in `metrics`.
-BASELINE_PREFIX = "baseline_"
-BLESSED_METRIC = "blessed"
+from kubeflow.steps.training_run_report import write_run_report
 
 
-def artifact_properties(artifact: types.Artifact) -> "dict[str, object]":
-    """An artifact's custom properties (what our executors and TFX's record), as plain values.
+@dataclass(frozen=True)
+class _Read:
+    """What the report reads of an input: training_run_report.InputFile."""
 
-    TFX's Kubeflow entrypoint hands an input artifact's custom properties over
-    as JSON values; `get_custom_property` decodes them.
+    uri: str
+    custom_properties: "dict[str, Any]"
+
+
+def _custom_value(artifact: types.Artifact, name: str) -> Any:
+    """A custom property's value, a falsy JSON one included.
+
+    TFX's Kubeflow entrypoint hands every input's custom property over as JSON
+    (a Struct; kubeflow_v2_entrypoint_utils.py, lines 328-332), and tfx 1.16's
+    `get_custom_property` returns None for a JSON value that is falsy (types/
+    artifact.py, lines 752-754, `if json_value:`, then no int, double or string
+    field): a blessing of 0 would read as no blessing, a `has_model` of 0 as
+    none. `get_json_value_custom_property` (lines 768-782) returns it as it is.
     """
-    values: dict[str, object] = {}
-    for name in artifact.mlmd_artifact.custom_properties:
-        value = artifact.get_custom_property(name)
-        if isinstance(value, (int, float, str)):
-            values[name] = value
-    return values
+    if artifact.mlmd_artifact.custom_properties[name].HasField("struct_value"):
+        return artifact.get_json_value_custom_property(name)
+    return artifact.get_custom_property(name)
 
 
-def kfp_metrics(evaluation, blessed: "bool | None") -> "dict[str, float]":
-    """The Evaluator's overall metrics, the baseline's values and the blessing, by name.
-
-    Per-class metrics (multiclass) stay in the report: one chart line per
-    class and metric would bury the gate metric in the run comparison.
-    """
-    values: dict[str, float] = {}
-    if evaluation is not None:
-        overall = [s for s in evaluation.slices if s.slice_name == "Overall"]
-        for name, comparison in overall[0].metrics.items() if overall else ():
-            if "(class" in name:
-                continue
-            if comparison.candidate is not None:
-                values[name] = comparison.candidate
-            if comparison.baseline is not None:
-                values[BASELINE_PREFIX + name] = comparison.baseline
-    if blessed is not None:
-        values[BLESSED_METRIC] = 1.0 if blessed else 0.0
-    return values
-
-
-def deployment_metrics(outcome: "dict | None") -> "dict[str, float]":
-    """The Deploy step's outcome as numbers (the KFP UI charts numbers only)."""
-    if outcome is None:
-        return {}
-    values = {"deployed": 1.0 if outcome["outcome"] in ("created", "promoted", "canary") else 0.0}
-    if outcome.get("version") and str(outcome["version"]).isdigit():
-        values["serving_version"] = float(outcome["version"])
-    traffic = outcome.get("traffic") or []
-    latest = [t["percent"] for t in traffic if t.get("tag") == "latest"]
-    if latest:
-        values["new_version_traffic_percent"] = float(latest[0])
-    return values
+def _read(artifact: types.Artifact) -> _Read:
+    """TFX's artifact as the report reads it: its URI and custom properties."""
+    names = artifact.mlmd_artifact.custom_properties
+    return _Read(artifact.uri, {name: _custom_value(artifact, name) for name in names})
 
 
 # Each input is named after the output key that fills it, and the step
@@ -117,69 +91,22 @@ def RunReport(
     hyperparameters: Parameter[str],
     deployment: InputArtifact[Deployment] = None,
 ):
-    """Writes the report page at `report` and the run's metrics on `metrics`.
-
-    `hyperparameters` is the schema dir's frozen file as compiled
-    (trainer/hyperparameters.py's `frozen_json`; `null` without one): its
-    values and their data's age on the day this run reports. With the Deploy
-    step (`serving:`), `deployment` is its outcome: shown on the page, and as
-    `deployed`, `serving_version` and `canary_percent` metrics.
-    """
-    # Here, not at the top: the report's plotting imports are for this step only.
-    from components.report import contents as report_contents
-    from components.report.outputs import RunOutputs, report_fields
-    from components.report.render import render_what_it_can
-    from trainer.hyperparameters import frozen_from_json, report_rows
-
-    inputs = {
-        "examples": examples,
-        "statistics": statistics,
-        "anomalies": anomalies,
-        "drift": drift,
-        "model_run": model_run,
-        "evaluation": evaluation,
-        "blessing": blessing,
-        "baseline_model": baseline_model,
-        "pushed_model": pushed_model,
-    }
-    bare = report_contents.RunReport(
+    """Writes the report page at `report` and the run's metrics on `metrics`
+    (training_run_report.write_run_report)."""
+    write_run_report(
+        examples=_read(examples),
+        statistics=_read(statistics),
+        anomalies=_read(anomalies),
+        drift=_read(drift),
+        model_run=_read(model_run),
+        evaluation=_read(evaluation),
+        blessing=_read(blessing),
+        baseline_model=_read(baseline_model),
+        pushed_model=_read(pushed_model),
+        report=report,
+        metrics=metrics,
         pipeline_name=pipeline_name,
-        # A Kubeflow step does not see its run's id; its output directory is unique per run.
-        run_id=os.path.dirname(report.uri.rstrip("/")),
-        steps=tuple(
-            report_contents.StepRun(step, "succeeded") for step in json.loads(component_ids)
-        ),
-        notes=(
-            "Written by the RunReport step after every other step succeeded; "
-            "step times are on the Kubeflow run page.",
-        ),
+        component_ids=component_ids,
+        hyperparameters=hyperparameters,
+        deployment=_read(deployment) if deployment is not None else None,
     )
-
-    def build() -> report_contents.RunReport:
-        fields = report_fields(
-            RunOutputs.from_artifacts(
-                {
-                    role: (inputs[key].uri, artifact_properties(inputs[key]))
-                    for role, (_step, key) in DAG_STEPS.report_outputs.items()
-                }
-            )
-        )
-        return dataclasses.replace(
-            bare,
-            hyperparameters=report_rows(frozen_from_json(hyperparameters)),
-            deployment=read_outcome(deployment.uri) if deployment is not None else None,
-            **fields,
-        )
-
-    # The model may be served already: a report that cannot be read or drawn
-    # whole is written with what it can show, never failing the run.
-    contents, html = render_what_it_can(build, bare)
-    io_utils.write_string_file(report.uri, html)
-    shown_as(report, "report")
-    shown_as(metrics, "metrics")
-    logging.info("Run report: %s (%d bytes)", report.uri, len(html))
-    values = kfp_metrics(contents.evaluation, contents.blessed)
-    values.update(deployment_metrics(contents.deployment))
-    for name, value in sorted(values.items()):
-        metrics.set_float_custom_property(name, value)
-    logging.info("Metrics for the KFP UI: %s", json.dumps(values, sort_keys=True))
