@@ -156,6 +156,14 @@ def single_device(tmp_path_factory, taxi_trainer_inputs):
     return score(tmp / "single" / "serving", taxi_trainer_inputs)
 
 
+@pytest.fixture(scope="module")
+def in_process(tmp_path_factory, taxi_trainer_inputs):
+    """BASE trained in this process on the transformed examples, scored: what the raw
+    examples and XLA tests each compare with, trained once for both."""
+    tmp = tmp_path_factory.mktemp("in_process")
+    return score(train_here(tmp, taxi_trainer_inputs, BASE, "base"), taxi_trainer_inputs)
+
+
 def test_single_device_model_learns(single_device, taxi_trainer_inputs):
     assert accuracy(single_device, taxi_trainer_inputs) >= 0.8
 
@@ -236,11 +244,9 @@ def test_mixed_bfloat16_on_cpu_exports_float32(tmp_path, taxi_trainer_inputs, ca
 
 
 def test_raw_examples_through_the_graph_train_the_model_transformed_ones_do(
-    tmp_path, taxi_trainer_inputs
+    tmp_path, taxi_trainer_inputs, in_process
 ):
-    transformed = score(
-        train_here(tmp_path, taxi_trainer_inputs, BASE, "transformed"), taxi_trainer_inputs
-    )
+    transformed = in_process
     raw = score(
         train_here(tmp_path, taxi_trainer_inputs, BASE, "raw", raw_examples=True),
         taxi_trainer_inputs,
@@ -257,8 +263,8 @@ def test_the_trainer_refuses_an_unknown_kind_of_examples():
         examples_kind({EXAMPLES_KEY: "parsed"})
 
 
-def test_jit_compile_scores_like_without(tmp_path, taxi_trainer_inputs):
-    plain = score(train_here(tmp_path, taxi_trainer_inputs, BASE, "plain"), taxi_trainer_inputs)
+def test_jit_compile_scores_like_without(tmp_path, taxi_trainer_inputs, in_process):
+    plain = in_process
     jit = score(
         train_here(tmp_path, taxi_trainer_inputs, with_runtime(BASE, jit_compile=True), "jit"),
         taxi_trainer_inputs,
