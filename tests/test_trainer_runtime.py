@@ -150,7 +150,9 @@ def two_worker_jobs(tmp_path: Path, data, config: TrainerConfig, **options) -> l
 
 @pytest.fixture(scope="module")
 def single_device(tmp_path_factory, taxi_trainer_inputs):
-    """The reference: one device, float32, 64 examples per step, trained in a fresh process."""
+    """The reference: one device, float32, 64 examples per step, trained in a fresh process
+    on the transformed examples. Every test that compares with BASE reads it: the
+    training is seeded, so a model trained here in this process would score the same."""
     tmp = tmp_path_factory.mktemp("single")
     run_processes([(process_command(tmp, taxi_trainer_inputs, BASE, "single"), {})])
     return score(tmp / "single" / "serving", taxi_trainer_inputs)
@@ -236,11 +238,9 @@ def test_mixed_bfloat16_on_cpu_exports_float32(tmp_path, taxi_trainer_inputs, ca
 
 
 def test_raw_examples_through_the_graph_train_the_model_transformed_ones_do(
-    tmp_path, taxi_trainer_inputs
+    tmp_path, taxi_trainer_inputs, single_device
 ):
-    transformed = score(
-        train_here(tmp_path, taxi_trainer_inputs, BASE, "transformed"), taxi_trainer_inputs
-    )
+    transformed = single_device
     raw = score(
         train_here(tmp_path, taxi_trainer_inputs, BASE, "raw", raw_examples=True),
         taxi_trainer_inputs,
@@ -257,8 +257,8 @@ def test_the_trainer_refuses_an_unknown_kind_of_examples():
         examples_kind({EXAMPLES_KEY: "parsed"})
 
 
-def test_jit_compile_scores_like_without(tmp_path, taxi_trainer_inputs):
-    plain = score(train_here(tmp_path, taxi_trainer_inputs, BASE, "plain"), taxi_trainer_inputs)
+def test_jit_compile_scores_like_without(tmp_path, taxi_trainer_inputs, single_device):
+    plain = single_device
     jit = score(
         train_here(tmp_path, taxi_trainer_inputs, with_runtime(BASE, jit_compile=True), "jit"),
         taxi_trainer_inputs,

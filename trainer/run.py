@@ -7,11 +7,11 @@ import json
 import logging
 import os
 import tempfile
+from typing import TYPE_CHECKING
 
 import keras
 import tensorflow as tf
 import tensorflow_transform as tft
-from tfx.components.trainer.fn_args_utils import FnArgs
 
 from trainer.config import ModelConfig, TrainerConfig
 from trainer.custom_loop import fit_with_custom_loop
@@ -21,6 +21,11 @@ from trainer.export import export_serving_model
 from trainer.model import build_model, compile_model, model_input_sizes
 from trainer.runtime import Runtime, resolve_runtime
 from trainer.transform_graph import TransformGraph
+
+if TYPE_CHECKING:
+    # Only run_fn's annotation: importing it runs tfx/components/__init__.py, every
+    # component's spec, which a process that trains outside the Trainer never uses.
+    from tfx.components.trainer.fn_args_utils import FnArgs
 
 logger = logging.getLogger(__name__)
 
