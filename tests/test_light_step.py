@@ -48,7 +48,7 @@ def _output_tree(root: Path, executor_output: dict) -> dict[str, dict[str, str]]
     """Each output's files and directories under its URI, each file's text (ROOT for
     `root`; bytes as hex): what the step wrote, compared whole."""
     found = {}
-    for key, artifacts in executor_output["artifacts"].items():
+    for key, artifacts in executor_output.get("artifacts", {}).items():
         top = Path(artifacts["artifacts"][0]["uri"].replace("ROOT", str(root)))
         paths = [top] if top.is_file() else sorted(top.rglob("*")) if top.exists() else []
         found[key] = {
@@ -96,7 +96,8 @@ def _run(
         # The error the step ended with: the last line of its traceback.
         "error": done.stderr.strip().splitlines()[-1] if given.get("fails") else None,
         "errors": [a["error"] for a in record["attempts"]],
-        # What each output directory holds (the drift gate's drift.json), by path.
+        # Every file under the step's outputs by path, whether or not the step ended well
+        # (a failing drift gate writes drift.json first); `written` reads the executor output.
         "written_files": {
             str(p.relative_to(root / "run-1" / step)): p.read_text().replace(str(root), "ROOT")
             for p in sorted((root / "run-1" / step).rglob("*"))
