@@ -94,6 +94,27 @@ print(json.dumps({
 }))
 """
 
+# Run in ONE fresh interpreter at a tree's root: argv[1:] executor classes, imported in
+# turn after the pod's first import (EXECUTOR's, one after the other); after each, the
+# top-level modules the process holds and its peak so far.
+_IN_TURN_PROBE = """
+import importlib, json, sys, time
+from kubeflow import step_entrypoint
+for class_path in sys.argv[1:]:
+    start = time.perf_counter()
+    module, name = class_path.rsplit(".", 1)
+    getattr(importlib.import_module(module), name)
+    seconds = time.perf_counter() - start
+    with open("/proc/self/status") as f:
+        peak_kb = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+    print(json.dumps({
+        "class_path": class_path,
+        "seconds": seconds,
+        "peak_mb": peak_kb / 1024,
+        "modules": sorted(m for m in sys.modules if "." not in m),
+    }))
+"""
+
 
 @dataclass(frozen=True)
 class Startup:
@@ -591,6 +612,30 @@ def start(
         args_file = Path(tmp) / "args.json"
         args_file.write_text(json.dumps(args or []))
         return _started(class_path, mode, tree, env, args_file)
+
+
+def started_in_turn(class_paths: list[str], tree: Path = REPO_ROOT) -> dict[str, Startup]:
+    """Each of `class_paths` imported in turn in one fresh interpreter at `tree`'s root, as
+    EXECUTOR imports one alone: after each, what the process has loaded and its peak so
+    far (`seconds`: that import's own, after the ones before it). A module is in a class's
+    entry if the class or one before it loaded it, so the first entry holding a module
+    names the class that loaded it; and a class's peak here is at least its peak alone."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore"}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(
+        [sys.executable, "-c", _IN_TURN_PROBE, *class_paths],
+        cwd=tree, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"the executor classes did not import in turn in {tree}: {last}")
+    found = {}
+    for line in done.stdout.strip().splitlines():
+        values = json.loads(line)
+        found[values["class_path"]] = Startup(
+            values["seconds"], values["peak_mb"], frozenset(values["modules"])
+        )
+    return found
 
 
 def _started(class_path: str, mode: str, tree: Path, env: dict, args_file: Path) -> Startup:
