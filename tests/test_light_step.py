@@ -44,6 +44,22 @@ def compiled_arguments(tmp_path_factory) -> dict[str, list[str]]:
     return {c: args for classes in packages.values() for c, args in classes.items()}
 
 
+@pytest.fixture(scope="module")
+def default_runs(compiled_arguments, tmp_path_factory):
+    """Each light step run on its LIGHT_STEP_INPUTS entry, by TFX's entrypoint (tfx=True) and
+    by the light runner, once per module: what `_run` returns holds no temporary path, so
+    the tests that read the same run share it."""
+    done: dict[tuple[str, bool], dict] = {}
+
+    def run(class_path: str, tfx: bool) -> dict:
+        if (class_path, tfx) not in done:
+            root = tmp_path_factory.mktemp("tfx" if tfx else "light")
+            done[class_path, tfx] = _run(root, class_path, compiled_arguments[class_path], tfx)
+        return done[class_path, tfx]
+
+    return run
+
+
 def _output_tree(root: Path, executor_output: dict) -> dict[str, dict[str, str]]:
     """Each output's files and directories under its URI, each file's text (ROOT for
     `root`; bytes as hex): what the step wrote, compared whole."""
@@ -124,12 +140,9 @@ def _run(
 
 @pytest.mark.slow  # compiles the packages; TFX's entrypoint imports TensorFlow and TFMA
 @pytest.mark.parametrize("class_path", sorted(light_step.LIGHT_STEPS))
-def test_the_light_runner_writes_what_tfx_entrypoint_writes(
-    class_path, compiled_arguments, tmp_path
-):
-    compiled = compiled_arguments[class_path]
-    reference = _run(tmp_path / "tfx", class_path, compiled, tfx=True)
-    light = _run(tmp_path / "light", class_path, compiled, tfx=False)
+def test_the_light_runner_writes_what_tfx_entrypoint_writes(class_path, default_runs):
+    reference = default_runs(class_path, tfx=True)
+    light = default_runs(class_path, tfx=False)
     assert light == reference
     assert reference["executor_output"]["artifacts"]  # the comparison compared something
     assert reference["started"]
@@ -209,13 +222,12 @@ def test_the_light_runner_writes_what_tfx_entrypoint_writes_in_other_cases(
 
 
 @pytest.mark.slow  # compiles the packages; TFX's entrypoint imports TensorFlow and TFMA
-def test_the_served_version_is_copied_whole_as_tfx_copies_it(compiled_arguments, tmp_path):
+def test_the_served_version_is_copied_whole_as_tfx_copies_it(default_runs):
     """io_utils.copy_dir through TFX's entrypoint and store_files.copy_dir through the light
     runner: the newest complete version's files and its empty directory, nothing of the
     version still being copied; `has_model` 1 with its version and path."""
-    compiled = compiled_arguments[LATEST_SERVED]
-    reference = _run(tmp_path / "tfx", LATEST_SERVED, compiled, tfx=True)
-    light = _run(tmp_path / "light", LATEST_SERVED, compiled, tfx=False)
+    reference = default_runs(LATEST_SERVED, tfx=True)
+    light = default_runs(LATEST_SERVED, tfx=False)
     assert light == reference
     written = reference["written"]["baseline_model"]
     assert sorted(written) == [
