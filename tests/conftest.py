@@ -95,6 +95,7 @@ LONGEST_MODULES = (
     "tests.test_spans",
     "tests.test_drafted_spans",
     "tests.test_template",
+    "tests.test_tuning",
 )
 _SPENT = pytest.StashKey[float]()
 
