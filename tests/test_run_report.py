@@ -161,6 +161,8 @@ def hostile_report() -> RunReport:
             validation_ok=True,
             has_baseline=True,
         ),
+        # A pushed model's signature and input names, as its saved_model.pb holds them.
+        signatures=tuple((value, (value, "x")) for value in HOSTILE_VALUES),
     )
 
 
@@ -200,6 +202,10 @@ def test_the_report_renders_values_that_renderers_read_as_markup():
         svg_texts(base64.b64decode(src.removeprefix("data:image/svg+xml;base64,")).decode())
     assert not [a for _t, a in elements if "left-out" in a.get("class", "")]
     assert "&lt;b&gt;&amp;amp;" in html  # the page escapes it too
+    # The signatures section: each name and its inputs read back as they were written.
+    signatures = with_attr(elements, "data-signature")
+    shown = [(a["data-signature"], a["data-inputs"]) for a in signatures]
+    assert shown == [(value, f"{value},x") for value in HOSTILE_VALUES]
 
 
 @pytest.mark.parametrize(
