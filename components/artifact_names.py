@@ -1,4 +1,5 @@
-"""Names that artifacts carry, shared by the steps that write them and the reports that read them.
+"""Names that artifacts carry, and the files inside them: shared by the steps that
+write them and the reports that read them.
 
 Kept apart from the modules that define components: importing one of those
 imports TFX's component package (`tfx/components/__init__.py`), and with it
@@ -35,3 +36,13 @@ SPAN_SCORED_PROPERTY = "scored_span"
 
 # The split whose statistics describe the data a model learned from.
 TRAINING_SPLIT = "train"
+
+# Files inside TFX's artifacts, as TFX 1.16 names them (under `site-packages/tfx/`).
+# A split's directory under its artifact (types/standard_artifact_utils.py, line 96).
+SPLIT_DIR_PREFIX = "Split-"
+# StatisticsGen's binary DatasetFeatureStatisticsList per split
+# (components/statistics_gen/stats_artifact_utils.py, line 23, BINARY_PB_BASENAME).
+STATISTICS_FILE = "FeatureStats.pb"
+# ExampleValidator's binary Anomalies proto per split
+# (components/example_validator/executor.py, line 36, DEFAULT_FILE_NAME).
+ANOMALIES_FILE = "SchemaDiff.pb"

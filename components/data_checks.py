@@ -21,15 +21,7 @@ from typing import Any
 from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2, statistics_pb2
 
 from components import store_files
-
-# StatisticsGen's binary DatasetFeatureStatisticsList per split
-# (components/statistics_gen/stats_artifact_utils.py, line 23, BINARY_PB_BASENAME).
-STATISTICS_FILE = "FeatureStats.pb"
-# A split's directory under its artifact (types/standard_artifact_utils.py, line 96).
-SPLIT_DIR_PREFIX = "Split-"
-# ExampleValidator's binary Anomalies proto per split
-# (components/example_validator/executor.py, line 36, DEFAULT_FILE_NAME).
-ANOMALIES_FILE = "SchemaDiff.pb"
+from components.artifact_names import ANOMALIES_FILE, SPLIT_DIR_PREFIX, STATISTICS_FILE
 
 
 class DataValidationError(RuntimeError):

@@ -18,12 +18,11 @@ from typing import Any
 from absl import logging
 
 from components import store_files
+from components.artifact_names import ANOMALIES_FILE, SPLIT_DIR_PREFIX, STATISTICS_FILE
 from components.drift_result import DriftResult, read_result
 from components.report import tfma_records
 from components.report.event_scalars import scalar_events
 
-# A TFX artifact with splits keeps each one in a `Split-<name>` directory.
-_SPLIT_PREFIX = "Split-"
 # Keras' TensorBoard callback writes `epoch_<metric>`; our multi-worker loop
 # writes validation metrics as `epoch_val_<metric>` next to the training ones.
 _EPOCH_TAG_PREFIX = "epoch_"
@@ -96,11 +95,12 @@ def split_dirs(artifact_uri: str) -> list[tuple[str, str]]:
     """[(split name, directory)] of a split artifact: train, eval, then the rest by name."""
     if not store_files.exists(artifact_uri):
         return []
+    names = [name.rstrip("/") for name in store_files.listdir(artifact_uri)]
     return sorted(
         (
-            (name.rstrip("/")[len(_SPLIT_PREFIX) :], os.path.join(artifact_uri, name.rstrip("/")))
-            for name in store_files.listdir(artifact_uri)
-            if name.startswith(_SPLIT_PREFIX)
+            (name[len(SPLIT_DIR_PREFIX) :], os.path.join(artifact_uri, name))
+            for name in names
+            if name.startswith(SPLIT_DIR_PREFIX)
         ),
         key=lambda item: (_SPLIT_ORDER.get(item[0], len(_SPLIT_ORDER)), item[0]),
     )
@@ -164,7 +164,7 @@ def read_statistics(statistics_uri: str) -> tuple[SplitStatistics, ...]:
     from tensorflow_metadata.proto.v0 import statistics_pb2
 
     splits = []
-    for split, path in split_files(statistics_uri, "FeatureStats.pb"):
+    for split, path in split_files(statistics_uri, STATISTICS_FILE):
         # What TFDV's load_stats_binary does (tensorflow_data_validation 1.16.1,
         # utils/stats_util.py, lines 234-236), read without TensorFlow.
         with store_files.open(path, "rb") as f:
@@ -196,7 +196,7 @@ def read_anomalies(anomalies_uri: str) -> tuple[Anomaly, ...]:
     from tensorflow_metadata.proto.v0 import anomalies_pb2
 
     found = []
-    for split, path in split_files(anomalies_uri, "SchemaDiff.pb"):
+    for split, path in split_files(anomalies_uri, ANOMALIES_FILE):
         with store_files.open(path, "rb") as f:
             anomalies = anomalies_pb2.Anomalies.FromString(f.read())
         infos = sorted(anomalies.anomaly_info.items())
