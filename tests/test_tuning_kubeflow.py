@@ -4,6 +4,7 @@ executed against the Kubernetes stand-in, worker pods as keras-tuner processes."
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -288,3 +289,25 @@ def test_the_tune_step_runs_its_trials_in_worker_pods_and_a_retry_resumes(
     again = load_frozen(frozen_file)
     assert again.model == frozen.model
     assert {**again.provenance, "tuned_at": None} == {**frozen.provenance, "tuned_at": None}
+
+
+@pytest.mark.slow  # a fresh process that imports TensorFlow
+def test_a_worker_pod_imports_neither_tfx_components_nor_tfma():
+    # A worker pod runs `python -m kubeflow.tuning.worker`, whose main() imports trainer.tuning,
+    # and through it trainer/run.py. TFX's component package (tfx/components/__init__.py
+    # imports every component's spec, and TFMA with the Evaluator's) would add seconds and
+    # hundreds of MB to each trial pod's start; trainer/run.py reads TFX's FnArgs only for
+    # its annotation (TYPE_CHECKING), and import-linter cannot see that difference.
+    from kubeflow.tuning.pods import WORKER_COMMAND
+
+    # The module the pod runs, then what its main() imports before it works.
+    probe = (
+        "import json, sys\n"
+        f"import {WORKER_COMMAND[-1]}, trainer.tuning\n"
+        "print(json.dumps(sorted(m for m in sys.modules\n"
+        "    if m.startswith(('tfx.components', 'tensorflow_model_analysis')))))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    )
+    assert json.loads(loaded.stdout.splitlines()[-1]) == []
