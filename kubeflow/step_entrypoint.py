@@ -221,7 +221,7 @@ def run_tfx(argv: list[str]) -> int:
     with recorded_attempt(executor_input) as attempt:
         endpoint = beam.job_endpoint(argv)
         if endpoint:
-            beam.check_job_service(endpoint)
+            beam.check_job_service(endpoint, beam.job_service_timeout(argv))
         try:
             app.run(tfx_entrypoint.main, argv=[TFX_ENTRYPOINT_MODULE, *argv],
                     flags_parser=tfx_entrypoint._parse_flags)  # fmt: skip

@@ -36,9 +36,14 @@ IN_MEMORY_RUNNER_ARG = "--runner=FnApiRunner"
 # worker processes need (`--beam_plugins` for s3://), as the DirectRunner hands
 # them (pipeline/beam_runner.py); a FnApiRunner named alone has none to pass.
 MULTI_PROCESSING_RUNNER_ARG = "--runner=pipeline.beam_runner.fn_api_runner_with_options"
-# A running job service answers at once; Beam itself would wait 60 s and then
-# raise a timeout that names nothing.
+# A running job service answers at once; Beam itself would wait its
+# `job_server_timeout` (300 s by default) and then raise a timeout that names nothing.
 JOB_SERVICE_TIMEOUT_S = 20
+# Beam's own option for that wait, in whole seconds (apache-beam 2.74.0,
+# options/pipeline_options.py L1888-1898, PortableOptions, `type=int`; the portable
+# runner waits that long for the job service: runners/portability/portable_runner.py
+# L285-286, job_server.py L52-54). Set, it is the step's wait too.
+JOB_SERVER_TIMEOUT_FLAGS = ("--job_server_timeout=", "--job-server-timeout=")
 
 
 class JobServiceError(RuntimeError):
@@ -121,6 +126,19 @@ def job_endpoint(beam_args: list[str]) -> str | None:
     return values[-1] if values else None
 
 
+def job_service_timeout(beam_args: list[str]) -> int:
+    """How long a portable step waits for its job service: Beam's `job_server_timeout` when
+    its arguments set it (the last one, as Beam reads them), JOB_SERVICE_TIMEOUT_S otherwise."""
+    values = [a.split("=", 1)[1] for a in beam_args if a.startswith(JOB_SERVER_TIMEOUT_FLAGS)]
+    if not values:
+        return JOB_SERVICE_TIMEOUT_S
+    if not values[-1].isdigit() or int(values[-1]) < 1:
+        raise JobServiceError(
+            f"--job_server_timeout={values[-1]}: not a whole number of seconds above 0"
+        )
+    return int(values[-1])
+
+
 def check_job_service(endpoint: str, timeout_s: float = JOB_SERVICE_TIMEOUT_S) -> None:
     """Waits up to `timeout_s` for the job service at `endpoint`; JobServiceError naming it."""
     import grpc
@@ -132,7 +150,8 @@ def check_job_service(endpoint: str, timeout_s: float = JOB_SERVICE_TIMEOUT_S) -
         raise JobServiceError(
             f"Beam job service at {endpoint} did not answer within {timeout_s:.0f} s. Check "
             "the engine's options.job_endpoint under beam: in kubeflow/pipeline.yaml, and that "
-            "the Flink or Spark job server runs and is reachable from the pipeline's pods"
+            "the Flink or Spark job server runs and is reachable from the pipeline's pods "
+            "(options.job_server_timeout sets this wait)"
         ) from None
     finally:
         channel.close()

@@ -7,10 +7,14 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from pipeline.beam import (
     IN_MEMORY_MAX_BYTES,
+    JOB_SERVICE_TIMEOUT_S,
     MULTI_PROCESSING_RUNNER_ARG,
+    JobServiceError,
     beam_pipeline_args,
+    check_job_service,
     choose_beam_mode,
     data_size_bytes,
+    job_service_timeout,
     local_step_beam_args,
 )
 
@@ -223,3 +227,35 @@ def test_the_named_runner_is_beams_fn_api_runner_as_beam_resolves_it():
     assert type(runner) is FnApiRunner
     configs = impl._DEFAULT_TENSORFLOW_CONFIG_BY_BEAM_RUNNER_TYPE
     assert configs.get(type(runner)) is configs[DirectRunner] is not None
+
+
+def test_a_portable_step_waits_for_its_job_service_as_long_as_beam_is_told_to():
+    """Beam's own `job_server_timeout`, set under a flink or spark engine's options, is the
+    step's wait too (the step checks the job service before Beam does); unset, 20 s."""
+    from apache_beam.options.pipeline_options import PortableOptions
+
+    from kubeflow.settings.beam import BeamEngine
+
+    options = {"job_endpoint": "flink-jobserver.flink:8099"}
+    unset = BeamEngine("flink", options).pipeline_args("image")
+    assert job_service_timeout(unset) == JOB_SERVICE_TIMEOUT_S
+    args = BeamEngine("flink", {**options, "job_server_timeout": 45}).pipeline_args("image")
+    assert job_service_timeout(args) == 45
+    assert PipelineOptions(args).view_as(PortableOptions).job_server_timeout == 45
+    # Beam keeps the last of a repeated flag, and reads its old spelling too.
+    assert job_service_timeout([*args, "--job-server-timeout=7"]) == 7
+    with pytest.raises(JobServiceError, match=r"--job_server_timeout=2\.5: not a whole number"):
+        job_service_timeout(["--job_server_timeout=2.5"])
+
+
+def test_a_job_service_that_does_not_answer_fails_within_the_wait_naming_it():
+    import socket
+    import time
+
+    with socket.socket() as bound:  # bound, never listening: connections are refused
+        bound.bind(("127.0.0.1", 0))
+        endpoint = f"localhost:{bound.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(JobServiceError, match=f"at {endpoint} did not answer within 1 s"):
+            check_job_service(endpoint, 1)
+    assert time.monotonic() - started < JOB_SERVICE_TIMEOUT_S

@@ -751,6 +751,16 @@ def test_spark_through_an_external_worker_pool():
             r"Evaluator.options.environment_config: 'worker-pool' is not host:port",
         ),
         (
+            "beam.components.Evaluator",
+            {"engine": "flink", "options": {"job_endpoint": "f:8099", "job_server_timeout": "5s"}},
+            r"Evaluator.options.job_server_timeout: '5s' is not a whole number of seconds",
+        ),
+        (
+            "beam.defaults",
+            {"engine": "spark", "options": {"job_endpoint": "s:8099", "job_server_timeout": 0}},
+            r"beam.defaults.options.job_server_timeout: 0 is not a whole number of seconds",
+        ),
+        (
             "beam.defaults",
             {"engine": "direct", "options": {"runner": "DataflowRunner"}},
             r"beam.defaults.options.runner: set `engine` instead",

@@ -48,7 +48,7 @@ from components.store_files import CONNECT_TIMEOUT_S
 from kubeflow.compile import pipeline_step_ids
 from kubeflow.settings import KubeflowSettings, load_settings
 from kubeflow.worker_pool import sidecar_container
-from pipeline.beam import JOB_SERVICE_TIMEOUT_S, beam_pipeline_args
+from pipeline.beam import beam_pipeline_args
 from pipeline.object_store import BEAM_PLUGIN_MODULE, ObjectStoreError, check_reachable
 from pipeline.steps import DAG_STEPS
 from tests.conftest import REPO_ROOT, read_taxi_rows, taxi_as_parquet, write_csv
@@ -81,6 +81,9 @@ REFUSAL_BOUND_S = 3
 # A step's process before its check (starting Python, importing TensorFlow and TFX),
 # with margin for a loaded 2-core machine; docs/object-stores.md gives what it measured.
 STEP_START_UP_BOUND_S = 60
+# The dead job endpoint's wait, set as a fork sets it (Beam's `job_server_timeout`):
+# shorter than the default a step waits (tests/test_beam_options.py checks both).
+DEAD_ENDPOINT_WAIT_S = 2
 
 
 @pytest.fixture(scope="module")
@@ -155,8 +158,11 @@ def beam_process(args: list[str], env: dict, cwd: Path, address_file: Path):
         log.close()
 
 
-def flink_settings(path: Path, job_endpoint: str, pool_address: str) -> KubeflowSettings:
-    """`path`'s settings with every Beam step on flink, workers as the defaults say."""
+def flink_settings(
+    path: Path, job_endpoint: str, pool_address: str, **options: int
+) -> KubeflowSettings:
+    """`path`'s settings with every Beam step on flink, workers as the defaults say;
+    `options`: further Beam options."""
     raw = yaml.safe_load(path.read_text())
     raw["beam"] = {
         "defaults": {
@@ -165,6 +171,7 @@ def flink_settings(path: Path, job_endpoint: str, pool_address: str) -> Kubeflow
                 "job_endpoint": job_endpoint,
                 # The pool listens on a port of its own here; in a pod, localhost:50000.
                 "environment_config": pool_address,
+                **options,
             },
         }
     }
@@ -478,7 +485,13 @@ def test_job_endpoint_where_nothing_listens_fails_the_step_naming_it(tmp_path):
     # Beam step is retried is tests/test_retries.py's (executed packages, per backend).
     settings_file = local_settings(tmp_path, data_root, retries={"defaults": {"max_retries": 0}})
     with refusing_port() as dead, refusing_port() as no_pool:
-        flink_settings(settings_file, f"localhost:{dead}", f"localhost:{no_pool}")
+        # Beam's own option for the wait (the docs' setting), shorter than its default.
+        flink_settings(
+            settings_file,
+            f"localhost:{dead}",
+            f"localhost:{no_pool}",
+            job_server_timeout=DEAD_ENDPOINT_WAIT_S,
+        )
         package = compile_package(settings_file, tmp_path / "pipeline.yaml")
         summary = execute(package, tmp_path, "dead", expect_success=False)
     # Nothing after ExampleGen runs; the other root, SchemaImporter, runs no Beam and
@@ -492,9 +505,12 @@ def test_job_endpoint_where_nothing_listens_fails_the_step_naming_it(tmp_path):
     assert summary["order"][-1] == "RunStatus"
     step = summary["steps"]["ExampleGen"]
     assert step["status"] == "FAILURE"
-    assert step["seconds"] < JOB_SERVICE_TIMEOUT_S + 45, step["seconds"]
+    assert step["seconds"] < DEAD_ENDPOINT_WAIT_S + 45, step["seconds"]
     log = "\n".join(step["log_tail"])
-    assert f"Beam job service at localhost:{dead} did not answer within" in log
+    assert (
+        f"Beam job service at localhost:{dead} did not answer within {DEAD_ENDPOINT_WAIT_S} s"
+        in log
+    )
     # The run's status report names the step and the job service.
     (report,) = summary["steps"]["RunStatus"]["outputs"]["report"]
     page = Path(report).read_text()

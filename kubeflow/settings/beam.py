@@ -147,6 +147,14 @@ def _beam_engine(values: Any, where: str) -> BeamEngine:
                 f"{where}.options.job_endpoint: {endpoint!r} is not host:port "
                 "(the Beam job server, e.g. flink-jobserver.flink:8099)"
             )
+        timeout = options.get("job_server_timeout")
+        if timeout is not None and (type(timeout) is not int or timeout < 1):
+            # Beam's `type=int`; the step waits that long for the job server before
+            # Beam does (pipeline/beam.py, JOB_SERVER_TIMEOUT_FLAGS).
+            raise SettingsError(
+                f"{where}.options.job_server_timeout: {timeout!r} is not a whole number of "
+                "seconds above 0 (how long a step waits for the job server)"
+            )
         environment = options.get("environment_type", "EXTERNAL")
         if environment not in ("DOCKER", "EXTERNAL", "PROCESS"):
             raise SettingsError(
