@@ -286,14 +286,16 @@ def test_an_update_brings_the_templates_fix_and_keeps_the_forks_edits(tmp_path, 
         for config in platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"].values()
     ]
     assert {"eks.amazonaws.com/nodegroup": "highmem-pool"} in selectors
-    # ...and trains its model on its dataset spec in a short local run.
+    # ...and trains its model on its dataset spec in a short local run: in one process
+    # (`--sequential`), as the merge, not the validation branch's second process, is
+    # what this run is here for.
     run = subprocess.run(
         [
             sys.executable, "local_runner.py",
             "--schema-dir", "schemas/churn",
             "--data-root", str(taxi_slice),
             "--output-dir", str(tmp_path / "out"),
-            "--train-steps", "20", "--eval-steps", "2",
+            "--train-steps", "20", "--eval-steps", "2", "--sequential",
         ],
         cwd=project,
         capture_output=True,
