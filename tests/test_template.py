@@ -57,6 +57,10 @@ def make_template_repo(path: Path) -> Path:
         shutil.copy2(REPO_ROOT / relative, target)
     git(path, "init", "--quiet", "--initial-branch=main")
     commit_all(path, "template")
+    # Packed, as a published repository's clone is: Copier renders the name of every
+    # path in its clone of the template, .git's too, before it excludes them, and a
+    # fresh commit leaves a file per object there.
+    git(path, "gc", "--quiet")
     return path
 
 
