@@ -46,7 +46,7 @@ ROWS_READ = "rows_read"
 
 
 def count_rows_read(rows: int) -> None:
-    """Called by a source for every block it reads (components/csv_to_examples.py)."""
+    """Called for every batch read, as it is encoded (`_EncodeAhead`, below)."""
     Metrics.counter(METRICS_NAMESPACE, ROWS_READ).inc(rows)
 
 
