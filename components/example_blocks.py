@@ -33,9 +33,7 @@ from __future__ import annotations
 import os
 import random
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import apache_beam as beam
@@ -52,6 +50,7 @@ from tensorflow.core.example import example_pb2
 from tfx.components.example_gen import base_example_gen_executor, write_split
 from tfx.proto import example_gen_pb2
 
+from components.read_examples import METRICS_NAMESPACE, ROWS_READ, InOrderThread
 from components.tfrecords import tfrecord_frames
 
 GZIP = CompressionTypes.GZIP
@@ -61,18 +60,12 @@ GZIP = CompressionTypes.GZIP
 # multi-processing DirectRunner has been seen to drop elements between stages
 # (8 of 184 blocks of a 1.5M-row file in one run of two, without an error):
 # such a run must fail, not publish a split with rows missing.
-METRICS_NAMESPACE = "ExampleGen"
-ROWS_READ = "rows_read"
+# (components/read_examples.py counts the rows read.)
 ROWS_WRITTEN = "rows_written"
 
 
 class RowsLostError(RuntimeError):
     """ExampleGen's files hold fewer rows than its source read."""
-
-
-def count_rows_read(rows: int) -> None:
-    """Called by a source for every block it reads (components/csv_to_examples.py)."""
-    Metrics.counter(METRICS_NAMESPACE, ROWS_READ).inc(rows)
 
 
 def check_rows_written(result: PipelineResult) -> int:
@@ -167,41 +160,6 @@ def _block_seed(records: list[bytes]) -> int:
     """A block's shuffle seed, from its records: the same block, the same order. Its
     ends and length tell blocks apart enough for a seed, at no cost per record."""
     return google_crc32c.value(records[0] + records[-1]) ^ len(records) if records else 0
-
-
-class InOrderThread:
-    """Work done on one thread of its own, in the order it was handed over, with at
-    most `ahead` pieces waiting: what the GIL-free parts of one piece (Arrow's
-    kernels, zlib) give a second core while the caller's thread goes on."""
-
-    def __init__(self, name: str, ahead: int):
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-        self._ahead = ahead
-        self._pending: deque[tuple[Any, Future]] = deque()
-
-    def submit(self, tag: Any, work: Callable[..., Any], *args: Any) -> list[tuple[Any, Any]]:
-        """Hands `work(*args)` over; returns (tag, result) of the oldest pieces, waited
-        for while more than `ahead` wait (a piece's exception is raised here)."""
-        self._pending.append((tag, self._pool.submit(work, *args)))
-        done = []
-        while len(self._pending) > self._ahead:
-            done.append(self._done())
-        return done
-
-    def drain(self) -> list[tuple[Any, Any]]:
-        """(tag, result) of every piece still waiting, in order; then the thread ends."""
-        done = [self._done() for _ in range(len(self._pending))]
-        self.close()
-        return done
-
-    def _done(self) -> tuple[Any, Any]:
-        tag, future = self._pending.popleft()
-        return tag, future.result()
-
-    def close(self) -> None:
-        """Ends the thread; pieces not yet started are dropped (a failed bundle's)."""
-        self._pool.shutdown(cancel_futures=True)
-        self._pending.clear()
 
 
 def _write_block(file: Any, records: list[bytes]) -> None:

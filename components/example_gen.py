@@ -16,7 +16,8 @@ has run, that is left as it is. Either way it then reads the last
 `spans` spans (the window, from the dataset spec's `input.spans`) into one
 Examples artifact, each span in its latest version.
 
-Only reading differs between formats: a reader per format (`READERS`:
+Only reading differs between formats: components/read_examples.py holds the read
+(`ReadExamples`, shared with the draft), where a reader per format (`READERS`:
 components/csv_to_examples.py, components/parquet_to_examples.py) turns the
 files into Arrow record batches of typed columns;
 components/example_encoding.py encodes them (the stock CSV executor's
@@ -34,15 +35,10 @@ data's fingerprint enters ExampleGen's cache key there too.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import apache_beam as beam
 from absl import logging
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
-from apache_beam.utils.windowed_value import WindowedValue
 from tfx import types
 from tfx.components.example_gen import base_example_gen_executor, write_split
 from tfx.components.example_gen import component as example_gen_component
@@ -50,7 +46,6 @@ from tfx.components.example_gen import driver as example_gen_driver
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.util import examples_utils
 from tfx.dsl.components.base import base_beam_component, executor_spec
-from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ExecutionParameter
@@ -62,114 +57,19 @@ from components.artifact_names import (
     SPANS_PROPERTY,
     VERSION_PROPERTY,
 )
-from components.csv_to_examples import csv_batches
 from components.example_blocks import (
-    InOrderThread,
     WriteExampleBlocks,
     check_rows_written,
-    count_rows_read,
     partition_blocks,
 )
-from components.example_encoding import encode_examples
-from components.input_files import (
-    data_files,
-    holds_rows,
-    input_format,
-    no_rows_message,
-    parquet_column_names,
-)
 from components.input_resolution import input_config, input_window
-from components.parquet_to_examples import parquet_batches
-from components.span_resolution import InputPatternError, ResolvedInput, SpanRead, resolve_input
+from components.read_examples import ReadExamples
+from components.span_resolution import ResolvedInput, SpanRead, resolve_input
 from components.spans import glob_root
 
 # Our own execution properties (see ExampleGenSpec).
 INPUT_WINDOW_KEY = "input_window"
 INPUT_SNAPSHOT_KEY = "input_snapshot"
-
-
-# Format -> its reader: (pipeline root, files, ignored columns, columns read as text) ->
-# (batches of typed columns, each column's kind: a dict or a side input).
-READERS = {"csv": csv_batches, "parquet": parquet_batches}
-
-
-def _open_binary(path: str) -> Any:
-    return fileio.open(path, "rb")
-
-
-def _size(path: str) -> int:
-    """A file's bytes; a directory holds none to read (TFX's default pattern, `*`, lists them)."""
-    return 0 if fileio.isdir(path) else fileio.stat(path).length
-
-
-# Batches handed to the encoding thread and not yet written: memory stays this
-# many batches ahead of the writer.
-ENCODE_AHEAD = 2
-
-
-class _EncodeAhead(beam.DoFn):
-    """Batches of typed columns -> blocks of serialized tf.Examples, in the order they came.
-
-    Each batch is encoded on a thread of its own while Beam's thread reads and
-    types the next, and splits and writes the last: the encoder's Arrow kernels
-    let go of the GIL, so the two use both cores.
-    """
-
-    def __init__(self) -> None:
-        self._encoder: InOrderThread | None = None
-
-    def start_bundle(self) -> None:
-        self._encoder = InOrderThread("EncodeExamples", ENCODE_AHEAD)
-
-    def process(self, batch, kinds) -> Iterator[list[bytes]]:
-        assert self._encoder is not None
-        # encode_examples is looked up at each call: a test replaces it.
-        for rows, examples in self._encoder.submit(batch.num_rows, encode_examples, batch, kinds):
-            count_rows_read(rows)  # on Beam's thread: its metrics are kept per thread
-            yield examples
-
-    def finish_bundle(self) -> Iterator[WindowedValue]:
-        assert self._encoder is not None
-        for rows, examples in self._encoder.drain():
-            count_rows_read(rows)
-            yield WindowedValue(examples, MIN_TIMESTAMP, [GlobalWindow()])
-
-    def teardown(self) -> None:
-        if self._encoder is not None:
-            self._encoder.close()
-
-
-@beam.ptransform_fn
-@beam.typehints.with_input_types(beam.Pipeline)
-@beam.typehints.with_output_types(list[bytes])
-def ReadExamples(
-    root: beam.pvalue.PBegin, input_base: str, patterns: list[str], window: dict[str, Any]
-) -> beam.PCollection:
-    """The data files `patterns` name under `input_base` (every span of a window, read
-    together: one set of columns and types), as blocks of serialized tf.Examples."""
-    by_pattern = {}
-    for pattern in patterns:
-        matched = data_files(fileio.glob(os.path.join(glob_root(input_base), pattern)), _size)
-        if not matched:
-            raise RuntimeError(
-                f"Split pattern {os.path.join(input_base, pattern)} does not match any files."
-            )
-        by_pattern[pattern] = matched
-    files = [path for matched in by_pattern.values() for path in matched]
-    read_format = input_format(files, window.get("format"))
-    for pattern, matched in by_pattern.items():
-        # Kubeflow runs no runner's check (pipeline/inputs.py): an empty span stops here.
-        # Without spans, a header alone gives empty splits, as TFX's CSV executor's do.
-        if window.get("pattern") and not holds_rows(matched, read_format, _open_binary):
-            raise InputPatternError(no_rows_message(os.path.join(input_base, pattern), matched))
-    logging.info(
-        "Reading %d %s file(s) under %s into tf.Examples.", len(files), read_format, input_base
-    )
-    ignore = tuple(window.get("ignore", ()))
-    if window.get("skip_unsupported") and read_format == "parquet":
-        ignore += parquet_column_names(files, _open_binary)
-    batches, kinds = READERS[read_format](root, files, ignore, tuple(window.get("text", ())))
-    return batches | "EncodeExamples" >> beam.ParDo(_EncodeAhead(), kinds)
 
 
 # Handed from Do to the read transform: latest span's pattern -> the window's patterns.

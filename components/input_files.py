@@ -13,7 +13,7 @@ schema draft and ExampleGen's executor, so that all three read the same files:
   (`holds_rows`): an exporter that wrote a 0-row file and `_SUCCESS` for a day
   would otherwise leave a run's window one span short without a word.
 
-A reader per format (`READERS` in components/example_gen.py) turns the files into
+A reader per format (`READERS` in components/read_examples.py) turns the files into
 Arrow record batches; a third format is one more entry in `FORMATS` and its reader.
 """
 

@@ -14,7 +14,7 @@ import apache_beam as beam
 import pytest
 
 from components.csv_to_examples import CsvError, read_blocks
-from components.example_gen import ReadExamples
+from components.read_examples import ReadExamples
 from pipeline.inputs import InputDataError, check_data_root
 from schemas import read_schema
 from schemas.draft import draft, main

@@ -15,7 +15,7 @@ from tfx.proto import example_gen_pb2
 from tfx.utils import io_utils, proto_utils
 from tfx_bsl.coders.csv_decoder import ColumnType
 
-from components import csv_to_examples, example_blocks, example_gen
+from components import csv_to_examples, example_blocks, read_examples
 from components.csv_to_examples import (
     CsvError,
     column_type,
@@ -25,7 +25,6 @@ from components.csv_to_examples import (
     typed_batch,
 )
 from components.example_blocks import (
-    InOrderThread,
     RowsLostError,
     name_staged_files,
     staging_dir,
@@ -33,6 +32,7 @@ from components.example_blocks import (
 from components.example_encoding import encode_examples
 from components.example_gen import SpanResolvingExecutor
 from components.input_resolution import input_config
+from components.read_examples import InOrderThread
 from components.tfrecords import tfrecord_frames
 from pipeline.beam import beam_pipeline_args
 from tests.conftest import read_taxi_rows, write_csv
@@ -184,9 +184,9 @@ def test_a_split_is_written_in_several_files_for_parallel_readers(
 def test_rows_lost_between_read_and_write_fail_the_run(taxi_slice, tmp_path, monkeypatch):
     """As when Beam's multi-processing runner drops elements between stages:
     the executor compares the rows read with the rows in the split files."""
-    encode = example_gen.encode_examples
+    encode = read_examples.encode_examples
     monkeypatch.setattr(
-        example_gen, "encode_examples", lambda block, types: encode(block, types)[:-10]
+        read_examples, "encode_examples", lambda block, types: encode(block, types)[:-10]
     )
     properties = {"input_config": proto_utils.proto_to_json(input_config(None))}
     with pytest.raises(RowsLostError, match=r"read 3000 rows but its split files hold 2990"):

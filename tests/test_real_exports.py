@@ -58,7 +58,8 @@ def test_examplegen_stops_on_an_empty_span_where_no_runner_checked(tmp_path):
     """On Kubeflow no runner's check runs before ExampleGen: its read stops on the span."""
     import apache_beam as beam
 
-    from components.example_gen import InputPatternError, ReadExamples
+    from components.read_examples import ReadExamples
+    from components.span_resolution import InputPatternError
 
     root = exported(tmp_path, "empty_newest")
     patterns = ["dt=2024-01-01/*.parquet", "dt=2024-01-02/*.parquet"]

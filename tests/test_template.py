@@ -57,6 +57,10 @@ def make_template_repo(path: Path) -> Path:
         shutil.copy2(REPO_ROOT / relative, target)
     git(path, "init", "--quiet", "--initial-branch=main")
     commit_all(path, "template")
+    # Packed, as a published repository's clone is: Copier renders the name of every
+    # path in its clone of the template, .git's too, before it excludes them, and a
+    # fresh commit leaves a file per object there.
+    git(path, "gc", "--quiet")
     return path
 
 
@@ -286,14 +290,16 @@ def test_an_update_brings_the_templates_fix_and_keeps_the_forks_edits(tmp_path, 
         for config in platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"].values()
     ]
     assert {"eks.amazonaws.com/nodegroup": "highmem-pool"} in selectors
-    # ...and trains its model on its dataset spec in a short local run.
+    # ...and trains its model on its dataset spec in a short local run: in one process
+    # (`--sequential`), as the merge, not the validation branch's second process, is
+    # what this run is here for.
     run = subprocess.run(
         [
             sys.executable, "local_runner.py",
             "--schema-dir", "schemas/churn",
             "--data-root", str(taxi_slice),
             "--output-dir", str(tmp_path / "out"),
-            "--train-steps", "20", "--eval-steps", "2",
+            "--train-steps", "20", "--eval-steps", "2", "--sequential",
         ],
         cwd=project,
         capture_output=True,

@@ -50,8 +50,8 @@ def example_statistics(
     import tensorflow_data_validation as tfdv
 
     from components.csv_to_examples import CsvError
-    from components.example_gen import ReadExamples
     from components.parquet_columns import ParquetError
+    from components.read_examples import ReadExamples
 
     with tempfile.TemporaryDirectory() as scratch:
         output = os.path.join(scratch, "statistics.tfrecord")
