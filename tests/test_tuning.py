@@ -345,7 +345,8 @@ def test_a_deadline_in_the_middle_of_a_trial_leaves_it_for_the_resumed_search(
 # search, the frozen file, and the next local run reading it.
 
 
-def tune(taxi_slice: Path, schema_dir: Path, output_dir: Path, *extra: str) -> tuple[int, str, str]:
+def tune_main(argv: list[str]) -> tuple[int, str, str]:
+    """`tune_runner.py` with `argv`, in this process: (exit code, stdout, stderr)."""
     import contextlib
     import io
 
@@ -353,18 +354,22 @@ def tune(taxi_slice: Path, schema_dir: Path, output_dir: Path, *extra: str) -> t
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = tune_runner.main(
-            [
-                "--data-root", str(taxi_slice),
-                "--schema-dir", str(schema_dir),
-                "--output-dir", str(output_dir),
-                "--max-trials", "2",
-                "--steps-per-trial", str(STEPS_PER_TRIAL),
-                "--eval-steps", "2",
-                *extra,
-            ]
-        )  # fmt: skip
+        rc = tune_runner.main(argv)
     return rc, out.getvalue(), err.getvalue()
+
+
+def tune(taxi_slice: Path, schema_dir: Path, output_dir: Path, *extra: str) -> tuple[int, str, str]:
+    return tune_main(
+        [
+            "--data-root", str(taxi_slice),
+            "--schema-dir", str(schema_dir),
+            "--output-dir", str(output_dir),
+            "--max-trials", "2",
+            "--steps-per-trial", str(STEPS_PER_TRIAL),
+            "--eval-steps", "2",
+            *extra,
+        ]
+    )  # fmt: skip
 
 
 def run_states(output_dir: Path, pipeline_name: str) -> dict[str, str]:
@@ -591,7 +596,8 @@ def test_a_search_killed_mid_trial_resumes_without_running_a_completed_trial_aga
     tmp_path, first_tuning, two_local_runs, parallel
 ):
     """SIGKILL to the runner's process group (its workers too) once a trial's file says
-    COMPLETED and the next trial's says RUNNING; the same command then finishes the search.
+    COMPLETED and the next trial's says RUNNING; the same command then finishes the search
+    (in this process, as the module's other searches run: what it resumes from is on disk).
     Two workers get a budget of three: their first two trials run side by side and may end
     together, and the third then runs while the first two are COMPLETED."""
     import os
@@ -606,8 +612,7 @@ def test_a_search_killed_mid_trial_resumes_without_running_a_completed_trial_aga
     schema_dir = first_tuning.schema_dir
     search_dir = output_dir / "tuning" / "search"
     budget = 2 if parallel == 1 else 3
-    command = [
-        sys.executable, "tune_runner.py",
+    flags = [
         "--data-root", str(two_local_runs.data_root),
         "--schema-dir", str(schema_dir),
         "--output-dir", str(output_dir),
@@ -620,7 +625,11 @@ def test_a_search_killed_mid_trial_resumes_without_running_a_completed_trial_aga
     log = tmp_path / "killed.log"
     with log.open("w") as out:
         run = subprocess.Popen(
-            command, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            [sys.executable, "tune_runner.py", *flags],
+            cwd=REPO_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     deadline = time.monotonic() + 600
     try:
@@ -641,10 +650,10 @@ def test_a_search_killed_mid_trial_resumes_without_running_a_completed_trial_aga
                  if trial["status"] == "COMPLETED"}  # fmt: skip
     assert 1 <= len(completed) < budget, killed
 
-    rerun = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
-    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    rc, stdout, stderr = tune_main(flags)
+    assert rc == 0, stdout[-3000:] + stderr[-3000:]
     remaining = budget - len(completed)
-    assert f"Search: {remaining} trials completed in this run" in rerun.stdout, rerun.stdout
+    assert f"Search: {remaining} trials completed in this run" in stdout, stdout
     after = trial_files(search_dir)
     # Exactly the budget, and the trial completed before the kill never ran again: its
     # file was not written again (a trial run again writes RUNNING, then its score).
