@@ -618,7 +618,7 @@ def test_a_search_killed_mid_trial_resumes_without_running_a_completed_trial_aga
         "--output-dir", str(output_dir),
         "--max-trials", str(budget),
         # Long enough for the kill to land in the middle of the second trial.
-        "--steps-per-trial", "200",
+        "--steps-per-trial", "100",
         "--eval-steps", "2",
         "--parallel", str(parallel),
     ]  # fmt: skip
