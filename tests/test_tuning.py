@@ -5,16 +5,20 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import keras_tuner
 import pytest
 
 from components.report.tuning import render_tuning_html
+from pipeline.local.tune import TUNING_DIR
 from schemas import load_schema_dir
 from trainer.config import ModelConfig, TrainerConfig
 from trainer.hyperparameters import (
+    HYPERPARAMETERS_FILE_NAME,
     FrozenHyperparameters,
     HyperparametersError,
     frozen_from_json,
@@ -341,7 +345,8 @@ def test_a_deadline_in_the_middle_of_a_trial_leaves_it_for_the_resumed_search(
 # search, the frozen file, and the next local run reading it.
 
 
-def tune(taxi_slice: Path, schema_dir: Path, output_dir: Path, *extra: str) -> tuple[int, str, str]:
+def tune_main(argv: list[str]) -> tuple[int, str, str]:
+    """`tune_runner.py` with `argv`, in this process: (exit code, stdout, stderr)."""
     import contextlib
     import io
 
@@ -349,18 +354,22 @@ def tune(taxi_slice: Path, schema_dir: Path, output_dir: Path, *extra: str) -> t
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = tune_runner.main(
-            [
-                "--data-root", str(taxi_slice),
-                "--schema-dir", str(schema_dir),
-                "--output-dir", str(output_dir),
-                "--max-trials", "2",
-                "--steps-per-trial", str(STEPS_PER_TRIAL),
-                "--eval-steps", "2",
-                *extra,
-            ]
-        )  # fmt: skip
+        rc = tune_runner.main(argv)
     return rc, out.getvalue(), err.getvalue()
+
+
+def tune(taxi_slice: Path, schema_dir: Path, output_dir: Path, *extra: str) -> tuple[int, str, str]:
+    return tune_main(
+        [
+            "--data-root", str(taxi_slice),
+            "--schema-dir", str(schema_dir),
+            "--output-dir", str(output_dir),
+            "--max-trials", "2",
+            "--steps-per-trial", str(STEPS_PER_TRIAL),
+            "--eval-steps", "2",
+            *extra,
+        ]
+    )  # fmt: skip
 
 
 def run_states(output_dir: Path, pipeline_name: str) -> dict[str, str]:
@@ -375,7 +384,9 @@ def run_states(output_dir: Path, pipeline_name: str) -> dict[str, str]:
 def local_run(
     taxi_slice: Path, schema_dir: Path, output_dir: Path, train_steps: int, eval_steps: int
 ) -> tuple[int, str]:
-    """`local_runner.py` on the schema directory, in this process: (exit code, stdout)."""
+    """`local_runner.py --sequential` on the schema directory, in this process: (exit code,
+    stdout). Which steps run and which come from cache, the tests' assertions, do not
+    depend on the second process a default run starts (pipeline/local/scheduler.py)."""
     import contextlib
     import io
 
@@ -391,29 +402,83 @@ def local_run(
                 "--train-steps", str(train_steps),
                 "--eval-steps", str(eval_steps),
                 "--no-report",
+                "--sequential",
             ]
         )  # fmt: skip
     return rc, out.getvalue()
 
 
+@dataclass(frozen=True)
+class FirstTuning:
+    """`tune` once (two trials) on a copy of `two_local_runs`' output and a copy of the
+    schema directory: its steps up to Transform ran, ExampleGen from the runs' cache. What
+    it printed and left (its run's step states, the frozen file) is recorded here: the
+    tests that go on from it change its schema directory."""
+
+    output_dir: Path
+    # One schema directory for the module: its path is an input of the import (so of
+    # Transform's cache key), and each test that goes on from this run uses it.
+    schema_dir: Path
+    rc: int
+    stdout: str
+    stderr: str
+    states: dict[str, str]
+    frozen: str  # the frozen file's text as the search wrote it
+
+
+@pytest.fixture(scope="module")
+def first_tuning(tmp_path_factory, two_local_runs, taxi_spec) -> FirstTuning:
+    from tests.conftest import copy_tree
+
+    root = tmp_path_factory.mktemp("first_tuning")
+    output_dir = copy_tree(two_local_runs.output_dir, root / "out")
+    schema_dir = copy_tree(load_schema_dir().path, root / "schema")
+    rc, stdout, stderr = tune(two_local_runs.data_root, schema_dir, output_dir)
+    frozen_file = schema_dir / HYPERPARAMETERS_FILE_NAME
+    return FirstTuning(
+        output_dir=output_dir,
+        schema_dir=schema_dir,
+        rc=rc,
+        stdout=stdout,
+        stderr=stderr,
+        states=run_states(output_dir, taxi_spec.name),
+        frozen=frozen_file.read_text() if frozen_file.exists() else "",
+    )
+
+
+def after_first_tuning(first_tuning: FirstTuning, output_dir: Path, *, search: bool) -> Path:
+    """A copy of `first_tuning`'s output at `output_dir` (with its search, or without: a
+    search from the start), its steps up to Transform in the cache, and its schema
+    directory back as the repository has it, with the frozen file only with the search."""
+    from tests.conftest import copy_tree
+
+    shutil.rmtree(first_tuning.schema_dir)
+    copy_tree(load_schema_dir().path, first_tuning.schema_dir)
+    copy_tree(first_tuning.output_dir, output_dir)
+    if search:
+        (first_tuning.schema_dir / HYPERPARAMETERS_FILE_NAME).write_text(first_tuning.frozen)
+    else:
+        shutil.rmtree(output_dir / TUNING_DIR)
+    return output_dir
+
+
 def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_it(
-    tmp_path, two_local_runs, taxi_spec
+    tmp_path, first_tuning, two_local_runs, taxi_spec
 ):
     import yaml
 
-    from tests.conftest import copy_tree
-
-    output_dir = copy_tree(two_local_runs.output_dir, tmp_path / "out")
-    schema_dir = copy_tree(load_schema_dir().path, tmp_path / "schema")
+    # The first search is `first_tuning`'s; this test goes on from a copy of its output.
+    output_dir = after_first_tuning(first_tuning, tmp_path / "out", search=True)
+    schema_dir = first_tuning.schema_dir
     frozen_file = schema_dir / "hyperparameters.yaml"
     taxi_slice = two_local_runs.data_root  # the path its cached ExampleGen read
 
-    rc, stdout, stderr = tune(taxi_slice, schema_dir, output_dir)
+    rc, stdout, stderr = first_tuning.rc, first_tuning.stdout, first_tuning.stderr
     assert rc == 0, stderr
     # Only the steps up to Transform ran; ExampleGen from the local runner's
     # cache. The schema's path is an input of the import (and so of Transform):
     # this copy of the schema dir is new to the cache.
-    assert run_states(output_dir, taxi_spec.name) == {
+    assert first_tuning.states == {
         "ExampleGen": "cached",
         "SchemaImporter": "complete",
         "Transform": "complete",
@@ -455,15 +520,14 @@ def test_tuning_reuses_the_runs_cache_freezes_the_winner_and_the_trainer_reads_i
 @pytest.mark.slow  # four local runs
 @pytest.mark.e2e
 def test_the_frozen_values_alone_rekey_the_trainer_and_its_provenance_never_does(
-    tmp_path, two_local_runs, taxi_spec
+    tmp_path, first_tuning, two_local_runs, taxi_spec
 ):
     """One schema directory throughout (its path is an input of the import, so a copy
-    would rerun the data steps whatever the frozen file held). On a copy of the two local
-    runs' output, so that ExampleGen and StatisticsGen come from their cache."""
-    from tests.conftest import copy_tree
-
-    schema_dir = copy_tree(load_schema_dir().path, tmp_path / "schema")
-    output_dir = copy_tree(two_local_runs.output_dir, tmp_path / "out")
+    would rerun the data steps whatever the frozen file held). On a copy of the first
+    search's output (itself on the two local runs' output), so that the steps up to
+    Transform come from their cache."""
+    schema_dir = first_tuning.schema_dir
+    output_dir = after_first_tuning(first_tuning, tmp_path / "out", search=False)
     taxi_slice = two_local_runs.data_root  # the path their cached ExampleGen read
     upstream = ("ExampleGen", "StatisticsGen", "SchemaImporter", "Transform")
 
@@ -491,12 +555,12 @@ def test_the_frozen_values_alone_rekey_the_trainer_and_its_provenance_never_does
     assert {step: states[step] for step in upstream} == dict.fromkeys(upstream, "cached")
 
 
-def test_a_search_the_deadline_cuts_off_freezes_nothing_unless_accepted(tmp_path, two_local_runs):
-    from tests.conftest import copy_tree
-
-    taxi_slice = two_local_runs.data_root  # its ExampleGen from the runs' cache
-    output_dir = copy_tree(two_local_runs.output_dir, tmp_path / "out")
-    schema_dir = copy_tree(load_schema_dir().path, tmp_path / "schema")
+def test_a_search_the_deadline_cuts_off_freezes_nothing_unless_accepted(
+    tmp_path, first_tuning, two_local_runs
+):
+    taxi_slice = two_local_runs.data_root  # the steps up to Transform from the cache
+    output_dir = after_first_tuning(first_tuning, tmp_path / "out", search=False)
+    schema_dir = first_tuning.schema_dir
     frozen_file = schema_dir / "hyperparameters.yaml"
     rc, _, stderr = tune(taxi_slice, schema_dir, output_dir, "--deadline", "0.001s")
     assert rc == 4
@@ -529,10 +593,11 @@ def trial_files(search_dir: Path) -> dict[str, tuple[dict, int]]:
 
 @pytest.mark.parametrize("parallel", [1, 2])
 def test_a_search_killed_mid_trial_resumes_without_running_a_completed_trial_again(
-    tmp_path, two_local_runs, parallel
+    tmp_path, first_tuning, two_local_runs, parallel
 ):
     """SIGKILL to the runner's process group (its workers too) once a trial's file says
-    COMPLETED and the next trial's says RUNNING; the same command then finishes the search.
+    COMPLETED and the next trial's says RUNNING; the same command then finishes the search
+    (in this process, as the module's other searches run: what it resumes from is on disk).
     Two workers get a budget of three: their first two trials run side by side and may end
     together, and the third then runs while the first two are COMPLETED."""
     import os
@@ -540,28 +605,31 @@ def test_a_search_killed_mid_trial_resumes_without_running_a_completed_trial_aga
     import subprocess
     import sys
 
-    from tests.conftest import REPO_ROOT, copy_tree
+    from tests.conftest import REPO_ROOT
     from tests.harness import lowest_score_trials_model
 
-    output_dir = copy_tree(two_local_runs.output_dir, tmp_path / "out")
-    schema_dir = copy_tree(load_schema_dir().path, tmp_path / "schema")
+    output_dir = after_first_tuning(first_tuning, tmp_path / "out", search=False)
+    schema_dir = first_tuning.schema_dir
     search_dir = output_dir / "tuning" / "search"
     budget = 2 if parallel == 1 else 3
-    command = [
-        sys.executable, "tune_runner.py",
+    flags = [
         "--data-root", str(two_local_runs.data_root),
         "--schema-dir", str(schema_dir),
         "--output-dir", str(output_dir),
         "--max-trials", str(budget),
         # Long enough for the kill to land in the middle of the second trial.
-        "--steps-per-trial", "200",
+        "--steps-per-trial", "100",
         "--eval-steps", "2",
         "--parallel", str(parallel),
     ]  # fmt: skip
     log = tmp_path / "killed.log"
     with log.open("w") as out:
         run = subprocess.Popen(
-            command, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            [sys.executable, "tune_runner.py", *flags],
+            cwd=REPO_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     deadline = time.monotonic() + 600
     try:
@@ -582,10 +650,10 @@ def test_a_search_killed_mid_trial_resumes_without_running_a_completed_trial_aga
                  if trial["status"] == "COMPLETED"}  # fmt: skip
     assert 1 <= len(completed) < budget, killed
 
-    rerun = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
-    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    rc, stdout, stderr = tune_main(flags)
+    assert rc == 0, stdout[-3000:] + stderr[-3000:]
     remaining = budget - len(completed)
-    assert f"Search: {remaining} trials completed in this run" in rerun.stdout, rerun.stdout
+    assert f"Search: {remaining} trials completed in this run" in stdout, stdout
     after = trial_files(search_dir)
     # Exactly the budget, and the trial completed before the kill never ran again: its
     # file was not written again (a trial run again writes RUNNING, then its score).
