@@ -5,9 +5,10 @@ A pod runs `python -m kubeflow.step_entrypoint ARGS` and spends its first second
 TFX's entrypoint, TensorFlow, TFMA and the executor class; what it then writes depends on
 its arguments alone. This process does those imports once (`kubeflow.step_entrypoint`,
 TFX's entrypoint module, and each executor class named on its command line) and runs
-nothing. For each request it reads, one JSON line `{"argv": [...], "stderr": PATH}`, it
-forks; the child takes `/dev/null` for its standard input and output and PATH for its
-standard error, calls `step_entrypoint.run_tfx(argv)` (absl's `app.run` of TFX's
+nothing. For each request it reads, one JSON line `{"argv": [...], "env": {...}, "stderr":
+PATH}`, it forks; the child takes the environment of the caller at the time of the
+request (as a process started then would), `/dev/null` for its standard input and output
+and PATH for its standard error, calls `step_entrypoint.run_tfx(argv)` (absl's `app.run` of TFX's
 `kubeflow_v2_run_executor.main`, first parsed in the child), and exits with what a fresh
 `python -c "sys.exit(run_tfx(argv))"` exits with: the code it returns, or 1 after the
 traceback of what it raised. The parent answers `{"code": N}` and waits for the next.
@@ -36,10 +37,12 @@ from typing import IO
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def _child(argv: list[str], stderr_path: str) -> int:
+def _child(argv: list[str], env: dict[str, str], stderr_path: str) -> int:
     """Runs in the forked child: the step, with its output where a fresh process's would go."""
     from kubeflow import step_entrypoint
 
+    os.environ.clear()
+    os.environ.update(env)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
@@ -77,7 +80,7 @@ def serve(class_paths: list[str], requests: IO[str], replies: IO[str]) -> None:
         if pid == 0:
             code = 1
             try:
-                code = _child(request["argv"], request["stderr"])
+                code = _child(request["argv"], request["env"], request["stderr"])
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
@@ -101,7 +104,7 @@ class ForkedEntrypoint:
         """(exit code, standard error) of one run of TFX's entrypoint on `argv`."""
         assert self._process.stdin and self._process.stdout
         with tempfile.NamedTemporaryFile(dir=self._directory, suffix=".stderr") as stderr:
-            request = {"argv": argv, "stderr": stderr.name}
+            request = {"argv": argv, "env": dict(os.environ), "stderr": stderr.name}
             self._process.stdin.write(json.dumps(request) + "\n")
             self._process.stdin.flush()
             ready, _, _ = select.select([self._process.stdout], [], [], timeout)
