@@ -10,7 +10,7 @@ from components.report import render
 from pipeline import steps as dag
 from pipeline.local.run_summary import summarize_latest_run
 from tests.conftest import read_taxi_rows, write_csv
-from tests.harness import ANOMALOUS_FEATURE, CASES, parse, with_attr, wrong_type
+from tests.harness import ANOMALOUS_FEATURE, CASES, parse, with_attr
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -81,11 +81,19 @@ def check_failed_run_report(output_dir, case):
 
 
 def test_no_report_flag_writes_no_report(tmp_path, capsys):
-    header, rows = wrong_type(*read_taxi_rows(limit=600))
+    """A run that fails in its first step (ExampleGen: a row one cell short) writes no
+    report: every failed run reaches the report through the same `except` in
+    pipeline/local/run.py's `_run_pipeline`, wherever it failed."""
+    header, rows = read_taxi_rows(limit=600)
     data_root = tmp_path / "data"
-    write_csv(data_root / "data.csv", header, rows)
-    rc, _ = run_and_get_last_error_line(tmp_path, capsys, data_root, "--no-report")
+    with write_csv(data_root / "data.csv", header, rows).open("a") as csv_file:
+        csv_file.write(",".join(["1"] * (len(header) - 1)) + "\n")
+    # One process: ExampleGen fails before the DAG branches, in either mode; the runner's
+    # second process would only import TensorFlow and TFX once more.
+    flags = ("--no-report", "--sequential")
+    rc, last_line = run_and_get_last_error_line(tmp_path, capsys, data_root, *flags)
     assert rc == 1
+    assert last_line.startswith("error: CsvError: "), last_line
     assert (tmp_path / "out" / "metadata.sqlite").exists()
     assert not (tmp_path / "out" / "reports").exists()
 

@@ -20,6 +20,7 @@ import apache_beam as beam
 import numpy as np
 import pytest
 import tensorflow_model_analysis as tfma
+from apache_beam.options.pipeline_options import PipelineOptions
 from tensorflow_model_analysis.api import model_eval_lib
 from tensorflow_model_analysis.api import types as tfma_types
 from tensorflow_model_analysis.evaluators import evaluator, metrics_plots_and_validations_evaluator
@@ -29,6 +30,7 @@ from tfx.components.evaluator import executor as stock_evaluator
 from components import batched_metrics
 from components.evaluation_extractors import PRUNE_STAGE_NAME
 from components.evaluator import batched_arguments, batched_metrics_in_tfx
+from pipeline.beam import IN_MEMORY_RUNNER_ARG
 from pipeline.pipeline import build_eval_config
 from tests.harness import assert_same_evaluation, read_evaluation
 from trainer.dataset_spec import DatasetSpec, parse_spec
@@ -55,13 +57,13 @@ def task_spec(task: str) -> DatasetSpec:
     )
 
 
-def eval_config(task: str, *, baseline: bool, more_slices: bool = True) -> tfma.EvalConfig:
+def eval_config(task: str, *, baseline: bool) -> tfma.EvalConfig:
     config = build_eval_config(task_spec(task))
-    if more_slices:  # a cross, a fixed value, and a fixed value crossed with a column
-        config.slicing_specs.add(feature_keys=["color", "visits"])
-        config.slicing_specs.add(feature_values={"color": "red"})
-        config.slicing_specs.add(feature_keys=["visits"], feature_values={"color": "blue"})
-        config.slicing_specs.add(feature_values={"visits": "3"})
+    # A cross, a fixed value, and a fixed value crossed with a column.
+    config.slicing_specs.add(feature_keys=["color", "visits"])
+    config.slicing_specs.add(feature_values={"color": "red"})
+    config.slicing_specs.add(feature_keys=["visits"], feature_values={"color": "blue"})
+    config.slicing_specs.add(feature_values={"visits": "3"})
     return tfma.utils.update_eval_config_with_defaults(
         config, has_baseline=baseline, rubber_stamp=True
     )
@@ -127,7 +129,9 @@ def batches(task: str, *, baseline: bool, seed: int = 3) -> list[dict]:
 
 
 def _write(config: tfma.EvalConfig, data: list[dict], out: Path, evaluators, extractors) -> None:
-    with beam.Pipeline() as p:
+    # The FnApiRunner, named as every Beam step names it (pipeline/beam.py): Beam's default
+    # runner would first try to fetch Prism, then fall back to it.
+    with beam.Pipeline(options=PipelineOptions([IN_MEMORY_RUNNER_ARG])) as p:
         _ = (
             p
             | beam.Create(data, reshuffle=False)
@@ -162,30 +166,30 @@ def run_batched(config: tfma.EvalConfig, data: list[dict], out: Path, **options)
 
 
 @pytest.fixture(scope="module")
-def batched_evaluation(tmp_path_factory):
-    """Our evaluation of a task's `batches`, alone or with a baseline, as read back: run
-    once for the module (the comparison with TFMA's and the recorded sums' read it)."""
-    evaluations = {}
+def batched_output(tmp_path_factory):
+    """Where our evaluation of a task's `batches`, alone or with a baseline, was written: run
+    once for the module (the comparison with TFMA's, the recorded sums' and TFMA's reader
+    read it)."""
+    outputs = {}
 
-    def evaluation(task: str, baseline: bool) -> tuple:
-        if (task, baseline) not in evaluations:
+    def output(task: str, baseline: bool) -> Path:
+        if (task, baseline) not in outputs:
             out = tmp_path_factory.mktemp(f"batched-{task}-{baseline}")
             config = eval_config(task, baseline=baseline)
-            data = batches(task, baseline=baseline)
-            evaluations[task, baseline] = read_evaluation(run_batched(config, data, out))
-        return evaluations[task, baseline]
+            outputs[task, baseline] = run_batched(config, batches(task, baseline=baseline), out)
+        return outputs[task, baseline]
 
-    return evaluation
+    return output
 
 
 @pytest.mark.slow  # TFMA's Keras metrics take seconds to set up, per case
 @pytest.mark.parametrize("baseline", [False, True], ids=["alone", "with-baseline"])
 @pytest.mark.parametrize("task", ["binary", "multiclass", "regression"])
-def test_batched_metrics_are_tfma_s(task, baseline, tmp_path, batched_evaluation):
+def test_batched_metrics_are_tfma_s(task, baseline, tmp_path, batched_output):
     config = eval_config(task, baseline=baseline)
     data = batches(task, baseline=baseline)
     theirs = read_evaluation(run_tfma(config, data, tmp_path / "tfma"))
-    ours = batched_evaluation(task, baseline)
+    ours = read_evaluation(batched_output(task, baseline))
     assert_same_evaluation(ours, theirs)
 
     # What the comparison covered: slices of every spec, the keys TFMA names, the gate.
@@ -224,7 +228,7 @@ def one_model(data: list[dict], model: str) -> list[dict]:
 
 @pytest.mark.slow  # two Beam pipelines per task, and the module's with-baseline one
 @pytest.mark.parametrize("task", ["binary", "multiclass", "regression"])
-def test_a_baseline_s_recorded_sums_give_what_scoring_it_gives(task, tmp_path, batched_evaluation):
+def test_a_baseline_s_recorded_sums_give_what_scoring_it_gives(task, tmp_path, batched_output):
     """The pushing run scores the future baseline alone and records its sums; a later run
     scores the candidate alone and adds them: the evaluation of scoring both."""
     data = batches(task, baseline=True)
@@ -246,7 +250,7 @@ def test_a_baseline_s_recorded_sums_give_what_scoring_it_gives(task, tmp_path, b
     reused = read_evaluation(
         run_batched(config, one_model(data, "candidate"), tmp_path / "reused", baseline_sums=stored)
     )
-    scored = batched_evaluation(task, True)  # run_batched(config, data)
+    scored = read_evaluation(batched_output(task, True))  # run_batched(config, data)
     assert_same_evaluation(reused, scored)
     if task != "regression":  # sums of counts: equal, not just close
         assert reused[0] == scored[0]
@@ -262,10 +266,10 @@ def test_a_baseline_s_recorded_sums_give_what_scoring_it_gives(task, tmp_path, b
         run_batched(config, one_model(data, "candidate"), tmp_path / "short", baseline_sums=stored)
 
 
-def test_the_evaluation_reads_back_as_tfma_s(tmp_path):
-    """`tfma.load_eval_result` (the run summary, the report) reads the batched output."""
-    config = eval_config("multiclass", baseline=False, more_slices=False)
-    out = run_batched(config, batches("multiclass", baseline=False), tmp_path)
+def test_the_evaluation_reads_back_as_tfma_s(batched_output):
+    """`tfma.load_eval_result` (the run summary, the report) reads the batched output,
+    crossed and fixed-value slices included."""
+    out = batched_output("multiclass", False)
     result = tfma.load_eval_result(str(out))
     slices = {key for key, _ in result.slicing_metrics}
     assert () in slices

@@ -8,6 +8,11 @@ pod runs it (`python -m kubeflow.step_entrypoint`, the light runner). The
 executor output files, the outputs and the step records must agree; the
 reference is TFX's run, taken in the test. The data gates are run failing
 too (`GATE_VARIANTS`): the same error must end both.
+
+Each reference run is a process of its own, forked from one that imported TFX's
+entrypoint and the executor classes once for the module (tests/tfx_entrypoint_fork.py):
+what a run writes depends on its arguments, not on when its imports happened, and the
+light runner's start-up without those imports is tests/test_step_startup.py's to check.
 """
 
 from __future__ import annotations
@@ -29,12 +34,7 @@ from benchmarks.step_startup import (
 from kubeflow import light_step
 from tests.conftest import REPO_ROOT
 from tests.harness import run_report_inputs
-
-_RUN_TFX = (
-    "import json, sys\n"
-    "from kubeflow import step_entrypoint\n"
-    "sys.exit(step_entrypoint.run_tfx(json.loads(sys.argv[1])))\n"
-)
+from tests.tfx_entrypoint_fork import ForkedEntrypoint
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,15 @@ def compiled_arguments(tmp_path_factory) -> dict[str, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def default_runs(compiled_arguments, tmp_path_factory):
+def tfx_entrypoint(tmp_path_factory):
+    """TFX's entrypoint with the light steps' executor classes imported, forked per run."""
+    entrypoint = ForkedEntrypoint(sorted(light_step.LIGHT_STEPS), tmp_path_factory.mktemp("fork"))
+    yield entrypoint
+    entrypoint.close()
+
+
+@pytest.fixture(scope="module")
+def default_runs(compiled_arguments, tfx_entrypoint, tmp_path_factory):
     """Each light step run on its LIGHT_STEP_INPUTS entry, by TFX's entrypoint (tfx=True) and
     by the light runner, once per module: what `_run` returns holds no temporary path, so
     the tests that read the same run share it."""
@@ -54,7 +62,9 @@ def default_runs(compiled_arguments, tmp_path_factory):
     def run(class_path: str, tfx: bool) -> dict:
         if (class_path, tfx) not in done:
             root = tmp_path_factory.mktemp("tfx" if tfx else "light")
-            done[class_path, tfx] = _run(root, class_path, compiled_arguments[class_path], tfx)
+            done[class_path, tfx] = _run(
+                root, class_path, compiled_arguments[class_path], tfx_entrypoint if tfx else None
+            )
         return done[class_path, tfx]
 
     return run
@@ -87,18 +97,26 @@ def _text(path: Path, root: Path) -> str:
 
 
 def _run(
-    root: Path, class_path: str, compiled: list[str], tfx: bool, given: dict | None = None
+    root: Path,
+    class_path: str,
+    compiled: list[str],
+    tfx: ForkedEntrypoint | None,
+    given: dict | None = None,
 ) -> dict:
-    """The step run on `given` (LIGHT_STEP_INPUTS's by default): what it wrote, and how it
-    ended (a `fails` run exits 1 with its error last on stderr, as TFX's entrypoint does)."""
+    """The step run on `given` (LIGHT_STEP_INPUTS's by default) through TFX's entrypoint
+    (`tfx`, the module's `tfx_entrypoint`) or, None, as its pod runs it: what it wrote, and
+    how it ended (a `fails` run exits 1 with its error last on stderr, as TFX's does)."""
     given = LIGHT_STEP_INPUTS[class_path] if given is None else given
     args = light_step_arguments(class_path, compiled, root, given)
-    command = ["-c", _RUN_TFX, json.dumps(args)] if tfx else ["-m", "kubeflow.step_entrypoint"]
-    done = subprocess.run(
-        [sys.executable, *command, *([] if tfx else args)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-    assert done.returncode == (1 if given.get("fails") else 0), done.stderr[-3000:]
+    if tfx is not None:
+        returncode, stderr = tfx.run(args)
+    else:
+        done = subprocess.run(
+            [sys.executable, "-m", "kubeflow.step_entrypoint", *args],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        returncode, stderr = done.returncode, done.stderr
+    assert returncode == (1 if given.get("fails") else 0), stderr[-3000:]
     step = class_path.rsplit(".", 1)[1].removesuffix("_Executor")
     output_file = root / "pod" / step / "output_metadata.json"
     text = output_file.read_text().replace(str(root), "ROOT") if output_file.exists() else "{}"
@@ -110,7 +128,7 @@ def _run(
     }
     return {
         # The error the step ended with: the last line of its traceback.
-        "error": done.stderr.strip().splitlines()[-1] if given.get("fails") else None,
+        "error": stderr.strip().splitlines()[-1] if given.get("fails") else None,
         "errors": [a["error"] for a in record["attempts"]],
         # Every file under the step's outputs by path, whether or not the step ended well
         # (a failing drift gate writes drift.json first); `written` reads the executor output.
@@ -129,7 +147,7 @@ def _run(
             for key in executor_output.get("parameterValues", {})
         },
         # The line run_compiled.py times a step's start-up by (TFX's, in absl's format).
-        "started": bool(re.search(r"^I\d{4} [\d:.]+ .*\] Starting executor$", done.stderr, re.M)),
+        "started": bool(re.search(r"^I\d{4} [\d:.]+ .*\] Starting executor$", stderr, re.M)),
         "executor_output": executor_output,
         "written": _output_tree(root, executor_output),
         "outputs": sorted(p.name for p in (root / "run-1" / step).iterdir()),
@@ -155,14 +173,16 @@ def test_the_light_runner_writes_what_tfx_entrypoint_writes(class_path, default_
 
 @pytest.mark.slow  # compiles the packages; TFX's entrypoint imports TensorFlow and TFMA
 @pytest.mark.parametrize("variant", sorted(GATE_VARIANTS))
-def test_a_gate_that_fails_fails_as_under_tfx_entrypoint(variant, compiled_arguments, tmp_path):
+def test_a_gate_that_fails_fails_as_under_tfx_entrypoint(
+    variant, compiled_arguments, tfx_entrypoint, tmp_path
+):
     """The same error ends the step, recorded as its attempt's, after the same outputs
     (the drift gate writes its result before it fails); the drift gate against served
     statistics measures with TFDV in both."""
     class_path, given = GATE_VARIANTS[variant]
     compiled = compiled_arguments[class_path]
-    reference = _run(tmp_path / "tfx", class_path, compiled, tfx=True, given=given)
-    light = _run(tmp_path / "light", class_path, compiled, tfx=False, given=given)
+    reference = _run(tmp_path / "tfx", class_path, compiled, tfx_entrypoint, given=given)
+    light = _run(tmp_path / "light", class_path, compiled, None, given=given)
     assert light == reference
     assert given["fails"] in reference["error"]
     assert reference["outcomes"] == ["failed"] and given["fails"] in reference["errors"][0]
@@ -205,12 +225,12 @@ OTHER_CASES = {
 @pytest.mark.slow  # compiles the packages; TFX's entrypoint imports TensorFlow and TFMA
 @pytest.mark.parametrize("case", sorted(OTHER_CASES))
 def test_the_light_runner_writes_what_tfx_entrypoint_writes_in_other_cases(
-    case, compiled_arguments, tmp_path
+    case, compiled_arguments, tfx_entrypoint, tmp_path
 ):
     class_path, given = OTHER_CASES[case]
     compiled = compiled_arguments[class_path]
-    reference = _run(tmp_path / "tfx", class_path, compiled, tfx=True, given=given)
-    light = _run(tmp_path / "light", class_path, compiled, tfx=False, given=given)
+    reference = _run(tmp_path / "tfx", class_path, compiled, tfx_entrypoint, given=given)
+    light = _run(tmp_path / "light", class_path, compiled, None, given=given)
     assert light == reference
     outputs = reference["executor_output"]["artifacts"]
     if class_path == LATEST_SERVED:
@@ -251,8 +271,8 @@ def test_a_second_attempt_over_the_first_ones_output_file_runs_as_the_first(
     parameters: TFX's function executor hands the function only what it takes."""
     class_path = "kubeflow.steps.input_snapshot.InputSnapshot_Executor"
     compiled = compiled_arguments[class_path]
-    first = _run(tmp_path, class_path, compiled, tfx=False)
-    second = _run(tmp_path, class_path, compiled, tfx=False)
+    first = _run(tmp_path, class_path, compiled, None)
+    second = _run(tmp_path, class_path, compiled, None)
     assert second["executor_output"] == first["executor_output"]
     assert second["outcomes"] == ["succeeded", "succeeded"]
 
@@ -444,15 +464,15 @@ def _real_run_report_inputs(output_dir: Path, run_id: str) -> dict:
 
 @pytest.mark.slow  # two local runs; TFX's entrypoint imports TensorFlow and TFMA
 def test_the_run_report_of_a_real_run_is_what_tfx_entrypoint_writes(
-    two_local_runs, compiled_arguments, tmp_path
+    two_local_runs, compiled_arguments, tfx_entrypoint, tmp_path
 ):
     """RunReport on the second local run's outputs (the first run's model served, trained,
     evaluated against it): TFX's entrypoint and the light runner write the same page and
     the same metrics, and the page reads every section of the run."""
     given = _real_run_report_inputs(two_local_runs.output_dir, two_local_runs.second.run_id)
     compiled = compiled_arguments[RUN_REPORT]
-    reference = _run(tmp_path / "tfx", RUN_REPORT, compiled, tfx=True, given=given)
-    light = _run(tmp_path / "light", RUN_REPORT, compiled, tfx=False, given=given)
+    reference = _run(tmp_path / "tfx", RUN_REPORT, compiled, tfx_entrypoint, given=given)
+    light = _run(tmp_path / "light", RUN_REPORT, compiled, None, given=given)
     assert light == reference
     html = reference["written"]["report"]["."]
     assert "left out" not in html
