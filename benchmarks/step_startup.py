@@ -391,6 +391,36 @@ _RUN_REPORT_PARAMETERS = {
     "hyperparameters": "null",
 }
 _METRICS = {"schemaTitle": "system.Metrics", "schemaVersion": "0.0.1"}
+PUSHER = "components.pusher.NoDuplicatePushExecutor"
+# The Trainer's candidate, unlike the served version 3 (SERVING_FILES): a SavedModel's files
+# and an empty directory under the Model artifact.
+CANDIDATE_DIR = f"{_UPSTREAM}/model/Format-Serving"
+CANDIDATE_FILES: dict[str, str | bytes] = {
+    f"{CANDIDATE_DIR}/saved_model.pb": b"\x08\x01candidate",
+    f"{CANDIDATE_DIR}/variables/variables.index": b"candidate index",
+    f"{CANDIDATE_DIR}/variables/variables.data-00000-of-00001": b"\x01" * 64,
+}
+
+
+def pushed_candidate() -> dict[str, str | bytes]:
+    """What the Pusher reads: the serving directory, the candidate, the statistics of both
+    splits (the train split's go into the version) and the Evaluator's record."""
+    from components.serving_dir import EVALUATED_FILE
+
+    fares = [float(n) for n in range(1, 21)]
+    return {
+        **SERVING_FILES,
+        **CANDIDATE_FILES,
+        f"{_UPSTREAM}/training_statistics/Split-train/FeatureStats.pb": gate_statistics(fares),
+        f"{_UPSTREAM}/training_statistics/Split-eval/FeatureStats.pb": gate_statistics(fares[:10]),
+        f"{_UPSTREAM}/evaluation/{EVALUATED_FILE}": json.dumps({"format": 1}),
+    }
+
+
+# The Pusher's parameter as TFX's compiler writes it (utils/proto_utils.py, `proto_to_json`).
+PUSH_DESTINATION = json.dumps(
+    {"filesystem": {"base_directory": f"{ROOT}/serving"}}, indent=2, sort_keys=True
+)
 
 LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
     "kubeflow.steps.run_status.RunStatus_Executor": {
@@ -505,6 +535,20 @@ LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
         "outputs": {"report": _HTML, "metrics": _METRICS},
         # The curves, the evaluation and the deployment read; what has no files is left out.
         "shows": {"report": ['data-epoch="1"', 'data-passed="True"', "promoted"]},
+    },
+    # A blessed candidate unlike the served model: a new version, with what ours adds.
+    PUSHER: {
+        "parameters": {"push_destination": PUSH_DESTINATION},
+        "files": pushed_candidate,
+        "dirs": (*SERVING_EMPTY_DIRS, f"{CANDIDATE_DIR}/assets"),
+        "inputs": {
+            "model": (_MODEL, {}),
+            "model_blessing": (_tfx_type("tfx.ModelBlessing"), {"blessed": 1.0}),
+            "training_statistics": (_STATISTICS, _SPLITS),
+            "evaluation": (_tfx_type("tfx.ModelEvaluation"), {}),
+        },
+        "outputs": {"pushed_model": _tfx_type("tfx.PushedModel")},
+        "shows": {"pushed_model/saved_model.pb": ["candidate"]},
     },
 }
 # Runs of the gates that LIGHT_STEP_INPUTS does not hold (it holds one per step), by name:

@@ -16,9 +16,14 @@ FINGERPRINT_PROPERTY = "input_fingerprint"
 # Ours: every span read, oldest first (only with a span pattern).
 SPANS_PROPERTY = "spans"
 
-# What TFX's Pusher records on its PushedModel (its own names are private).
+# What TFX's Pusher records on its PushedModel (its own names are private: tfx 1.16,
+# tfx/components/pusher/executor.py, lines 37-39).
 PUSHED_PROPERTY = "pushed"
 PUSHED_DESTINATION_PROPERTY = "pushed_destination"
+PUSHED_VERSION_PROPERTY = "pushed_version"
+# What the Evaluator's ModelBlessing says, and the Pusher reads (tfx/components/util/
+# model_utils.py, line 28).
+BLESSED_PROPERTY = "blessed"
 # LatestServedModel's `baseline` artifact: whether a served model was found, and where.
 HAS_MODEL_PROPERTY = "has_model"
 SERVED_PATH_PROPERTY = "served_path"

@@ -19,8 +19,9 @@ import builtins
 import fnmatch
 import io
 import os
+import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -435,17 +436,45 @@ def _makedirs(path: str) -> None:
     )
 
 
-def copy_dir(src: str, dst: str) -> None:
-    """Copies the directory `src` to `dst` as TFX's `io_utils.copy_dir` does without patterns
-    (tfx 1.16, utils/io_utils.py, lines 81-116): `dst` emptied first (lines 96-98), every
-    file under `src` copied to the same relative path, and every directory under it made,
-    empty ones included (lines 100-116: a directory with files, and each subdirectory)."""
+def copy_file(src: str, dst: str) -> None:
+    """Copies the file `src` to `dst`, its directory made, as TFX's `io_utils.copy_file` does
+    without `overwrite` (tfx 1.16, utils/io_utils.py, lines 49-56): an existing `dst` is an
+    error (`fileio.copy` with `overwrite=False`)."""
+    if exists(dst):
+        raise FileExistsError(f"{dst} exists: not overwritten")
+    _makedirs(os.path.dirname(os.fspath(dst)))
+    _copy_file(src, dst)
+
+
+def copy_dir(src: str, dst: str, deny_regex_patterns: Iterable[str] = ()) -> None:
+    """Copies the directory `src` to `dst` as TFX's `io_utils.copy_dir` does (tfx 1.16,
+    utils/io_utils.py, lines 59-116): `dst` emptied first (lines 96-98), every file under
+    `src` whose full path no pattern of `deny_regex_patterns` finds (`re.search`, lines 84-94)
+    copied to the same relative path, and every directory under it that no pattern finds
+    made, empty ones included (lines 100-116: a directory when a file is copied into it, and
+    each subdirectory)."""
+    denied = [re.compile(p) for p in deny_regex_patterns]
+
+    def should_copy(path: str) -> bool:  # Lines 87-94, without an allow list.
+        return not any(p.search(path) for p in denied)
+
     src, dst = os.fspath(src).rstrip("/"), os.fspath(dst).rstrip("/")
     if exists(dst):
         rmtree(dst)
     _makedirs(dst)
-    for dir_name, _sub_dirs, leaf_files in walk(src):
+    # The directories made so far: TFX asks `fileio.isdir` (line 103), which on S3 answers
+    # False for a directory with nothing in it yet; every directory this copy made is one
+    # of these, as `dst` was emptied first.
+    made = {dst}
+    for dir_name, sub_dirs, leaf_files in walk(src):
         new_dir_name = dir_name.replace(src, dst, 1)
-        _makedirs(new_dir_name)
         for leaf_file in leaf_files:
-            _copy_file(os.path.join(dir_name, leaf_file), os.path.join(new_dir_name, leaf_file))
+            if should_copy(os.path.join(dir_name, leaf_file)):
+                if new_dir_name not in made:  # Lines 108-113.
+                    _makedirs(new_dir_name)
+                    made.add(new_dir_name)
+                _copy_file(os.path.join(dir_name, leaf_file), os.path.join(new_dir_name, leaf_file))
+        for sub_dir in sub_dirs:  # Lines 115-116.
+            if should_copy(os.path.join(dir_name, sub_dir)):
+                _makedirs(os.path.join(new_dir_name, sub_dir))
+                made.add(os.path.join(new_dir_name, sub_dir))

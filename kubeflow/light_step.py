@@ -56,6 +56,8 @@ LIGHT_STEPS: Mapping[str, str] = {
     "kubeflow.steps.run_report.RunReport_Executor": (
         "kubeflow.steps.training_run_report.write_run_report"
     ),
+    # Our Pusher's executor, TFX's ported with what ours adds: components/model_push.py.
+    "components.pusher.NoDuplicatePushExecutor": "components.model_push.push_model",
 }
 # kubeflow_v2_entrypoint_utils.py, line 34 and lines 144-146: a parameter by
 # this name reaches the executor as `input_base` (standard_component_specs.INPUT_BASE_KEY).

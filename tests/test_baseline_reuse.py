@@ -42,7 +42,8 @@ from components.evaluator import (
     plan_evaluation,
     with_our_extractors,
 )
-from components.pusher import NoDuplicatePushExecutor, served_duplicate
+from components.model_push import served_duplicate
+from components.pusher import NoDuplicatePushExecutor
 from components.serving_dir import (
     EVALUATED_FILE,
     PUSH_RECORD_FILE,

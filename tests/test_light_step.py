@@ -7,7 +7,9 @@ through TFX 1.16's entrypoint (`kubeflow.step_entrypoint.run_tfx`) and as its
 pod runs it (`python -m kubeflow.step_entrypoint`, the light runner). The
 executor output files, the outputs and the step records must agree; the
 reference is TFX's run, taken in the test. The data gates are run failing
-too (`GATE_VARIANTS`): the same error must end both.
+too (`GATE_VARIANTS`): the same error must end both. The Pusher's serving
+directory is compared too, its new version's name (the second of the push)
+read as PUSHED; it is also run against TFX's own Pusher executor.
 
 Each reference run is a process of its own, forked from one that imported TFX's
 entrypoint and the executor classes once for the module (tests/tfx_entrypoint_fork.py):
@@ -26,11 +28,16 @@ from pathlib import Path
 import pytest
 
 from benchmarks.step_startup import (
+    CANDIDATE_DIR,
+    CANDIDATE_FILES,
     GATE_VARIANTS,
     LIGHT_STEP_INPUTS,
+    PUSHER,
     compiled_packages,
     light_step_arguments,
+    pushed_candidate,
 )
+from components.serving_dir import PUSH_RECORD_FILE, TRAINING_STATISTICS_FILE
 from kubeflow import light_step
 from tests.conftest import REPO_ROOT
 from tests.harness import run_report_inputs
@@ -87,13 +94,37 @@ def _output_tree(root: Path, executor_output: dict) -> dict[str, dict[str, str]]
 _WRITTEN_AT = re.compile(r"report written \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
 
 
+# A version the Pusher names by the second it pushes (its executor, lines 183-191), as it
+# appears in a path or in the `pushed_version` property: two runs differ by it.
+_PUSHED_VERSION = re.compile(r'(?<=/serving/)\d{10}\b|(?<="pushed_version": ")\d{10}(?=")')
+
+
+def _pushed(text: str) -> str:
+    return _PUSHED_VERSION.sub("PUSHED", text)
+
+
+def _served_tree(root: Path) -> dict[str, str]:
+    """The serving directory under `root` (a Pusher's destination): each file's text and each
+    directory, by path, a version pushed in the run read as PUSHED."""
+    top = root / "serving"
+    paths = sorted(top.rglob("*")) if top.exists() else []
+    return {
+        _pushed(f"/serving/{p.relative_to(top)}"): "dir" if p.is_dir() else _text(p, root)
+        for p in paths
+    }
+
+
 def _text(path: Path, root: Path) -> str:
-    data = path.read_bytes()
+    return _decoded(path.read_bytes(), root)
+
+
+def _decoded(data: bytes, root: Path | None = None) -> str:
     try:
         text = data.decode()
     except UnicodeDecodeError:
         return data.hex()
-    return _WRITTEN_AT.sub("report written WHEN", text.replace(str(root), "ROOT"))
+    text = text.replace(str(root), "ROOT") if root is not None else text
+    return _WRITTEN_AT.sub("report written WHEN", text)
 
 
 def _run(
@@ -120,7 +151,8 @@ def _run(
     step = class_path.rsplit(".", 1)[1].removesuffix("_Executor")
     output_file = root / "pod" / step / "output_metadata.json"
     text = output_file.read_text().replace(str(root), "ROOT") if output_file.exists() else "{}"
-    record = json.loads((root / "run-1" / step / "step_record.json").read_text())
+    text = _pushed(text)
+    record = json.loads(_pushed((root / "run-1" / step / "step_record.json").read_text()))
     executor_output = json.loads(text)
     # An HTML report carries the time it was written: compared by what it shows, not as written.
     stamped = {
@@ -153,6 +185,7 @@ def _run(
         "outputs": sorted(p.name for p in (root / "run-1" / step).iterdir()),
         "outcomes": [a["outcome"] for a in record["attempts"]],
         "recorded_outputs": json.loads(json.dumps(record["outputs"]).replace(str(root), "ROOT")),
+        "served": _served_tree(root),
     }
 
 
@@ -481,3 +514,134 @@ def test_the_run_report_of_a_real_run_is_what_tfx_entrypoint_writes(
     metrics = reference["executor_output"]["artifacts"]["metrics"]["artifacts"][0]["metadata"]
     assert metrics["blessed"] == (1.0 if two_local_runs.second.blessed else 0.0)
     assert any(name.startswith("baseline_") for name in metrics)
+
+
+# --- the Pusher -------------------------------------------------------------------------------
+# Its step name in the paths `light_step_arguments` gives (the class name).
+_PUSHER_STEP = PUSHER.rsplit(".", 1)[1]
+_PUSHED_MODEL = f"ROOT/run-1/{_PUSHER_STEP}/pushed_model"
+
+
+def _candidate_served(push_record: str) -> dict[str, str | bytes]:
+    """The Pusher's files with the candidate served as version 3, whose push record names
+    `push_record` (a Pusher execution's output URI)."""
+    found = {k: v for k, v in pushed_candidate().items() if not k.startswith("serving/3/")}
+    for path, content in CANDIDATE_FILES.items():
+        found[f"serving/3/{path[len(CANDIDATE_DIR) + 1 :]}"] = content
+    found[f"serving/3/{PUSH_RECORD_FILE}"] = json.dumps({"pushed_model": push_record})
+    return found
+
+
+def _given(blessed: float = 1.0, files=pushed_candidate, extras: bool = True) -> dict:
+    """The Pusher's LIGHT_STEP_INPUTS entry with another blessing, files, or without the
+    training statistics and the evaluation (`extras` False: TFX's own Pusher takes neither)."""
+    given = LIGHT_STEP_INPUTS[PUSHER]
+    inputs = {**given["inputs"], "model_blessing": (given["inputs"]["model_blessing"][0], {})}
+    inputs["model_blessing"][1]["blessed"] = blessed
+    if not extras:
+        inputs = {k: v for k, v in inputs.items() if k not in ("training_statistics", "evaluation")}
+    return {**given, "inputs": inputs, "files": files, "shows": {}}
+
+
+# The Pusher's cases beside its LIGHT_STEP_INPUTS entry: case -> (its inputs, the metadata
+# its PushedModel must carry). The serving directory's versions: 3, and 12 half-copied.
+PUSHER_CASES = {
+    "not blessed": (_given(blessed=0.0), {"pushed": 0.0}),
+    # The candidate is the model version 3 serves, pushed by another run: nothing pushed.
+    "already served": (
+        _given(files=lambda: _candidate_served("ROOT/run-0/Pusher/pushed_model")),
+        {"pushed": 0.0, "already_served": "ROOT/serving/3"},
+    ),
+    # A retried attempt (same output URI) finds the version its first attempt pushed.
+    "a retried attempt": (
+        _given(files=lambda: _candidate_served(_PUSHED_MODEL)),
+        {"pushed": 1.0, "pushed_destination": "ROOT/serving/3", "pushed_version": "3"},
+    ),
+}
+
+
+def _pushed_metadata(run: dict) -> dict:
+    metadata = run["executor_output"]["artifacts"]["pushed_model"]["artifacts"][0]["metadata"]
+    return {k: v for k, v in metadata.items() if k != light_step.TFX_VERSION_PROPERTY}
+
+
+@pytest.mark.slow  # compiles the packages; TFX's entrypoint imports TensorFlow and TFMA
+def test_a_blessed_candidate_is_pushed_as_under_tfx_entrypoint(default_runs):
+    """A new version (named by the second of the push) with the candidate's files, the
+    training statistics, the Evaluator's record and the push record; the version 3 served
+    and the half-copied 12 untouched; the candidate kept under the PushedModel."""
+    reference = default_runs(PUSHER, tfx=True)
+    assert default_runs(PUSHER, tfx=False) == reference
+    assert _pushed_metadata(reference) == {
+        "pushed": 1.0,
+        "pushed_destination": "ROOT/serving/PUSHED",
+        "pushed_version": "PUSHED",
+    }
+    served = reference["served"]
+    assert sorted(p for p in served if p.startswith("/serving/PUSHED")) == [
+        "/serving/PUSHED", "/serving/PUSHED/assets", "/serving/PUSHED/assets.extra",
+        "/serving/PUSHED/assets.extra/evaluation.json", "/serving/PUSHED/assets.extra/push.json",
+        "/serving/PUSHED/assets.extra/training_statistics",
+        "/serving/PUSHED/assets.extra/training_statistics/FeatureStats.pb",
+        "/serving/PUSHED/saved_model.pb", "/serving/PUSHED/variables",
+        "/serving/PUSHED/variables/variables.data-00000-of-00001",
+        "/serving/PUSHED/variables/variables.index",
+    ]  # fmt: skip
+    assert json.loads(served["/serving/PUSHED/assets.extra/push.json"]) == {
+        "pushed_model": _PUSHED_MODEL
+    }
+    files = pushed_candidate()
+    statistics = files["run-1/upstream/training_statistics/Split-train/FeatureStats.pb"]
+    assert served[f"/serving/PUSHED/{TRAINING_STATISTICS_FILE}"] == _decoded(statistics)
+    assert served["/serving/PUSHED/saved_model.pb"] == "\x08\x01candidate"
+    assert served["/serving/3/saved_model.pb"] == "\x08\x01saved model"
+    assert "/serving/12/saved_model.pb" not in served
+    assert sorted(reference["written"]["pushed_model"]) == [
+        "assets", "saved_model.pb", "variables",
+        "variables/variables.data-00000-of-00001", "variables/variables.index",
+    ]  # fmt: skip
+
+
+@pytest.mark.slow  # compiles the packages; TFX's entrypoint imports TensorFlow and TFMA
+@pytest.mark.parametrize("case", sorted(PUSHER_CASES))
+def test_the_pusher_runs_light_as_under_tfx_entrypoint_in_other_cases(
+    case, compiled_arguments, tfx_entrypoint, tmp_path
+):
+    """Not blessed, the candidate already served, a retried attempt: no new version, the
+    same PushedModel; a retried attempt keeps the candidate as its PushedModel again."""
+    given, metadata = PUSHER_CASES[case]
+    compiled = compiled_arguments[PUSHER]
+    reference = _run(tmp_path / "tfx", PUSHER, compiled, tfx_entrypoint, given=given)
+    light = _run(tmp_path / "light", PUSHER, compiled, None, given=given)
+    assert light == reference
+    assert _pushed_metadata(reference) == metadata
+    assert sorted(v for v in {p.split("/")[2] for p in reference["served"]}) == ["12", "3"]
+    assert bool(reference["written"]["pushed_model"]) == (metadata["pushed"] == 1.0)
+
+
+# TFX 1.16's own Pusher executor, which components/model_push.py ports.
+TFX_PUSHER = "tfx.components.pusher.executor.Executor"
+
+
+@pytest.mark.slow  # compiles the packages; TFX's entrypoint imports TensorFlow and TFMA
+@pytest.mark.parametrize("blessed", [1.0, 0.0])
+def test_the_pusher_pushes_as_tfx_s_own_pusher_does(
+    blessed, compiled_arguments, tfx_entrypoint, tmp_path
+):
+    """Without the training statistics and the evaluation (inputs TFX's Pusher does not
+    take), TFX's own executor through its entrypoint and the light runner: the same version
+    (the candidate's files, saved_model.pb included, no push record) and PushedModel."""
+    given = _given(blessed=blessed, extras=False)
+    compiled = list(compiled_arguments[PUSHER])
+    compiled[compiled.index("--executor_class_path") + 1] = TFX_PUSHER
+    reference = _run(tmp_path / "tfx", PUSHER, compiled, tfx_entrypoint, given=given)
+    light = _run(tmp_path / "light", PUSHER, compiled_arguments[PUSHER], None, given=given)
+    assert light == reference
+    pushed = {p for p in reference["served"] if p.startswith("/serving/PUSHED")}
+    if blessed:
+        assert _pushed_metadata(reference)["pushed_version"] == "PUSHED"
+        assert "/serving/PUSHED/saved_model.pb" in pushed
+        assert not [p for p in pushed if "assets.extra" in p]
+    else:
+        assert _pushed_metadata(reference) == {"pushed": 0.0}
+        assert not pushed

@@ -194,3 +194,33 @@ def test_a_directory_is_copied_as_tfx_copies_it_locally_and_on_s3(roots, tmp_pat
         assert _files(target) == expected, (source, target)
         if not target.startswith("s3://"):
             assert _local_dirs(Path(target)) == _local_dirs(by_tfx), (source, target)
+
+
+@pytest.mark.slow  # an S3 server (moto); TFX's io_utils (TensorFlow) for the reference
+def test_a_directory_is_copied_without_denied_files_as_tfx_copies_it(roots, tmp_path):
+    """The Pusher's copy into a new version (`saved_model\\.pb` denied, the model's other
+    files and directories first): tfx 1.16's `io_utils.copy_dir` with the same pattern on
+    the local tree, and `store_files.copy_dir` local to local, S3 to S3, local to S3 and S3
+    to local; then `copy_file` adds the file, and refuses to overwrite it as TFX's does."""
+    from tfx.utils import io_utils
+
+    local, remote = roots
+    denied = [r"saved_model\.pb"]
+    by_tfx = tmp_path / "by_tfx"
+    io_utils.copy_dir(f"{local}/model", str(by_tfx), deny_regex_patterns=denied)
+    expected = _files(str(by_tfx))
+    assert "saved_model.pb" not in expected and "variables/variables.index" in expected
+    for source, target in (
+        (local, str(tmp_path / "local_copy")),
+        (remote, f"{remote}/s3_copy"),
+        (local, f"{remote}/uploaded"),
+        (remote, str(tmp_path / "downloaded")),
+    ):
+        store_files.copy_dir(f"{source}/model", target, deny_regex_patterns=denied)
+        assert _files(target) == expected, (source, target)
+        if not target.startswith("s3://"):
+            assert _local_dirs(Path(target)) == _local_dirs(by_tfx), (source, target)
+        store_files.copy_file(f"{source}/model/saved_model.pb", f"{target}/saved_model.pb")
+        assert _files(target) == {**expected, "saved_model.pb": b"graph"}
+        with pytest.raises(FileExistsError, match=r"saved_model\.pb exists: not overwritten"):
+            store_files.copy_file(f"{source}/top.txt", f"{target}/saved_model.pb")
