@@ -33,6 +33,7 @@ from benchmarks.step_startup import (
     GATE_VARIANTS,
     LIGHT_STEP_INPUTS,
     PUSHER,
+    ROOT,
     compiled_packages,
     light_step_arguments,
     pushed_candidate,
@@ -524,7 +525,7 @@ _PUSHED_MODEL = f"ROOT/run-1/{_PUSHER_STEP}/pushed_model"
 
 def _candidate_served(push_record: str) -> dict[str, str | bytes]:
     """The Pusher's files with the candidate served as version 3, whose push record names
-    `push_record` (a Pusher execution's output URI)."""
+    `push_record` (a Pusher execution's output URI; ROOT stands for the run's root)."""
     found = {k: v for k, v in pushed_candidate().items() if not k.startswith("serving/3/")}
     for path, content in CANDIDATE_FILES.items():
         found[f"serving/3/{path[len(CANDIDATE_DIR) + 1 :]}"] = content
@@ -554,7 +555,7 @@ PUSHER_CASES = {
     ),
     # A retried attempt (same output URI) finds the version its first attempt pushed.
     "a retried attempt": (
-        _given(files=lambda: _candidate_served(_PUSHED_MODEL)),
+        _given(files=lambda: _candidate_served(f"{ROOT}/run-1/{_PUSHER_STEP}/pushed_model")),
         {"pushed": 1.0, "pushed_destination": "ROOT/serving/3", "pushed_version": "3"},
     ),
 }
