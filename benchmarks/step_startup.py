@@ -4,6 +4,7 @@
     ./dev exec python -m benchmarks.step_startup --base main     # main beside this tree
     ./dev exec python -m benchmarks.step_startup --repeat 3      # best of three
     ./dev exec python -m benchmarks.step_startup --step RunStatus --base main  # one step
+    ./dev exec python -m benchmarks.step_startup --step Pusher --base main  # by its step's name
 
 Every executor that the training, scoring and tuning packages name (compiled
 here from kubeflow/pipeline.yaml, with `serving:` set so that the Deploy step
@@ -140,9 +141,25 @@ def executor_classes(spec: dict) -> dict[str, list[str]]:
     return classes
 
 
+def executor_steps(spec: dict) -> dict[str, str]:
+    """Each `--executor_class_path` a compiled spec names -> the step it runs, by the
+    executor's name in the spec (`Pusher_executor` -> Pusher)."""
+    found = {}
+    for name, executor in spec["deploymentSpec"]["executors"].items():
+        args = executor.get("container", {}).get("args", [])
+        if EXECUTOR_FLAG in args:
+            found[args[args.index(EXECUTOR_FLAG) + 1]] = name.removesuffix("_executor")
+    return found
+
+
 def compiled_packages(tmp: Path) -> dict[str, dict[str, list[str]]]:
-    """package -> the executor classes it names, each with its container's arguments:
-    training, scoring and tuning, compiled in
+    """package -> the executor classes it names, each with its container's arguments
+    (`compiled_specs`)."""
+    return {package: executor_classes(spec) for package, spec in compiled_specs(tmp).items()}
+
+
+def compiled_specs(tmp: Path) -> dict[str, dict]:
+    """package -> its compiled spec: training, scoring and tuning, compiled in
     this process from kubeflow/pipeline.yaml with `serving:` set (the Deploy step) and the
     embedded dataset keyed on `trip_id` (scoring needs a key)."""
     from kubeflow import compile as kfp_compile
@@ -162,11 +179,7 @@ def compiled_packages(tmp: Path) -> dict[str, dict[str, list[str]]]:
         kfp_compile.load_scoring_settings(settings_file), schema_dir
     )
     tuning = kfp_compile.compile_tuning_pipeline(kfp_compile.load_tuning_settings(settings_file))
-    return {
-        "training": executor_classes(training[0]),
-        "scoring": executor_classes(scoring[0]),
-        "tuning": executor_classes(tuning[0]),
-    }
+    return {"training": training[0], "scoring": scoring[0], "tuning": tuning[0]}
 
 
 # What a light step's run is handed (`light_step_arguments`): its parameters and its
@@ -756,19 +769,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--step",
         action="append",
-        help="only executors whose class name starts with this (RunStatus), repeatable",
+        help="only executors whose class name or step starts with this (RunStatus, Pusher), "
+        "repeatable",
     )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error(f"--repeat must be at least 1, got {args.repeat}")
     with tempfile.TemporaryDirectory(prefix="step-startup-") as tmp:
-        packages = compiled_packages(Path(tmp))
+        specs = compiled_specs(Path(tmp))
+    packages = {package: executor_classes(spec) for package, spec in specs.items()}
     if args.step:
         packages = {
             package: {
                 c: a
                 for c, a in classes.items()
-                if any(c.rsplit(".", 1)[1].startswith(step) for step in args.step)
+                if any(
+                    name.startswith(step)
+                    for step in args.step
+                    for name in (c.rsplit(".", 1)[1], executor_steps(specs[package])[c])
+                )
             }
             for package, classes in packages.items()
         }

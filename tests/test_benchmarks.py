@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from benchmarks.local_pipeline import ANCHOR, OURS, local_targets
 from benchmarks.scale import ANCHOR_ROWS, LARGE_ROWS, scale_targets
-from benchmarks.step_startup import Startup, executor_classes
+from benchmarks.step_startup import Startup, executor_classes, executor_steps
 from benchmarks.targets import Target, targets_table
 
 
@@ -67,3 +67,18 @@ def test_step_startup_reads_the_executors_a_spec_names_and_what_a_start_loaded()
     started = Startup(1.0, 600.0, frozenset({"tensorflow", "apache_beam", "absl"}))
     assert started.loads() == ["TensorFlow", "Beam"]
     assert Startup(0.1, 40.0, frozenset({"absl"})).loads() == []
+
+
+def test_step_startup_names_each_executors_step_by_its_name_in_the_spec():
+    """`--step Pusher` finds the Pusher's executor, whose class name is not its step's."""
+    spec = {
+        "deploymentSpec": {
+            "executors": {
+                "Pusher_executor": {
+                    "container": {"args": ["--executor_class_path", "components.p.NoDuplicate"]}
+                },
+                "Importer_executor": {"importer": {"artifactUri": {}}},
+            }
+        }
+    }
+    assert executor_steps(spec) == {"components.p.NoDuplicate": "Pusher"}
