@@ -546,8 +546,8 @@ def _given(blessed: float = 1.0, files=pushed_candidate, extras: bool = True) ->
 
 # The Pusher's cases beside its LIGHT_STEP_INPUTS entry: case -> (its inputs, the metadata
 # its PushedModel must carry). The serving directory's versions: 3, and 12 half-copied.
+# (Not blessed: against TFX's own Pusher below, which reads the blessing as ours does.)
 PUSHER_CASES = {
-    "not blessed": (_given(blessed=0.0), {"pushed": 0.0}),
     # The candidate is the model version 3 serves, pushed by another run: nothing pushed.
     "already served": (
         _given(files=lambda: _candidate_served("ROOT/run-0/Pusher/pushed_model")),
@@ -608,8 +608,8 @@ def test_a_blessed_candidate_is_pushed_as_under_tfx_entrypoint(default_runs):
 def test_the_pusher_runs_light_as_under_tfx_entrypoint_in_other_cases(
     case, compiled_arguments, tfx_entrypoint, tmp_path
 ):
-    """Not blessed, the candidate already served, a retried attempt: no new version, the
-    same PushedModel; a retried attempt keeps the candidate as its PushedModel again."""
+    """The candidate already served, a retried attempt: no new version, the same
+    PushedModel; a retried attempt keeps the candidate as its PushedModel again."""
     given, metadata = PUSHER_CASES[case]
     compiled = compiled_arguments[PUSHER]
     reference = _run(tmp_path / "tfx", PUSHER, compiled, tfx_entrypoint, given=given)
