@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Protocol
+from typing import Any
 
 from absl import logging
 from google.protobuf import json_format
@@ -39,6 +39,7 @@ from components.artifact_names import (
     STATISTICS_FILE,
     TRAINING_SPLIT,
 )
+from components.artifact_views import InputArtifact, OutputArtifact
 from components.data_checks import split_uri
 from components.served_baseline import SERVING_SUBDIR
 from components.serving_dir import (
@@ -58,22 +59,7 @@ _SAVED_MODEL_PATTERN = r"saved_model\.pb"
 _ESTIMATOR_EXPORT_DIR = "export"
 
 
-class Artifact(Protocol):
-    """An input or output of the step: TFX's artifact, or kubeflow/light_step.py's."""
-
-    @property
-    def uri(self) -> str: ...
-
-    def has_custom_property(self, key: str) -> bool: ...
-
-    def get_custom_property(self, key: str) -> Any: ...
-
-    def set_int_custom_property(self, key: str, value: int) -> None: ...
-
-    def set_string_custom_property(self, key: str, value: str) -> None: ...
-
-
-def is_blessed(model_blessing: Artifact) -> bool:
+def is_blessed(model_blessing: InputArtifact) -> bool:
     """components/util/model_utils.py, `is_model_blessed` (line 28): `blessed` read as TFX's
     `get_int_custom_property` reads it (types/artifact.py, lines 714-721: 0 when absent, a
     JSON number, as the entrypoint's inputs carry it, cut to an int) equals 1."""
@@ -119,7 +105,7 @@ def pushed_by(served_path: str) -> str | None:
 
 
 def pushed_extras(
-    training_statistics: Any | None = None, evaluation: Artifact | None = None
+    training_statistics: Any | None = None, evaluation: InputArtifact | None = None
 ) -> dict[str, str]:
     """What a push adds to the model: path in the version -> the file to copy there (the
     train split's statistics, as StatisticsGen wrote them, and the Evaluator's record where
@@ -145,7 +131,7 @@ def model_version(filesystem: pusher_pb2.PushDestination.Filesystem) -> str:
     raise NotImplementedError(f"Invalid Versioning {filesystem.versioning}")
 
 
-def mark_pushed(pushed_model: Artifact, pushed_destination: str, pushed_version: str) -> None:
+def mark_pushed(pushed_model: OutputArtifact, pushed_destination: str, pushed_version: str) -> None:
     """`_MarkPushed` (lines 222-230)."""
     pushed_model.set_int_custom_property(PUSHED_PROPERTY, 1)
     pushed_model.set_string_custom_property(PUSHED_DESTINATION_PROPERTY, pushed_destination)
@@ -175,11 +161,11 @@ def write_version(model_path: str, serving_path: str, extras: dict[str, str], pu
 
 def push_model(
     push_destination: str,
-    model: Artifact,
-    pushed_model: Artifact,
-    model_blessing: Artifact | None = None,
+    model: InputArtifact,
+    pushed_model: OutputArtifact,
+    model_blessing: InputArtifact | None = None,
     training_statistics: Any | None = None,
-    evaluation: Artifact | None = None,
+    evaluation: InputArtifact | None = None,
 ) -> None:
     """Pushes the blessed `model` to the filesystem destination `push_destination` (TFX's
     PushDestination as JSON) unless it is already served, and records what it did on

@@ -10,12 +10,12 @@ through components/store_files.py.
 from __future__ import annotations
 
 import os
-from typing import Protocol
 
 from absl import logging
 
 from components import store_files
 from components.artifact_names import HAS_MODEL_PROPERTY, SERVED_PATH_PROPERTY
+from components.artifact_views import OutputArtifact
 from components.serving_dir import latest_served_version
 
 SERVED_VERSION_PROPERTY = "served_version"
@@ -23,18 +23,7 @@ SERVED_VERSION_PROPERTY = "served_version"
 SERVING_SUBDIR = "Format-Serving"
 
 
-class ModelOutput(Protocol):
-    """The step's Model output: TFX's artifact, or kubeflow/light_step.py's."""
-
-    @property
-    def uri(self) -> str: ...
-
-    def set_int_custom_property(self, key: str, value: int) -> None: ...
-
-    def set_string_custom_property(self, key: str, value: str) -> None: ...
-
-
-def copy_latest_served(serving_model_dir: str, baseline_model: ModelOutput) -> None:
+def copy_latest_served(serving_model_dir: str, baseline_model: OutputArtifact) -> None:
     """Copies the newest version served under `serving_model_dir` into `baseline_model`
     (`has_model` 1, its version and path), or marks it empty (`has_model` 0)."""
     version = latest_served_version(serving_model_dir)

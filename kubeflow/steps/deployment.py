@@ -11,28 +11,17 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Protocol
 
 from absl import logging
 
 from components import store_files
 from components.artifact_names import PUSHED_DESTINATION_PROPERTY, PUSHED_PROPERTY
+from components.artifact_views import InputArtifact
 from kubeflow.steps.kfp_display import OutputFile
 
 OUTCOME_FILE = "deployment.json"
 REJECTED_FILE = "assets.extra/rejected.json"
 REJECTED_SUFFIX = ".rejected"
-
-
-class InputFile(Protocol):
-    """An input artifact: a TFX artifact, or kubeflow/light_step.py's."""
-
-    @property
-    def uri(self) -> str: ...
-
-    def has_custom_property(self, key: str) -> bool: ...
-
-    def get_custom_property(self, key: str) -> Any: ...
 
 
 def read_outcome(uri: str) -> dict[str, object] | None:
@@ -58,8 +47,8 @@ def reject_version(pushed_destination: str, reason: str) -> None:
 
 
 def deploy(
-    pushed_model: InputFile,
-    examples: InputFile,
+    pushed_model: InputArtifact,
+    examples: InputArtifact,
     deployment: OutputFile,
     serving: str,
     *,
