@@ -118,25 +118,31 @@ def local_step_beam_args(mode: str, *, example_gen: str) -> dict[str, list[str]]
     }
 
 
+def _last_value(beam_args: list[str], prefixes: str | tuple[str, ...]) -> str | None:
+    """The value of the last `--flag=value` argument starting with one of `prefixes`, as
+    Beam reads a flag given twice; None when none is given."""
+    values = [a.split("=", 1)[1] for a in beam_args if a.startswith(prefixes)]
+    return values[-1] if values else None
+
+
 def job_endpoint(beam_args: list[str]) -> str | None:
     """The job service a portable Beam step submits to, from its arguments; None for others."""
     if "--runner=PortableRunner" not in beam_args:
         return None
-    values = [a.split("=", 1)[1] for a in beam_args if a.startswith("--job_endpoint=")]
-    return values[-1] if values else None
+    return _last_value(beam_args, "--job_endpoint=")
 
 
 def job_service_timeout(beam_args: list[str]) -> int:
     """How long a portable step waits for its job service: Beam's `job_server_timeout` when
     its arguments set it (the last one, as Beam reads them), JOB_SERVICE_TIMEOUT_S otherwise."""
-    values = [a.split("=", 1)[1] for a in beam_args if a.startswith(JOB_SERVER_TIMEOUT_FLAGS)]
-    if not values:
+    value = _last_value(beam_args, JOB_SERVER_TIMEOUT_FLAGS)
+    if value is None:
         return JOB_SERVICE_TIMEOUT_S
-    if not values[-1].isdigit() or int(values[-1]) < 1:
+    if not value.isdigit() or int(value) < 1:
         raise JobServiceError(
-            f"--job_server_timeout={values[-1]}: not a whole number of seconds above 0"
+            f"--job_server_timeout={value}: not a whole number of seconds above 0"
         )
-    return int(values[-1])
+    return int(value)
 
 
 def check_job_service(endpoint: str, timeout_s: float = JOB_SERVICE_TIMEOUT_S) -> None:
