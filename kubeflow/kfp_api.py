@@ -10,7 +10,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -57,42 +60,132 @@ def pipeline_root(
     return root
 
 
-def backend_release(client) -> str | None:
-    """The API server's release tag, from its healthz endpoint; None where it says none.
+@dataclass(frozen=True)
+class Connection:
+    """A kfp.Client and what its server said of itself (healthz): its release tag
+    (None where it says none) and whether it runs in multi-user mode. `namespace`
+    is the profile namespace every call is made in; None on a single-user server."""
 
-    kfp.Client's own `get_kfp_healthz` reads the answer through the v2beta1
-    model, which keeps `multi_user` only; the server also sends `tag_name`
-    (its TAG_NAME), so the raw answer is read, through the client's session.
-    """
-    try:
-        response = client._healthz_api.healthz_service_get_healthz(_preload_content=False)
-        tag = json.loads(response.data).get("tag_name")
-    except Exception:  # Any failure to read it is a warning, not an error.
-        return None
+    client: Any
+    tag: str | None
+    multi_user: bool
+    namespace: str | None
+
+
+def healthz(client) -> tuple[str | None, bool]:
+    """The API server's release tag and multi-user flag, from its healthz endpoint
+    (backend/src/apiserver/server/healthz_server.go 2.16.1: `tag_name` is its
+    TAG_NAME, `multi_user` its MULTIUSER). kfp.Client's own `get_kfp_healthz`
+    reads the answer through the v2beta1 model, which drops `tag_name`, so the
+    raw answer is read, through the client's session. A tag that cannot be read is
+    a warning (None); the mode cannot be guessed, so a failure to read it is raised."""
+    response = client._healthz_api.healthz_service_get_healthz(_preload_content=False)
+    answer = json.loads(response.data)
+    tag = answer.get("tag_name")
     if not isinstance(tag, str) or backend.parse_release(tag) is None:
-        return None
-    return tag
+        tag = None
+    return tag, bool(answer.get("multi_user"))
 
 
 # A bearer token for the KFP API, where its front door wants one (CI: a repository secret).
 TOKEN_VARIABLE = "KFP_TOKEN"
+# Or a file holding it, read at each start (a projected ServiceAccount token rotates).
+TOKEN_FILE_VARIABLE = "KFP_TOKEN_FILE"
 
 
-def connect(host: str, namespace: str | None):
-    """A kfp.Client for `host`, with the backend's release read: (client, tag), or None
-    after printing why the backend is refused. Warnings go to stderr.
+def bearer_token() -> str | None:
+    token = os.environ.get(TOKEN_VARIABLE) or None
+    path = os.environ.get(TOKEN_FILE_VARIABLE)
+    if token is None and path:
+        try:
+            token = Path(path).read_text().strip() or None
+        except OSError as err:
+            raise SettingsError(
+                f"${TOKEN_FILE_VARIABLE}: {path} cannot be read ({err.strerror})"
+            ) from None
+    return token
 
-    Authentication is kfp's own (its IAP client-id variables, in-cluster service
-    account tokens), or the bearer token in $KFP_TOKEN where that is set.
+
+def api_refusal(err: Exception) -> str:
+    """A KFP API error in one line: its status and the server's own message."""
+    status = getattr(err, "status", None)
+    if status is None:
+        return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    message = ""
+    try:
+        body = json.loads(getattr(err, "body", "") or "{}")
+        message = body.get("error") or body.get("message") or ""
+    except (ValueError, AttributeError):
+        message = str(getattr(err, "body", "") or "")
+    reason = getattr(err, "reason", "") or ""
+    return f"the KFP API answered {status} {reason}: {' '.join(str(message).split())[:300]}"
+
+
+def connect(host: str, namespace: str | None) -> Connection | None:
+    """A kfp.Client for `host` with the server's release and mode read, or None after
+    printing why it is refused. Warnings go to stderr.
+
+    A multi-user server (the Kubeflow platform) refuses experiments, runs and
+    recurring runs without a namespace ("An experiment cannot have an empty
+    namespace in multi-user mode", experiment_server.go 2.16.1 L356-358), after a
+    release would already have uploaded: so no namespace there is refused here,
+    before any change. A single-user server drops any namespace it is given
+    (resource_manager.go 2.16.1 L2088-2094): it is dropped here too, with a warning.
+
+    Authentication: the bearer token in $KFP_TOKEN or the file $KFP_TOKEN_FILE names
+    (a Dex token through the platform's gateway, a ServiceAccount token where an m2m
+    overlay accepts it, a projected token in the cluster); else kfp's own (its
+    in-cluster service account token, IAP client ids). docs/kubeflow-operations.md
+    says how to get each.
     """
     import kfp
 
-    token = os.environ.get(TOKEN_VARIABLE) or None
-    client = kfp.Client(host=host, namespace=namespace, existing_token=token)
-    tag = backend_release(client)
+    token = bearer_token()
+    with warnings.catch_warnings():
+        # kfp.Client warns on every construction that it needs KFP 2.0.0-beta.2 or
+        # later (kfp 2.17.0 client.py L159); backend.refusal checks the real release.
+        warnings.filterwarnings("ignore", "This client only works", FutureWarning)
+        client = kfp.Client(host=host, namespace=namespace or "kubeflow", existing_token=token)
+    try:
+        tag, multi_user = healthz(client)
+    except Exception as err:  # The server's answer, or why there was none, in one line.
+        reason = getattr(err, "status", None) or type(err).__name__
+        print(f"error: {host}: the KFP API's healthz did not answer ({reason}): is this "
+              "the API's address, and does it take the token given?", file=sys.stderr)  # fmt: skip
+        return None
     if tag is not None and (problem := backend.refusal(tag)):
         print(f"error: {problem}", file=sys.stderr)
         return None
     for warning in backend.warnings(tag):
         print(f"warning: {warning}", file=sys.stderr)
-    return client, tag
+    if multi_user and not namespace:
+        print(
+            f"error: {host} runs KFP in multi-user mode (the Kubeflow platform): give the "
+            "profile namespace, --namespace NS or `kfp.namespace:` in the settings "
+            "(kubeflow-user-example-com on a fresh install); nothing was changed",
+            file=sys.stderr,
+        )
+        return None
+    if multi_user:
+        # The gateway's identity and the profile's access, checked by a read before
+        # anything changes: a token it does not take is 401, a namespace the user is
+        # no contributor of 403.
+        try:
+            client._experiment_api.experiment_service_list_experiments(
+                namespace=namespace, page_size=1
+            )
+        except Exception as err:
+            print(
+                f"error: {host}: {api_refusal(err)} (reading namespace {namespace}); check "
+                f"${TOKEN_VARIABLE} and that your profile is {namespace}",
+                file=sys.stderr,
+            )
+            return None
+    if not multi_user and namespace:
+        print(
+            f"warning: {host} runs KFP in single-user mode, which has no namespaces: "
+            f"{namespace!r} is ignored",
+            file=sys.stderr,
+        )
+        namespace = None
+    return Connection(client, tag, multi_user, namespace)

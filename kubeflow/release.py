@@ -44,15 +44,26 @@ from typing import Any
 
 import yaml
 
-from kubeflow import backend
-from kubeflow.kfp_api import connect, package_spec, pipeline_root
+from kubeflow.kfp_api import Connection, api_refusal, connect, package_spec, pipeline_root
+from kubeflow.release_lock import Lock, LockError, acquire
+from kubeflow.schedules import (
+    MARKER,
+    Target,
+    all_schedules,
+    every_page,
+    is_project_schedule,
+    ours,
+    point_schedule,
+    record_of,
+    sweep,
+    version_of,
+)
 from kubeflow.settings import DEFAULT_SETTINGS_FILE, KubeflowSettings, load_settings
 from kubeflow.settings.fields import SettingsError
 from kubeflow.settings.schedule import Schedule
 from kubeflow.step_ids import settings_step_ids
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-MARKER = "kubeflow.release"
 # An image pinned by digest: REPO[:TAG]@sha256:64 hex digits.
 DIGEST_IMAGE = re.compile(
     r"^(?P<repo>[a-z0-9][^@\s:]*(?::\d+)?[^@\s:]*)(?::[\w][\w.-]*)?"
@@ -62,11 +73,6 @@ DIGEST_IMAGE = re.compile(
 PIPELINE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
 # The longest version name the server stores.
 VERSION_NAME_MAX = 127
-# ORPHAN first came with 2.16.0 (kubeflow/pipelines 2.16.0,
-# backend/src/apiserver/resource/resource_manager.go L1270, DeleteJob's propagationPolicy).
-ORPHAN_FROM = (2, 16, 0)
-# A run in one of these states has ended (backend/api/v2beta1/run.proto, RuntimeState).
-ENDED = {"SUCCEEDED", "SKIPPED", "FAILED", "CANCELED"}
 # Packages in release order; only these two are ever scheduled.
 SCHEDULED = ("training", "scoring")
 COMPILE_FLAGS = {"training": [], "scoring": ["--scoring"], "tuning": ["--tuning"]}
@@ -74,8 +80,8 @@ COMPILE_FLAGS = {"training": [], "scoring": ["--scoring"], "tuning": ["--tuning"
 PIPELINE_DESCRIPTION = f"Released by {MARKER}: a version per commit and image"
 # The tuning package's pipeline: its spec carries the training DAG's name.
 TUNING_SUFFIX = "-tuning"
-# The page size asked for on every list; every page is read.
-PAGE_SIZE = 100
+# How long a release waits for another one's lock before it refuses (seconds).
+LOCK_WAIT = 300
 
 
 class ReleaseError(Exception):
@@ -229,27 +235,25 @@ def hyperparameters_record(root: Path, settings: KubeflowSettings) -> dict | Non
 # --- the KFP calls ---------------------------------------------------------
 
 
-def every_page(list_call, key: str, **kwargs) -> list:
-    """Every item of a list call, page after page (the client asks for 10 a page unless told)."""
-    items: list[Any] = []
-    token = ""
-    while True:
-        response = list_call(page_token=token, page_size=PAGE_SIZE, **kwargs)
-        items += getattr(response, key) or []
-        token = response.next_page_token
-        if not token:
-            return items
+def pipeline_scope(connection: Connection, settings: KubeflowSettings) -> str | None:
+    """The namespace the release's pipelines live in: the profile's, or None (shared,
+    and always on a single-user server)."""
+    if connection.namespace and settings.kfp.pipelines == "namespaced":
+        return connection.namespace
+    return None
 
 
-def find_pipeline(client, name: str, namespace: str | None):
-    predicate = {"operation": "EQUALS", "key": "display_name", "stringValue": name}
-    found = every_page(
-        client._pipelines_api.pipeline_service_list_pipelines,
-        "pipelines",
-        filter=json.dumps({"predicates": [predicate]}),
-        **({"namespace": namespace} if namespace else {}),
-    )
-    return found[0] if found else None
+def is_released(pipeline) -> bool:
+    """The one rule every lookup uses: a pipeline a release made carries its description."""
+    return pipeline.description == PIPELINE_DESCRIPTION
+
+
+def list_pipelines(client, scope: str | None, name: str | None = None) -> list:
+    kwargs: dict[str, Any] = {"namespace": scope} if scope else {}
+    if name is not None:
+        predicate = {"operation": "EQUALS", "key": "display_name", "stringValue": name}
+        kwargs["filter"] = json.dumps({"predicates": [predicate]})
+    return every_page(client._pipelines_api.pipeline_service_list_pipelines, "pipelines", **kwargs)
 
 
 def versions(client, pipeline_id: str, newest_first: bool = False) -> list:
@@ -258,116 +262,31 @@ def versions(client, pipeline_id: str, newest_first: bool = False) -> list:
         client.list_pipeline_versions,
         "pipeline_versions",
         pipeline_id=pipeline_id,
-        sort_by="created_at desc" if newest_first else "",
+        **({"sort_by": "created_at desc"} if newest_first else {}),
     )
 
 
-def record_of(item) -> dict | None:
-    """What the release wrote in a version's or a schedule's description; None if not ours."""
-    try:
-        record = json.loads(item.description or "")
-    except ValueError:
-        return None
-    return record if isinstance(record, dict) and record.get("released_by") == MARKER else None
-
-
-def schedules(client, experiment_id: str) -> list:
-    return every_page(client.list_recurring_runs, "recurring_runs", experiment_id=experiment_id)
-
-
-def ours(jobs: list, pipeline_id: str) -> list:
-    return [j for j in jobs if (record_of(j) or {}).get("pipeline_id") == pipeline_id]
-
-
-def version_of(job) -> str | None:
-    reference = job.pipeline_version_reference
-    return reference.pipeline_version_id if reference else None
-
-
-def runs_in_progress(client, experiment_id: str, job_id: str) -> list:
-    runs = every_page(client.list_runs, "runs", experiment_id=experiment_id)
-    return [r for r in runs if r.recurring_run_id == job_id and r.state not in ENDED]
-
-
-def point_schedule(
-    client,
-    tag: str | None,
-    pipeline,
-    version,
-    schedule: Schedule,
-    experiment_id: str,
-    root: str,
-    out,
-) -> None:
-    """The package's one schedule runs `version`: create it disabled, disable the old,
-    enable the new, remove the old. Safe to stop anywhere and run again."""
-    pipeline_id = pipeline.pipeline_id
-    found = ours(schedules(client, experiment_id), pipeline_id)
-    disabled_before = {j.recurring_run_id for j in found if j.status != "ENABLED"}
-    current = [j for j in found if version_of(j) == version.pipeline_version_id]
-    current.sort(key=lambda j: j.status != "ENABLED")
-    if current:
-        new_id = current[0].recurring_run_id
-    else:
-        record = {
-            "released_by": MARKER,
-            "pipeline_id": pipeline_id,
-            "version": version.display_name,
-        }
-        new_id = client.create_recurring_run(
-            experiment_id=experiment_id,
-            job_name=pipeline.display_name,
-            description=json.dumps(record, sort_keys=True),
-            cron_expression=schedule.cron,
-            max_concurrency=schedule.max_concurrency,
-            no_catchup=not schedule.catchup,
-            pipeline_id=pipeline_id,
-            version_id=version.pipeline_version_id,
-            enabled=False,
-            pipeline_root=root,
-        ).recurring_run_id
-        print(f"{pipeline.display_name}: schedule {new_id} created, disabled", file=out)
-    old = [j for j in found if j.recurring_run_id != new_id]
-    for job in old:
-        if job.status == "ENABLED":
-            client.disable_recurring_run(job.recurring_run_id)
-            print(f"{pipeline.display_name}: schedule {job.recurring_run_id} disabled", file=out)
-    if not current or current[0].status != "ENABLED":
-        client.enable_recurring_run(new_id)
-    print(f"{pipeline.display_name}: schedule {new_id} runs {version.display_name}", file=out)
-    release = backend.parse_release(tag)
-    for job in old:
-        job_id = job.recurring_run_id
-        if release is not None and release >= ORPHAN_FROM:
-            # ORPHAN: the Workflows it started are left to finish.
-            client._recurring_run_api.recurring_run_service_delete_recurring_run(
-                recurring_run_id=job_id, propagation_policy="ORPHAN"
-            )
-            print(f"{pipeline.display_name}: schedule {job_id} deleted (ORPHAN)", file=out)
-        elif job_id in disabled_before and not runs_in_progress(client, experiment_id, job_id):
-            # 2.15 (or a release it cannot read): deleting would delete the runs it
-            # started; it goes once disabled before this release and with no run left.
-            client.delete_recurring_run(job_id)
-            print(f"{pipeline.display_name}: schedule {job_id} deleted (no run left)", file=out)
-        else:
-            print(
-                f"{pipeline.display_name}: schedule {job_id} left disabled until its runs "
-                "end (no ORPHAN before KFP 2.16)",
-                file=out,
-            )
-
-
-def ensure_pipeline(client, package: Package, namespace: str | None):
-    pipeline = find_pipeline(client, package.pipeline_name, namespace)
-    if pipeline is None:
+def ensure_pipeline(client, package: Package, scope: str | None):
+    """The released pipeline of the package's name in `scope`, uploaded if there is none."""
+    name = package.pipeline_name
+    found = list_pipelines(client, scope, name)
+    foreign = [p for p in found if not is_released(p)]
+    if foreign:
+        where = f"namespace {scope}" if scope else "the shared pipelines"
+        raise ReleaseError(
+            f"pipeline {name!r} in {where} ({foreign[0].pipeline_id}) was not made by a "
+            "release (its description is not the release's): rename or delete it, or "
+            "release the dataset under another name"
+        )
+    if not found:
         client.upload_pipeline(
             str(package.path),
-            pipeline_name=package.pipeline_name,
+            pipeline_name=name,
             description=PIPELINE_DESCRIPTION,
-            namespace=namespace,
+            namespace=scope,
         )
-        pipeline = find_pipeline(client, package.pipeline_name, namespace)
-    return pipeline
+        found = list_pipelines(client, scope, name)
+    return found[0]
 
 
 def ensure_version(client, pipeline, package: Package, name: str, record: dict, out):
@@ -393,57 +312,26 @@ def ensure_version(client, pipeline, package: Package, name: str, record: dict, 
     return version
 
 
-# --- the commands ----------------------------------------------------------
-
-
 def schedule_for(settings: KubeflowSettings, kind: str) -> Schedule | None:
     return settings.schedule if kind == "training" else settings.scoring_schedule
 
 
-def release(client, tag, settings, packages, image, commit, dirty, root_dir, namespace, out):
-    hyperparameters = hyperparameters_record(root_dir, settings)
-    for package in packages:
-        record = {
-            "released_by": MARKER,
-            "commit": commit,
-            "dirty": dirty,
-            "image": image,
-            "package": package.kind,
-            "package_sha256": package.sha256,
-            "dataset_dir": settings.schema_dir,
-            "hyperparameters": hyperparameters,
-            "pipeline_root": pipeline_root(package.spec, None, None, package.path),
-        }
-        name = version_name(commit, image, dirty, record["package_sha256"])
-        pipeline = ensure_pipeline(client, package, namespace)
-        version = ensure_version(client, pipeline, package, name, record, out)
-        schedule = schedule_for(settings, package.kind) if package.kind in SCHEDULED else None
-        if schedule is None:
-            print(f"{pipeline.display_name}: not scheduled (runs are started by hand)", file=out)
-            continue
-        experiment = client.create_experiment(schedule.experiment, namespace=namespace)
-        point_schedule(
-            client,
-            tag,
-            pipeline,
-            version,
-            schedule,
-            experiment.experiment_id,
-            record["pipeline_root"],
-            out,
-        )
+def experiment_id(client, name: str, namespace: str | None) -> str:
+    """The experiment `name` in the namespace, created if missing. Another release may
+    create it at the same moment: the name is unique, and the loser reads the winner's."""
+    try:
+        return client.create_experiment(name, namespace=namespace).experiment_id
+    except Exception as err:
+        if getattr(err, "status", None) != 409:
+            raise
+        return client.get_experiment(experiment_name=name, namespace=namespace).experiment_id
 
 
-def released_pipelines(client, namespace: str | None) -> dict[str, Any]:
-    """The pipelines a release made (by the description it gives them), by the package
-    kind their versions record."""
+def released_pipelines(client, scope: str | None) -> dict[str, Any]:
+    """The pipelines a release made in `scope`, by the package kind their versions record."""
     found: dict[str, Any] = {}
-    for pipeline in every_page(
-        client._pipelines_api.pipeline_service_list_pipelines,
-        "pipelines",
-        **({"namespace": namespace} if namespace else {}),
-    ):
-        if pipeline.description != PIPELINE_DESCRIPTION:
+    for pipeline in list_pipelines(client, scope):
+        if not is_released(pipeline):
             continue
         for version in versions(client, pipeline.pipeline_id):
             record = record_of(version)
@@ -452,63 +340,174 @@ def released_pipelines(client, namespace: str | None) -> dict[str, Any]:
     return found
 
 
-def existing_experiment(client, name: str, namespace: str | None):
-    """The experiment named `name`, or None: --status creates nothing."""
-    try:
-        return client.get_experiment(experiment_name=name, namespace=namespace)
-    except ValueError:
+def project_name(root_dir: Path) -> str:
+    """What a release calls its project in the schedules it makes: the checkout's origin
+    URL, else its folder's name. Schedules of another project in the namespace are never
+    touched; the project's own are, whatever their dataset or experiment is called now."""
+    proc = subprocess.run(
+        ["git", "-C", str(root_dir), "remote", "get-url", "origin"], capture_output=True, text=True
+    )
+    url = proc.stdout.strip()
+    if proc.returncode == 0 and url:
+        return re.sub(r"(\.git)?/*$", "", re.sub(r"^[a-z+]+://([^@/]*@)?", "", url))
+    return root_dir.name
+
+
+def released_commit(client, pipelines: dict[str, Any], found: list) -> str | None:
+    """The commit the training package's enabled released schedule runs, if any."""
+    pipeline = pipelines.get("training")
+    if pipeline is None:
         return None
+    enabled = [j for j in ours(found, pipeline.pipeline_id) if j.status == "ENABLED"]
+    by_id = {v.pipeline_version_id: v for v in versions(client, pipeline.pipeline_id)}
+    for job in enabled:
+        version = by_id.get(version_of(job))
+        record = record_of(version) if version is not None else None
+        if record and record.get("commit"):
+            return record["commit"]
+    return None
 
 
-def rollback(client, tag, settings, wanted: str | None, namespace, out) -> None:
-    released = released_pipelines(client, namespace)
-    scheduled = [k for k in SCHEDULED if k in released and schedule_for(settings, k)]
-    if not scheduled:
-        raise ReleaseError("--rollback: nothing released and scheduled here yet")
-    plans = []
-    for kind in scheduled:
-        pipeline = released[kind]
-        schedule = schedule_for(settings, kind)
-        assert schedule is not None  # `scheduled` holds only the scheduled kinds.
-        experiment = client.create_experiment(schedule.experiment, namespace=namespace)
-        recorded = [v for v in versions(client, pipeline.pipeline_id) if record_of(v)]
-        if wanted is not None:
-            target = next((v for v in recorded if v.display_name == wanted), None)
-            if target is None:
-                names = ", ".join(v.display_name for v in recorded) or "none"
-                raise ReleaseError(
-                    f"--rollback: {pipeline.display_name} has no version {wanted!r} "
-                    f"(released: {names})"
+def check_descends(root_dir: Path, released: str | None, commit: str) -> None:
+    """A release moves forward: `commit` descends from the released one (or is it)."""
+    if released is None or released == commit:
+        return
+    proc = subprocess.run(
+        ["git", "-C", str(root_dir), "merge-base", "--is-ancestor", released, commit],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode == 0:
+        return
+    if proc.returncode == 1:
+        raise ReleaseError(
+            f"commit {commit[:12]} does not descend from the released {released[:12]}: "
+            "an older or diverged commit would replace a newer one. Release a descendant, "
+            "go back with --rollback VERSION, or pass --force"
+        )
+    raise ReleaseError(
+        f"the released commit {released[:12]} is not in this checkout's history (a shallow "
+        "clone? fetch it: git fetch --unshallow, or actions/checkout's fetch-depth: 0), so "
+        "it cannot be checked that this release moves forward; or pass --force"
+    )
+
+
+def release(connection, settings, packages, image, commit, dirty, root_dir, force, wait, out):
+    client, tag, namespace = connection.client, connection.tag, connection.namespace
+    scope = pipeline_scope(connection, settings)
+    hyperparameters = hyperparameters_record(root_dir, settings)
+    project = project_name(root_dir)
+    lock = acquire(client, namespace, {"commit": commit, "project": project}, wait)
+    try:
+        found = all_schedules(client, namespace)
+        if not force:
+            check_descends(
+                root_dir, released_commit(client, released_pipelines(client, scope), found), commit
+            )
+        targets, pipeline_ids = [], set()
+        for package in packages:
+            record = {
+                "released_by": MARKER,
+                "commit": commit,
+                "dirty": dirty,
+                "image": image,
+                "package": package.kind,
+                "package_sha256": package.sha256,
+                "dataset_dir": settings.schema_dir,
+                "hyperparameters": hyperparameters,
+                "pipeline_root": pipeline_root(package.spec, None, None, package.path),
+            }
+            name = version_name(commit, image, dirty, record["package_sha256"])
+            lock.check(client)
+            pipeline = ensure_pipeline(client, package, scope)
+            pipeline_ids.add(pipeline.pipeline_id)
+            version = ensure_version(client, pipeline, package, name, record, out)
+            schedule = schedule_for(settings, package.kind) if package.kind in SCHEDULED else None
+            if schedule is None:
+                print(
+                    f"{pipeline.display_name}: not scheduled (runs are started by hand)", file=out
                 )
-        else:
-            enabled = [
-                j
-                for j in ours(schedules(client, experiment.experiment_id), pipeline.pipeline_id)
-                if j.status == "ENABLED"
-            ]
-            ids = [v.pipeline_version_id for v in recorded]
-            if len(enabled) != 1 or version_of(enabled[0]) not in ids:
-                raise ReleaseError(
-                    f"--rollback: {pipeline.display_name} has {len(enabled)} enabled released "
-                    "schedules; name the version to go back to (--status lists them)"
-                )
-            index = ids.index(version_of(enabled[0]))
-            if index == 0:
-                raise ReleaseError(
-                    f"--rollback: {pipeline.display_name} runs its first release; there is "
-                    "no earlier one"
-                )
-            target = recorded[index - 1]
-        plans.append((pipeline, target, schedule, experiment.experiment_id))
-    for pipeline, target, schedule, experiment_id in plans:
-        root = (record_of(target) or {})["pipeline_root"]
-        point_schedule(client, tag, pipeline, target, schedule, experiment_id, root, out)
+                continue
+            experiment = experiment_id(client, schedule.experiment, namespace)
+            targets.append(
+                Target(pipeline, version, schedule, experiment, record["pipeline_root"], project)
+            )
+        point_all(client, tag, targets, pipeline_ids, project, lock, out)
+    finally:
+        lock.release(client)
 
 
-def status(client, settings, namespace, out) -> None:
-    released = released_pipelines(client, namespace)
+def point_all(client, tag, targets: list[Target], pipeline_ids: set[str], project, lock: Lock, out):
+    """Each target's one schedule, then the project's other schedules swept."""
+    found = all_schedules(client, lock.namespace)
+    keep = {point_schedule(client, tag, target, found, lock, out) for target in targets}
+    sweep(
+        client, tag, all_schedules(client, lock.namespace), keep, project, pipeline_ids, lock, out
+    )
+
+
+def rollback(connection, settings, wanted: str | None, root_dir: Path, wait, out) -> None:
+    client, tag, namespace = connection.client, connection.tag, connection.namespace
+    project = project_name(root_dir)
+    lock = acquire(client, namespace, {"action": "rollback", "project": project}, wait)
+    try:
+        released = released_pipelines(client, pipeline_scope(connection, settings))
+        scheduled = [k for k in SCHEDULED if k in released and schedule_for(settings, k)]
+        if not scheduled:
+            raise ReleaseError("--rollback: nothing released and scheduled here yet")
+        found = all_schedules(client, namespace)
+        targets = []
+        for kind in scheduled:
+            pipeline = released[kind]
+            schedule = schedule_for(settings, kind)
+            assert schedule is not None  # `scheduled` holds only the scheduled kinds.
+            recorded = [v for v in versions(client, pipeline.pipeline_id) if record_of(v)]
+            if wanted is not None:
+                target = next((v for v in recorded if v.display_name == wanted), None)
+                if target is None:
+                    names = ", ".join(v.display_name for v in recorded) or "none"
+                    raise ReleaseError(
+                        f"--rollback: {pipeline.display_name} has no version {wanted!r} "
+                        f"(released: {names})"
+                    )
+            else:
+                enabled = [j for j in ours(found, pipeline.pipeline_id) if j.status == "ENABLED"]
+                ids = [v.pipeline_version_id for v in recorded]
+                if len(enabled) != 1 or version_of(enabled[0]) not in ids:
+                    raise ReleaseError(
+                        f"--rollback: {pipeline.display_name} has {len(enabled)} enabled released "
+                        "schedules; name the version to go back to (--status lists them)"
+                    )
+                index = ids.index(version_of(enabled[0]))
+                if index == 0:
+                    raise ReleaseError(
+                        f"--rollback: {pipeline.display_name} runs its first release; there is "
+                        "no earlier one"
+                    )
+                target = recorded[index - 1]
+            experiment = experiment_id(client, schedule.experiment, namespace)
+            root = (record_of(target) or {})["pipeline_root"]
+            targets.append(Target(pipeline, target, schedule, experiment, root, project))
+        pipeline_ids = {p.pipeline_id for p in released.values()}
+        point_all(client, tag, targets, pipeline_ids, project, lock, out)
+    finally:
+        lock.release(client)
+
+
+def status(connection, settings, root_dir: Path, out) -> None:
+    client, namespace = connection.client, connection.namespace
+    scope = pipeline_scope(connection, settings)
+    mode = f"multi-user, namespace {namespace}" if connection.multi_user else "single-user"
+    print(f"KFP {connection.tag or 'release unknown'} ({mode}); cron runs in "
+          f"{settings.kfp.schedule_time_zone} (kfp.schedule_time_zone)", file=out)  # fmt: skip
+    released = released_pipelines(client, scope)
     if not released:
         print("nothing released yet", file=out)
+    found = all_schedules(client, namespace)
+    experiments: dict[str, str] = {}
+    project = project_name(root_dir)
+    pipeline_ids = {p.pipeline_id for p in released.values()}
+    shown: set[str] = set()
     for kind in ("training", "scoring", "tuning"):
         if kind not in released:
             continue
@@ -529,18 +528,21 @@ def status(client, settings, namespace, out) -> None:
         schedule = schedule_for(settings, kind) if kind in SCHEDULED else None
         if schedule is None:
             print("  not scheduled", file=out)
-            continue
-        experiment = existing_experiment(client, schedule.experiment, namespace)
-        found = schedules(client, experiment.experiment_id) if experiment else []
+        else:
+            print(f"  schedule: '{schedule.cron}' ({settings.kfp.schedule_time_zone}) in "
+                  f"experiment {schedule.experiment}", file=out)  # fmt: skip
         jobs = [j for j in found if j.display_name == pipeline.display_name]
-        mine = ours(jobs, pipeline.pipeline_id)
+        mine = ours(found, pipeline.pipeline_id)
         enabled = [j for j in mine if j.status == "ENABLED"]
         for job in mine:
+            shown.add(job.recurring_run_id)
+            experiment = experiments.setdefault(job.experiment_id, _experiment_name(client, job))
             flag = "  DUPLICATE" if len(enabled) > 1 and job in enabled else ""
+            if job.status == "ENABLED" and (schedule is None or experiment != schedule.experiment):
+                flag += "  LEFT OVER: not scheduled here by the settings (a release disables it)"
             version = names.get(version_of(job), version_of(job))
-            print(
-                f"  schedule {job.recurring_run_id} ({job.status}) runs {version}{flag}", file=out
-            )
+            print(f"  schedule {job.recurring_run_id} ({job.status}) in {experiment} runs "
+                  f"{version}{flag}", file=out)  # fmt: skip
         for job in jobs:
             if job not in mine:
                 print(
@@ -548,6 +550,24 @@ def status(client, settings, namespace, out) -> None:
                     "not made by a release; left alone",
                     file=out,
                 )
+    others = [
+        j
+        for j in found
+        if j.recurring_run_id not in shown and is_project_schedule(j, project, pipeline_ids)
+    ]
+    for job in others:
+        print(
+            f"schedule {job.recurring_run_id} ({job.status}) of {job.display_name}: LEFT OVER "
+            "from an earlier dataset or package (a release disables it)",
+            file=out,
+        )
+
+
+def _experiment_name(client, job) -> str:
+    try:
+        return client.get_experiment(experiment_id=job.experiment_id).display_name
+    except Exception:  # Deleted since: show its id.
+        return job.experiment_id
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -565,23 +585,35 @@ def main(argv: list[str] | None = None) -> int:
         help="schedules back to the previous release, or to VERSION",
     )
     parser.add_argument("--status", action="store_true", help="versions and schedules")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="release a commit that does not descend from the released one",
+    )
+    parser.add_argument(
+        "--lock-wait", type=float, default=LOCK_WAIT, metavar="SECONDS",
+        help=f"how long to wait for another release's lock (default {LOCK_WAIT})",
+    )  # fmt: skip
     parser.add_argument("--packages", type=Path, help="compiled packages (DIR/training.yaml...)")
     parser.add_argument("--output-dir", type=Path, default=PROJECT_ROOT / "build" / "release")
     parser.add_argument("--config", type=Path, default=DEFAULT_SETTINGS_FILE)
-    parser.add_argument("--namespace", help="Kubeflow profile namespace (multi-user clusters)")
+    parser.add_argument(
+        "--namespace", help="the profile namespace on a multi-user KFP (default: kfp.namespace)"
+    )
     args = parser.parse_args(argv)
     out = sys.stdout
     try:
         settings = load_settings(args.config, settings_step_ids())
+        namespace = args.namespace or settings.kfp.namespace
+        root_dir = checkout_root(args.config)
         if args.status or args.rollback is not None:
-            connection = connect(args.host, args.namespace)
+            connection = connect(args.host, namespace)
             if connection is None:
                 return 2
-            client, tag = connection
             if args.status:
-                status(client, settings, args.namespace, out)
+                status(connection, settings, root_dir, out)
             else:
-                rollback(client, tag, settings, args.rollback or None, args.namespace, out)
+                rollback(connection, settings, args.rollback or None, root_dir, args.lock_wait, out)
             return 0
         if args.image is None:
             raise ReleaseError(
@@ -602,24 +634,33 @@ def main(argv: list[str] | None = None) -> int:
             packages = compile_packages(args.config, image, kinds, args.output_dir)
         for package in packages:
             check_package(package, image)
-        root_dir = Path(
-            subprocess.run(
-                ["git", "-C", str(args.config.resolve().parent), "rev-parse", "--show-toplevel"],
-                capture_output=True,
-                text=True,
-            ).stdout.strip()
-        )
-        connection = connect(args.host, args.namespace)
+        connection = connect(args.host, namespace)
         if connection is None:
             return 2
-        client, tag = connection
         release(
-            client, tag, settings, packages, image, commit, dirty, root_dir, args.namespace, out
-        )
-    except (ReleaseError, SettingsError) as err:
+            connection, settings, packages, image, commit, dirty, root_dir, args.force,
+            args.lock_wait, out,
+        )  # fmt: skip
+    except (ReleaseError, SettingsError, LockError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except Exception as err:
+        if getattr(err, "status", None) is None:
+            raise
+        # An answer the release did not expect (kfp_server_api.ApiException): the server's
+        # words in one line. What was done before it is done; running again converges.
+        print(f"error: {api_refusal(err)}; run the release again once fixed", file=sys.stderr)
+        return 2
     return 0
+
+
+def checkout_root(config: Path) -> Path:
+    proc = subprocess.run(
+        ["git", "-C", str(config.resolve().parent), "rev-parse", "--show-toplevel"],
+        capture_output=True,
+        text=True,
+    )
+    return Path(proc.stdout.strip()) if proc.returncode == 0 else config.resolve().parent
 
 
 if __name__ == "__main__":

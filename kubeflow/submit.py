@@ -113,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-name", help="display name of the run or recurring run")
     parser.add_argument("--schedule", action="store_true", help="create a recurring run")
     parser.add_argument("--config", type=Path, default=DEFAULT_SETTINGS_FILE)
-    parser.add_argument("--namespace", help="Kubeflow profile namespace (multi-user clusters)")
+    parser.add_argument(
+        "--namespace", help="the profile namespace on a multi-user KFP (default: kfp.namespace)"
+    )
     args = parser.parse_args(argv)
     try:
         if not args.package.exists():
@@ -140,18 +142,17 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.schedule and schedule is None:
             raise SettingsError(f"{section}: required in {args.config} for --schedule")
+        connection = connect(args.host, args.namespace or settings.kfp.namespace)
     except SettingsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-
-    connection = connect(args.host, args.namespace)
     if connection is None:
         return 2
-    client, _ = connection
+    client, namespace = connection.client, connection.namespace
     experiment_name = args.experiment or (schedule.experiment if schedule else "Default")
     name = args.run_name or args.package.stem
     if args.schedule and schedule is not None:
-        experiment = client.create_experiment(experiment_name, namespace=args.namespace)
+        experiment = client.create_experiment(experiment_name, namespace=namespace)
         recurring = client.create_recurring_run(
             experiment_id=experiment.experiment_id,
             job_name=name,
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             arguments=arguments,
             run_name=name,
             experiment_name=experiment_name,
-            namespace=args.namespace,
+            namespace=namespace,
             pipeline_root=root,
         )
         print(f"run {result.run_id} in {experiment_name}")

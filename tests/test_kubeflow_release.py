@@ -11,209 +11,30 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import os
-import queue
-import shutil
-import subprocess
-import tempfile
-import threading
-from pathlib import Path
+import time
 
 import pytest
 import yaml
 
-from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, golden_path
-from tests.harness import REFERENCE_PROJECT, uv_binary
+from kubeflow import release_lock, schedules
+from tests.conftest import TEMPLATE_SETTINGS_FILE
 from tests.kfp_standin import KfpStandIn
-
-TAGGED = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())["image"]
-REPOSITORY = TAGGED.rsplit(":", 1)[0]
-TRAINING = "taxi-big-tipper"
-SCORING = "taxi-big-tipper-scoring"
-
-
-def digest(n: int) -> str:
-    return f"{REPOSITORY}@sha256:{f'{n:02x}' * 32}"
-
-
-def short(n: int) -> str:
-    """The first 12 digits of digest(n): what a version's name carries."""
-    return f"{n:02x}" * 6
-
-
-def write_packages(directory: Path, image: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    for kind, golden in (
-        ("training", "kubeflow_pipeline.yaml"),
-        ("scoring", "kubeflow_scoring_pipeline.yaml"),
-    ):
-        text = golden_path(golden).read_text()
-        assert TAGGED in text
-        (directory / f"{kind}.yaml").write_text(text.replace(TAGGED, image))
-    return directory
-
-
-class Checkout:
-    """A git checkout holding kubeflow/pipeline.yaml; `commit()` makes a new commit."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        (root / "kubeflow").mkdir(parents=True)
-        shutil.copy(TEMPLATE_SETTINGS_FILE, root / "kubeflow" / "pipeline.yaml")
-        self.git("init", "-q")
-        self.commit()
-
-    def git(self, *args: str) -> str:
-        command = [
-            "git",
-            "-C",
-            str(self.root),
-            "-c",
-            "user.email=t@example.com",
-            "-c",
-            "user.name=t",
-            *args,
-        ]
-        return subprocess.run(command, check=True, capture_output=True, text=True).stdout
-
-    def commit(self) -> str:
-        with (self.root / "changes.txt").open("a") as f:
-            f.write("change\n")
-        self.git("add", "-A")
-        self.git("commit", "-q", "-m", "change")
-        return self.git("rev-parse", "HEAD").strip()
-
-    @property
-    def config(self) -> Path:
-        return self.root / "kubeflow" / "pipeline.yaml"
-
-
-@pytest.fixture
-def checkout(tmp_path) -> Checkout:
-    return Checkout(tmp_path / "fork")
-
-
-def release_arguments(
-    kfp: KfpStandIn,
-    checkout: Checkout,
-    *args: str,
-    image: str | None = None,
-    packages: Path | None = None,
-) -> list[str]:
-    arguments = ["--host", kfp.host, "--config", str(checkout.config), *args]
-    if image is not None:
-        packages = packages or write_packages(checkout.root.parent / image[-8:], image)
-        arguments += ["--image", image, "--packages", str(packages)]
-    return arguments
-
-
-def in_reference_env(*python_args: str) -> tuple[list[str], dict[str, str]]:
-    """The command running `python PYTHON_ARGS` in the current-kfp environment, and its
-    environment: the tests' own VIRTUAL_ENV is the project's, and uv would warn on stderr."""
-    command = [uv_binary(), "run", "--project", str(REFERENCE_PROJECT), "--locked", "python"]
-    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    return [*command, *python_args], env
-
-
-def release(
-    kfp: KfpStandIn, checkout: Checkout, *args: str, **options
-) -> subprocess.CompletedProcess:
-    """`python -m kubeflow.release ...` in a process of its own, as a user runs it."""
-    command, env = in_reference_env("-m", "kubeflow.release")
-    command += release_arguments(kfp, checkout, *args, **options)
-    return subprocess.run(
-        command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
-
-
-# Reads a release's arguments (a JSON list) a line at a time, and answers each with a line
-# RESULT_MARK + JSON [exit code, stdout, stderr]: what `python -m kubeflow.release` would
-# have exited with and printed (`sys.exit(main())`; an uncaught exception's traceback and 1).
-SESSION = """
-import contextlib, io, json, sys, traceback
-from kubeflow.release import main
-answers = sys.stdout
-for line in sys.stdin:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(json.loads(line))
-        except SystemExit as stop:
-            code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
-        except Exception:
-            traceback.print_exc()
-            code = 1
-    print(MARK + json.dumps([code, out.getvalue(), err.getvalue()]), file=answers, flush=True)
-"""
-RESULT_MARK = "release-session: "
-
-
-class ReleaseSession:
-    """Releases, each `kubeflow.release.main(arguments)` as its `python -m` runs it, one after
-    another in one process of the current-kfp environment: a loop of releases pays the
-    interpreter's and kfp's start-up once. Each release still makes its own client and reads
-    the checkout and the stand-in afresh; `release` runs the command in a process of its own."""
-
-    def __enter__(self) -> ReleaseSession:
-        command, env = in_reference_env("-c", f"MARK = {RESULT_MARK!r}\n{SESSION}")
-        self.errors = tempfile.TemporaryFile("w+")
-        self.process = subprocess.Popen(
-            command, cwd=REPO_ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self.errors, text=True,
-        )  # fmt: skip
-        self.answers: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-        return self
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            if line.startswith(RESULT_MARK):
-                self.answers.put(line[len(RESULT_MARK) :])
-        self.answers.put(None)  # The process has ended.
-
-    def __call__(
-        self, kfp: KfpStandIn, checkout: Checkout, *args: str, **options
-    ) -> subprocess.CompletedProcess:
-        arguments = release_arguments(kfp, checkout, *args, **options)
-        self.process.stdin.write(json.dumps(arguments) + "\n")
-        self.process.stdin.flush()
-        answer = self.answers.get(timeout=120)
-        if answer is None:
-            self.errors.seek(0)
-            raise AssertionError(f"the release session ended: {self.errors.read()[-3000:]}")
-        code, out, err = json.loads(answer)
-        return subprocess.CompletedProcess(arguments, code, out, err)
-
-    def __exit__(self, *exc) -> None:
-        self.process.stdin.close()
-        self.process.wait(timeout=60)
-        self.errors.close()
-
-
-def released_schedules(kfp: KfpStandIn, name: str) -> list[dict]:
-    return [
-        job
-        for job in kfp.recurring_runs.values()
-        if job["display_name"] == name and "kubeflow.release" in job.get("description", "")
-    ]
-
-
-def recorded_versions(kfp: KfpStandIn, name: str) -> list[dict]:
-    (pipeline,) = [p for p in kfp.pipelines.values() if p["name"] == name]
-    return [
-        v
-        for v in kfp.versions.values()
-        if v["pipeline_id"] == pipeline["pipeline_id"] and v["description"].startswith("{")
-    ]
-
-
-def changes(kfp: KfpStandIn) -> list[str]:
-    """The changing calls (experiments aside), in order."""
-    return [
-        path
-        for method, path, _ in kfp.requests
-        if method in ("POST", "DELETE") and not path.endswith("/experiments")
-    ]
+from tests.release_harness import (
+    SCORING,
+    TAGGED,
+    TRAINING,
+    Checkout,
+    ReleaseSession,
+    changes,
+    digest,
+    enabled_schedules,
+    recorded_versions,
+    release,
+    released_schedules,
+    short,
+    write_packages,
+)
+from tests.release_harness import checkout as checkout
 
 
 def test_two_releases_of_one_commit_leave_one_version_and_one_schedule(checkout):
@@ -276,35 +97,43 @@ def test_foreign_schedules_with_the_same_name_are_left_alone(checkout):
         status = release(kfp, checkout, "--status")
     assert {j: kfp.recurring_runs[j] for j in foreign} == snapshot
     assert not [p for p in changes(kfp) if any(j in p for j in foreign)]
-    (mine,) = released_schedules(kfp, TRAINING)
-    assert mine["status"] == "ENABLED"
+    assert len(enabled_schedules(kfp, TRAINING)) == 1
     assert status.stdout.count("FOREIGN") == 106
 
 
 @pytest.mark.parametrize("tag", ["2.15.0", "2.16.1"])
 def test_a_run_in_progress_survives_a_release(checkout, tag):
-    with KfpStandIn(tag_name=tag) as kfp:
+    with KfpStandIn(tag_name=tag, clock=time.time()) as kfp:
         assert release(kfp, checkout, image=digest(1)).returncode == 0
         (old,) = released_schedules(kfp, TRAINING)
         run = kfp.fire(old["recurring_run_id"])
         checkout.commit()
         second = release(kfp, checkout, image=digest(2))
         assert second.returncode == 0, second.stderr[-3000:]
+        # The old schedule is disabled, not deleted: its runs are recorded through it.
+        assert kfp.recurring_runs[old["recurring_run_id"]]["status"] == "DISABLED"
+        assert "stays disabled until" in second.stdout
         assert kfp.runs[run]["workflow_exists"]
-        kfp.finish(run)
-        assert kfp.most_enabled[TRAINING] == 1
+        kfp.clock += schedules.DELETE_AFTER.total_seconds() + 1
+        checkout.commit()
+        third = release(kfp, checkout, image=digest(3))
+        assert third.returncode == 0, third.stderr[-3000:]
+        assert kfp.runs[run]["workflow_exists"]
         if tag == "2.15.0":
-            # No ORPHAN before 2.16: the old schedule stays, disabled, this time...
+            # No ORPHAN before 2.16: it stays until its run has ended...
             assert old["recurring_run_id"] in kfp.recurring_runs
-            assert kfp.recurring_runs[old["recurring_run_id"]]["status"] == "DISABLED"
+            kfp.finish(run)
             checkout.commit()
-            assert release(kfp, checkout, image=digest(3)).returncode == 0
-        # ...and goes once its run has ended; on 2.16 and later at once, ORPHAN.
+            assert release(kfp, checkout, image=digest(4)).returncode == 0
+        else:
+            kfp.finish(run)
+        # ...and goes then; on 2.16 and later with ORPHAN, its Workflows left to finish.
         assert old["recurring_run_id"] not in kfp.recurring_runs
-    deletes = [q for m, p, q in kfp.requests if m == "DELETE"]
+        assert kfp.most_enabled[TRAINING] == 1
+    deletes = [q for m, p, q in kfp.requests if m == "DELETE" and "/recurringruns/" in p]
     if tag != "2.15.0":
         assert deletes and all(q.get("propagation_policy") == "ORPHAN" for q in deletes)
-    assert [j["status"] for j in released_schedules(kfp, TRAINING)].count("ENABLED") == 1
+    assert len(enabled_schedules(kfp, TRAINING)) == 1
 
 
 @pytest.mark.slow
@@ -334,6 +163,8 @@ def stopped_after(session: ReleaseSession, kfp: KfpStandIn, checkout: Checkout, 
         enabled = [j for j in released_schedules(kfp, name) if j["status"] == "ENABLED"]
         assert len(enabled) <= 1, (stop, name)
     kfp.fail_from = None
+    # The stopped release may have left its lock: the rerun takes it over once expired.
+    kfp.clock = time.time() + release_lock.LOCK_TTL + 1
     rerun = session(kfp, checkout, image=digest(2))
     assert rerun.returncode == 0, (stop, rerun.stderr[-3000:])
     for name in (TRAINING, SCORING):
@@ -358,15 +189,14 @@ def test_rollback_points_the_schedule_back_without_an_upload(checkout):
         uploads = len(kfp.posted("/apis/v2beta1/pipelines/upload_version"))
         back = release(kfp, checkout, "--rollback")
         assert back.returncode == 0, back.stderr[-3000:]
-        (job,) = released_schedules(kfp, TRAINING)
+        (job,) = enabled_schedules(kfp, TRAINING)
         assert (
             job["pipeline_version_reference"]["pipeline_version_id"]
             == (first["pipeline_version_id"])
         )
-        assert job["status"] == "ENABLED"
         forward = release(kfp, checkout, "--rollback", second["name"])
         assert forward.returncode == 0, forward.stderr[-3000:]
-        (job,) = released_schedules(kfp, TRAINING)
+        (job,) = enabled_schedules(kfp, TRAINING)
         assert (
             job["pipeline_version_reference"]["pipeline_version_id"]
             == (second["pipeline_version_id"])
@@ -383,12 +213,12 @@ def test_status_lists_versions_newest_first_and_the_schedule(checkout):
         assert release(kfp, checkout, image=digest(1)).returncode == 0
         checkout.commit()
         assert release(kfp, checkout, image=digest(2)).returncode == 0
-        (job,) = released_schedules(kfp, TRAINING)
+        (job,) = enabled_schedules(kfp, TRAINING)
         proc = release(kfp, checkout, "--status")
     assert proc.returncode == 0, proc.stderr[-3000:]
     training = proc.stdout.split("scoring:")[0]
     assert training.index(short(2)) < training.index(short(1))
-    assert f"schedule {job['recurring_run_id']} (ENABLED) runs " in training
+    assert f"schedule {job['recurring_run_id']} (ENABLED) in {TRAINING} runs " in training
     assert digest(2) in training and "DUPLICATE" not in proc.stdout
 
 

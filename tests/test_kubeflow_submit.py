@@ -42,7 +42,7 @@ def test_one_run_carries_package_parameters_and_experiment():
         (experiment,) = kfp.posted("/apis/v2beta1/experiments")
         assert experiment["display_name"] == "nightly"
         (run,) = kfp.posted("/apis/v2beta1/runs")
-    assert run["experiment_id"] == "exp-1"
+    assert run["experiment_id"] == next(iter(kfp.experiments))
     # The client sends the spec and, beside it, the Kubernetes platform section
     # (node selectors, tolerations) exactly as compiled.
     assert run["pipeline_spec"] == {"pipeline_spec": spec, "platform_spec": platform}
@@ -61,7 +61,7 @@ def test_schedule_creates_a_recurring_run_from_the_settings():
         (experiment,) = kfp.posted("/apis/v2beta1/experiments")
         (recurring,) = kfp.posted("/apis/v2beta1/recurringruns")
     assert experiment["display_name"] == "taxi-big-tipper"
-    assert recurring["experiment_id"] == "exp-1"
+    assert recurring["experiment_id"] == next(iter(kfp.experiments))
     assert recurring["trigger"]["cron_schedule"]["cron"] == "0 0 3 * * *"
     assert recurring["max_concurrency"] in (1, "1")
     assert recurring["no_catchup"] is True

@@ -166,18 +166,31 @@ def runner_env(tmp_path: Path) -> dict[str, str]:
     return env | {"GITHUB_SHA": sha, "GITHUB_EVENT_NAME": "push"}
 
 
+def test_the_release_workflow_releases_only_from_a_tag_or_the_default_branch():
+    (job,) = yaml.safe_load((WORKFLOWS / "release.yml").read_text())["jobs"].values()
+    assert job["if"] == (
+        "github.event_name == 'push' || github.ref_name == github.event.repository.default_branch"
+    )
+    assert job["environment"] == "production"
+    checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout"))
+    assert checkout["with"]["fetch-depth"] == 0  # The ancestry check reads the history.
+
+
 @pytest.mark.slow
-def test_the_release_workflow_releases_the_digest_it_is_handed(tmp_path):
+@pytest.mark.parametrize("namespace", ["", "kubeflow-user-example-com"])
+def test_the_release_workflow_releases_the_digest_it_is_handed(tmp_path, namespace):
     """The template as shipped: its settings schedule the training and the scoring
-    package, and each schedule runs the digest the build step handed on."""
+    package, and each schedule runs the digest the build step handed on; with
+    KFP_NAMESPACE set, on a multi-user KFP, in that namespace."""
     settings = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
     repository = settings["image"].rsplit(":", 1)[0]
     digest = "sha256:" + "ab" * 32
     env = runner_env(tmp_path)
-    with KfpStandIn() as kfp:
+    with KfpStandIn(multi_user=bool(namespace), tokens={"t0ken": "user@example.com"}) as kfp:
         context = {
             "vars": {
                 "KFP_HOST": kfp.host,
+                "KFP_NAMESPACE": namespace,
                 "IMAGE_REPOSITORY": repository,
                 "IMAGE_REGISTRY": repository.split("/")[0],
             },
@@ -199,6 +212,7 @@ def test_the_release_workflow_releases_the_digest_it_is_handed(tmp_path):
         }
         assert images == {image}
     assert len(kfp.recurring_runs) == 2  # The training and the scoring schedule.
+    assert {job["namespace"] for job in kfp.recurring_runs.values()} == {namespace}
     assert f"commit {env['GITHUB_SHA']}, image {image}" in runner.last.stdout
 
 

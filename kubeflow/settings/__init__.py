@@ -11,6 +11,7 @@ pod that never schedules. One module per section of the file:
 * retries.py       `retries:`: which steps retry, how often, within what window
 * training.py      `training:`: the Trainer in its pod, or on a TFJob
 * schedule.py      `schedule:`, `scoring_schedule:`: recurring runs
+* kfp.py           `kfp:`: the KFP API's namespace, pipeline scope and cron time zone
 * serving.py       `serving:`: the KServe InferenceService a pushed version goes to
 * tuning.py        `tuning:`: the tuning package's worker pods and trial budget
 
@@ -39,6 +40,7 @@ from kubeflow.settings.fields import (
     component_entries,
     required_str,
 )
+from kubeflow.settings.kfp import KfpApi, parse_kfp
 from kubeflow.settings.object_store import ObjectStore, parse_object_store, store_path
 from kubeflow.settings.placement import Placement, parse_placement
 from kubeflow.settings.retries import Retries, RetryRoles, parse_retries
@@ -76,6 +78,7 @@ class KubeflowSettings:
     tuning: Tuning = field(default_factory=Tuning)
     # The batch scoring package's recurring runs (docs/batch-scoring.md).
     scoring_schedule: Schedule | None = None
+    kfp: KfpApi = field(default_factory=KfpApi)
 
     def placement_for(self, step_id: str) -> Placement:
         """The step's own placement, or the defaults."""
@@ -117,6 +120,7 @@ def parse_settings(
         "training",
         "serving",
         "tuning",
+        "kfp",
     }
     check.no_unknown(values, known, "settings")
     image = required_str(values, "image")
@@ -167,6 +171,7 @@ def parse_settings(
         serving=parse_serving(values.get("serving"), paths["serving_model_dir"]),
         tuning=parse_tuning(values.get("tuning")),
         scoring_schedule=parse_schedule(values.get("scoring_schedule"), "scoring_schedule"),
+        kfp=parse_kfp(values.get("kfp")),
     )
 
 
