@@ -5,15 +5,18 @@ that every Kubernetes call a step makes must pass (docs/kubeflow-operations.md).
 from __future__ import annotations
 
 import copy
+import sys
 
 import pytest
 import yaml
 
 from kubeflow import compile as kfp_compile
+from kubeflow.kubernetes_api import STEP_CALLS, ApiCall
 from kubeflow.settings import parse_settings
 from kubeflow.settings.fields import SettingsError
 from kubeflow.settings.object_store import launcher_root
-from tests.conftest import TEMPLATE_SETTINGS_FILE
+from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE
+from tests.kubernetes_standin import KubernetesStandin, request_info
 
 NAMESPACE = "kubeflow-user-example-com"
 HOME = f"s3://mlpipeline/private-artifacts/{NAMESPACE}/"
@@ -173,3 +176,155 @@ def test_the_compile_says_which_root_a_run_really_uses():
     assert "minio://mlpipeline/private-artifacts/NAMESPACE/v2/artifacts" in (
         kfp_compile.pipeline_root_note(plain)
     )
+
+
+# --- permissions: every Kubernetes call a step makes, against kubeflow-edit -----------------
+
+ROLES_FILE = REPO_ROOT / "tests" / "data" / "kubeflow_edit_roles.yaml"
+RELEASES = ("v1.11.0", "26.03", "26.03.1")
+TRAINING_OPERATOR = "training-operator"
+
+
+def _roles(release: str, extra: tuple[str, ...] = ()) -> dict[str, dict]:
+    """The ClusterRoles a release installs by default (and `extra` components), each with
+    the rules it has at that release."""
+    data = yaml.safe_load(ROLES_FILE.read_text())
+    installed = set(data["installed_by_default"]) | set(extra)
+    return {
+        role["name"]: {
+            **role,
+            "rules": [r for r in role["rules"] if release in r.get("releases", RELEASES)],
+        }
+        for role in data["roles"]
+        if role["component"] in installed
+    }
+
+
+def _aggregated(name: str, roles: dict[str, dict], seen: frozenset = frozenset()) -> list:
+    """(role, rule) for every rule `name` holds once aggregated: its own, and those of
+    every ClusterRole carrying a label its aggregationRule selects, transitively."""
+    role = roles[name]
+    rules = [(name, rule) for rule in role["rules"]]
+    for other in sorted(roles):
+        if other not in seen | {name} and set(roles[other].get("labels", ())) & set(
+            role.get("aggregates", ())
+        ):
+            rules += _aggregated(other, roles, seen | {name})
+    return rules
+
+
+def _matches(rule: dict, verb: str, group: str, resource: str) -> bool:
+    """RBAC's match of one rule (kubernetes pkg/apis/rbac/v1/evaluation_helpers.go at
+    03bf11a: VerbMatches L31-41, APIGroupMatches L44-54, ResourceMatches L57-83, where
+    `*/SUBRESOURCE` matches any resource's subresource)."""
+    subresource = resource.partition("/")[2]
+    return (
+        any(v in ("*", verb) for v in rule["verbs"])
+        and any(g in ("*", group) for g in rule["apiGroups"])
+        and any(
+            r in ("*", resource) or (subresource and r == f"*/{subresource}")
+            for r in rule["resources"]
+        )
+    )
+
+
+def allowed_by(release: str, verb: str, group: str, resource: str, extra=()) -> list[str]:
+    """The roles whose rules, aggregated into kubeflow-edit, allow the call."""
+    return sorted(
+        {
+            role
+            for role, rule in _aggregated("kubeflow-edit", _roles(release, extra))
+            if _matches(rule, verb, group, resource)
+        }
+    )
+
+
+def _call_id(call: ApiCall) -> str:
+    return f"{call.step}:{call.verb}:{call.group or 'core'}/{call.resource}"
+
+
+@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("call", STEP_CALLS, ids=_call_id)
+def test_each_kubernetes_call_a_step_makes_is_allowed_to_kubeflow_edit(release, call):
+    if call.needs == "Training Operator":
+        # Allowed only where the Training Operator is installed, which no release does.
+        assert not allowed_by(release, call.verb, call.group, call.resource)
+        extra = (TRAINING_OPERATOR,)
+    else:
+        extra = ()
+    assert allowed_by(release, call.verb, call.group, call.resource, extra), _call_id(call)
+
+
+@pytest.mark.parametrize(
+    ("verb", "group", "resource"),
+    [
+        ("create", "", "nodes"),
+        ("create", "rbac.authorization.k8s.io", "rolebindings"),  # kubeflow-admin's only
+        ("update", "serving.kserve.io", "inferenceservices/status"),
+        ("patch", "kubeflow.org", "tfjobs"),  # Training Operator not installed
+        ("list", "trainer.kubeflow.org", "clustertrainingruntimes"),  # bound apart
+        ("impersonate", "", "serviceaccounts"),  # v1.11.0 only
+    ],
+)
+def test_a_call_no_kubeflow_edit_rule_allows_is_refused(verb, group, resource):
+    assert not allowed_by("26.03.1", verb, group, resource)
+    if resource == "serviceaccounts":
+        assert allowed_by("v1.11.0", verb, group, resource) == ["kubeflow-kubernetes-edit"]
+
+
+def test_the_conformance_table_names_each_call_and_a_role_that_allows_it():
+    """docs/kubeflow-operations.md: one row per call in STEP_CALLS, its role among those
+    whose rules allow it at every release."""
+    text = (REPO_ROOT / "docs" / "kubeflow-operations.md").read_text()
+    section = text.split("## Permissions on the Kubeflow platform", 1)[1].split("\n#", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[1] not in ("verb", "---"):
+            step, verb, group, resource, role, _ = cells
+            rows[(step, verb, "" if group == "core" else group, resource)] = role
+    declared = {(c.step, c.verb, c.group, c.resource): c for c in STEP_CALLS}
+    assert set(rows) == set(declared)
+    for key, role in rows.items():
+        call = declared[key]
+        extra = (TRAINING_OPERATOR,) if call.needs else ()
+        for release in RELEASES:
+            assert role in allowed_by(release, call.verb, call.group, call.resource, extra), key
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "info"),
+    [
+        ("GET", "/api/v1/namespaces/ns/pods/p", ("get", "", "pods", "ns")),
+        ("GET", "/api/v1/namespaces/ns/pods?labelSelector=a%3Db", ("list", "", "pods", "ns")),
+        ("GET", "/api/v1/namespaces/ns/pods?watch=true", ("watch", "", "pods", "ns")),
+        ("GET", "/api/v1/namespaces/ns/pods/p/log?follow=true", ("get", "", "pods/log", "ns")),
+        ("DELETE", "/api/v1/namespaces/ns/pods", ("deletecollection", "", "pods", "ns")),
+        (
+            "PATCH",
+            "/apis/serving.kserve.io/v1beta1/namespaces/ns/inferenceservices/m",
+            ("patch", "serving.kserve.io", "inferenceservices", "ns"),
+        ),
+        ("POST", "/apis/kubeflow.org/v1/namespaces/ns/tfjobs", ("create", "kubeflow.org", "tfjobs", "ns")),
+        ("POST", "/serving/ns/m/v1/models/m:predict", None),
+    ],
+)
+def test_the_kubernetes_stand_in_names_each_request_as_rbac_does(method, url, info):
+    assert request_info(method, url) == info
+
+
+def test_the_kubernetes_stand_in_refuses_a_call_no_step_declares():
+    import urllib.error
+    import urllib.request
+
+    standin = KubernetesStandin(sys.executable)
+    with pytest.raises(AssertionError, match=r"calls no step declares: \[\('get', '', 'configmaps'\)\]"):
+        with standin:
+            url = f"{standin.url}/api/v1/namespaces/ns/configmaps/kfp-launcher"
+            with pytest.raises(urllib.error.HTTPError):
+                urllib.request.urlopen(url, timeout=5)
+    # A declared call passes.
+    with KubernetesStandin(sys.executable) as standin:
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(f"{standin.url}/api/v1/namespaces/ns/pods/p", timeout=5)
+    assert standin.requests == [("get", "", "pods", "ns")]
