@@ -17,6 +17,7 @@ from kubeflow.settings.fields import SettingsError
 from kubeflow.settings.object_store import launcher_root
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE
 from tests.kubernetes_standin import KubernetesStandin, request_info
+from tests.s3_standin import s3_standin, seaweedfs_actions, seaweedfs_allows
 
 NAMESPACE = "kubeflow-user-example-com"
 HOME = f"s3://mlpipeline/private-artifacts/{NAMESPACE}/"
@@ -305,7 +306,11 @@ def test_the_conformance_table_names_each_call_and_a_role_that_allows_it():
             "/apis/serving.kserve.io/v1beta1/namespaces/ns/inferenceservices/m",
             ("patch", "serving.kserve.io", "inferenceservices", "ns"),
         ),
-        ("POST", "/apis/kubeflow.org/v1/namespaces/ns/tfjobs", ("create", "kubeflow.org", "tfjobs", "ns")),
+        (
+            "POST",
+            "/apis/kubeflow.org/v1/namespaces/ns/tfjobs",
+            ("create", "kubeflow.org", "tfjobs", "ns"),
+        ),
         ("POST", "/serving/ns/m/v1/models/m:predict", None),
     ],
 )
@@ -318,13 +323,91 @@ def test_the_kubernetes_stand_in_refuses_a_call_no_step_declares():
     import urllib.request
 
     standin = KubernetesStandin(sys.executable)
-    with pytest.raises(AssertionError, match=r"calls no step declares: \[\('get', '', 'configmaps'\)\]"):
-        with standin:
-            url = f"{standin.url}/api/v1/namespaces/ns/configmaps/kfp-launcher"
-            with pytest.raises(urllib.error.HTTPError):
-                urllib.request.urlopen(url, timeout=5)
-    # A declared call passes.
-    with KubernetesStandin(sys.executable) as standin:
+    with (
+        pytest.raises(
+            AssertionError, match=r"calls no step declares: \[\('get', '', 'configmaps'\)\]"
+        ),
+        standin,
+    ):
+        url = f"{standin.url}/api/v1/namespaces/ns/configmaps/kfp-launcher"
         with pytest.raises(urllib.error.HTTPError):
-            urllib.request.urlopen(f"{standin.url}/api/v1/namespaces/ns/pods/p", timeout=5)
+            urllib.request.urlopen(url, timeout=5)
+    # A declared call passes.
+    with KubernetesStandin(sys.executable) as standin, pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(f"{standin.url}/api/v1/namespaces/ns/pods/p", timeout=5)
     assert standin.requests == [("get", "", "pods", "ns")]
+
+
+# --- the object store: what the namespace's SeaweedFS user may do ---------------------------
+
+
+def _namespace_policy(namespace: str) -> dict:
+    """The policy Kubeflow's profile controller gives the namespace's SeaweedFS user
+    (pipelines-profile-controller/sync.py L356-377 at v1.11.0, L388-409 at 26.03)."""
+    resources = [
+        f"arn:aws:s3:::mlpipeline/{prefix}*"
+        for prefix in (
+            "artifacts/",
+            f"private-artifacts/{namespace}/",
+            f"private/{namespace}/",
+            "shared/",
+        )
+    ]
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": ["s3:Put*", "s3:Get*", "s3:List*"], "Resource": resources}
+        ],
+    }
+
+
+def test_the_preset_prefixes_are_what_the_namespaces_seaweedfs_user_may_write():
+    actions = seaweedfs_actions(_namespace_policy(NAMESPACE))
+    store = _platform().object_store
+    for prefix in store.writable_prefixes:
+        bucket, key = prefix.removeprefix("s3://").split("/", 1)
+        assert seaweedfs_allows(actions, "Write", bucket, f"{key}model/saved_model.pb")
+    assert not seaweedfs_allows(actions, "Write", "mlpipeline", "serving/taxi/1/saved_model.pb")
+    other = "private-artifacts/another-team/v2/artifacts/x"
+    assert not seaweedfs_allows(actions, "Read", "mlpipeline", other)
+    assert store.outside_prefixes(f"s3://mlpipeline/{other}")
+
+
+def test_the_steps_store_check_lists_only_where_the_namespaces_user_may(monkeypatch):
+    """Every step lists each bucket it uses before it starts (pipeline/object_store.py,
+    check_reachable); on the platform a list of the whole bucket is refused."""
+    from pipeline import object_store
+
+    sent: list[tuple[str, dict]] = []
+    real_client = object_store.s3_client
+
+    def recording_client():
+        client = real_client()
+        client.meta.events.register(
+            "before-parameter-build.s3",
+            lambda model, params, **_: sent.append((model.name, dict(params))),
+        )
+        return client
+
+    actions = seaweedfs_actions(_namespace_policy(NAMESPACE))
+    with s3_standin() as store:
+        store.client().create_bucket(Bucket="mlpipeline")
+        for name, value in {
+            "AWS_ENDPOINT_URL_S3": store.endpoint,
+            "AWS_ACCESS_KEY_ID": store.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": store.secret_access_key,
+            "AWS_DEFAULT_REGION": store.region,
+        }.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setattr(object_store, "s3_client", recording_client)
+        object_store.check_reachable(
+            [f"{HOME}v2/artifacts/taxi/run-1/Transform/transform_graph", f"{HOME}data/taxi"]
+        )
+    lists = [params for operation, params in sent if operation == "ListObjectsV2"]
+    assert [(p["Bucket"], p.get("Prefix"), p["MaxKeys"]) for p in lists] == [
+        ("mlpipeline", f"private-artifacts/{NAMESPACE}/data/taxi", 1)
+    ]
+    for params in lists:
+        assert seaweedfs_allows(actions, "List", params["Bucket"], params.get("Prefix", ""))
+    # The list of the whole bucket the check used to send.
+    assert not seaweedfs_allows(actions, "List", "mlpipeline", "")

@@ -201,9 +201,11 @@ def _platform_store(values: dict[str, Any], where: str) -> ObjectStore:
             "endpoint": values.get("endpoint", PLATFORM_ENDPOINT),
             "region": values.get("region", PLATFORM_REGION),
             **({"ca_file": values["ca_file"]} if "ca_file" in values else {}),
-            "credentials": dict(
-                zip(("secret", "access_key_id_key", "secret_access_key_key"), PLATFORM_SECRET)
-            ),
+            "credentials": {
+                "secret": PLATFORM_SECRET[0],
+                "access_key_id_key": PLATFORM_SECRET[1],
+                "secret_access_key_key": PLATFORM_SECRET[2],
+            },
         }
     )
     return replace(store, namespace=namespace, writable_prefixes=platform_prefixes(namespace))
