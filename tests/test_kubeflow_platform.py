@@ -138,7 +138,7 @@ def test_a_package_whose_paths_leave_the_namespaces_prefix_is_refused_at_compile
         ({"preset": "kubeflow-platform"}, r"^object_store.namespace: required with preset"),
         (
             {"preset": "kubeflow-platform", "namespace": "Team_A"},
-            r"^object_store.namespace: 'Team_A' is not a namespace name",
+            r"^object_store.namespace: 'Team_A' is not a namespace$",
         ),
         (
             {

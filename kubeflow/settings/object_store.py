@@ -6,7 +6,13 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kubeflow.settings.fields import NAMESPACE, SECRET_NAME, SettingsError, absolute_path, check
+from kubeflow.settings.fields import (
+    SECRET_NAME,
+    SettingsError,
+    absolute_path,
+    check,
+    namespace_and_service_account,
+)
 from pipeline import object_store as store
 from trainer.fields import field_names
 
@@ -188,14 +194,14 @@ def _platform_store(values: dict[str, Any], where: str) -> ObjectStore:
             "remove credentials, or drop the preset and describe the store in full"
         )
     check.no_unknown(values, _PRESET_FIELDS, where)
-    namespace = values.get("namespace")
-    if not namespace:
+    if not values.get("namespace"):
         raise SettingsError(
             f"{where}.namespace: required with preset {PLATFORM_PRESET}: the profile "
             "namespace the runs run in (e.g. kubeflow-user-example-com)"
         )
-    if not isinstance(namespace, str) or not NAMESPACE.match(namespace):
-        raise SettingsError(f"{where}.namespace: {namespace!r} is not a namespace name")
+    # Checked as the sections that start pods check theirs.
+    namespace = namespace_and_service_account(values, where)["namespace"]
+    assert namespace is not None
     store = parse_object_store(
         {
             "endpoint": values.get("endpoint", PLATFORM_ENDPOINT),
