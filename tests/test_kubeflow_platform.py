@@ -411,3 +411,23 @@ def test_the_steps_store_check_lists_only_where_the_namespaces_user_may(monkeypa
         assert seaweedfs_allows(actions, "List", params["Bucket"], params.get("Prefix", ""))
     # The list of the whole bucket the check used to send.
     assert not seaweedfs_allows(actions, "List", "mlpipeline", "")
+
+
+@pytest.mark.slow  # compiles the training package through TFX
+def test_every_store_path_in_the_compiled_package_is_under_the_namespaces_prefix():
+    import re
+
+    settings = _platform()
+    spec, platform = kfp_compile.compile_pipeline(settings)
+    assert spec["defaultPipelineRoot"] == f"{HOME}v2/artifacts"
+    text = yaml.safe_dump_all([spec, platform])
+    uris = set(re.findall(r"s3://[^\s\"'\\,}]+", text))
+    assert f"{HOME}serving" in uris  # the Pusher's, the drift gate's, the baseline's
+    assert any(u.startswith(f"{HOME}serving-kserve") for u in uris)  # the Deploy step's
+    assert uris and all(u.startswith(HOME) for u in uris), sorted(uris)
+    secrets = [
+        entry["secretName"]
+        for executor in platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"].values()
+        for entry in executor.get("secretAsEnv", [])
+    ]
+    assert secrets and set(secrets) == {"mlpipeline-minio-artifact"}
