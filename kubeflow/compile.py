@@ -64,7 +64,7 @@ import yaml
 from kubeflow import backend
 from kubeflow.settings import DEFAULT_SETTINGS_FILE, KubeflowSettings, load_settings
 from kubeflow.settings.fields import SettingsError
-from kubeflow.settings.object_store import ObjectStore
+from kubeflow.settings.object_store import ObjectStore, launcher_root
 from kubeflow.settings.placement import Placement, quantity_value
 from kubeflow.settings.retries import DEFAULT_RETRY, RetryRoles
 from kubeflow.settings.training import check_training
@@ -633,6 +633,55 @@ def load_scoring_settings(path: Path) -> KubeflowSettings:
     return dataclasses.replace(settings, retries=retries)
 
 
+def store_paths(settings: KubeflowSettings, package: str) -> list[tuple[str, str, str]]:
+    """Every store path the package's steps write or read: (setting, path, how it is derived)."""
+    paths = [
+        ("pipeline_root", settings.pipeline_root, ""),
+        ("parameters.data_root", settings.data_root, ""),
+        ("serving_model_dir", settings.serving_model_dir, ""),
+    ]
+    if settings.serving is not None:
+        paths.append(("serving.storage_root", settings.serving.storage_root, ""))
+    if package == "scoring":
+        paths.append(
+            ("serving_model_dir", scores_root(settings), " (the scores, beside serving_model_dir)")
+        )
+    if package == "tuning":
+        search = posixpath.join(settings.pipeline_root, TUNING_DIR)
+        paths.append(("pipeline_root", search, " (the tuning search, under pipeline_root)"))
+    return paths
+
+
+def check_store_paths(settings: KubeflowSettings, package: str) -> None:
+    """Refuses a path the object store's credentials may not write, naming its setting
+    (with the kubeflow-platform preset: outside the namespace's prefixes)."""
+    store = settings.object_store
+    if store is None:
+        return
+    for where, path, why in store_paths(settings, package):
+        store.check_writable(where, path, why)
+
+
+def pipeline_root_note(settings: KubeflowSettings) -> str:
+    """Which root a run of the package really writes to (the backend never reads the spec's)."""
+    store = settings.object_store
+    namespace = store.namespace if store is not None else None
+    launcher = launcher_root(namespace) if namespace else "minio://mlpipeline/v2/artifacts"
+    where = (
+        f"namespace {namespace}'s kfp-launcher ConfigMap's defaultPipelineRoot, {launcher}"
+        if namespace
+        else "the run namespace's kfp-launcher ConfigMap's defaultPipelineRoot (on the "
+        "Kubeflow platform minio://mlpipeline/private-artifacts/NAMESPACE/v2/artifacts), "
+        f"else {launcher}"
+    )
+    return (
+        f"pipeline root {settings.pipeline_root}: the backend ignores the package's own, so a "
+        "run gets it through its runtime config (./dev submit, ./dev release and the KFP UI's "
+        f"Create run send it); a run started without one writes to {where}, which no "
+        "TensorFlow or Beam step can read (minio://)"
+    )
+
+
 def write_package(path: Path, spec: dict[str, Any], platform: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     name = spec["pipelineInfo"]["name"]
@@ -677,6 +726,9 @@ def main(argv: list[str] | None = None) -> int:
             settings = load_package_settings(args.config)
         if args.image is not None:
             settings = dataclasses.replace(settings, image=args.image)
+        check_store_paths(
+            settings, "tuning" if args.tuning else "scoring" if args.scoring else "training"
+        )
         if args.tuning:
             spec, platform = compile_tuning_pipeline(settings)
         elif args.scoring:
@@ -689,6 +741,7 @@ def main(argv: list[str] | None = None) -> int:
     write_package(args.output, spec, platform)
     print(f"wrote {args.output} ({len(executor_labels(spec))} steps, image {settings.image})")
     print(f"runs on {backend.requirement()}")
+    print(pipeline_root_note(settings))
     return 0
 
 

@@ -11,9 +11,56 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Any
 
+from kubeflow.step_ids import DEPLOY, TUNE
+from pipeline.steps import TRAINER
+
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+@dataclass(frozen=True)
+class ApiCall:
+    """One Kubernetes API call a step makes, as RBAC names it (the API server's RequestInfo)."""
+
+    verb: str
+    group: str  # "" for core/v1
+    resource: str  # with its subresource, as a rule names it: "pods/log"
+    step: str
+    # Where the step makes it, and when.
+    made_by: str
+    # What the cluster must run for the resource to exist at all ("" for nothing beyond
+    # Kubernetes and the platform's defaults).
+    needs: str = ""
+
+
+_ISVC = "serving.kserve.io", "inferenceservices"
+_TFJOB = "kubeflow.org", "tfjobs"
+_TRAINER_ON_TFJOB = f"{TRAINER} (training.engine tfjob)"
+# Every call the steps make, in the step's namespace (the pod's own, a profile's on the
+# Kubeflow platform, unless the settings name another). The Kubernetes stand-in refuses any
+# other (tests/kubernetes_standin.py), and tests/test_kubeflow_platform.py holds each to the
+# rules of the platform's kubeflow-edit ClusterRole, which the profile's default-editor has
+# (docs/kubeflow-operations.md, "Permissions on the Kubeflow platform").
+STEP_CALLS: tuple[ApiCall, ...] = (
+    *(
+        ApiCall(verb, *_ISVC, DEPLOY, "kubeflow/kserve/cluster.py")
+        for verb in ("get", "create", "patch", "delete")
+    ),
+    ApiCall("get", "", "serviceaccounts", DEPLOY, "kubeflow/kserve/cluster.py (credentials)"),
+    ApiCall("get", "", "secrets", DEPLOY, "kubeflow/kserve/cluster.py (credentials)"),
+    *(
+        ApiCall(verb, *_TFJOB, _TRAINER_ON_TFJOB, "kubeflow/tfjob/cluster.py", "Training Operator")
+        for verb in ("create", "get", "delete")
+    ),
+    ApiCall("list", "", "pods", _TRAINER_ON_TFJOB, "kubeflow/tfjob/cluster.py (replicas)"),
+    ApiCall("get", "", "pods/log", _TRAINER_ON_TFJOB, "kubeflow/tfjob/cluster.py (the Chief)"),
+    *(
+        ApiCall(verb, "", "pods", TUNE, "kubeflow/tuning/pods.py (the workers)")
+        for verb in ("create", "get", "delete")
+    ),
+)
 # `KubernetesApi._call`'s default for `gone`: a 404 is an error like any other.
 _RAISE = object()
 

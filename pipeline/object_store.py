@@ -173,7 +173,8 @@ def _store_name(bucket: str) -> str:
 
 
 def check_reachable(uris: Iterable[str]) -> None:
-    """Lists one key of every S3 bucket in `uris`; ObjectStoreError naming the store if that fails.
+    """Lists one key of every S3 bucket in `uris`, under the first of its URIs' keys;
+    ObjectStoreError naming the store if that fails.
 
     TensorFlow's S3 client waits on an endpoint that accepts connections and
     never answers (still waiting after 240 s here), and answers a refused
@@ -181,16 +182,24 @@ def check_reachable(uris: Iterable[str]) -> None:
     looks for the served model would find none). This check fails in seconds
     with the endpoint, the bucket and the reason.
     """
-    buckets = sorted({bucket_of(u) for u in uris if uri_scheme(u) == "s3"})
-    if not buckets:
+    # One key prefix of each bucket to list under: a store may let these credentials list
+    # only under some prefixes. SeaweedFS 4.00, which the Kubeflow platform runs, checks a
+    # list against the `prefix` it asks for (weed/s3api/auth_credentials.go L484-495, the
+    # prefix read with a leading "/": s3_constants/header.go L145-153), so a profile
+    # namespace's key, allowed under `mlpipeline/private-artifacts/<namespace>/` only
+    # (canDo, auth_credentials.go L523-567), is refused a list of the whole bucket.
+    prefixes: dict[str, str] = {}
+    for uri in sorted(u for u in uris if uri_scheme(u) == "s3"):
+        prefixes.setdefault(bucket_of(uri), uri.split("://", 1)[1].partition("/")[2])
+    if not prefixes:
         return
     from botocore.exceptions import BotoCoreError, ClientError
 
     client = s3_client()
-    for bucket in buckets:
+    for bucket, prefix in prefixes.items():
         store = _store_name(bucket)
         try:
-            client.list_objects_v2(Bucket=bucket, MaxKeys=1)
+            client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
         except ClientError as err:
             error = err.response.get("Error", {})
             code = error.get("Code", "?")

@@ -14,7 +14,9 @@ by the routed traffic and a tag's URL goes to the revision the Route sends
 that tag to.
 
 Each rule is ported from the source read for docs/serving.md (KServe v0.15.0
-and v0.17.0, Knative Serving as those releases pin it), in the order the
+and v0.17.0, Knative Serving as those releases pin it; the deployment mode's,
+rule 7, at v0.15.2, v0.16.0 and v0.18.0, the releases Kubeflow v1.11.0, 26.03
+and 26.03.1 install), in the order the
 real controllers produce it. Times are scaled down (CREATE_LAG_S, READY_AFTER_S,
 ROUTE_LAG_S, `progress_deadline_s`):
 
@@ -68,13 +70,19 @@ ROUTE_LAG_S, `progress_deadline_s`):
    cleared; `status.observedGeneration` is the Knative Service's generation
    (L503), which counts the rendered Knative Service's changes (template and
    traffic), not the InferenceService's.
-7. Deployment mode (`kserve_version` picks the release's rules): the
+7. Deployment mode (`kserve_version`, a release such as "0.15.2", picks its
+   rules; `_mode_of`, `_default`, `_validate_mode` cite them): the
    annotation `serving.kserve.io/deploymentMode`, else the cluster's default
-   (`default_mode`); 0.15 reads only Serverless, RawDeployment and
-   ModelMesh; 0.16 adds `status.deploymentMode` (Knative, Standard) and
-   refuses an update whose annotation differs from it; 0.17's webhook
-   rewrites the legacy names first. Standard mode has no revisions and
-   ignores `canaryTrafficPercent`.
+   (`default_mode`), and any name the release does not know is the default
+   too. 0.15 knows only Serverless, RawDeployment and ModelMesh; 0.16 names
+   them Knative and Standard and reads the old names as those. From 0.15.2
+   the mode is kept in `status.deploymentMode` and an update whose
+   annotation differs from it is refused, as written (0.15.0 has neither);
+   from 0.17 the defaulting webhook rewrites an old name first. So on
+   0.15.2 `Knative` is taken as the default at creation and refused at the
+   next update, on 0.16.0 `Serverless` is refused at the next update, and
+   0.18.0 takes both. Standard mode has no revisions and ignores
+   `canaryTrafficPercent`.
 
 Faults on demand: `fail_next_revision(reason, message)` crashes the next
 revision of a new model (a storageUri no revision had before);
@@ -125,8 +133,17 @@ TF_SERVING_RUNTIME = "kserve-tensorflow-serving"
 TAG_ROUTING = "serving.kserve.io/enable-tag-routing"
 DEPLOYMENT_MODE = "serving.kserve.io/deploymentMode"
 STANDARD_MODES = ("RawDeployment", "Standard")
-# v0.16.0+ constants.go ParseDeploymentMode: the legacy names and what they mean now.
+# The legacy names and what they mean from v0.16.0 (constants.go L464-467 at v0.16.0,
+# L520-545 at v0.18.0, ParseDeploymentMode; utils.go GetDeploymentMode L229-236).
 LEGACY_MODES = {"Serverless": "Knative", "RawDeployment": "Standard"}
+# Every name GetDeploymentMode takes from the annotation: v0.15.2 utils.go L183-187,
+# v0.16.0 L237-241 (after the legacy names are mapped); any other is the default.
+KNOWN_MODES_0_15 = ("Serverless", "RawDeployment", "ModelMesh")
+KNOWN_MODES_0_16 = ("Knative", "Standard", "ModelMesh")
+# The first release to keep the mode in the status and refuse an update that changes it:
+# v0.15.2 inference_service_status.go L55, controller.go L320, inference_service_validation.go
+# L90 and L446-457 (v0.15.0 has none of them).
+MODE_IN_STATUS_FROM = (0, 15, 2)
 # kserve v0.15.0 constants.go ServiceAnnotationDisallowedList: not copied to revisions.
 NOT_IN_TEMPLATE = (
     "autoscaling.knative.dev/min-scale",
@@ -240,22 +257,27 @@ class Service:
         return next((r for r in self.revisions if r.name == name), None)
 
 
-def _mode_of(annotations: dict[str, Any], default: str, kserve: tuple[int, int]) -> str:
-    """The mode KServe resolves for a new InferenceService (utils.go GetDeploymentMode: v0.15.0
-    L176-183 takes only its three names, else the default; v0.16.0 L221- maps the legacy names)."""
+def _mode_of(annotations: dict[str, Any], default: str, kserve: tuple[int, ...]) -> str:
+    """The mode KServe resolves for a new InferenceService (utils.go GetDeploymentMode:
+    v0.15.2 L176-191 takes only its three names, else the default; v0.16.0 L221-245 and
+    v0.18.0 L223-247 map the legacy names first). From v0.16.0 a legacy default is read as
+    its new name (configmap.go L361-368 at v0.16.0, L363-370 at v0.18.0)."""
     mode = annotations.get(DEPLOYMENT_MODE)
     if kserve < (0, 16):
-        return mode if mode in ("Serverless", "RawDeployment", "ModelMesh") else default
-    return LEGACY_MODES.get(mode or default, mode or default)
+        return mode if mode in KNOWN_MODES_0_15 else default
+    mode = LEGACY_MODES.get(mode, mode)
+    return mode if mode in KNOWN_MODES_0_16 else LEGACY_MODES.get(default, default)
 
 
 class KServeController:
     def __init__(
         self,
         base_url: str,
+        # Kubeflow's: kserve.yaml's inferenceservice-config `deploy` at v1.11.0 L32838
+        # (KServe v0.15.2, L33015) and 26.03 L73109 (v0.16.0, L73322).
         default_mode: str = "Serverless",
         progress_deadline_s: float = 5.0,
-        kserve_version: str = "0.15",
+        kserve_version: str = "0.15.2",
     ) -> None:
         self.base_url = base_url
         self.default_mode = default_mode
@@ -608,7 +630,7 @@ class KServeController:
         }
         if not service.routed:
             del status["components"]["predictor"]["traffic"]  # omitempty, as above
-        if self.kserve >= (0, 16):  # status.deploymentMode: v0.16.0 L55
+        if self.kserve >= MODE_IN_STATUS_FROM:  # status.deploymentMode
             status["deploymentMode"] = service.mode
         if service.url:
             status["url"] = service.url
@@ -688,18 +710,20 @@ class KServeController:
 
     def _default(self, body: dict[str, Any]) -> None:
         """The mutating webhook: from v0.17.0 it rewrites a legacy mode annotation
-        (inference_service_defaults.go L160-170); v0.15.0 and v0.16.0 leave it."""
+        (inference_service_defaults.go L160-170 at v0.17.0, L166-176 at v0.18.0); v0.15.2
+        and v0.16.0 leave it (L157-168)."""
         annotations = body["metadata"].get("annotations") or {}
         mode = annotations.get(DEPLOYMENT_MODE)
         if self.kserve >= (0, 17) and mode in LEGACY_MODES:
             annotations[DEPLOYMENT_MODE] = LEGACY_MODES[mode]
 
     def _validate_mode(self, service: Service, updated: dict[str, Any]) -> str | None:
-        """The validating webhook from v0.16.0 (inference_service_validation.go
-        validateDeploymentMode, v0.16.0 L493-503): the annotation must equal the mode in the
-        status. v0.16.0 compares them as written, so a `Serverless` annotation against the
-        status' `Knative` is refused; v0.17.0's defaulter has rewritten it by then."""
-        if self.kserve < (0, 16):
+        """The validating webhook from v0.15.2 (inference_service_validation.go
+        validateDeploymentMode: v0.15.2 L446-457, v0.16.0 L493-503, v0.18.0 L584-594): the
+        annotation must equal the mode in the status, as written. So v0.15.2 refuses a
+        `Knative` it took as its default, v0.16.0 a `Serverless` against the status'
+        `Knative`; v0.17.0's defaulter has rewritten that one by then."""
+        if self.kserve < MODE_IN_STATUS_FROM:
             return None
         annotation = (updated["metadata"].get("annotations") or {}).get(DEPLOYMENT_MODE)
         if annotation is not None and annotation != service.mode:

@@ -43,6 +43,12 @@ output is read, Succeeded (exit 0) or Failed, the container `terminated` with
 its exit code. The phases follow the kubelet's rules for a pod of one
 container with `restartPolicy: Never` (`Pod` below cites them).
 
+Every resource request is recorded in `requests` as RBAC names it
+(`request_info`, ported from the API server), and a call no step declares
+(kubeflow/kubernetes_api.py, STEP_CALLS) fails the test when the stand-in
+closes: tests/test_kubeflow_platform.py holds each declared call to the
+Kubeflow platform's kubeflow-edit role.
+
 Not reproduced: scheduling (resources, node selectors, tolerations), image
 pulls, services and DNS, restarts (`restartPolicy`, `backoffLimit`: every
 non-zero exit fails the job here; a pod's container is never restarted,
@@ -81,6 +87,47 @@ _POD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)$")
 _POD_LOG = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$")
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 WEBHOOK = "validator.tfjob.training-operator.kubeflow.org"
+
+
+def request_info(method: str, url: str) -> tuple[str, str, str, str] | None:
+    """(verb, group, resource[/subresource], namespace) of a resource request, as the API
+    server resolves it for RBAC; None for any other path (kubernetes/apiserver v0.34.0,
+    pkg/endpoints/request/requestinfo.go NewRequestInfo, L129-261: the verb from the method
+    at L176-191, a GET without a name is a list, or a watch with `watch=true`, at L222-245,
+    a DELETE without one a deletecollection at L256-259; namespaces/NS/ at L194-206, the
+    subresource the third part at L212-221)."""
+    parsed = urlparse(url)
+    parts = [p for p in parsed.path.split("/") if p]
+    if parts[:1] == ["api"] and len(parts) >= 3:
+        group, parts = "", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 4:
+        group, parts = parts[1], parts[3:]
+    else:
+        return None
+    verb = {"POST": "create", "GET": "get", "PUT": "update", "PATCH": "patch"}.get(
+        method, "delete" if method == "DELETE" else ""
+    )
+    namespace = ""
+    if parts[0] == "namespaces" and len(parts) > 2:
+        namespace, parts = parts[1], parts[2:]
+    resource = parts[0]
+    name = parts[1] if len(parts) >= 2 else ""
+    if len(parts) >= 3:
+        resource = f"{resource}/{parts[2]}"
+    if not name and verb == "get":
+        watch = parse_qs(parsed.query).get("watch", ["false"])[0].lower()
+        verb = "watch" if watch not in ("false", "0") else "list"
+    if not name and verb == "delete":
+        verb = "deletecollection"
+    return verb, group, resource, namespace
+
+
+def undeclared_calls(requests: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str]]:
+    """The calls recorded that no step declares (kubeflow/kubernetes_api.py, STEP_CALLS)."""
+    from kubeflow.kubernetes_api import STEP_CALLS
+
+    declared = {(c.verb, c.group, c.resource) for c in STEP_CALLS}
+    return sorted({r[:3] for r in requests} - declared)
 
 
 def webhook_errors(job: dict[str, Any]) -> list[str]:
@@ -361,6 +408,8 @@ class KubernetesStandin:
         # core/v1 Pods created through the API (the Tune step's workers), and those deleted.
         self.pods: dict[tuple[str, str], Pod] = {}
         self.deleted_pods: list[Pod] = []
+        # Every resource request, as RBAC sees it: (verb, group, resource, namespace).
+        self.requests: list[tuple[str, str, str, str]] = []
         self._lock = threading.RLock()
         self._home = tempfile.mkdtemp(prefix="standin-home-")
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -384,6 +433,13 @@ class KubernetesStandin:
             for pod in self.pods.values():
                 self._kill(pod)
         self._server.shutdown()
+        undeclared = undeclared_calls(self.requests)
+        if exc[0] is None and undeclared:
+            raise AssertionError(
+                f"Kubernetes calls no step declares: {undeclared}; add each to STEP_CALLS "
+                "(kubeflow/kubernetes_api.py) and its kubeflow-edit rule to the table in "
+                "docs/kubeflow-operations.md (tests/test_kubeflow_platform.py checks it)"
+            )
 
     def kubeconfig(self, path: Path, *, namespace: str, token: str) -> Path:
         path.write_text(
@@ -640,6 +696,16 @@ class KubernetesStandin:
 
             def log_message(self, *args) -> None:
                 pass
+
+            def parse_request(self) -> bool:
+                # Every request, recorded once its line and headers are read.
+                if not super().parse_request():
+                    return False
+                info = request_info(self.command, self.path)
+                if info is not None:
+                    with standin._lock:
+                        standin.requests.append(info)
+                return True
 
             def _user(self) -> str:
                 token = self.headers.get("Authorization", "").removeprefix("Bearer ").strip()

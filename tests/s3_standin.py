@@ -145,6 +145,32 @@ def _stores_canonical_path() -> Iterator[None]:
         S3IAMRequest._create_auth = original  # type: ignore[method-assign]
 
 
+def seaweedfs_actions(policy: dict) -> list[str]:
+    """The actions SeaweedFS 4.00's IAM API makes of a user policy (weed/iamapi/
+    iamapi_management_handlers.go GetActions L314-349, MapToStatementAction L47-69):
+    `s3:Put*` is Write, `s3:Get*` Read, `s3:List*` List, each `ACTION:bucket/path`."""
+    names = {"*": "Admin", "Put*": "Write", "Get*": "Read", "List*": "List"}
+    return [
+        f"{names[action.split(':')[1]]}:{resource.split(':')[5]}"
+        for statement in policy["Statement"]
+        for resource in statement["Resource"]
+        for action in statement["Action"]
+    ]
+
+
+def seaweedfs_allows(actions: list[str], action: str, bucket: str, key: str) -> bool:
+    """SeaweedFS 4.00's check of one request (weed/s3api/auth_credentials.go canDo
+    L523-567): `ACTION:bucket/key` must start with an action's path up to its `*`. `key`
+    is the object's, or a list's prefix (authRequest L484-495), read with a leading "/"
+    (s3_constants/header.go GetBucketAndObject L134-143, GetPrefix L145-153)."""
+    if action in actions or "Admin" in actions:
+        return True
+    target = f"{action}:{bucket}/{key.lstrip('/')}"
+    return any(
+        target.startswith(a[:-1]) if a.endswith("*") else a == f"{action}:{bucket}" for a in actions
+    )
+
+
 def split_uri(uri: str) -> tuple[str, str]:
     bucket, _, key = uri.removeprefix("s3://").partition("/")
     return bucket, key

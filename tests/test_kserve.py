@@ -767,6 +767,86 @@ def test_kserve_0_16s_webhook_takes_every_patch_of_a_service_created_serverless(
     assert go("2").run().outcome == "promoted"  # the patch writes the status' name back
 
 
+# The mode annotation each release takes (tests/kserve_standin.py rule 7 cites the source):
+# (release, annotation) -> the status' mode, and whether a later update that leaves the
+# annotation as written is taken.
+MODE_RULES = {
+    ("0.15.0", "Serverless"): (None, True),  # no status.deploymentMode, no check yet
+    ("0.15.2", "Serverless"): ("Serverless", True),
+    ("0.15.2", "Knative"): ("Serverless", False),  # unknown: the default, then refused
+    ("0.16.0", "Serverless"): ("Knative", False),  # compared as written
+    ("0.16.0", "Knative"): ("Knative", True),
+    ("0.18.0", "Serverless"): ("Knative", True),  # the defaulter rewrites it
+    ("0.18.0", "Knative"): ("Knative", True),
+}
+
+
+def _isvc_calls(release: str):
+    """Create and update calls straight to a KServe controller of `release`."""
+    from tests.kserve_standin import KServeController
+
+    controller = KServeController("http://kserve.invalid", kserve_version=release)
+    path = f"/apis/serving.kserve.io/v1beta1/namespaces/{NAMESPACE}/inferenceservices"
+
+    def call(method: str, body: dict, name: str = "") -> tuple[int, dict]:
+        return controller.handle(method, f"{path}/{name}" if name else path, json.dumps(body))
+
+    return call
+
+
+@pytest.mark.parametrize(("release", "annotation"), sorted(MODE_RULES))
+def test_each_kserve_release_takes_the_mode_annotations_its_source_takes(release, annotation):
+    status_mode, updates = MODE_RULES[(release, annotation)]
+    call = _isvc_calls(release)
+    body = manifest.inference_service(serving_config(), NAMESPACE, SERVED)
+    body["metadata"]["annotations"][manifest.DEPLOYMENT_MODE_ANNOTATION] = annotation
+    code, created = call("POST", body)
+    assert code == 201
+    assert created["status"].get("deploymentMode") == status_mode
+    code, answer = call("PATCH", manifest.traffic_patch(0), body["metadata"]["name"])
+    if updates:
+        assert code == 200, answer
+    else:
+        assert code == 400
+        assert answer["message"].endswith(
+            f"update rejected: deploymentMode cannot be changed from '{status_mode}' to "
+            f"'{annotation}'"
+        )
+
+
+@pytest.mark.parametrize(
+    ("release", "kserve_version"),
+    [("0.15.2", "0.15"), ("0.16.0", "0.16"), ("0.18.0", "0.18"), ("0.18.0", "0.15")],
+)
+def test_the_manifest_writes_the_mode_its_kserve_release_takes_at_every_update(
+    release, kserve_version
+):
+    """Kubeflow v1.11.0, 26.03 and 26.03.1 install KServe 0.15.2, 0.16.0 and 0.18.0."""
+    call = _isvc_calls(release)
+    config = serving_config(kserve_version=kserve_version)
+    code, created = call("POST", manifest.inference_service(config, NAMESPACE, SERVED))
+    assert code == 201
+    mode = created["status"]["deploymentMode"]
+    assert mode in manifest.SERVERLESS_MODES
+    name = config["inference_service"]
+    assert call("PATCH", manifest.traffic_patch(0), name)[0] == 200
+    patch = manifest.model_patch(config, SERVED, SERVED, canary_percent=10, mode=mode)
+    assert call("PATCH", patch, name)[0] == 200
+    assert call("PATCH", manifest.traffic_patch(None), name)[0] == 200
+
+
+def test_a_0_15_annotation_on_kserve_0_16_is_taken_once_the_model_patch_writes_the_status_back():
+    call = _isvc_calls("0.16.0")
+    config = serving_config(kserve_version="0.15")
+    code, created = call("POST", manifest.inference_service(config, NAMESPACE, SERVED))
+    assert (code, created["status"]["deploymentMode"]) == (201, "Knative")
+    name = config["inference_service"]
+    assert call("PATCH", manifest.traffic_patch(0), name)[0] == 400
+    patch = manifest.model_patch(config, SERVED, SERVED, canary_percent=0, mode="Knative")
+    assert call("PATCH", patch, name)[0] == 200
+    assert call("PATCH", manifest.traffic_patch(0), name)[0] == 200
+
+
 # --- credentials ------------------------------------------------------------------------------
 
 

@@ -47,11 +47,14 @@ MODEL_FORMAT = "tensorflow"
 TAG_ROUTING_ANNOTATION = "serving.kserve.io/enable-tag-routing"
 DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
 # The mode with revisions, as each KServe release names it: 0.15 knows only
-# Serverless (utils.go GetDeploymentMode L176-183 ignores other names); 0.16
-# renames it Knative and its validating webhook refuses any update whose
-# annotation differs from `status.deploymentMode` as written
-# (inference_service_validation.go L493-503), so a Serverless annotation
-# would block every later patch there.
+# Serverless (utils.go GetDeploymentMode L176-191 at v0.15.2 takes any other
+# name as the cluster's default); 0.16 renames it Knative. From 0.15.2 the
+# validating webhook refuses any update whose annotation differs from
+# `status.deploymentMode` as written (inference_service_validation.go
+# L446-457 at v0.15.2, L493-503 at v0.16.0), so Knative would block every
+# later patch on 0.15.2, and Serverless on 0.16.0; 0.17's defaulting webhook
+# rewrites Serverless first (L166-176 at v0.18.0), so 0.18 takes both. Every
+# patch of the model writes the status' name back (`model_patch`).
 SERVERLESS = "Serverless"
 KNATIVE = "Knative"
 SERVERLESS_MODES = (SERVERLESS, KNATIVE)
@@ -188,7 +191,7 @@ def model_patch(
 ) -> dict[str, Any]:
     """The merge patch putting `served` on the predictor with `canary_percent` of the traffic,
     recording what is rolled out meanwhile (`None` values remove a field). `mode`: the
-    status' deployment mode (0.16+), written back as the annotation so that 0.16's webhook
+    status' deployment mode (0.15.2+), written back as the annotation so that 0.16's webhook
     takes this and every later patch."""
     spec: dict[str, Any] = predictor(config, served, change)
     spec["model"].setdefault("runtimeVersion", None)

@@ -41,7 +41,12 @@ from kubeflow.settings.fields import (
     required_str,
 )
 from kubeflow.settings.kfp import KfpApi, parse_kfp
-from kubeflow.settings.object_store import ObjectStore, parse_object_store, store_path
+from kubeflow.settings.object_store import (
+    ObjectStore,
+    parse_object_store,
+    platform_paths,
+    store_path,
+)
 from kubeflow.settings.placement import Placement, parse_placement
 from kubeflow.settings.retries import Retries, RetryRoles, parse_retries
 from kubeflow.settings.schedule import Schedule, parse_schedule
@@ -140,9 +145,15 @@ def parse_settings(
     object_store = None
     if values.get("object_store") is not None:
         object_store = parse_object_store(values["object_store"])
+    # The kubeflow-platform preset gives the two roots a place in the namespace's prefix.
+    preset_paths = (
+        platform_paths(object_store.namespace)
+        if object_store is not None and object_store.namespace is not None
+        else {}
+    )
     raw_paths = {
-        "pipeline_root": required_str(values, "pipeline_root"),
-        "serving_model_dir": required_str(values, "serving_model_dir"),
+        "pipeline_root": required_str({**preset_paths, **values}, "pipeline_root"),
+        "serving_model_dir": required_str({**preset_paths, **values}, "serving_model_dir"),
         "parameters.data_root": required_str(
             {"parameters.data_root": parameters.get("data_root")}, "parameters.data_root"
         ),
