@@ -22,7 +22,8 @@ adds what TFX leaves out, in the form today's KFP SDK writes it:
   (kubeflow/settings/retries.py);
 * with `training.engine: tfjob`, the Trainer as kubeflow/tfjob/'s
   TFJobTrainer, its job's spec in the step's `custom_config`
-  (kubeflow/settings/training.py);
+  (kubeflow/settings/training.py); with `trainjob`, as kubeflow/trainjob/'s
+  TrainJobTrainer, likewise;
 * the exit handler (kubeflow/steps/run_status.py), which TFX compiles around a
   `tfx-dag` sub-DAG, made valid for the open-source backend: the sub-DAG
   declares the runtime parameters its tasks read and the root task passes
@@ -80,6 +81,7 @@ from kubeflow.tfx_spec import (
     pass_parameters_into_sub_dags,
     type_final_status_parameters,
 )
+from kubeflow.trainjob.spec import TrainJobSpec
 from pipeline.steps import DAG_STEPS, EXAMPLE_GEN, SCORING_STEPS, TRAINER, TRANSFORM
 
 # The project checkout this module compiles from: schema_dir is relative to it.
@@ -231,6 +233,7 @@ def build_tfx_pipeline(settings: KubeflowSettings):
         # An input snapshot first, the Trainer on a TFJob where set, the run report last.
         runner_steps=KubeflowSteps(
             tfjob=tfjob_spec(settings),
+            trainjob=trainjob_spec(settings),
             serving=settings.serving,
             hyperparameters=frozen_json(frozen),
         ),
@@ -251,7 +254,8 @@ def check_retry_windows(settings: KubeflowSettings, deadlines: dict[str, int]) -
             entry = f"components.{step}" if step in settings.retries.components else "defaults"
             raise SettingsError(
                 f"retries.{entry}.retry_window: {problem}; {step}'s deadline is "
-                f"training.tfjob.deadline {settings.training.tfjob.deadline}"
+                f"{settings.training.deadline_setting} "
+                f"{getattr(settings.training, settings.training.engine).deadline}"
             )
 
 
@@ -264,6 +268,25 @@ def tfjob_spec(settings: KubeflowSettings) -> TFJobSpec | None:
         image=settings.image,
         working_dir=settings.project_root_in_image,
         # The replicas read and write the artifacts the steps do.
+        env=tuple(store.container_env()) if store is not None else (),
+    )
+
+
+def trainjob_spec(settings: KubeflowSettings) -> TrainJobSpec | None:
+    """The Trainer's TrainJob with training.engine trainjob: nodes run the pipeline image."""
+    if settings.training.engine != "trainjob":
+        return None
+    return node_job_spec(settings)
+
+
+def node_job_spec(settings: KubeflowSettings) -> TrainJobSpec:
+    """`training.trainjob` as the TrainJob and its runtime take it, whichever engine is set
+    (python -m kubeflow.trainjob.runtime writes the runtime from it)."""
+    store = settings.object_store
+    return settings.training.trainjob.spec(
+        image=settings.image,
+        working_dir=settings.project_root_in_image,
+        # The nodes read and write the artifacts the steps do.
         env=tuple(store.container_env()) if store is not None else (),
     )
 

@@ -120,7 +120,11 @@ def test_tfjob_settings_become_the_replicas_pod_in_kubernetes_form():
 @pytest.mark.parametrize(
     "path,value,message",
     [
-        ("training.engine", "mpijob", "training.engine: must be one of ('pod', 'tfjob')"),
+        (
+            "training.engine",
+            "mpijob",
+            "training.engine: must be one of ('pod', 'tfjob', 'trainjob')",
+        ),
         ("training.tfjob.workers", 0, "training.tfjob.workers: must be an integer >= 1"),
         ("training.tfjob.workers", True, "training.tfjob.workers: must be an integer >= 1"),
         ("training.tfjob.backoff_limit", -1, "training.tfjob.backoff_limit: must be an integer"),
