@@ -3,7 +3,8 @@
 Five calls: create, get and delete a TFJob; list the job's pods; read a
 pod's log (followed, or its last lines: kubeflow/training_job.py's
 PodLogs). The Training Operator's own SDK (`kubeflow-training`) wraps
-the same calls, but needs kubernetes >= 27, which TFX 1.16 and kfp 2.5 (kubernetes < 27) exclude from the image.
+the same calls, but needs kubernetes >= 27, which TFX 1.16 and kfp 2.5
+(kubernetes < 27) exclude from the image.
 
 The client, and how a call's failure becomes a ClusterError, are
 kubeflow/kubernetes_api.py's; this module says what a refusal means here.
