@@ -12,17 +12,24 @@ from __future__ import annotations
 import os
 import sys
 
-from kubeflow.tfjob import replica
 from kubeflow.trainjob.tf_config import TFConfigError, tf_config_json
 
 
-def main(argv: list[str] | None = None) -> None:
+def set_tf_config() -> None:
+    """TF_CONFIG from the pod's env; a pod that lacks what it needs exits with one line."""
     try:
         os.environ["TF_CONFIG"] = tf_config_json(os.environ)
     except TFConfigError as err:
         sys.stderr.write(f"error: {err}\n")
         sys.exit(2)
     print(f"TF_CONFIG {os.environ['TF_CONFIG']}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    set_tf_config()
+    # TFX and TensorFlow load only now: a pod that cannot build TF_CONFIG says so at once.
+    from kubeflow.tfjob import replica
+
     replica.main(argv)
 
 
