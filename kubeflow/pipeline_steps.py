@@ -123,16 +123,17 @@ class KubeflowSteps(RunnerSteps):
         )
 
     def trainer(self, **trainer_args: Any) -> BaseComponent:
-        if self.tfjob is None and self.trainjob is None:
-            return super().trainer(**trainer_args)
-        custom_config = dict(trainer_args.pop("custom_config", {}))
         if self.trainjob is not None:
+            custom_config = dict(trainer_args.pop("custom_config", {}))
             return TrainJobTrainer(
                 custom_config=custom_config | self.trainjob.to_custom_config(), **trainer_args
             )
-        return TFJobTrainer(
-            custom_config=custom_config | self.tfjob.to_custom_config(), **trainer_args
-        )
+        if self.tfjob is not None:
+            custom_config = dict(trainer_args.pop("custom_config", {}))
+            return TFJobTrainer(
+                custom_config=custom_config | self.tfjob.to_custom_config(), **trainer_args
+            )
+        return super().trainer(**trainer_args)
 
     def after(self, dag: DagSteps) -> Sequence[BaseComponent]:
         steps: list[BaseComponent] = []

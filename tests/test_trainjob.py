@@ -23,51 +23,43 @@ import pytest
 import yaml
 
 from kubeflow import compile as kfp_compile
-from kubeflow.settings import parse_settings
 from kubeflow.settings.fields import SettingsError
-from kubeflow.settings.training import NODE_COMMAND, TrainingSettingsError
-from kubeflow.trainjob import naming, runtime
+from kubeflow.settings.training import NODE_COMMAND, TrainingSettingsError, check_training
+from kubeflow.training_job import Timing
+from kubeflow.trainjob import naming
 from kubeflow.trainjob.cluster import Cluster, ClusterError
 from kubeflow.trainjob.job import RuntimeMissing, TrainJobFailed, run_trainjob
 from kubeflow.trainjob.manifest import POD_LABELS, runtime_manifest, trainjob_manifest
 from kubeflow.trainjob.spec import TrainJobSpec, TrainJobSpecError
 from kubeflow.trainjob.tf_config import TFConfigError, tf_config
-from kubeflow.training_job import Timing
 from pipeline import steps as dag
+from pipeline.config import variant
 from tests import trainer_crds
-from tests.conftest import REPO_ROOT
-from tests.harness import MINIO
+from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE
 from tests.kubernetes_standin import KubernetesStandin
-from tests.test_tfjob import NAMESPACE, RAW_SETTINGS, STEP_IDS, STEP_USER, TOKEN, checked
 from tests.trainjob_standin import EDIT_RULES, TrainerController
 
 FAST = Timing(poll_seconds=0.2, wait_seconds=60)
-DIGEST_IMAGE = "registry.example.com/taxi@sha256:" + "0" * 64
+DIGEST_IMAGE = trainer_crds.DIGEST_IMAGE
+RAW_SETTINGS = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
+NAMESPACE = "team-a"
+TOKEN = "token"
+STEP_USER = f"system:serviceaccount:{NAMESPACE}:pipeline-runner"
 PROBE = ("python", "-m", "tests.trainjob_probe")
 
 
-def settings_with(**changes):
-    """The checked-in settings, training on a TrainJob of gpu_multi_node, changed by `changes`."""
-    raw = copy.deepcopy(RAW_SETTINGS)
-    raw["training"]["engine"] = "trainjob"
-    raw["config_variant"] = "gpu_multi_node"
-    raw["components"][dag.TRAINER] = {"resources": {"cpu_request": "1", "memory_request": "2Gi"}}
-    for path, value in changes.items():
-        *parents, key = path.split(".")
-        target = raw
-        for part in parents:
-            target = target.setdefault(part, {})
-        if value is None:
-            target.pop(key, None)
-        else:
-            target[key] = value
-    return parse_settings(raw, STEP_IDS)
+settings_with = trainer_crds.trainjob_settings
+full_spec = trainer_crds.template_spec
 
 
-def full_spec() -> TrainJobSpec:
-    """The checked-in `training.trainjob`, with MinIO's env (a secret ref among it)."""
-    settings = settings_with(**MINIO, **{"parameters.data_root": "s3://mlpipeline/data"})
-    return dataclasses.replace(kfp_compile.trainjob_spec(settings), image=DIGEST_IMAGE)
+def checked(settings) -> None:
+    check_training(
+        settings.training,
+        variant(settings.config_variant).trainer.runtime,
+        config_variant=settings.config_variant,
+        trainer=settings.placement_for(dag.TRAINER),
+        trainer_id=dag.TRAINER,
+    )
 
 
 # --- Settings -------------------------------------------------------------------
@@ -106,7 +98,9 @@ def test_trainjob_settings_errors_name_the_field(path, value, message):
 
 
 def test_combinations_that_cannot_train_on_a_trainjob_are_refused():
-    with pytest.raises(TrainingSettingsError, match=r"^training.engine: trainjob trains on 4 nodes"):
+    with pytest.raises(
+        TrainingSettingsError, match=r"^training.engine: trainjob trains on 4 nodes"
+    ):
         checked(settings_with(config_variant="gpu_1x"))
     gpu_step = {"resources": {"gpu": 1, "cpu_request": "1", "memory_request": "2Gi"}}
     with pytest.raises(TrainingSettingsError, match="only creates the TrainJob and waits"):
@@ -120,7 +114,7 @@ def test_a_spec_with_one_node_or_a_bad_runtime_kind_is_refused():
         dataclasses.replace(full_spec(), nodes=1)
     with pytest.raises(TrainJobSpecError, match="runtime_kind: must be one of"):
         dataclasses.replace(full_spec(), runtime_kind="Runtime")
-    with pytest.raises(TrainJobSpecError, match="training.engine trainjob"):
+    with pytest.raises(TrainJobSpecError, match=r"training\.engine trainjob"):
         TrainJobSpec.from_custom_config({})
 
 
@@ -183,25 +177,27 @@ def test_the_runtime_is_plainml_over_one_replicated_job_of_n_nodes():
         runtime_manifest(dataclasses.replace(spec, runtime_kind="TrainingRuntime"))
 
 
-def test_the_runtime_command_writes_a_digest_pinned_runtime(tmp_path, capsys):
+def test_the_training_runtime_command_writes_a_digest_pinned_runtime(tmp_path, capsys):
     config = tmp_path / "settings.yaml"
     raw = copy.deepcopy(RAW_SETTINGS)
     config.write_text(yaml.safe_dump(raw))
     out = tmp_path / "runtime.yaml"
-    assert runtime.main(["--output", str(out), "--config", str(config)]) == 2
+    assert (
+        kfp_compile.main(["--training-runtime", "--output", str(out), "--config", str(config)]) == 2
+    )
     error = capsys.readouterr().err
     assert error.startswith("error: image: ") and "is not pinned by digest" in error
     assert len(error.strip().splitlines()) == 1 and not out.exists()
     args = ["--output", str(out), "--config", str(config), "--image", DIGEST_IMAGE]
-    assert runtime.main(args) == 0
+    assert kfp_compile.main(["--training-runtime", *args]) == 0
     written = yaml.safe_load(out.read_text())
     assert written["metadata"]["name"] == "tfx-multi-worker"
     assert "kubectl apply -f" in capsys.readouterr().out
     raw["training"]["trainjob"]["runtime_kind"] = "TrainingRuntime"
     config.write_text(yaml.safe_dump(raw))
-    assert runtime.main(args) == 2
+    assert kfp_compile.main(["--training-runtime", *args]) == 2
     assert "give --namespace" in capsys.readouterr().err
-    assert runtime.main([*args, "--namespace", NAMESPACE]) == 0
+    assert kfp_compile.main(["--training-runtime", *args, "--namespace", NAMESPACE]) == 0
     assert yaml.safe_load(out.read_text())["metadata"]["namespace"] == NAMESPACE
 
 
@@ -296,7 +292,10 @@ def test_a_trainjob_that_completes_streams_node_0s_log_and_is_kept(standin):
     assert (condition["type"], condition["reason"]) == ("Complete", "AllJobsCompleted")
     assert "[ok-1-node-0-0] node 0 of 3" in lines and "[ok-1-node-0-0] finished 0" in lines
     assert not any("node 1 of" in line for line in lines)  # node 0's log only
-    assert lines[0] == "Created TrainJob team-a/ok-1: 3 nodes on ClusterTrainingRuntime tfx-multi-worker; following node 0's log"
+    assert (
+        lines[0] == "Created TrainJob team-a/ok-1: 3 nodes on ClusterTrainingRuntime "
+        "tfx-multi-worker; following node 0's log"
+    )
     assert standin.trainer.deleted == [] and (NAMESPACE, "ok-1") in standin.trainer.trainjobs
     assert job["status"]["jobsStatus"] == [
         {"name": "node", "ready": 0, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}
@@ -311,11 +310,18 @@ def test_tf_config_agrees_with_the_pods_and_service_the_jobset_made(standin):
     assert trainjob.jobset["metadata"]["name"] == "names-1"
     assert trainjob.service["metadata"]["name"] == "names-1"
     assert trainjob.service["spec"]["clusterIP"] == "None"
-    pods = sorted(standin.trainer.node_pods("names-1"),
-                  key=lambda p: int(p.manifest["metadata"]["annotations"][naming.COMPLETION_INDEX_ANNOTATION]))  # fmt: skip
-    expected = [f"{p.hostname}.{p.manifest['spec']['subdomain']}.{NAMESPACE}.svc:2222" for p in pods]
+    annotation = naming.COMPLETION_INDEX_ANNOTATION
+    pods = sorted(
+        standin.trainer.node_pods("names-1"),
+        key=lambda p: int(p.manifest["metadata"]["annotations"][annotation]),
+    )
+    expected = [
+        f"{p.hostname}.{p.manifest['spec']['subdomain']}.{NAMESPACE}.svc:2222" for p in pods
+    ]
     for index, pod in enumerate(pods):
-        assert pod.pod.startswith(f"names-1-node-0-{index}-") and len(pod.pod) == len("names-1-node-0-0-abcde")
+        assert pod.pod.startswith(f"names-1-node-0-{index}-") and len(pod.pod) == len(
+            "names-1-node-0-0-abcde"
+        )
         env = standin._container_env(pod.container, pod.manifest)
         assert env["JOB_COMPLETION_INDEX"] == str(index)
         assert tf_config(env) == {"cluster": {"worker": expected},
@@ -357,7 +363,7 @@ def test_a_missing_runtime_is_refused_in_one_line_before_any_trainjob(standin):
     assert text == (
         "error: no ClusterTrainingRuntime 'tfx-multi-worker' in the cluster: the TrainJob's "
         "runtime is installed once per cluster (or profile); install it: python -m "
-        "kubeflow.trainjob.runtime --output runtime.yaml && kubectl apply -f runtime.yaml"
+        "kubeflow.compile --training-runtime --output runtime.yaml && kubectl apply -f runtime.yaml"
     )
     assert standin.trainer.created == []
 
@@ -377,15 +383,20 @@ def test_the_stand_ins_admission_defaults_prunes_and_refuses_as_trainers_crd(sta
     del manifest["spec"]["runtimeRef"]["apiGroup"], manifest["spec"]["runtimeRef"]["kind"]
     manifest["spec"]["trainer"]["numProcs"] = 2
     created = cluster.create_trainjob(manifest)
-    assert created["spec"]["runtimeRef"] == {"name": "tfx-multi-worker", "apiGroup":
-                                              "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime"}  # fmt: skip
+    assert created["spec"]["runtimeRef"] == {
+        "name": "tfx-multi-worker",
+        "apiGroup": "trainer.kubeflow.org",
+        "kind": "ClusterTrainingRuntime",
+    }
     assert created["spec"]["suspend"] is False
     assert created["spec"]["managedBy"] == "trainer.kubeflow.org/trainjob-controller"
     assert "numProcs" not in created["spec"]["trainer"]
     assert standin.trainer.warnings == ['spec.trainer.numProcs: unknown field "numProcs"']
     bad = probe_job("adm-2", spec)
     bad["spec"]["trainer"]["numNodes"] = "two"
-    with pytest.raises(ClusterError, match="Trainer's CRD refused the job: .*numNodes: must be of type integer"):
+    with pytest.raises(
+        ClusterError, match=r"Trainer's CRD refused the job: .*numNodes: must be of type integer"
+    ):
         cluster.create_trainjob(bad)
 
 
@@ -393,7 +404,9 @@ def test_the_step_uses_only_the_verbs_a_profiles_default_editor_has(standin):
     spec = probe_spec(2, FAIL_INDEX="1", SLEEP="5")
     install(standin, spec)
     with pytest.raises(TrainJobFailed, match=r"node rbac-1-node-0-1 \(pod .*exit code 3, Error"):
-        run_trainjob(Cluster.from_environment(), probe_job("rbac-1", spec), timing=FAST, write=print)
+        run_trainjob(
+            Cluster.from_environment(), probe_job("rbac-1", spec), timing=FAST, write=print
+        )
     used = set(standin.requests)
     assert ("delete", "trainjobs", "trainer.kubeflow.org") in used
     for tag, rules in EDIT_RULES.items():
@@ -418,7 +431,10 @@ def test_a_cluster_without_trainer_says_to_install_it(standin):
     standin.trainer.crd_installed = False
     with pytest.raises(RuntimeMissing, match="no ClusterTrainingRuntime 'tfx-multi-worker'"):
         run_trainjob(Cluster.from_environment(), probe_job("nocrd-1", probe_spec(2)), timing=FAST)
-    with pytest.raises(ClusterError, match="the API has no trainjobs.trainer.kubeflow.org .*install Kubeflow Trainer v2"):
+    with pytest.raises(
+        ClusterError,
+        match=r"the API has no trainjobs\.trainer\.kubeflow\.org .*install Kubeflow Trainer v2",
+    ):
         Cluster.from_environment().create_trainjob(probe_job("nocrd-1", probe_spec(2)))
 
 
@@ -426,7 +442,9 @@ def test_a_job_past_the_runtimes_deadline_fails_and_is_deleted(standin):
     spec = probe_spec(2, SLEEP="60")
     install(standin, spec, activeDeadlineSeconds=2)
     with pytest.raises(TrainJobFailed) as err:
-        run_trainjob(Cluster.from_environment(), probe_job("slow-1", spec), timing=FAST, write=print)
+        run_trainjob(
+            Cluster.from_environment(), probe_job("slow-1", spec), timing=FAST, write=print
+        )
     assert "first failed job: slow-1-node-0" in str(err.value)
     # Its running pods were deleted: node 0's streamed lines stand in for its log.
     assert "node slow-1-node-0-0 (gone); its last log lines:" in str(err.value)
@@ -437,8 +455,16 @@ def test_a_job_past_the_runtimes_deadline_fails_and_is_deleted(standin):
 def test_the_step_gives_up_waiting_past_the_deadline_and_deletes_the_trainjob(standin):
     spec = probe_spec(2, SLEEP="60")
     install(standin, spec)
-    with pytest.raises(TrainJobFailed, match=r"did not finish within 2 s \(its deadline, training.trainjob.deadline"):
-        run_trainjob(Cluster.from_environment(), probe_job("stuck-1", spec), timing=Timing(0.2, 2), write=print)
+    with pytest.raises(
+        TrainJobFailed,
+        match=r"did not finish within 2 s \(its deadline, training.trainjob.deadline",
+    ):
+        run_trainjob(
+            Cluster.from_environment(),
+            probe_job("stuck-1", spec),
+            timing=Timing(0.2, 2),
+            write=print,
+        )
     assert standin.trainer.deleted == ["stuck-1"] and standin.running_pods() == []
 
 
@@ -454,7 +480,8 @@ def test_a_cancelled_step_deletes_its_trainjob(standin, tmp_path):
             from kubeflow.trainjob.cluster import Cluster
             from kubeflow.trainjob.job import run_trainjob
             from kubeflow.training_job import Timing
-            run_trainjob(Cluster.from_environment(), json.load(open(sys.argv[1])), timing=Timing(0.2, 60))
+            manifest = json.load(open(sys.argv[1]))
+            run_trainjob(Cluster.from_environment(), manifest, timing=Timing(0.2, 60))
             """
         ), str(tmp_path / "manifest.json")],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -482,7 +509,9 @@ def test_two_nodes_train_one_model_and_node_0_writes_it(standin, tmp_path):
     lines: list[str] = []
     run_trainjob(Cluster.from_environment(), probe_job("mwms-1", spec),
                  timing=Timing(0.5, 300), write=lines.append)  # fmt: skip
-    logs = {p.hostname: "\n".join(t for _, t in p.lines) for p in standin.trainer.node_pods("mwms-1")}
+    logs = {
+        p.hostname: "\n".join(t for _, t in p.lines) for p in standin.trainer.node_pods("mwms-1")
+    }
     for log in logs.values():
         assert "replicas_in_sync = 2" in log and "epoch 20 loss" in log
     assert "chief wrote" in logs["mwms-1-node-0-0"]

@@ -43,9 +43,10 @@ def train(out: str) -> None:
 
         return strategy.reduce("MEAN", strategy.run(replica_step), axis=None)
 
-    for epoch in range(20):
+    epochs = 20
+    for _ in range(epochs):
         loss = float(step())
-    print(f"epoch {epoch + 1} loss {loss:.4f}", flush=True)
+    print(f"epoch {epochs} loss {loss:.4f}", flush=True)
     if is_chief(os.environ["TF_CONFIG"]):
         os.makedirs(os.path.join(out, "model"), exist_ok=True)
         np.save(os.path.join(out, "model", "weights.npy"), w.numpy())

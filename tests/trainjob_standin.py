@@ -92,7 +92,9 @@ from tests.kubernetes_standin import Pod, _free_port, _now
 
 _PREFIX = "/apis/trainer.kubeflow.org/v1alpha1"
 _CLUSTER_RUNTIME = re.compile(rf"^{_PREFIX}/clustertrainingruntimes(?:/([^/]+))?$")
-_NAMESPACED = re.compile(rf"^{_PREFIX}/namespaces/([^/]+)/(trainjobs|trainingruntimes)(?:/([^/]+))?$")
+_NAMESPACED = re.compile(
+    rf"^{_PREFIX}/namespaces/([^/]+)/(trainjobs|trainingruntimes)(?:/([^/]+))?$"
+)
 WEBHOOK = "validator.trainjob.trainer.kubeflow.org"
 CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
 # kubeflow-trainer-roles.yaml, kubeflow-trainer-edit (what a profile's default-editor
@@ -102,19 +104,32 @@ EDIT_RULES = {
         ("clustertrainingruntimes", "trainer.kubeflow.org"): {"get", "list", "watch"},
         ("trainingruntimes", "trainer.kubeflow.org"): {"get", "list", "watch"},
         ("trainjobs", "trainer.kubeflow.org"): {
-            "create", "delete", "get", "list", "patch", "update", "watch"},
+            "create",
+            "delete",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        },
         ("pods", ""): {"list"},
         ("pods/log", ""): {"get"},
-    },  # fmt: skip
-    "v2.2.0": {  # L20-49; clustertrainingruntimes: every authenticated user (L66-94)
+    },
+    "v2.2.0": {  # L20-49; clustertrainingruntimes: every authenticated user (L69-94)
         ("clustertrainingruntimes", "trainer.kubeflow.org"): {"get", "list", "watch"},
         ("trainingruntimes", "trainer.kubeflow.org"): {"get", "list", "watch"},
         ("trainjobs", "trainer.kubeflow.org"): {
-            "create", "patch", "get", "list", "watch", "delete"},
+            "create",
+            "patch",
+            "get",
+            "list",
+            "watch",
+            "delete",
+        },
         ("pods", ""): {"get", "list", "watch"},
         ("pods/log", ""): {"get", "list", "watch"},
-    },  # fmt: skip
-}
+    },
+}  # fmt: skip
 JOBSET_TAG = {"v2.1.0": "v0.10.1", "v2.2.0": "v0.11.0"}
 
 
@@ -213,7 +228,9 @@ class TrainerController:
         cluster = _CLUSTER_RUNTIME.match(path)
         namespaced = _NAMESPACED.match(path)
         if not self.crd_installed or not (cluster or namespaced):
-            return handler._status(404, "NotFound", "the server could not find the requested resource")
+            return handler._status(
+                404, "NotFound", "the server could not find the requested resource"
+            )
         if cluster:
             plural, namespace, name = "clustertrainingruntimes", "", cluster.group(1)
         else:
@@ -230,13 +247,17 @@ class TrainerController:
                 kind = "ClusterTrainingRuntime" if cluster else "TrainingRuntime"
                 runtime = self.runtimes.get((kind, namespace, name))
                 if runtime is None:
-                    return handler._status(404, "NotFound", f'{plural}.trainer.kubeflow.org "{name}" not found')
+                    return handler._status(
+                        404, "NotFound", f'{plural}.trainer.kubeflow.org "{name}" not found'
+                    )
                 return handler._send(200, runtime)
             if method == "POST":
                 return self._create(handler, namespace, json.loads(raw))
             job = self.trainjobs.get((namespace, name))
             if job is None:
-                return handler._status(404, "NotFound", f'trainjobs.trainer.kubeflow.org "{name}" not found')
+                return handler._status(
+                    404, "NotFound", f'trainjobs.trainer.kubeflow.org "{name}" not found'
+                )
             if method == "GET":
                 return handler._send(200, job.body())
             if method == "DELETE":
@@ -270,22 +291,38 @@ class TrainerController:
         invalid = [p for p in problems if p not in unknown and "CEL rule" not in p]
         # CEL on the object (trainjob_types.go v2.1.0 L37-38).
         if not re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name):
-            invalid.append(f"<root>: Invalid value: metadata.name must match RFC 1035 DNS label format")
+            invalid.append(
+                "<root>: Invalid value: metadata.name must match RFC 1035 DNS label format"
+            )
         if len(name) > 63:
-            invalid.append("<root>: Invalid value: metadata.name must be no more than 63 characters")
+            invalid.append(
+                "<root>: Invalid value: metadata.name must be no more than 63 characters"
+            )
         if spec.get("managedBy") not in (CONTROLLER, "kueue.x-k8s.io/multikueue"):
-            invalid.append("spec.managedBy: Invalid value: ManagedBy must be "
-                           "trainer.kubeflow.org/trainjob-controller or kueue.x-k8s.io/multikueue if set")  # fmt: skip
+            invalid.append(
+                "spec.managedBy: Invalid value: ManagedBy must be trainer.kubeflow.org/"
+                "trainjob-controller or kueue.x-k8s.io/multikueue if set"
+            )
         if invalid:
             return self._invalid(handler, name, invalid)
         if (namespace, name) in self.trainjobs:
-            return handler._status(409, "AlreadyExists", f'trainjobs.trainer.kubeflow.org "{name}" already exists')
+            return handler._status(
+                409, "AlreadyExists", f'trainjobs.trainer.kubeflow.org "{name}" already exists'
+            )
         # 4. Trainer's validating webhook: the runtime must exist.
         kind = ref["kind"]
-        runtime = self.runtimes.get((kind, namespace if kind == "TrainingRuntime" else "", ref["name"]))
+        runtime = self.runtimes.get(
+            (kind, namespace if kind == "TrainingRuntime" else "", ref["name"])
+        )
         if runtime is None:
-            plural = "clustertrainingruntimes" if kind == "ClusterTrainingRuntime" else "trainingruntimes"
-            what = "clusterTrainingRuntime" if kind == "ClusterTrainingRuntime" else "trainingRuntime"
+            plural = (
+                "clustertrainingruntimes"
+                if kind == "ClusterTrainingRuntime"
+                else "trainingruntimes"
+            )
+            what = (
+                "clusterTrainingRuntime" if kind == "ClusterTrainingRuntime" else "trainingRuntime"
+            )
             path = "spec.RuntimeRef" if kind == "ClusterTrainingRuntime" else "spec.runtimeRef"
             return handler._status(
                 403, "Forbidden",
@@ -293,7 +330,9 @@ class TrainerController:
                 f'{json.dumps(ref)}: {plural}.trainer.kubeflow.org "{ref["name"]}" not found: '
                 f"specified {what} must be created before the TrainJob is created",
             )  # fmt: skip
-        body["metadata"].update(uid=f"uid-tj-{len(self.created)}", creationTimestamp=_now(), generation=1)
+        body["metadata"].update(
+            uid=f"uid-tj-{len(self.created)}", creationTimestamp=_now(), generation=1
+        )
         self.created.append(copy.deepcopy(body))
         job = TrainJob(manifest=body)
         self.trainjobs[(namespace, name)] = job
@@ -311,8 +350,8 @@ class TrainerController:
         del self.trainjobs[(job.namespace, job.name)]
         self.gone.append(job)
         self._collect(job)
-        return {"kind": "Status", "apiVersion": "v1", "status": "Success",
-                "details": {"name": job.name, "group": "trainer.kubeflow.org", "kind": "trainjobs"}}  # fmt: skip
+        details = {"name": job.name, "group": "trainer.kubeflow.org", "kind": "trainjobs"}
+        return {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": details}
 
     def _collect(self, job: TrainJob) -> None:
         """The garbage collector: pods, then Jobs, then the JobSet and its service."""
@@ -380,7 +419,8 @@ class TrainerController:
             job.service = {"metadata": {"name": subdomain, "namespace": job.namespace},
                            "spec": {"clusterIP": "None",
                                     "selector": {naming.JOBSET_NAME_LABEL: job.name},
-                                    "publishNotReadyAddresses": network["publishNotReadyAddresses"]}}  # fmt: skip
+                                    "publishNotReadyAddresses":
+                                        network["publishNotReadyAddresses"]}}  # fmt: skip
         addresses: dict[str, str] = {}
         pods: list[Pod] = []
         for rjob in jobset_spec["replicatedJobs"]:
@@ -445,10 +485,11 @@ class TrainerController:
         template["spec"]["hostname"] = f"{child.name}-{index}"
         for container in template["spec"]["containers"]:
             if not any(e["name"] == naming.COMPLETION_INDEX_ENV for e in container.get("env", [])):
-                container.setdefault("env", []).append({
-                    "name": naming.COMPLETION_INDEX_ENV,
-                    "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{naming.COMPLETION_INDEX_ANNOTATION}']"}},
-                })  # fmt: skip
+                path = f"metadata.annotations['{naming.COMPLETION_INDEX_ANNOTATION}']"
+                container.setdefault("env", []).append(
+                    {"name": naming.COMPLETION_INDEX_ENV,
+                     "valueFrom": {"fieldRef": {"fieldPath": path}}}
+                )  # fmt: skip
         uid = f"uid-pod-{metadata['name']}"
         return Pod(manifest={"metadata": metadata, "spec": template["spec"]}, uid=uid,
                    created_at=_now())  # fmt: skip
@@ -523,4 +564,3 @@ def _prune(body: dict[str, Any], path: str) -> None:
     for part in parts[:-1]:
         target = target[int(part[1:-1])] if part.startswith("[") else target[part]
     target.pop(parts[-1], None)
-

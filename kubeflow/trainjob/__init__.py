@@ -2,7 +2,8 @@
 
 Trainer v2 (trainer.kubeflow.org/v1alpha1, v2.1.0 and v2.2.0, the trainer the
 Kubeflow platform installs from v1.11.0) ships no TensorFlow runtime. The
-template ships one (runtime.py): a runtime with no ML policy, which Trainer
+template ships one (manifest.py; `python -m kubeflow.compile
+--training-runtime` writes it): a runtime with no ML policy, which Trainer
 runs through its PlainML plugin, over a JobSet of one replicated job,
 `node`, of N pods. Each pod builds its own TF_CONFIG from the JobSet's names
 and its completion index (tf_config.py) and runs the stock Trainer's
@@ -16,7 +17,6 @@ waits and deletes the job when it fails, times out or the run is cancelled
 * node.py      what each node's container runs
 * spec.py      what the compile fixes: image, nodes, runtime, port
 * manifest.py  the TrainJob and the runtime, as Trainer v2's CRDs take them
-* runtime.py   writes the runtime manifest a cluster admin installs once
 * cluster.py   the few Kubernetes API calls the step makes
 * job.py       the TrainJob's part of the shared wait loop
 * executor.py  the TFX executor of the Trainer step; component.py its component

@@ -16,7 +16,8 @@ from kubeflow.trainjob.cluster import Cluster
 
 COMPLETE, FAILED = "Complete", "Failed"
 INSTALL_COMMAND = (
-    "python -m kubeflow.trainjob.runtime --output runtime.yaml && kubectl apply -f runtime.yaml"
+    "python -m kubeflow.compile --training-runtime --output runtime.yaml "
+    "&& kubectl apply -f runtime.yaml"
 )
 
 

@@ -1,5 +1,5 @@
 """What the compile fixes about the TrainJob and its runtime: the Trainer step reads it from
-its `custom_config`, and `python -m kubeflow.trainjob.runtime` writes the runtime from it.
+its `custom_config`, and `python -m kubeflow.compile --training-runtime` writes the runtime from it.
 
 Kubernetes fields are held in Kubernetes' own form, as kubeflow/tfjob/spec.py's.
 """

@@ -41,7 +41,7 @@ def _required(env: Mapping[str, str], name: str) -> str:
     if not value:
         raise TFConfigError(
             f"{name} is not set: the node's pod does not come from the template's runtime "
-            "(python -m kubeflow.trainjob.runtime; docs/training-on-several-nodes.md)"
+            "(python -m kubeflow.compile --training-runtime; docs/training-on-several-nodes.md)"
         )
     return value
 
