@@ -54,10 +54,44 @@ DEFAULT_TIMING = Timing()
 
 
 class PodLogs(KubernetesApi):
-    """The pod calls both engines make: list a job's pods, read a node's log."""
+    """The calls both engines make: create, get and delete their job; list its pods; read
+    a node's log."""
 
     # The training container of every node's pod.
     CONTAINER = ""
+    # The job's resource: API group, version, plural.
+    JOB_RESOURCE: tuple[str, str, str] = ("", "", "")
+    # What deleting the job does to its pods (a delete's propagationPolicy).
+    PROPAGATION = "Background"
+
+    def create_job(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        group, version, plural = self.JOB_RESOURCE
+        namespace = manifest["metadata"]["namespace"]
+        return self._call(
+            f"create {plural}.{group} in namespace {namespace}",
+            self._custom.create_namespaced_custom_object,
+            group, version, namespace, plural, manifest,
+        )  # fmt: skip
+
+    def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The job, or None once it is gone."""
+        group, version, plural = self.JOB_RESOURCE
+        return self._call(
+            f"get {plural}.{group} {namespace}/{name}",
+            self._custom.get_namespaced_custom_object,
+            group, version, namespace, plural, name, gone=None,
+        )  # fmt: skip
+
+    def delete_job(self, namespace: str, name: str) -> bool:
+        """Deletes the job and, with it, its pods; False if it was not there."""
+        group, version, plural = self.JOB_RESOURCE
+        status = self._call(
+            f"delete {plural}.{group} {namespace}/{name}",
+            self._custom.delete_namespaced_custom_object,
+            group, version, namespace, plural, name, propagation_policy=self.PROPAGATION,
+            gone=None,
+        )  # fmt: skip
+        return status is not None
 
     def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         response = self._call(

@@ -24,7 +24,7 @@ import yaml
 
 from kubeflow import compile as kfp_compile
 from kubeflow.settings.fields import SettingsError
-from kubeflow.settings.training import NODE_COMMAND, TrainingSettingsError, check_training
+from kubeflow.settings.training import NODE_COMMAND, TrainingSettingsError
 from kubeflow.training_job import Timing
 from kubeflow.trainjob import naming
 from kubeflow.trainjob.cluster import Cluster, ClusterError
@@ -33,9 +33,9 @@ from kubeflow.trainjob.manifest import POD_LABELS, runtime_manifest, trainjob_ma
 from kubeflow.trainjob.spec import TrainJobSpec, TrainJobSpecError
 from kubeflow.trainjob.tf_config import TFConfigError, tf_config
 from pipeline import steps as dag
-from pipeline.config import variant
 from tests import trainer_crds
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE
+from tests.harness import check_multi_node, multi_node_settings
 from tests.kubernetes_standin import KubernetesStandin
 from tests.trainjob_standin import EDIT_RULES, TrainerController
 
@@ -48,18 +48,12 @@ STEP_USER = f"system:serviceaccount:{NAMESPACE}:pipeline-runner"
 PROBE = ("python", "-m", "tests.trainjob_probe")
 
 
-settings_with = trainer_crds.trainjob_settings
 full_spec = trainer_crds.template_spec
+checked = check_multi_node
 
 
-def checked(settings) -> None:
-    check_training(
-        settings.training,
-        variant(settings.config_variant).trainer.runtime,
-        config_variant=settings.config_variant,
-        trainer=settings.placement_for(dag.TRAINER),
-        trainer_id=dag.TRAINER,
-    )
+def settings_with(**changes):
+    return multi_node_settings("trainjob", **changes)
 
 
 # --- Settings -------------------------------------------------------------------

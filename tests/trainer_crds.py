@@ -149,40 +149,15 @@ def load(tag: str) -> dict[str, dict[str, Any]]:
 DIGEST_IMAGE = "registry.example.com/taxi@sha256:" + "0" * 64
 
 
-def trainjob_settings(**changes):
-    """The template's settings, training on a TrainJob of gpu_multi_node, changed by `changes`
-    (dotted paths; None removes a key)."""
-    import copy
-
-    from kubeflow.compile import settings_step_ids
-    from kubeflow.settings import parse_settings
-    from pipeline import steps as dag
-    from tests.conftest import TEMPLATE_SETTINGS_FILE
-
-    raw = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
-    raw["training"]["engine"] = "trainjob"
-    raw["config_variant"] = "gpu_multi_node"
-    raw["components"][dag.TRAINER] = {"resources": {"cpu_request": "1", "memory_request": "2Gi"}}
-    for path, value in changes.items():
-        *parents, key = path.split(".")
-        target = raw
-        for part in parents:
-            target = target.setdefault(part, {})
-        if value is None:
-            target.pop(key, None)
-        else:
-            target[key] = copy.deepcopy(value)
-    return parse_settings(raw, settings_step_ids())
-
-
 def template_spec():
     """The template's `training.trainjob`, with MinIO's env (a secret ref among it)."""
     import dataclasses
 
     from kubeflow import compile as kfp_compile
-    from tests.harness import MINIO
+    from tests.harness import MINIO, multi_node_settings
 
-    settings = trainjob_settings(**MINIO, **{"parameters.data_root": "s3://mlpipeline/data"})
+    changes = {**MINIO, "parameters.data_root": "s3://mlpipeline/data"}
+    settings = multi_node_settings("trainjob", **changes)
     return dataclasses.replace(kfp_compile.trainjob_spec(settings), image=DIGEST_IMAGE)
 
 

@@ -29,6 +29,7 @@ class Cluster(PodLogs):
 
     PURPOSE = "create the TFJob with"
     CONTAINER = CONTAINER_NAME
+    JOB_RESOURCE = (GROUP, VERSION, PLURAL)
 
     def explain(self, action: str, status: int, reason: str, message: str) -> ClusterError:
         if status == 403 and "admission webhook" in message:
@@ -60,29 +61,13 @@ class Cluster(PodLogs):
         return super().explain(action, status, reason, message)
 
     def create_tfjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        namespace = manifest["metadata"]["namespace"]
-        return self._call(
-            f"create tfjobs.kubeflow.org in namespace {namespace}",
-            self._custom.create_namespaced_custom_object,
-            GROUP, VERSION, namespace, PLURAL, manifest,
-        )  # fmt: skip
+        return self.create_job(manifest)
 
     def get_tfjob(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The job, or None once it is gone."""
-        return self._call(
-            f"get tfjobs.kubeflow.org {namespace}/{name}",
-            self._custom.get_namespaced_custom_object,
-            GROUP, VERSION, namespace, PLURAL, name, gone=None,
-        )  # fmt: skip
+        return self.get_job(namespace, name)
 
     def delete_tfjob(self, namespace: str, name: str) -> bool:
-        """Deletes the job and, with it, its pods; False if it was not there."""
-        status = self._call(
-            f"delete tfjobs.kubeflow.org {namespace}/{name}",
-            self._custom.delete_namespaced_custom_object,
-            GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Background", gone=None,
-        )  # fmt: skip
-        return status is not None
+        return self.delete_job(namespace, name)
 
     def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
         """The job's replica pods (the operator labels them with the job's name)."""

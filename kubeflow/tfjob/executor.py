@@ -91,18 +91,17 @@ class ClusterTrainerExecutor(trainer_executor.GenericExecutor):
             fn_args.model_run_dir,
         )
 
+    # The engine's spec (from the step's custom_config), API client, manifest and wait loop.
+    SPEC: Any
+    CLUSTER: Any
+    MANIFEST: Any
+    RUN: Any
+
     def train_on_cluster(self, custom_config, *, model_uri, args, labels, annotations) -> str:
         """Creates the job, waits for it to succeed (or raises); returns its name."""
-        raise NotImplementedError
-
-
-class Executor(ClusterTrainerExecutor):
-    """Trains on a TFJob."""
-
-    def train_on_cluster(self, custom_config, *, model_uri, args, labels, annotations) -> str:
-        spec = TFJobSpec.from_custom_config(custom_config)
-        cluster = Cluster.from_environment()
-        manifest = tfjob_manifest(
+        spec = self.SPEC.from_custom_config(custom_config)
+        cluster = self.CLUSTER.from_environment()
+        manifest = self.MANIFEST(
             spec,
             name=job_name(model_uri),
             namespace=spec.namespace or cluster.default_namespace,
@@ -111,5 +110,14 @@ class Executor(ClusterTrainerExecutor):
             annotations=annotations,
         )
         timing = Timing(wait_seconds=spec.active_deadline_seconds + DEADLINE_GRACE_SECONDS)
-        run_tfjob(cluster, manifest, timing=timing)
+        self.RUN(cluster, manifest, timing=timing)
         return manifest["metadata"]["name"]
+
+
+class Executor(ClusterTrainerExecutor):
+    """Trains on a TFJob."""
+
+    SPEC = TFJobSpec
+    CLUSTER = Cluster
+    MANIFEST = staticmethod(tfjob_manifest)
+    RUN = staticmethod(run_tfjob)

@@ -38,6 +38,8 @@ class Cluster(PodLogs):
 
     PURPOSE = "create the TrainJob with"
     CONTAINER = CONTAINER_NAME
+    JOB_RESOURCE = (GROUP, VERSION, PLURAL)
+    PROPAGATION = "Foreground"
 
     def explain(self, action: str, status: int, reason: str, message: str) -> ClusterError:
         if status in (400, 403, 422) and "admission webhook" in message:
@@ -82,29 +84,14 @@ class Cluster(PodLogs):
         )  # fmt: skip
 
     def create_trainjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        namespace = manifest["metadata"]["namespace"]
-        return self._call(
-            f"create {PLURAL}.{GROUP} in namespace {namespace}",
-            self._custom.create_namespaced_custom_object,
-            GROUP, VERSION, namespace, PLURAL, manifest,
-        )  # fmt: skip
+        return self.create_job(manifest)
 
     def get_trainjob(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The job, or None once it is gone."""
-        return self._call(
-            f"get {PLURAL}.{GROUP} {namespace}/{name}",
-            self._custom.get_namespaced_custom_object,
-            GROUP, VERSION, namespace, PLURAL, name, gone=None,
-        )  # fmt: skip
+        return self.get_job(namespace, name)
 
     def delete_trainjob(self, namespace: str, name: str) -> bool:
-        """Deletes the job and, through its JobSet, its pods; False if it was not there."""
-        status = self._call(
-            f"delete {PLURAL}.{GROUP} {namespace}/{name}",
-            self._custom.delete_namespaced_custom_object,
-            GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Foreground", gone=None,
-        )  # fmt: skip
-        return status is not None
+        """Deletes the job; its JobSet, Jobs and pods go first (foreground)."""
+        return self.delete_job(namespace, name)
 
     def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
         """The job's node pods: JobSet labels them with its name, the TrainJob's."""
