@@ -382,6 +382,19 @@ MINIO = {
 }
 
 
+# The line a replica (or a TrainJob's node) logs before it calls run_fn (kubeflow/tfjob/replica.py).
+TRAINING_STARTS = "Training model on this replica"
+
+
+def image_environment() -> dict[str, str]:
+    """What a replica's container has before its own `env`: the image's variables."""
+    return {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "PYTHONUNBUFFERED": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "1",
+    }
+
+
 def multi_node_settings(engine: str, **changes):
     """The template's Kubeflow settings training on `engine` (tfjob, trainjob) with
     gpu_multi_node, the step's own pod small, changed by `changes` (dotted paths; None
