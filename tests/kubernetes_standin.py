@@ -568,7 +568,10 @@ class KubernetesStandin:
                 replica.lines.append((_now(), line.rstrip("\n")))
                 for suffix, (pattern, times) in list(self.kills.items()):
                     if (
-                        (replica.pod.endswith(suffix) or getattr(replica, "hostname", "") == suffix)
+                        (
+                            replica.pod.endswith(suffix)
+                            or getattr(replica, "hostname", "").endswith(suffix)
+                        )
                         and not replica.killed_as
                         and pattern.search(line)
                     ):
