@@ -3,6 +3,8 @@
     python -m kubeflow.compile --output pipeline.yaml [--config kubeflow/pipeline.yaml]
     python -m kubeflow.compile --scoring --output scoring.yaml    # the batch scoring package
     python -m kubeflow.compile --tuning --output tuning.yaml      # the tuning package
+    python -m kubeflow.compile --training-runtime --output runtime.yaml --image REPO@sha256:D
+                                    # the TrainJob's runtime, applied once per cluster
 
 The DAG is the same `create_pipeline(...)` that runs locally. TFX's
 KubeflowV2DagRunner writes the pipeline spec (schema 2.1.0); this module then
@@ -22,7 +24,8 @@ adds what TFX leaves out, in the form today's KFP SDK writes it:
   (kubeflow/settings/retries.py);
 * with `training.engine: tfjob`, the Trainer as kubeflow/tfjob/'s
   TFJobTrainer, its job's spec in the step's `custom_config`
-  (kubeflow/settings/training.py);
+  (kubeflow/settings/training.py); with `trainjob`, as kubeflow/trainjob/'s
+  TrainJobTrainer, likewise;
 * the exit handler (kubeflow/steps/run_status.py), which TFX compiles around a
   `tfx-dag` sub-DAG, made valid for the open-source backend: the sub-DAG
   declares the runtime parameters its tasks read and the root task passes
@@ -80,6 +83,7 @@ from kubeflow.tfx_spec import (
     pass_parameters_into_sub_dags,
     type_final_status_parameters,
 )
+from kubeflow.trainjob.spec import TrainJobSpec
 from pipeline.steps import DAG_STEPS, EXAMPLE_GEN, SCORING_STEPS, TRAINER, TRANSFORM
 
 # The project checkout this module compiles from: schema_dir is relative to it.
@@ -231,6 +235,7 @@ def build_tfx_pipeline(settings: KubeflowSettings):
         # An input snapshot first, the Trainer on a TFJob where set, the run report last.
         runner_steps=KubeflowSteps(
             tfjob=tfjob_spec(settings),
+            trainjob=trainjob_spec(settings),
             serving=settings.serving,
             hyperparameters=frozen_json(frozen),
         ),
@@ -251,7 +256,8 @@ def check_retry_windows(settings: KubeflowSettings, deadlines: dict[str, int]) -
             entry = f"components.{step}" if step in settings.retries.components else "defaults"
             raise SettingsError(
                 f"retries.{entry}.retry_window: {problem}; {step}'s deadline is "
-                f"training.tfjob.deadline {settings.training.tfjob.deadline}"
+                f"{settings.training.deadline_setting} "
+                f"{getattr(settings.training, settings.training.engine).deadline}"
             )
 
 
@@ -266,6 +272,56 @@ def tfjob_spec(settings: KubeflowSettings) -> TFJobSpec | None:
         # The replicas read and write the artifacts the steps do.
         env=tuple(store.container_env()) if store is not None else (),
     )
+
+
+def trainjob_spec(settings: KubeflowSettings) -> TrainJobSpec | None:
+    """The Trainer's TrainJob with training.engine trainjob: nodes run the pipeline image."""
+    if settings.training.engine != "trainjob":
+        return None
+    return node_job_spec(settings)
+
+
+def node_job_spec(settings: KubeflowSettings) -> TrainJobSpec:
+    """`training.trainjob` as the TrainJob and its runtime take it, whichever engine is set
+    (python -m kubeflow.compile --training-runtime writes the runtime from it)."""
+    store = settings.object_store
+    return settings.training.trainjob.spec(
+        image=settings.image,
+        working_dir=settings.project_root_in_image,
+        # The nodes read and write the artifacts the steps do.
+        env=tuple(store.container_env()) if store is not None else (),
+    )
+
+
+def write_training_runtime(
+    config: Path, output: Path, image: str | None, namespace: str | None
+) -> int:
+    """Writes `training.trainjob`'s runtime (kubeflow/trainjob/manifest.py), its image
+    pinned by digest as every step's is; a TrainJob replaces it with its pipeline's own."""
+    from kubeflow.trainjob.manifest import runtime_manifest
+
+    try:
+        settings = load_package_settings(config)
+        if image is not None:
+            settings = dataclasses.replace(settings, image=image)
+        if "@sha256:" not in settings.image:
+            raise ValueError(
+                f"image: {settings.image!r} is not pinned by digest; give --image "
+                "REPO@sha256:DIGEST (what python -m kubeflow.release prints)"
+            )
+        spec = node_job_spec(settings)
+        if spec.runtime_kind == "TrainingRuntime" and not namespace:
+            raise ValueError(
+                "training.trainjob.runtime_kind TrainingRuntime is namespaced: give --namespace"
+            )
+        manifest = runtime_manifest(spec, namespace)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    output.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    kind, name = manifest["kind"], manifest["metadata"]["name"]
+    print(f"wrote {output} ({kind} {name}, {spec.nodes} nodes); install: kubectl apply -f {output}")
+    return 0
 
 
 def image_schema_path(settings: KubeflowSettings) -> str:
@@ -710,13 +766,25 @@ def main(argv: list[str] | None = None) -> int:
         help="compile the tuning package instead (docs/tuning.md)",
     )
     parser.add_argument(
+        "--training-runtime",
+        action="store_true",
+        help="write the Trainer v2 runtime training.engine trainjob references instead, for a "
+        "cluster admin to apply once (docs/training-on-several-nodes.md)",
+    )
+    parser.add_argument(
+        "--namespace",
+        help="with --training-runtime and runtime_kind TrainingRuntime: the profile it serves",
+    )
+    parser.add_argument(
         "--image",
         help="run every step in this image instead of the settings' `image:` (kubeflow.release "
         "gives the REPO@sha256:DIGEST it releases)",
     )
     args = parser.parse_args(argv)
-    if args.scoring and args.tuning:
-        parser.error("--scoring and --tuning: one package at a time")
+    if args.scoring + args.tuning + args.training_runtime > 1:
+        parser.error("--scoring, --tuning, --training-runtime: one at a time")
+    if args.training_runtime:
+        return write_training_runtime(args.config, args.output, args.image, args.namespace)
     try:
         if args.tuning:
             settings = load_tuning_settings(args.config)

@@ -9,6 +9,7 @@ Kubeflow, `KubeflowSteps`:
   no trace of the data and a scheduled run reuses an earlier day's examples;
 * with `training.engine: tfjob`, builds the Trainer as TFJobTrainer
   (kubeflow/tfjob/): the step hands training to a TFJob and waits;
+  with `trainjob`, as TrainJobTrainer (kubeflow/trainjob/), to a TrainJob;
 * with `serving:`, puts Deploy after the Pusher (kubeflow/steps/deploy.py):
   a pushed version goes to a KServe InferenceService through a canary;
 * puts RunReport last (kubeflow/steps/run_report.py): nothing runs after a
@@ -47,6 +48,8 @@ from kubeflow.steps.run_status import RunStatus
 from kubeflow.steps.scoring_report import ScoringReport
 from kubeflow.tfjob.component import TFJobTrainer
 from kubeflow.tfjob.spec import TFJobSpec
+from kubeflow.trainjob.component import TrainJobTrainer
+from kubeflow.trainjob.spec import TrainJobSpec
 from pipeline.runner_steps import DagSteps, FirstSteps, RunnerSteps
 from pipeline.steps import BATCH_SCORER, DAG_STEPS, EXAMPLE_GEN, PUSHER, Retry, Step, Steps
 from trainer.dataset_spec import DatasetSpec
@@ -98,6 +101,8 @@ class KubeflowSteps(RunnerSteps):
     """
 
     tfjob: TFJobSpec | None = None
+    # The Trainer's TrainJob (training.engine trainjob), or None.
+    trainjob: TrainJobSpec | None = None
     serving: Serving | None = None
     # The schema dir's frozen file for the run report (`frozen_json`); the
     # Trainer gets its values through `trainer_config` only.
@@ -118,12 +123,17 @@ class KubeflowSteps(RunnerSteps):
         )
 
     def trainer(self, **trainer_args: Any) -> BaseComponent:
-        if self.tfjob is None:
-            return super().trainer(**trainer_args)
-        custom_config = dict(trainer_args.pop("custom_config", {}))
-        return TFJobTrainer(
-            custom_config=custom_config | self.tfjob.to_custom_config(), **trainer_args
-        )
+        if self.trainjob is not None:
+            custom_config = dict(trainer_args.pop("custom_config", {}))
+            return TrainJobTrainer(
+                custom_config=custom_config | self.trainjob.to_custom_config(), **trainer_args
+            )
+        if self.tfjob is not None:
+            custom_config = dict(trainer_args.pop("custom_config", {}))
+            return TFJobTrainer(
+                custom_config=custom_config | self.tfjob.to_custom_config(), **trainer_args
+            )
+        return super().trainer(**trainer_args)
 
     def after(self, dag: DagSteps) -> Sequence[BaseComponent]:
         steps: list[BaseComponent] = []

@@ -382,6 +382,58 @@ MINIO = {
 }
 
 
+# The line a replica (or a TrainJob's node) logs before it calls run_fn (kubeflow/tfjob/replica.py).
+TRAINING_STARTS = "Training model on this replica"
+
+
+def image_environment() -> dict[str, str]:
+    """What a replica's container has before its own `env`: the image's variables."""
+    return {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "PYTHONUNBUFFERED": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "1",
+    }
+
+
+def multi_node_settings(engine: str, **changes):
+    """The template's Kubeflow settings training on `engine` (tfjob, trainjob) with
+    gpu_multi_node, the step's own pod small, changed by `changes` (dotted paths; None
+    removes a key)."""
+    import copy
+
+    from kubeflow.compile import pipeline_step_ids
+    from kubeflow.settings import parse_settings
+
+    raw = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
+    raw["training"]["engine"] = engine
+    raw["config_variant"] = "gpu_multi_node"
+    raw["components"][dag.TRAINER] = {"resources": {"cpu_request": "1", "memory_request": "2Gi"}}
+    for path, value in changes.items():
+        *parents, key = path.split(".")
+        target = raw
+        for part in parents:
+            target = target.setdefault(part, {})
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = copy.deepcopy(value)
+    return parse_settings(raw, pipeline_step_ids())
+
+
+def check_multi_node(settings) -> None:
+    """kubeflow.settings.training.check_training on `settings`, as the compile calls it."""
+    from kubeflow.settings.training import check_training
+    from pipeline.config import variant
+
+    check_training(
+        settings.training,
+        variant(settings.config_variant).trainer.runtime,
+        config_variant=settings.config_variant,
+        trainer=settings.placement_for(dag.TRAINER),
+        trainer_id=dag.TRAINER,
+    )
+
+
 # --- the compiled Kubeflow package, executed step by step with kfp.local ---
 # Settings, compile, execution and what the steps recorded, for every executed-package test.
 

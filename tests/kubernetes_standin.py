@@ -165,6 +165,20 @@ def webhook_errors(job: dict[str, Any]) -> list[str]:
     return errors
 
 
+def downward_value(pod: dict[str, Any], ref: dict[str, Any]) -> str:
+    """A downward-API env value: `metadata.name`, `metadata.namespace`,
+    `metadata.labels['K']`, `metadata.annotations['K']` (the fields core/v1's
+    ObjectFieldSelector allows of metadata; types.go). A missing label or
+    annotation is the empty string, as the kubelet resolves it."""
+    path = ref["fieldPath"]
+    metadata = pod.get("metadata", {})
+    if match := re.fullmatch(r"metadata\.(labels|annotations)\['([^']+)'\]", path):
+        return (metadata.get(match.group(1)) or {}).get(match.group(2), "")
+    if path in ("metadata.name", "metadata.namespace"):
+        return metadata.get(path.split(".")[1], "")
+    raise KeyError(f"fieldPath {path}")
+
+
 def _parse_bool(value: str | None) -> bool:
     """A boolean query parameter, as the API server parses it (Go's strconv.ParseBool)."""
     return value in ("1", "t", "T", "TRUE", "true", "True")
@@ -304,6 +318,14 @@ class Pod(ContainerRun):
     started_at: str = ""
     # Every phase a GET could have seen, in order (the test checks the transitions).
     phases: list[str] = field(default_factory=list)
+    # Put between `python` and the container's own arguments (the TrainJob stand-in's
+    # name resolution, tests/trainjob_dns.py), and more of the process's environment.
+    launcher: tuple[str, ...] = ()
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def hostname(self) -> str:
+        return self.manifest["spec"].get("hostname", "")
 
     @property
     def pod(self) -> str:
@@ -418,6 +440,10 @@ class KubernetesStandin:
         self._stopping = threading.Event()
         # KServe's controller and predictors (tests/kserve_standin.py).
         self.kserve = KServeController(self.url)
+        # Trainer v2 and JobSet (tests/trainjob_standin.py), when a test installs them.
+        self.trainer: Any = None
+        # Every (verb, resource, group) the API was asked for, in order.
+        self.requests: list[tuple[str, str, str]] = []
 
     # --- the test's side -------------------------------------------------
     def __enter__(self) -> KubernetesStandin:
@@ -564,6 +590,7 @@ class KubernetesStandin:
         command = [*container.get("command", []), *container.get("args", [])]
         if command and command[0] == "python":
             command[0] = self.python
+            command[1:1] = getattr(target, "launcher", ())
         target.process = subprocess.Popen(
             command,
             cwd=container.get("workingDir") or None,
@@ -576,11 +603,15 @@ class KubernetesStandin:
         )
         threading.Thread(target=self._read_log, args=(target,), daemon=True).start()
 
-    def _container_env(self, container: dict[str, Any]) -> dict[str, str]:
+    def _container_env(
+        self, container: dict[str, Any], pod: dict[str, Any] | None = None
+    ) -> dict[str, str]:
         env = {}
         for entry in container.get("env", []):
             if "value" in entry:
                 env[entry["name"]] = str(entry["value"])
+            elif "fieldRef" in entry["valueFrom"]:
+                env[entry["name"]] = downward_value(pod or {}, entry["valueFrom"]["fieldRef"])
             else:
                 ref = entry["valueFrom"]["secretKeyRef"]
                 env[entry["name"]] = self.secrets[ref["name"]][ref["key"]]
@@ -593,7 +624,10 @@ class KubernetesStandin:
                 replica.lines.append((_now(), line.rstrip("\n")))
                 for suffix, (pattern, times) in list(self.kills.items()):
                     if (
-                        replica.pod.endswith(suffix)
+                        (
+                            replica.pod.endswith(suffix)
+                            or getattr(replica, "hostname", "").endswith(suffix)
+                        )
                         and not replica.killed_as
                         and pattern.search(line)
                     ):
@@ -624,6 +658,8 @@ class KubernetesStandin:
                     self._reconcile(job)
                 for pod in list(self.pods.values()):
                     self._run_pod(pod)
+                if self.trainer is not None:
+                    self.trainer.reconcile()
             time.sleep(0.2)
 
     def _run_pod(self, pod: Pod) -> None:
@@ -632,11 +668,12 @@ class KubernetesStandin:
             pod.started_at = _now()
             env = dict(self.base_env, HOME=self._home)
             try:
-                env.update(self._container_env(pod.container))
+                env.update(self._container_env(pod.container, pod.manifest))
             except KeyError as missing:
                 pod.exit_code, pod.reason, pod.finished_at = 1, "CreateContainerConfigError", _now()
                 pod.lines.append((_now(), f"secret key {missing} not found"))
                 return
+            env.update(pod.extra_env)
             self._start(pod, env)
         elif pod.exit_code is None and pod.log_closed and pod.process.poll() is not None:
             code = pod.process.returncode
@@ -727,6 +764,7 @@ class KubernetesStandin:
                 )  # fmt: skip
 
             def _allowed(self, verb: str, resource: str, group: str, namespace: str) -> bool:
+                standin.requests.append((verb, resource, group))
                 if time.monotonic() < standin._unavailable_until:
                     self._status(
                         503,
@@ -749,8 +787,11 @@ class KubernetesStandin:
                 return False
 
             def _kserve(self, method: str) -> bool:
-                """Answers a call KServe's stand-in plays; False for any other."""
+                """Answers a call KServe's (or Trainer's) stand-in plays; False for any other."""
                 path = urlparse(self.path).path
+                if standin.trainer is not None and standin.trainer.answers(path):
+                    standin.trainer.serve(self, method, path)
+                    return True
                 if not standin.kserve.answers(path):
                     return False
                 length = int(self.headers.get("Content-Length") or 0)
@@ -901,8 +942,8 @@ class KubernetesStandin:
                         (r for job in standin.jobs.values() if job.namespace == namespace
                          for r in job.replicas if r.pod == pod),
                         None,
-                    )  # fmt: skip
-                if replica is None or replica.cleaned_up:
+                    ) or standin.pods.get((namespace, pod))  # fmt: skip
+                if replica is None or getattr(replica, "cleaned_up", False):
                     return self._status(404, "NotFound", f'pods "{pod}" not found')
                 timestamps = _parse_bool(query.get("timestamps"))
                 if not _parse_bool(query.get("follow")):

@@ -39,9 +39,11 @@ from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, read_taxi_rows
 from tests.harness import (
     INFERENCE_SERVICE,
     SERVING,
+    TRAINING_STARTS,
     assert_scores_raw_rows,
     compile_package,
     execute,
+    image_environment,
     local_settings,
     output_metadata,
     schema_dir_in_project,
@@ -56,8 +58,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 NAMESPACE = "kubeflow-user-example-com"
 STEP_SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:default-editor"
 TOKEN = "step-token"
-# The line a replica logs before it calls run_fn (kubeflow/tfjob/replica.py).
-TRAINING_STARTS = "Training model on this replica"
 
 
 def tfjob_settings(tmp: Path, data_root: Path, schema_dir: str) -> Path:
@@ -81,15 +81,6 @@ def tfjob_settings(tmp: Path, data_root: Path, schema_dir: str) -> Path:
             },
         },
     )
-
-
-def image_environment() -> dict[str, str]:
-    """What a replica's container has before its own `env`: the image's variables."""
-    return {
-        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-        "PYTHONUNBUFFERED": "1",
-        "TF_CPP_MIN_LOG_LEVEL": "1",
-    }
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ import yaml
 from kubeflow import compile as kfp_compile
 from kubeflow.settings import parse_settings
 from kubeflow.settings.fields import SettingsError
-from kubeflow.settings.training import REPLICA_COMMAND, TrainingSettingsError, check_training
+from kubeflow.settings.training import REPLICA_COMMAND, TrainingSettingsError
 from kubeflow.tfjob.cluster import Cluster, ClusterError
 from kubeflow.tfjob.job import TFJobFailed, Timing, run_tfjob
 from kubeflow.tfjob.manifest import (
@@ -38,9 +38,8 @@ from kubeflow.tfjob.manifest import (
 )
 from kubeflow.tfjob.spec import TFJobSpec, TFJobSpecError
 from pipeline import steps as dag
-from pipeline.config import variant
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE
-from tests.harness import MINIO, run_in_reference_env
+from tests.harness import MINIO, check_multi_node, multi_node_settings, run_in_reference_env
 from tests.kubernetes_standin import KubernetesStandin, webhook_errors
 
 STEP_IDS = kfp_compile.pipeline_step_ids()
@@ -53,30 +52,10 @@ FAST = Timing(poll_seconds=0.2, wait_seconds=60)
 
 def settings_with(**changes):
     """The checked-in settings, training on a TFJob of gpu_multi_node, changed by `changes`."""
-    raw = copy.deepcopy(RAW_SETTINGS)
-    raw["training"]["engine"] = "tfjob"
-    raw["config_variant"] = "gpu_multi_node"
-    raw["components"][dag.TRAINER] = {"resources": {"cpu_request": "1", "memory_request": "2Gi"}}
-    for path, value in changes.items():
-        *parents, key = path.split(".")
-        target = raw
-        for part in parents:
-            target = target.setdefault(part, {})
-        if value is None:
-            target.pop(key, None)
-        else:
-            target[key] = value
-    return parse_settings(raw, STEP_IDS)
+    return multi_node_settings("tfjob", **changes)
 
 
-def checked(settings) -> None:
-    check_training(
-        settings.training,
-        variant(settings.config_variant).trainer.runtime,
-        config_variant=settings.config_variant,
-        trainer=settings.placement_for(dag.TRAINER),
-        trainer_id=dag.TRAINER,
-    )
+checked = check_multi_node
 
 
 # --- Settings -------------------------------------------------------------------
@@ -120,7 +99,11 @@ def test_tfjob_settings_become_the_replicas_pod_in_kubernetes_form():
 @pytest.mark.parametrize(
     "path,value,message",
     [
-        ("training.engine", "mpijob", "training.engine: must be one of ('pod', 'tfjob')"),
+        (
+            "training.engine",
+            "mpijob",
+            "training.engine: must be one of ('pod', 'tfjob', 'trainjob')",
+        ),
         ("training.tfjob.workers", 0, "training.tfjob.workers: must be an integer >= 1"),
         ("training.tfjob.workers", True, "training.tfjob.workers: must be an integer >= 1"),
         ("training.tfjob.backoff_limit", -1, "training.tfjob.backoff_limit: must be an integer"),

@@ -1,9 +1,10 @@
 """The Kubernetes API calls of the Trainer step, through the official client.
 
 Five calls: create, get and delete a TFJob; list the job's pods; read a
-pod's log (followed, or its last lines). The Training Operator's own SDK
-(`kubeflow-training`) wraps the same calls, but needs kubernetes >= 27,
-which TFX 1.16 and kfp 2.5 (kubernetes < 27) exclude from the image.
+pod's log (followed, or its last lines: kubeflow/training_job.py's
+PodLogs). The Training Operator's own SDK (`kubeflow-training`) wraps
+the same calls, but needs kubernetes >= 27, which TFX 1.16 and kfp 2.5
+(kubernetes < 27) exclude from the image.
 
 The client, and how a call's failure becomes a ClusterError, are
 kubeflow/kubernetes_api.py's; this module says what a refusal means here.
@@ -11,23 +12,24 @@ kubeflow/kubernetes_api.py's; this module says what a refusal means here.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
-from kubeflow.kubernetes_api import ClusterError, KubernetesApi
+from kubeflow.kubernetes_api import ClusterError
 from kubeflow.tfjob.manifest import CONTAINER_NAME, GROUP, JOB_NAME_LABEL, PLURAL, VERSION
+from kubeflow.training_job import PodLogs
 
 # What the step's service account must be allowed, for the error that says so.
 REQUIRED_PERMISSIONS = "create, get, delete on tfjobs.kubeflow.org; list on pods; get on pods/log"
 _FORBIDDEN_USER = re.compile(r'User "system:serviceaccount:([^:"]+):([^"]+)"')
 
 
-class Cluster(KubernetesApi):
+class Cluster(PodLogs):
     """The API calls the step makes, returning Kubernetes objects as plain JSON dicts."""
 
     PURPOSE = "create the TFJob with"
+    CONTAINER = CONTAINER_NAME
+    JOB_RESOURCE = (GROUP, VERSION, PLURAL)
 
     def explain(self, action: str, status: int, reason: str, message: str) -> ClusterError:
         if status == 403 and "admission webhook" in message:
@@ -59,68 +61,14 @@ class Cluster(KubernetesApi):
         return super().explain(action, status, reason, message)
 
     def create_tfjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        namespace = manifest["metadata"]["namespace"]
-        return self._call(
-            f"create tfjobs.kubeflow.org in namespace {namespace}",
-            self._custom.create_namespaced_custom_object,
-            GROUP, VERSION, namespace, PLURAL, manifest,
-        )  # fmt: skip
+        return self.create_job(manifest)
 
     def get_tfjob(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The job, or None once it is gone."""
-        return self._call(
-            f"get tfjobs.kubeflow.org {namespace}/{name}",
-            self._custom.get_namespaced_custom_object,
-            GROUP, VERSION, namespace, PLURAL, name, gone=None,
-        )  # fmt: skip
+        return self.get_job(namespace, name)
 
     def delete_tfjob(self, namespace: str, name: str) -> bool:
-        """Deletes the job and, with it, its pods; False if it was not there."""
-        status = self._call(
-            f"delete tfjobs.kubeflow.org {namespace}/{name}",
-            self._custom.delete_namespaced_custom_object,
-            GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Background", gone=None,
-        )  # fmt: skip
-        return status is not None
+        return self.delete_job(namespace, name)
 
     def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
         """The job's replica pods (the operator labels them with the job's name)."""
-        response = self._call(
-            f"list pods in namespace {namespace}",
-            self._core.list_namespaced_pod,
-            namespace,
-            label_selector=f"{JOB_NAME_LABEL}={job}",
-            _preload_content=False,
-        )
-        return json.loads(response.data).get("items", [])
-
-    def log_tail(self, namespace: str, pod: str, lines: int) -> str:
-        response = self._call(
-            f"get pods/log {namespace}/{pod}",
-            self._core.read_namespaced_pod_log,
-            pod, namespace, container=CONTAINER_NAME, tail_lines=lines, _preload_content=False,
-        )  # fmt: skip
-        return response.data.decode(errors="replace")
-
-    def follow_log(self, namespace: str, pod: str) -> Iterator[str]:
-        """The container's log lines as they are written, each `<RFC 3339 time> <text>`.
-
-        Raises ClusterError while the container has not started (the API answers 400).
-        """
-        response = self._call(
-            f"get pods/log {namespace}/{pod}",
-            self._core.read_namespaced_pod_log,
-            pod, namespace, container=CONTAINER_NAME, follow=True, timestamps=True,
-            _preload_content=False,
-        )  # fmt: skip
-        pending = b""
-        try:
-            for chunk in response.stream(amt=None, decode_content=True):
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    yield line.decode(errors="replace")
-            if pending:
-                yield pending.decode(errors="replace")
-        finally:
-            response.release_conn()
+        return self.pods(namespace, f"{JOB_NAME_LABEL}={job}")

@@ -54,39 +54,70 @@ def run_id(model_uri: str) -> str | None:
     return directory.rstrip("/").rsplit("/", 1)[-1] if directory else None
 
 
-class Executor(trainer_executor.GenericExecutor):
-    """Trains on a TFJob of the image's own Trainer code; the Model output as the stock one's."""
+class ClusterTrainerExecutor(trainer_executor.GenericExecutor):
+    """Trains on a multi-node job of the image's own Trainer code (a TFJob here, a TrainJob
+    in kubeflow/trainjob/executor.py); the Model output as the stock one's."""
+
+    # What the job is and which of its nodes exports the model, for the messages.
+    JOB, WRITER = "TFJob", "Chief"
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:
         self._log_startup(input_dict, output_dict, exec_properties)
         custom_config = json_utils.loads(
             exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null"
         )
-        spec = TFJobSpec.from_custom_config(custom_config)
-        # Resolves (and checks) what the replicas will: run_fn, the splits, the output paths.
+        # Resolves (and checks) what the nodes will: run_fn, the splits, the output paths.
         fn_args = self._GetFnArgs(input_dict, output_dict, exec_properties)
-        cluster = Cluster.from_environment()
         model_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_KEY])
-        manifest = tfjob_manifest(
-            spec,
-            name=job_name(model_uri),
-            namespace=spec.namespace or cluster.default_namespace,
+        name = self.train_on_cluster(
+            custom_config,
+            model_uri=model_uri,
             args=replica_args(input_dict, output_dict, exec_properties),
             labels=run_labels(run_id(model_uri)),
             annotations={MODEL_URI_ANNOTATION: model_uri},
         )
-        timing = Timing(wait_seconds=spec.active_deadline_seconds + DEADLINE_GRACE_SECONDS)
-        run_tfjob(cluster, manifest, timing=timing)
         exported = f"{fn_args.serving_model_dir}/saved_model.pb"
         if not fileio.exists(exported):
             raise RuntimeError(
-                f"TFJob {manifest['metadata']['name']} succeeded, but its Chief exported no model "
-                f"at {fn_args.serving_model_dir}: the replicas must reach the pipeline root "
+                f"{self.JOB} {name} succeeded, but its {self.WRITER} exported no model "
+                f"at {fn_args.serving_model_dir}: the nodes must reach the pipeline root "
                 "(an object store every pod can write to)"
             )
         logging.info(
-            "Training complete on TFJob %s. Model written to %s. ModelRun written to %s",
-            manifest["metadata"]["name"],
+            "Training complete on %s %s. Model written to %s. ModelRun written to %s",
+            self.JOB,
+            name,
             fn_args.serving_model_dir,
             fn_args.model_run_dir,
         )
+
+    # The engine's spec (from the step's custom_config), API client, manifest and wait loop.
+    SPEC: Any
+    CLUSTER: Any
+    MANIFEST: Any
+    RUN: Any
+
+    def train_on_cluster(self, custom_config, *, model_uri, args, labels, annotations) -> str:
+        """Creates the job, waits for it to succeed (or raises); returns its name."""
+        spec = self.SPEC.from_custom_config(custom_config)
+        cluster = self.CLUSTER.from_environment()
+        manifest = self.MANIFEST(
+            spec,
+            name=job_name(model_uri),
+            namespace=spec.namespace or cluster.default_namespace,
+            args=args,
+            labels=labels,
+            annotations=annotations,
+        )
+        timing = Timing(wait_seconds=spec.active_deadline_seconds + DEADLINE_GRACE_SECONDS)
+        self.RUN(cluster, manifest, timing=timing)
+        return manifest["metadata"]["name"]
+
+
+class Executor(ClusterTrainerExecutor):
+    """Trains on a TFJob."""
+
+    SPEC = TFJobSpec
+    CLUSTER = Cluster
+    MANIFEST = staticmethod(tfjob_manifest)
+    RUN = staticmethod(run_tfjob)
