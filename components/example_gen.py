@@ -53,6 +53,7 @@ from tfx.utils import proto_utils
 
 from components.artifact_names import (
     FINGERPRINT_PROPERTY,
+    LEFT_OUT_PROPERTY,
     SPAN_PROPERTY,
     SPANS_PROPERTY,
     VERSION_PROPERTY,
@@ -62,6 +63,7 @@ from components.example_blocks import (
     check_rows_written,
     partition_blocks,
 )
+from components.input_files import left_out_line
 from components.input_resolution import input_config, input_window
 from components.read_examples import ReadExamples
 from components.span_resolution import ResolvedInput, SpanRead, resolve_input
@@ -148,6 +150,10 @@ class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
             examples.set_string_custom_property(
                 SPANS_PROPERTY, ",".join(str(s.span) for s in resolved.spans)
             )
+        if resolved.left_out:
+            line = left_out_line(input_base, resolved.left_out)
+            logging.warning("%s", line)
+            examples.set_string_custom_property(LEFT_OUT_PROPERTY, line)
         logging.info(
             "Reading span(s) %s under %s.",
             ", ".join(

@@ -14,10 +14,14 @@ feature can hold before any Beam work.
 
 With a span pattern (the dataset spec's `input.pattern`), the files checked
 are those of the spans a run reads: the latest, or the window of the last N.
+The partitions decide which days there are (components/input_files.py
+`read_days`): a day's folder a writer marked complete and left without a data
+file stops the run, naming it; one without a marker is left out, and said so.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
@@ -25,13 +29,16 @@ from dataclasses import dataclass
 from components.csv_header import CsvHeaderError, read_header
 from components.input_files import (
     InputFormatError,
+    Partition,
     data_files,
+    empty_day_message,
     format_of_path,
     holds_rows,
     input_format,
     is_leftover,
     no_rows_message,
     parquet_column_names,
+    read_days,
 )
 from components.parquet_columns import ParquetError, ParquetPlan, plan_files
 from components.spans import Span, SpanPattern, latest_spans
@@ -53,6 +60,8 @@ class DataRoot:
     spans: tuple[Span, ...] = ()  # with a span pattern: the spans a run reads, oldest first
     format: str = "csv"
     parquet: ParquetPlan | None = None  # Parquet: each column's type over every file
+    # Span folders with no data file and no writer's marker, left out (input_files.read_days).
+    left_out: tuple[Partition, ...] = ()
 
 
 def check_data_root(
@@ -189,6 +198,9 @@ def _check_spans(
             f"{root}: {', '.join(not_spans[:3])} match(es) input pattern {pattern.pattern!r} "
             "but hold no span number in its place; move them out of the data root"
         )
+    days = read_days(pattern, root, object_store.glob, count)
+    if days.empty:
+        raise InputDataError(empty_day_message(root, days.empty[-1]))
     found = latest_spans(pattern, paths, count)
     if not found:
         raise InputDataError(
@@ -212,7 +224,7 @@ def _check_spans(
     )
     for span in found:
         _check_rows(_span_name(span), by_span[span.span] or list(span.files), checked.format)
-    return checked
+    return dataclasses.replace(checked, left_out=days.left_out)
 
 
 def _span_name(span: Span) -> str:

@@ -41,8 +41,12 @@ def test_an_empty_newest_span_stops_the_run_naming_it(tmp_path):
     message = one_line(str(raised.value))
     assert "span 19724 (dt=2024-01-02) holds no rows" in message
     assert "remove the empty partition" in message
-    # The older span alone reads: the check is about the span, not the layout.
+    # Its _SUCCESS alone is the same empty day (issue 71); the partition removed, the
+    # older span alone reads: the check is about the span, not the layout.
     (root / "dt=2024-01-02" / "part-0.parquet").unlink()
+    with pytest.raises(InputDataError, match=r"span 19724 \(dt=2024-01-02\) under .* no rows"):
+        check_data_root(root, HIVE_PATTERN, 2)
+    shutil.rmtree(root / "dt=2024-01-02")
     assert [s.span for s in check_data_root(root, HIVE_PATTERN, 2).spans] == [19723]
 
 
@@ -418,3 +422,139 @@ def test_scores_of_another_flat_folder_replaced_say_so():
     assert "replaced (the span's input changed)" in summary.text()
     flat = ScoreSummary("replaced", "scores/span=0/version=1", 4, 0, "1", "d" * 64, 0, flat=True)
     assert "give each folder its own --output-dir" in one_line(flat.text())
+
+
+# --- Issue 71: partitions, not files, decide which days exist --------------------
+
+DAY_FILE = EXPORTS / "empty_newest" / "dt=2024-01-01" / "part-0.parquet"  # 24 rows
+
+
+def days(tmp_path: Path, layout: dict[str, str]) -> Path:
+    """A Hive layout of days, each `data` (a pandas 3 file and `_SUCCESS`), `success`
+    (`_SUCCESS` alone: the writer's empty day), `committed` (Databricks' `_committed_*`
+    alone) or `unmarked` (an empty folder: a write in progress)."""
+    root = tmp_path / "days"
+    for day, kind in layout.items():
+        folder = root / f"dt={day}"
+        folder.mkdir(parents=True)
+        if kind == "data":
+            shutil.copy(DAY_FILE, folder / "part-0.parquet")
+        if kind in ("data", "success"):
+            (folder / "_SUCCESS").write_bytes(b"")
+        if kind == "committed":
+            (folder / "_committed_8171").write_bytes(b"{}")
+    return root
+
+
+WITH_EMPTY_NEWEST = {"2024-01-01": "data", "2024-01-02": "data", "2024-01-03": "success"}
+
+
+@pytest.mark.parametrize("spans", [1, 2])
+def test_a_success_only_newest_partition_stops_the_run_naming_it(tmp_path, spans):
+    """The writer marked the newest day complete, with no file: the run (spans 2) and the
+    scoring (spans 1) never fall back to yesterday."""
+    root = days(tmp_path, WITH_EMPTY_NEWEST)
+    with pytest.raises(InputDataError) as raised:
+        check_data_root(root, HIVE_PATTERN, spans)
+    message = one_line(str(raised.value))
+    assert message.startswith(f"span 19725 (dt=2024-01-03) under {root} holds no rows: "), message
+    assert "the writer's _SUCCESS and no data file" in message
+
+
+def test_a_committed_marker_alone_is_an_empty_day_too(tmp_path):
+    root = days(tmp_path, {"2024-01-01": "data", "2024-01-02": "committed"})
+    with pytest.raises(InputDataError, match=r"dt=2024-01-02\).*writer's _committed_8171"):
+        check_data_root(root, HIVE_PATTERN, 1)
+
+
+def test_a_success_only_partition_in_the_middle_of_the_window_stops_the_run(tmp_path):
+    root = days(tmp_path, {"2024-01-01": "data", "2024-01-02": "success", "2024-01-03": "data"})
+    for spans in (2, 3):
+        with pytest.raises(InputDataError, match=r"^span 19724 \(dt=2024-01-02\) under "):
+            check_data_root(root, HIVE_PATTERN, spans)
+    # Outside the window it is not read, so nothing to refuse.
+    assert [s.span for s in check_data_root(root, HIVE_PATTERN, 1).spans] == [19725]
+
+
+def test_an_unmarked_empty_partition_is_left_out_in_one_line(tmp_path):
+    from components.input_files import left_out_line
+
+    root = days(tmp_path, {**WITH_EMPTY_NEWEST, "2024-01-03": "unmarked"})
+    checked = check_data_root(root, HIVE_PATTERN, 2)
+    assert [s.span for s in checked.spans] == [19723, 19724]
+    line = one_line(left_out_line(str(root), checked.left_out))
+    assert line == (
+        f"left out dt=2024-01-03 under {root}: no data file and no writer's marker "
+        "(_SUCCESS, _committed_*), so a write in progress; not read as a day"
+    )
+    # One older than the window changes nothing the run reads: not said.
+    (root / "dt=2024-01-03").rmdir()
+    (root / "dt=2023-12-31").mkdir()
+    assert check_data_root(root, HIVE_PATTERN, 2).left_out == ()
+
+
+def test_examplegen_refuses_the_empty_day_where_no_runner_checked(tmp_path):
+    """Kubeflow: ExampleGen's (and InputSnapshot's) resolution stops on it, in one line;
+    an unmarked one is left out and said on the examples' properties."""
+    from components.input_resolution import input_config
+    from components.span_resolution import InputPatternError, resolve_input
+
+    def resolved(root: Path, spans: int):
+        window = {"pattern": HIVE_PATTERN, "spans": spans}
+        return resolve_input(str(root), input_config(HIVE_PATTERN), window)
+
+    root = days(tmp_path, WITH_EMPTY_NEWEST)
+    for spans in (1, 2):
+        with pytest.raises(InputPatternError) as raised:
+            resolved(root, spans)
+        assert "span 19725 (dt=2024-01-03)" in one_line(str(raised.value))
+    (root / "dt=2024-01-03" / "_SUCCESS").unlink()
+    answer = resolved(root, 2)
+    assert [s.span for s in answer.spans] == [19723, 19724]
+    assert [p.folder for p in answer.left_out] == ["dt=2024-01-03"]
+    # Where every day holds a file, the answer is TFX's: the same as with no empty folder.
+    (root / "dt=2024-01-03").rmdir()
+    assert resolved(root, 2) == answer and resolved(root, 2).left_out == ()
+
+
+@pytest.mark.slow  # the draft runs TFDV
+def test_run_score_and_draft_refuse_a_success_only_newest_day_each_in_one_line(tmp_path, capsys):
+    """The three commands a user types, on the layout of the issue: each ends with one
+    `error:` line naming the partition, before any step runs."""
+    import local_runner
+    import score_runner
+    from schemas.draft import main as draft_main
+
+    root = days(tmp_path, {**WITH_EMPTY_NEWEST, "2024-01-03": "unmarked"})
+    schema_dir = tmp_path / "schema"
+    common = ["--data-root", str(root)]
+    spans = ["--label", LABEL, "--input-pattern", HIVE_PATTERN, "--spans", "2"]
+    assert draft_main([*common, *spans, "--output-dir", str(schema_dir)]) == 0
+    printed = capsys.readouterr().out
+    assert f"  left out dt=2024-01-03 under {root}: no data file" in printed
+    (root / "dt=2024-01-03" / "_SUCCESS").write_bytes(b"")
+    named = f"span 19725 (dt=2024-01-03) under {root} holds no rows"
+    scoring = ["--key", "island", "--serving-dir", str(tmp_path / "serving")]
+    commands = {
+        "draft": lambda: draft_main([*common, *spans, "--output-dir", str(tmp_path / "again")]),
+        "run": lambda: local_runner.main(
+            [*common, "--schema-dir", str(schema_dir), "--output-dir", str(tmp_path / "run")]
+        ),
+        "score": lambda: score_runner.main(
+            [
+                *common,
+                *scoring,
+                "--schema-dir",
+                str(schema_dir),
+                "--output-dir",
+                str(tmp_path / "s"),
+            ]
+        ),
+    }
+    for command, call in commands.items():
+        code = call()
+        err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert code == (2 if command == "draft" else 1), (command, err)
+        assert err[-1].startswith("error: ") and named in err[-1], (command, err)
+        assert "Traceback" not in "\n".join(err)
+    assert not (tmp_path / "run" / "metadata.sqlite").exists()  # before any step

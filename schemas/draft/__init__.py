@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import get_args
 
+from components.input_files import left_out_line
 from components.parquet_columns import ParquetError
 from components.spans import SpanPattern
 from pipeline.inputs import InputDataError, check_data_root
@@ -220,6 +221,7 @@ def draft(
                 if spec.input.has_spans
                 else []
             ),
+            *([f"  {line}"] if (line := left_out_line(str(data_root), data.left_out)) else []),
             *(
                 f"  typed {column} {value_type}: the spans read hold values the latest "
                 "span's types cannot take"
