@@ -249,7 +249,9 @@ class ExampleGen(example_gen_component.FileBasedExampleGen):
     each run reads. `input_format`: the dataset spec's `input.format` (None:
     from the files' extension); `ignore`: its `ignore:` columns; `text_columns`:
     columns read as the text a CSV holds, never typed as numbers (scoring's keys);
-    `skip_unsupported`: skip every column no feature can hold (scoring).
+    `skip_unsupported`: skip every column no feature can hold (scoring); `columns`: the
+    only columns read (scoring: those the model and the keys use; None: every one not
+    ignored). A column not read is never converted and never in the examples.
     """
 
     SPEC_CLASS = ExampleGenSpec
@@ -266,6 +268,7 @@ class ExampleGen(example_gen_component.FileBasedExampleGen):
         ignore: tuple[str, ...] = (),
         text_columns: tuple[str, ...] = (),
         skip_unsupported: bool = False,
+        columns: tuple[str, ...] | None = None,
         input_snapshot: Any = None,
     ):
         config = input_config(input_pattern)
@@ -276,7 +279,7 @@ class ExampleGen(example_gen_component.FileBasedExampleGen):
             output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
             output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
             input_window=input_window(
-                input_pattern, spans, input_format, ignore, text_columns, skip_unsupported
+                input_pattern, spans, input_format, ignore, text_columns, skip_unsupported, columns
             ),
             input_snapshot=input_snapshot,
             examples=types.Channel(type=standard_artifacts.Examples),

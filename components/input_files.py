@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from components.csv_header import read_header
-from components.parquet_columns import footer_schema, values_in
+from components.parquet_columns import values_in
 from components.spans import SpanPattern, glob_root
 
 # Format -> the file name endings it is known by.
@@ -121,17 +121,6 @@ def no_rows_message(where: str, files: list[str]) -> str:
         "reads fewer rows than asked without saying so: remove the empty partition, or write "
         "its rows, then run again"
     )
-
-
-def parquet_column_names(
-    files: Iterable[str], open_binary: Callable[[str], IO[bytes]]
-) -> tuple[str, ...]:
-    """Every column of the Parquet `files`, from their footers. Scoring ignores them all
-    (`skip_unsupported`): a column no feature can hold is one the model never read."""
-    names: dict[str, None] = {}
-    for path in files:
-        names.update(dict.fromkeys(footer_schema(path, open_binary).names))
-    return tuple(names)
 
 
 @dataclass(frozen=True)

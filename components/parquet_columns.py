@@ -144,7 +144,8 @@ class ParquetPlan:
 
     types: dict[str, FeatureType]
     row_groups: tuple[tuple[str, int], ...]  # (file, row group index)
-    skipped: tuple[str, ...] = ()  # unsupported columns the dataset spec ignores
+    skipped: tuple[str, ...] = ()  # unsupported columns left out (ignored, or scoring's)
+    not_read: tuple[str, ...] = ()  # every column of the files left out, in their order
 
     @property
     def kinds(self) -> dict[str, str]:
@@ -156,18 +157,29 @@ class ParquetPlan:
 
 
 def plan_files(
-    files: Iterable[str], open_binary: Callable[[str], IO[bytes]], ignore: Iterable[str] = ()
+    files: Iterable[str],
+    open_binary: Callable[[str], IO[bytes]],
+    ignore: Iterable[str] = (),
+    *,
+    columns: Iterable[str] | None = None,
+    skip_unsupported: bool = False,
 ) -> ParquetPlan:
     """Every file's footer read (no rows): the columns' merged types and the row groups.
 
-    ParquetError for a file that is not Parquet, an unsupported column not in
-    `ignore` (the dataset spec's), and a column whose type changes family.
+    Only the columns read are planned, and only those are ever read (pyarrow's column
+    projection, `read_row_group`): never a column in `ignore` (the dataset spec's), nor
+    one outside `columns` when given (scoring: the columns the model and its keys use),
+    whatever its type or values. `skip_unsupported` (scoring): a column no feature can
+    hold is left out too. ParquetError for a file that is not Parquet, an unsupported
+    column read, and a column read whose type changes family.
     """
     ignore = set(ignore)
+    wanted = None if columns is None else set(columns)
     types: dict[str, FeatureType] = {}
     seen_in: dict[str, tuple[str, pa.DataType]] = {}  # column -> (first file, its type)
     row_groups: list[tuple[str, int]] = []
     skipped: list[str] = []
+    not_read: dict[str, None] = {}
     for path in files:
         with open_binary(path) as f:
             metadata = _footer(path, f)
@@ -179,8 +191,14 @@ def plan_files(
                 ) from None
         for field in schema:
             found = feature_type(field.type)
+            if field.name in ignore or (wanted is not None and field.name not in wanted):
+                not_read[field.name] = None
+                if found is None:
+                    skipped.append(field.name)
+                continue
             if found is None:
-                if field.name in ignore:
+                if skip_unsupported:
+                    not_read[field.name] = None
                     skipped.append(field.name)
                     continue
                 raise ParquetError(
@@ -205,7 +223,10 @@ def plan_files(
                 seen_in[field.name] = (path, field.type)
         row_groups += [(path, i) for i in range(metadata.num_row_groups)]
     return ParquetPlan(
-        types=types, row_groups=tuple(row_groups), skipped=tuple(sorted(set(skipped)))
+        types=types,
+        row_groups=tuple(row_groups),
+        skipped=tuple(sorted(set(skipped))),
+        not_read=tuple(n for n in not_read if n not in types),
     )
 
 

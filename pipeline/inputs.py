@@ -37,7 +37,6 @@ from components.input_files import (
     input_format,
     is_leftover,
     no_rows_message,
-    parquet_column_names,
     read_days,
 )
 from components.parquet_columns import ParquetError, ParquetPlan, plan_files
@@ -72,11 +71,14 @@ def check_data_root(
     format: str | None = None,
     ignore: tuple[str, ...] = (),
     skip_unsupported: bool = False,
+    columns: tuple[str, ...] | None = None,
 ) -> DataRoot:
     """The files a run reads under `data_root`, their format and columns, or
     InputDataError naming the problem. `pattern`, `spans`, `format`: the dataset
-    spec's `input` section; `ignore`: its ignored columns; `skip_unsupported`
-    (scoring): every column no feature can hold is skipped, as if ignored."""
+    spec's `input` section; `ignore`: its ignored columns, never read; `columns`
+    (scoring): the only columns read; `skip_unsupported` (scoring): every column no
+    feature can hold is skipped, as if ignored."""
+    reading = _Reading(format, ignore, skip_unsupported, columns)
     root = os.fspath(data_root)
     try:
         object_store.check_uri(root, "data root")
@@ -85,7 +87,7 @@ def check_data_root(
     if not object_store.isdir(root):
         raise InputDataError(f"data root {root} is not a directory")
     if pattern is not None:
-        return _check_spans(root, SpanPattern(pattern), spans, format, ignore, skip_unsupported)
+        return _check_spans(root, SpanPattern(pattern), spans, reading)
     paths = [object_store.join(root, n) for n in object_store.listdir(root)]
     files = data_files([p for p in paths if object_store.isfile(p)], object_store.file_size)
     if not files:
@@ -96,7 +98,7 @@ def check_data_root(
             f"data root {root} holds no data files (*.csv or *.parquet; writers' markers, "
             "hidden and empty files are skipped)" + _pattern_hint(root, paths)
         )
-    checked = _checked(f"data root {root}", files, format, ignore, skip_unsupported)
+    checked = _checked(f"data root {root}", files, reading)
     _check_rows(f"data root {root}", files, checked.format)
     return checked
 
@@ -138,23 +140,32 @@ def _check_rows(where: str, files: list[str], read_format: str) -> None:
         raise InputDataError(no_rows_message(where, files))
 
 
+@dataclass(frozen=True)
+class _Reading:
+    """Which columns a run reads: check_data_root's arguments."""
+
+    format: str | None
+    ignore: tuple[str, ...]
+    skip_unsupported: bool
+    columns: tuple[str, ...] | None
+
+
 def _checked(
-    where: str,
-    files: list[str],
-    format: str | None,
-    ignore: tuple[str, ...],
-    skip_unsupported: bool,
-    found: tuple[Span, ...] = (),
+    where: str, files: list[str], reading: _Reading, found: tuple[Span, ...] = ()
 ) -> DataRoot:
     try:
-        read_format = input_format(files, format)
+        read_format = input_format(files, reading.format)
     except InputFormatError as err:
         raise InputDataError(f"{where}: {err}") from None
     if read_format == "parquet":
         try:
-            if skip_unsupported:
-                ignore = (*ignore, *parquet_column_names(files, object_store.open_binary))
-            plan = plan_files(files, object_store.open_binary, ignore)
+            plan = plan_files(
+                files,
+                object_store.open_binary,
+                reading.ignore,
+                columns=reading.columns,
+                skip_unsupported=reading.skip_unsupported,
+            )
         except ParquetError as err:
             raise InputDataError(str(err)) from None
         return DataRoot(
@@ -167,14 +178,7 @@ def _checked(
     return DataRoot(files=tuple(files), header=_shared_header(files), spans=found)
 
 
-def _check_spans(
-    root: str,
-    pattern: SpanPattern,
-    count: int,
-    format: str | None,
-    ignore: tuple[str, ...],
-    skip_unsupported: bool,
-) -> DataRoot:
+def _check_spans(root: str, pattern: SpanPattern, count: int, reading: _Reading) -> DataRoot:
     if "*" in root or "?" in root:
         # TFX's ExampleGen matches span files with a regex made from root and pattern
         # alike (tfx 1.16, example_gen/utils.py `_glob_to_regex`); an escaped `*` breaks it.
@@ -215,12 +219,7 @@ def _check_spans(
     }
     files = [f for span_files in by_span.values() for f in span_files]
     checked = _checked(
-        f"input pattern {pattern.pattern!r} under {root}",
-        files,
-        format,
-        ignore,
-        skip_unsupported,
-        tuple(found),
+        f"input pattern {pattern.pattern!r} under {root}", files, reading, tuple(found)
     )
     for span in found:
         _check_rows(_span_name(span), by_span[span.span] or list(span.files), checked.format)

@@ -558,3 +558,69 @@ def test_run_score_and_draft_refuse_a_success_only_newest_day_each_in_one_line(t
         assert err[-1].startswith("error: ") and named in err[-1], (command, err)
         assert "Traceback" not in "\n".join(err)
     assert not (tmp_path / "run" / "metadata.sqlite").exists()  # before any step
+
+
+# --- Issue 71: a column the model does not read is never converted ------------
+
+# Each folder's one column whose values no feature can take (tests/data/exports).
+UNCONVERTIBLE = {
+    "refuse_uint64": "counter",  # uint64 above 2^63-1
+    "refuse_ns_timestamp": "seen_at",  # timestamp[ns] with sub-microsecond digits
+    "refuse_decimal": "account",  # decimal128(25, 0) beyond int64
+}
+
+
+@pytest.mark.parametrize("folder", sorted(UNCONVERTIBLE))
+def test_an_ignored_or_unread_column_is_never_planned_whatever_it_holds(folder):
+    """The runner's check plans only the columns read: an ignored one (training, the
+    draft) and one outside the scoring's columns are left out, listed as not read."""
+    column = UNCONVERTIBLE[folder]
+    for checked in (
+        check_data_root(EXPORTS / folder, ignore=(column,)),
+        check_data_root(EXPORTS / folder, columns=("island", "bill_length_mm", LABEL)),
+    ):
+        assert checked.parquet is not None and column not in checked.header
+        assert column in checked.parquet.not_read
+
+
+@pytest.mark.slow  # runs ExampleGen
+@pytest.mark.parametrize("folder", sorted(UNCONVERTIBLE))
+@pytest.mark.parametrize("how", ["ignore", "scoring"])
+def test_examplegen_never_converts_a_column_it_does_not_read(tmp_path, folder, how):
+    column = UNCONVERTIBLE[folder]
+    window = (
+        {"ignore": (column,)}
+        if how == "ignore"
+        else {"skip_unsupported": True, "columns": ("island", "flipper_length_mm", LABEL)}
+    )
+    examples = example_gen_features(tmp_path, folder, **window)
+    assert len(examples) == 24
+    assert all(column not in f and "island" in f for f in examples)
+    if how == "scoring":
+        assert all("bill_length_mm" not in f for f in examples)  # outside the columns
+
+
+@pytest.mark.slow  # the draft runs TFDV
+@pytest.mark.parametrize("folder", sorted(UNCONVERTIBLE))
+def test_the_draft_with_ignore_never_reads_the_column(tmp_path, folder):
+    column = UNCONVERTIBLE[folder]
+    spec, schema = drafted(tmp_path, folder, ignore=[column])
+    assert column in spec["ignore"] and f'"{column}"' not in schema
+
+
+def test_a_schema_that_requires_an_ignored_column_is_refused_with_the_fix(tmp_path):
+    """An ignored column is never in the examples: a schema entry that requires it would
+    be "Column dropped" at validation; the schema dir's check says what to write."""
+    from schemas import load_schema_dir
+    from tests.harness import taxi_schema_dir_copy
+    from trainer.dataset_spec import DatasetSpecError
+
+    schema_dir = taxi_schema_dir_copy(tmp_path)
+    load_schema_dir(schema_dir)  # the example's: its ignored columns are DEPRECATED
+    schema = schema_dir / "schema.pbtxt"
+    schema.write_text(schema.read_text().replace("  lifecycle_stage: DEPRECATED\n", "", 1))
+    with pytest.raises(DatasetSpecError) as raised:
+        load_schema_dir(schema_dir)
+    message = one_line(str(raised.value))
+    assert "ignore: 'trip_start_timestamp' is never read" in message
+    assert "add `lifecycle_stage: DEPRECATED` to its entry in schema.pbtxt" in message

@@ -95,6 +95,7 @@ def score_local(options: ScoreOptions) -> ScoreSummary:
         format=spec.input.format,
         ignore=tuple(c for c in spec.ignore if c not in options.settings.keys),
         skip_unsupported=True,
+        columns=spec.scoring_columns(options.settings.keys),
     )
     if line := left_out_line(str(options.data_root), checked.left_out):
         print(line, flush=True)

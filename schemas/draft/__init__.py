@@ -102,12 +102,14 @@ def draft(
         hint = " (here: pass --ignore COLUMN)" if "under `ignore:`" in str(err) else ""
         raise DraftError(f"{err}{hint}") from None
     skipped = data.parquet.skipped if data.parquet is not None else ()
-    unknown = [c for c in ignore if c not in data.header and c not in skipped]
+    # Every column of the files, the ones never read (ignored) included.
+    every_column = [*data.header, *(data.parquet.not_read if data.parquet is not None else ())]
+    unknown = [c for c in ignore if c not in every_column]
     if unknown or label in ignore:
         raise DraftError(
             f"--ignore {(unknown or [label])[0]!r} is "
             + (
-                f"not a column of the data (columns: {', '.join(data.header)})"
+                f"not a column of the data (columns: {', '.join(every_column)})"
                 if unknown
                 else "the label"
             )
@@ -121,7 +123,8 @@ def draft(
         except ParquetError as err:  # a value the type table refuses: the runner's one line
             raise DraftError(str(err)) from None
     else:
-        rows = read_data(data.files, data.header, sample_size=NOISE_ROWS)
+        read = [c for c in data.header if c not in ignore]
+        rows = read_data(data.files, read, sample_size=NOISE_ROWS)
     if label not in data.header:
         raise DraftError(
             f"--label {label!r} is not a column of the data (columns: {', '.join(data.header)})"
@@ -161,7 +164,8 @@ def draft(
         decisions.update(
             {c: (None, why) for c, why in not_features(data.parquet).items() if c in decisions}
         )
-    decisions.update({c: (None, "--ignore") for c in ignore if c in decisions})
+    # Ignored columns are never read (nor typed, nor examples'): under `ignore:` as asked.
+    decisions.update({c: (None, "--ignore") for c in ignore})
     if all(settings is None for settings, _ in decisions.values()):
         raise DraftError(
             "no column can be a feature: "
