@@ -10,7 +10,9 @@ writers' leftovers (`_SUCCESS`, `*.crc`, hidden and empty files) are skipped,
 and the format is the dataset spec's `input.format` or the files' extension.
 A CSV file's header is checked here; a Parquet file's footer (its columns and
 their types: components/parquet_to_examples.py), which refuses a column no
-feature can hold before any Beam work.
+feature can hold before any Beam work, and the values of the columns read that
+no feature can take (`check_values`: from the footer's statistics, or a
+bounded scan of that column), each in one line with the cast to write.
 
 With a span pattern (the dataset spec's `input.pattern`), the files checked
 are those of the spans a run reads: the latest, or the window of the last N.
@@ -39,7 +41,7 @@ from components.input_files import (
     no_rows_message,
     read_days,
 )
-from components.parquet_columns import ParquetError, ParquetPlan, plan_files
+from components.parquet_columns import ParquetError, ParquetPlan, check_values, plan_files
 from components.spans import Span, SpanPattern, latest_spans
 from components.text_encoding import non_utf8_line
 from pipeline import object_store
@@ -166,6 +168,7 @@ def _checked(
                 columns=reading.columns,
                 skip_unsupported=reading.skip_unsupported,
             )
+            check_values(plan, files, object_store.open_binary)
         except ParquetError as err:
             raise InputDataError(str(err)) from None
         return DataRoot(
