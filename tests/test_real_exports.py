@@ -164,8 +164,12 @@ def test_the_draft_ignores_a_struct_column_asked_with_ignore(tmp_path):
     assert {"trip", "island"} <= set(spec["ignore"])
     assert "trip" not in spec["features"] and "island" not in spec["features"]
     assert '"trip"' not in schema  # no schema entry: ExampleGen never reads it
-    with pytest.raises(DraftError, match=r"--ignore 'tirp' is not a column of the data"):
+    with pytest.raises(DraftError, match=r"--ignore 'tirp' is not a column of the data") as raised:
         draft(EXPORTS / "struct_column", LABEL, tmp_path / "other", ignore=["trip", "tirp"])
+    # Every column of the folder is listed, the struct one never read included (issue 71).
+    assert str(raised.value).endswith(
+        "(columns: bill_length_mm, flipper_length_mm, island, species, trip)"
+    )
     with pytest.raises(DraftError, match=r"column 'trip' .* \(here: pass --ignore COLUMN\)$"):
         draft(EXPORTS / "struct_column", LABEL, tmp_path / "other")
 

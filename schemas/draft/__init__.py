@@ -60,6 +60,11 @@ from trainer.dataset_spec import (
 __all__ = ["DraftError", "draft", "main"]
 
 
+# The draft's exit code for data or flags it refuses (argparse's usage errors are 2 too);
+# the README lists it beside the runner's.
+EXIT_REFUSED = 2
+
+
 def pipeline_name_for(data_root: Path) -> str:
     name = re.sub(r"[^a-z0-9]+", "-", data_root.resolve().name.lower()).strip("-")
     name = name[:128] or "my-dataset"
@@ -321,6 +326,6 @@ def main(argv: list[str] | None = None) -> int:
         )
     except (DraftError, DatasetSpecError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_REFUSED
     print(summary)
     return 0
