@@ -698,3 +698,20 @@ def test_examplegen_refuses_the_same_value_where_no_runner_checked(tmp_path):
         example_gen_features(tmp_path, "refuse_decimal")
     message = one_line(str(raised.value))
     assert REFUSED["refuse_decimal"][0] in message and "[while running" not in message
+
+
+def test_the_left_out_line_reaches_the_run_summary_and_its_report():
+    """ExampleGen records the line on its examples (`left_out`); the closing summary
+    shows it under `Input:`, the HTML report in the Input section."""
+    import markupsafe
+
+    from components.report.contents import InputData, RunReport
+    from components.report.render import render_html
+    from pipeline.local.run_summary import summary_text
+
+    line = "left out dt=2024-01-03 under /data: no data file and no writer's marker"
+    data = InputData.from_properties({"span": 19724, "spans": "19723,19724", "left_out": line})
+    report = RunReport(pipeline_name="p", run_id="r", steps=(), input=data)
+    assert f"Input: spans 19723, 19724\n  {line}" in summary_text(report)
+    escaped = markupsafe.escape(line)
+    assert f'<td id="left-out">{escaped}</td>' in render_html(report)
