@@ -15,6 +15,8 @@ VERSION_PROPERTY = "version"
 FINGERPRINT_PROPERTY = "input_fingerprint"
 # Ours: every span read, oldest first (only with a span pattern).
 SPANS_PROPERTY = "spans"
+# Ours: the one line saying which span folders were left out (no data file, no marker).
+LEFT_OUT_PROPERTY = "left_out"
 
 # What TFX's Pusher records on its PushedModel (its own names are private: tfx 1.16,
 # tfx/components/pusher/executor.py, lines 37-39).

@@ -40,7 +40,10 @@ def describe_anomalies(
     statistics; TFDV's NaN anomaly says there are some, not how many.
     """
     nan_counts_by_split = nan_counts_by_split or {}
-    splits_by_problem: dict[tuple[str, str], list[str]] = {}
+    # A problem is its place and its reasons' kinds: TFDV's descriptions hold each
+    # split's own share ("x (~12%)"), which would make one problem two. The first
+    # split's words describe it, and every split it is in is counted.
+    problems: dict[tuple[str, tuple[str, ...]], tuple[str, list[str]]] = {}
     for split, anomalies in sorted(anomalies_by_split.items()):
         for feature, info in anomalies.anomaly_info.items():
             nans = nan_counts_by_split.get(split, {}).get(feature)
@@ -50,16 +53,17 @@ def describe_anomalies(
                 )
                 or info.short_description
             )
-            splits_by_problem.setdefault((f"feature '{feature}'", reasons), []).append(split)
+            kinds = tuple(r.short_description for r in info.reason) or (reasons,)
+            problems.setdefault((f"feature '{feature}'", kinds), (reasons, []))[1].append(split)
         if anomalies.HasField("dataset_anomaly_info"):
             info = anomalies.dataset_anomaly_info
             reasons = "; ".join(r.description or r.short_description for r in info.reason)
-            splits_by_problem.setdefault(("whole dataset", reasons or info.description), []).append(
-                split
-            )
+            reasons = reasons or info.description
+            kinds = tuple(r.short_description for r in info.reason) or (reasons,)
+            problems.setdefault(("whole dataset", kinds), (reasons, []))[1].append(split)
     return [
         f"{where}: {reasons}" + (f" (split {', '.join(splits)})" if show_splits else "")
-        for (where, reasons), splits in sorted(splits_by_problem.items())
+        for (where, _), (reasons, splits) in sorted(problems.items())
     ]
 
 

@@ -53,6 +53,7 @@ from tfx.utils import proto_utils
 
 from components.artifact_names import (
     FINGERPRINT_PROPERTY,
+    LEFT_OUT_PROPERTY,
     SPAN_PROPERTY,
     SPANS_PROPERTY,
     VERSION_PROPERTY,
@@ -62,6 +63,7 @@ from components.example_blocks import (
     check_rows_written,
     partition_blocks,
 )
+from components.input_files import left_out_line
 from components.input_resolution import input_config, input_window
 from components.read_examples import ReadExamples
 from components.span_resolution import ResolvedInput, SpanRead, resolve_input
@@ -148,6 +150,10 @@ class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
             examples.set_string_custom_property(
                 SPANS_PROPERTY, ",".join(str(s.span) for s in resolved.spans)
             )
+        if resolved.left_out:
+            line = left_out_line(input_base, resolved.left_out)
+            logging.warning("%s", line)
+            examples.set_string_custom_property(LEFT_OUT_PROPERTY, line)
         logging.info(
             "Reading span(s) %s under %s.",
             ", ".join(
@@ -243,7 +249,9 @@ class ExampleGen(example_gen_component.FileBasedExampleGen):
     each run reads. `input_format`: the dataset spec's `input.format` (None:
     from the files' extension); `ignore`: its `ignore:` columns; `text_columns`:
     columns read as the text a CSV holds, never typed as numbers (scoring's keys);
-    `skip_unsupported`: skip every column no feature can hold (scoring).
+    `skip_unsupported`: skip every column no feature can hold (scoring); `columns`: the
+    only columns read (scoring: those the model and the keys use; None: every one not
+    ignored). A column not read is never converted and never in the examples.
     """
 
     SPEC_CLASS = ExampleGenSpec
@@ -260,6 +268,7 @@ class ExampleGen(example_gen_component.FileBasedExampleGen):
         ignore: tuple[str, ...] = (),
         text_columns: tuple[str, ...] = (),
         skip_unsupported: bool = False,
+        columns: tuple[str, ...] | None = None,
         input_snapshot: Any = None,
     ):
         config = input_config(input_pattern)
@@ -270,7 +279,7 @@ class ExampleGen(example_gen_component.FileBasedExampleGen):
             output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
             output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
             input_window=input_window(
-                input_pattern, spans, input_format, ignore, text_columns, skip_unsupported
+                input_pattern, spans, input_format, ignore, text_columns, skip_unsupported, columns
             ),
             input_snapshot=input_snapshot,
             examples=types.Channel(type=standard_artifacts.Examples),

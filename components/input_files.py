@@ -11,7 +11,13 @@ schema draft and ExampleGen's executor, so that all three read the same files:
   refused, naming both;
 - a span (or a data root without spans) whose files hold no row is refused
   (`holds_rows`): an exporter that wrote a 0-row file and `_SUCCESS` for a day
-  would otherwise leave a run's window one span short without a word.
+  would otherwise leave a run's window one span short without a word;
+- partitions, not files, decide which days exist (`read_days`): a span's folder
+  (`dt=2024-01-03/`) that a writer marked complete (`_SUCCESS`, `_committed_*`)
+  and that holds no data file is an empty day, refused as a 0-row file is; one
+  with no marker and no data file may be a write in progress, and is left out,
+  said in one line (`left_out_line`). The rule and the writers it follows are in
+  docs/parquet-and-partitions.md, "Empty partitions".
 
 A reader per format (`READERS` in components/read_examples.py) turns the files into
 Arrow record batches; a third format is one more entry in `FORMATS` and its reader.
@@ -21,10 +27,12 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import IO
 
 from components.csv_header import read_header
-from components.parquet_columns import footer_schema, values_in
+from components.parquet_columns import values_in
+from components.spans import SpanPattern, glob_root
 
 # Format -> the file name endings it is known by.
 FORMATS: dict[str, tuple[str, ...]] = {
@@ -33,6 +41,10 @@ FORMATS: dict[str, tuple[str, ...]] = {
 }
 _LEFTOVER_PREFIXES = ("_SUCCESS", "_committed_", "_started_", "_temporary", ".")
 _LEFTOVER_SUFFIXES = (".crc",)
+# A writer's "this folder is complete": Hadoop's FileOutputCommitter (and Spark's
+# commit protocols over it) writes `_SUCCESS` at job commit; Databricks' DBIO
+# commit writes `_committed_<id>` beside the files it commits.
+_COMPLETE_MARKERS = ("_SUCCESS", "_committed_")
 
 
 class InputFormatError(ValueError):
@@ -111,12 +123,100 @@ def no_rows_message(where: str, files: list[str]) -> str:
     )
 
 
-def parquet_column_names(
-    files: Iterable[str], open_binary: Callable[[str], IO[bytes]]
-) -> tuple[str, ...]:
-    """Every column of the Parquet `files`, from their footers. Scoring ignores them all
-    (`skip_unsupported`): a column no feature can hold is one the model never read."""
-    names: dict[str, None] = {}
-    for path in files:
-        names.update(dict.fromkeys(footer_schema(path, open_binary).names))
-    return tuple(names)
+@dataclass(frozen=True)
+class Partition:
+    """One span's folder under the data root (`dt=2024-01-03`), as its listing shows it."""
+
+    folder: str  # relative to the data root
+    span: int
+    version: int | None
+    marker: str | None  # the writer's completion marker in it (`_SUCCESS`), if any
+    holds_data: bool  # a data file the input pattern matches
+
+
+@dataclass(frozen=True)
+class Days:
+    """What the partitions say of a run's window: the empty days in it (refused) and the
+    unmarked empty folders left out (a write in progress), each oldest first."""
+
+    empty: tuple[Partition, ...] = ()
+    left_out: tuple[Partition, ...] = ()
+
+
+def partitions(
+    pattern: SpanPattern, root: str, glob: Callable[[str], Iterable[str]]
+) -> list[Partition]:
+    """The span folders under `root` (`glob`: the filesystem's), oldest first; none when
+    the input pattern names its spans by file, not by folder (`SpanPattern.folder`)."""
+    folder_pattern = pattern.folder()
+    if folder_pattern is None:
+        return []
+    base = root.rstrip("/")
+    folders = set(folder_pattern.relative_matches(base, glob))
+    entries = [p[len(base) + 1 :] for p in glob(f"{glob_root(base)}/{folder_pattern.glob()}/*")]
+    markers: dict[str, str] = {}
+    with_data: set[str] = set()
+    for entry in entries:
+        folder, name = posixpath.split(entry)
+        folders.add(folder)
+        if name.startswith(_COMPLETE_MARKERS):
+            markers.setdefault(folder, name)
+        elif not is_leftover(entry) and pattern.match(entry) is not None:
+            with_data.add(folder)
+    found = []
+    for folder in folders:
+        span_version = folder_pattern.match(folder)
+        if span_version is not None:
+            found.append(Partition(folder, *span_version, markers.get(folder), folder in with_data))
+    return sorted(found, key=lambda p: (p.span, -1 if p.version is None else p.version))
+
+
+def read_days(
+    pattern: SpanPattern, root: str, glob: Callable[[str], Iterable[str]], count: int
+) -> Days:
+    """The empty days among the newest `count` days under `root` and the folders left out.
+
+    A day is a span with a data file or a marked folder; of a span's folders, the newest
+    version with data or a marker is the day's (an unmarked empty one is left out). The
+    data files' spans are TFX's (components/span_resolution.py resolves them): this only
+    adds the days they miss, so where every day holds a file nothing changes.
+    """
+    by_span: dict[int, list[Partition]] = {}
+    for partition in partitions(pattern, root, glob):
+        by_span.setdefault(partition.span, []).append(partition)
+    days: dict[int, Partition] = {}
+    unmarked: list[Partition] = []
+    for span, folders in by_span.items():
+        counted = [p for p in folders if p.holds_data or p.marker]
+        unmarked += [p for p in folders if not p.holds_data and not p.marker]
+        if counted:
+            days[span] = counted[-1]
+    window = sorted(days)[-count:]
+    if not window:
+        return Days(left_out=tuple(unmarked))
+    return Days(
+        empty=tuple(days[s] for s in window if not days[s].holds_data),
+        left_out=tuple(p for p in unmarked if p.span >= window[0]),
+    )
+
+
+def empty_day_message(where: str, partition: Partition) -> str:
+    """The one line a run stops with when a day in its window is a marked, empty folder."""
+    return (
+        f"span {partition.span} ({partition.folder}) under {where} holds no rows: it has the "
+        f"writer's {partition.marker} and no data file, so the day was written complete and "
+        "empty; a run never reads fewer days than asked without saying so: write the day's "
+        "rows, or remove the partition, then run again"
+    )
+
+
+def left_out_line(where: str, left_out: Iterable[Partition]) -> str:
+    """The one line a run, a draft or a scoring says of the unmarked empty folders it left
+    out; "" when there are none."""
+    folders = [p.folder for p in left_out]
+    if not folders:
+        return ""
+    return (
+        f"left out {', '.join(folders)} under {where}: no data file and no writer's marker "
+        "(_SUCCESS, _committed_*), so a write in progress; not read as a day"
+    )

@@ -22,13 +22,15 @@ def input_window(
     ignore: tuple[str, ...] = (),
     text: tuple[str, ...] = (),
     skip_unsupported: bool = False,
+    columns: tuple[str, ...] | None = None,
 ) -> str:
     """The `input_window` execution property: the raw pattern and the window size; the
     files' format where the dataset spec names one (`input.format`), the columns it
     ignores (a Parquet column no feature can hold is skipped only if ignored), and the
     columns read as the text written (scoring's keys: a CSV's `007` stays `007`);
     `skip_unsupported` (scoring): every column no feature can hold is skipped, as if
-    ignored, since the model never read one."""
+    ignored, since the model never read one; `columns` (scoring): the only columns read,
+    those the model and the keys use (None: every column not ignored)."""
     window: dict[str, Any] = {"pattern": pattern, "spans": spans}
     if format is not None:
         window["format"] = format
@@ -38,6 +40,8 @@ def input_window(
         window["text"] = sorted(text)
     if skip_unsupported:
         window["skip_unsupported"] = True
+    if columns is not None:
+        window["columns"] = sorted(columns)
     return json.dumps(window, sort_keys=True)
 
 

@@ -12,7 +12,7 @@ to what components/example_encoding.py encodes, by this mapping (the type table
 in docs/parquet-and-partitions.md; tests/test_parquet_to_examples.py asserts it
 column by column):
 
-- int8..int64, uint8..uint64 -> INT (a uint64 beyond int64 stops the run);
+- int8..int64, uint8..uint64 -> INT (a uint64 beyond int64 is refused: `check_values`);
 - bool -> INT 0 or 1;
 - float16, float32, float64 -> FLOAT (rounded to float32, as the CSV path);
   a file with pyarrow 15's FLOAT16 type is refused naming its columns (pyarrow
@@ -22,7 +22,7 @@ column by column):
 - dictionary -> as its values;
 - timestamp, any unit, with or without a time zone -> INT microseconds since
   1970-01-01 UTC (a naive timestamp is taken as UTC, as Arrow stores it);
-  sub-microsecond digits stop the run;
+  sub-microsecond digits are refused (`check_values`, before any row is encoded);
 - date32, date64 -> INT days since 1970-01-01;
 - null (empty throughout) -> a Feature with no kind, as an empty CSV column;
 - list, large_list, fixed_size_list of one of these -> every value, as its
@@ -46,9 +46,10 @@ Each row group is a Beam element, so a large file is read by several workers.
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
@@ -144,7 +145,8 @@ class ParquetPlan:
 
     types: dict[str, FeatureType]
     row_groups: tuple[tuple[str, int], ...]  # (file, row group index)
-    skipped: tuple[str, ...] = ()  # unsupported columns the dataset spec ignores
+    skipped: tuple[str, ...] = ()  # unsupported columns left out (ignored, or scoring's)
+    not_read: tuple[str, ...] = ()  # every column of the files left out, in their order
 
     @property
     def kinds(self) -> dict[str, str]:
@@ -156,18 +158,29 @@ class ParquetPlan:
 
 
 def plan_files(
-    files: Iterable[str], open_binary: Callable[[str], IO[bytes]], ignore: Iterable[str] = ()
+    files: Iterable[str],
+    open_binary: Callable[[str], IO[bytes]],
+    ignore: Iterable[str] = (),
+    *,
+    columns: Iterable[str] | None = None,
+    skip_unsupported: bool = False,
 ) -> ParquetPlan:
     """Every file's footer read (no rows): the columns' merged types and the row groups.
 
-    ParquetError for a file that is not Parquet, an unsupported column not in
-    `ignore` (the dataset spec's), and a column whose type changes family.
+    Only the columns read are planned, and only those are ever read (pyarrow's column
+    projection, `read_row_group`): never a column in `ignore` (the dataset spec's), nor
+    one outside `columns` when given (scoring: the columns the model and its keys use),
+    whatever its type or values. `skip_unsupported` (scoring): a column no feature can
+    hold is left out too. ParquetError for a file that is not Parquet, an unsupported
+    column read, and a column read whose type changes family.
     """
     ignore = set(ignore)
+    wanted = None if columns is None else set(columns)
     types: dict[str, FeatureType] = {}
     seen_in: dict[str, tuple[str, pa.DataType]] = {}  # column -> (first file, its type)
     row_groups: list[tuple[str, int]] = []
     skipped: list[str] = []
+    not_read: dict[str, None] = {}
     for path in files:
         with open_binary(path) as f:
             metadata = _footer(path, f)
@@ -179,8 +192,14 @@ def plan_files(
                 ) from None
         for field in schema:
             found = feature_type(field.type)
+            if field.name in ignore or (wanted is not None and field.name not in wanted):
+                not_read[field.name] = None
+                if found is None:
+                    skipped.append(field.name)
+                continue
             if found is None:
-                if field.name in ignore:
+                if skip_unsupported:
+                    not_read[field.name] = None
                     skipped.append(field.name)
                     continue
                 raise ParquetError(
@@ -205,8 +224,127 @@ def plan_files(
                 seen_in[field.name] = (path, field.type)
         row_groups += [(path, i) for i in range(metadata.num_row_groups)]
     return ParquetPlan(
-        types=types, row_groups=tuple(row_groups), skipped=tuple(sorted(set(skipped)))
+        types=types,
+        row_groups=tuple(row_groups),
+        skipped=tuple(sorted(set(skipped))),
+        not_read=tuple(n for n in not_read if n not in types),
     )
+
+
+# --- values no feature can take, found before the pipeline starts -------------
+
+_INT64_MAX = 2**63 - 1
+# Rows of one column scanned per file where its statistics cannot clear it: the runner's
+# check stays quick on a large file; a bad value past them stops ExampleGen instead,
+# with the same line.
+SCAN_ROWS = 1 << 20
+
+
+def _values_type(arrow_type: pa.DataType) -> pa.DataType:
+    """A column's values' type: a list's elements', a dictionary's values'."""
+    t = arrow_type.value_type if _is_list(arrow_type) else arrow_type
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
+def _may_fail(t: pa.DataType, feature: FeatureType) -> bool:
+    """Whether values of `t` read as `feature` can fail to convert (module doc)."""
+    if pa.types.is_uint64(t):
+        return True
+    if pa.types.is_timestamp(t):
+        return t.unit == "ns"
+    return pa.types.is_decimal(t) and t.scale == 0 and t.precision > 18 and feature.kind == "INT"
+
+
+def _cleared(t: pa.DataType, statistics) -> bool:
+    """Whether a row group's statistics show that no value of the column can fail."""
+    if statistics is None or not statistics.has_min_max or pa.types.is_timestamp(t):
+        return False  # the digits below a microsecond are in no statistic
+    return statistics.max <= _INT64_MAX and statistics.min >= -_INT64_MAX - 1
+
+
+def _first_bad(values: pa.Array, t: pa.DataType) -> Any:
+    """The first value of `values` (of type `t`) no feature can take, or None."""
+    if pa.types.is_timestamp(t):
+        nanos = values.cast(pa.int64())
+        bad = pc.not_equal(pc.multiply(pc.divide(nanos, 1000), 1000), nanos)
+    elif pa.types.is_decimal(t):
+        bad = pc.or_(
+            pc.greater(values, pa.scalar(decimal.Decimal(_INT64_MAX), t)),
+            pc.less(values, pa.scalar(decimal.Decimal(-_INT64_MAX - 1), t)),
+        )
+    else:
+        bad = pc.greater(values, pa.scalar(_INT64_MAX, t))
+    bad = bad.fill_null(False)
+    if not pc.any(bad).as_py():
+        return None
+    return values[int(pc.index(bad, True).as_py())]
+
+
+def _value_fix(name: str, t: pa.DataType, value: Any) -> str:
+    """What a column's bad value is, and the cast to write instead."""
+    ignore = f"or list it under `ignore:` in the dataset spec (the draft: --ignore {name})"
+    if pa.types.is_timestamp(t):
+        return (
+            f"holds {value} (timestamp[ns]), whose digits below the microsecond a feature "
+            "(microseconds since 1970) would lose: write it in microseconds (pandas: "
+            f"df[{name!r}] = df[{name!r}].dt.floor('us').astype('datetime64[us]'); pyarrow: "
+            f"cast to pa.timestamp('us') with safe=False), {ignore}"
+        )
+    what = "decimal" if pa.types.is_decimal(t) else "uint64"
+    return (
+        f"holds {value.as_py()} ({what}), beyond int64 (2^63-1), which an int feature "
+        f"cannot hold: write it as a string if it is an id (pandas: df[{name!r}] = "
+        f"df[{name!r}].astype('string'); pyarrow: cast to pa.string()), as float64 if an "
+        f"approximation will do, {ignore}"
+    )
+
+
+def check_values(
+    plan: ParquetPlan, files: Iterable[str], open_binary: Callable[[str], IO[bytes]]
+) -> None:
+    """ParquetError for the first value of a column read that no feature can take (a
+    uint64 beyond int64, a timestamp[ns] with digits below the microsecond, a decimal of
+    scale 0 beyond int64), naming file, column, value and the cast to write instead.
+    Each row group is cleared by its statistics where they can; else its column alone is
+    read, up to SCAN_ROWS rows of each file. Before any Beam work: the runner's check of
+    the data root runs it, and ExampleGen's reader again where no runner checked."""
+    for path in files:
+        with open_binary(path) as f:
+            parquet = pq.ParquetFile(_ArrowReadable(f))
+            schema = parquet.schema_arrow
+            metadata = parquet.metadata
+            paths = [
+                metadata.schema.column(i).path.split(".")[0] for i in range(metadata.num_columns)
+            ]
+            for name in schema.names:
+                if name not in plan.types:
+                    continue
+                t = _values_type(schema.field(name).type)
+                if not _may_fail(t, plan.types[name]):
+                    continue
+                index = paths.index(name)
+                scanned = 0
+                for group in range(metadata.num_row_groups):
+                    if scanned >= SCAN_ROWS:
+                        break
+                    if _cleared(t, metadata.row_group(group).column(index).statistics):
+                        continue
+                    for batch in parquet.iter_batches(
+                        batch_size=BATCH_ROWS, row_groups=[group], columns=[name], use_threads=False
+                    ):
+                        column = batch.column(0)
+                        if _is_list(column.type):
+                            column = column.flatten()
+                        if pa.types.is_dictionary(column.type):
+                            column = column.dictionary_decode()
+                        value = _first_bad(column, t)
+                        if value is not None:
+                            raise ParquetError(
+                                f"{path}: column {name!r} {_value_fix(name, t, value)}"
+                            )
+                        scanned += batch.num_rows
+                        if scanned >= SCAN_ROWS:
+                            break
 
 
 def _fix_for(arrow_type: pa.DataType) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import apache_beam as beam
 from tfx_bsl.coders.csv_decoder import ColumnType
 
-from components.parquet_columns import plan_files, read_row_group
+from components.parquet_columns import check_values, plan_files, read_row_group
 
 
 def _open(path: str) -> Any:
@@ -30,13 +30,18 @@ def parquet_batches(
     files: list[str],
     ignore: tuple[str, ...] = (),
     text: tuple[str, ...] = (),
+    columns: tuple[str, ...] | None = None,
+    skip_unsupported: bool = False,
 ) -> tuple[beam.PCollection, dict[str, ColumnType]]:
     """ExampleGen's Parquet reader (components/example_gen.py): batches of typed columns,
-    and each column's kind. The footers are read here, before the pipeline runs.
+    and each column's kind. The footers are read here, before the pipeline runs; only
+    the columns read are ever read (`plan_files`: not `ignore`d, within `columns`).
     `text` is for CSV: a Parquet column's type is written in the file (a string column's
     `007` stays `007`; an int64 column holds numbers)."""
     del text
-    plan = plan_files(files, _open, ignore)
+    plan = plan_files(files, _open, ignore, columns=columns, skip_unsupported=skip_unsupported)
+    # Kubeflow runs no runner's check: the same refusal, before the pipeline runs.
+    check_values(plan, files, _open)
     batches = (
         root
         | "RowGroups" >> beam.Create(plan.row_groups)

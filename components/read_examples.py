@@ -33,7 +33,6 @@ from components.input_files import (
     holds_rows,
     input_format,
     no_rows_message,
-    parquet_column_names,
 )
 from components.parquet_to_examples import parquet_batches
 from components.span_resolution import InputPatternError
@@ -85,8 +84,9 @@ class InOrderThread:
         self._pending.clear()
 
 
-# Format -> its reader: (pipeline root, files, ignored columns, columns read as text) ->
-# (batches of typed columns, each column's kind: a dict or a side input).
+# Format -> its reader: (pipeline root, files, ignored columns, columns read as text,
+# the columns read (None: every one not ignored), whether to skip a column no feature
+# can hold) -> (batches of typed columns, each column's kind: a dict or a side input).
 READERS = {"csv": csv_batches, "parquet": parquet_batches}
 
 
@@ -162,8 +162,13 @@ def ReadExamples(
     logging.info(
         "Reading %d %s file(s) under %s into tf.Examples.", len(files), read_format, input_base
     )
-    ignore = tuple(window.get("ignore", ()))
-    if window.get("skip_unsupported") and read_format == "parquet":
-        ignore += parquet_column_names(files, _open_binary)
-    batches, kinds = READERS[read_format](root, files, ignore, tuple(window.get("text", ())))
+    columns = window.get("columns")
+    batches, kinds = READERS[read_format](
+        root,
+        files,
+        tuple(window.get("ignore", ())),
+        tuple(window.get("text", ())),
+        None if columns is None else tuple(columns),
+        bool(window.get("skip_unsupported")),
+    )
     return batches | "EncodeExamples" >> beam.ParDo(_EncodeAhead(), kinds)

@@ -25,10 +25,11 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from components import store_files
+from components.input_files import Days, Partition, empty_day_message, read_days
 from components.spans import SpanPattern, date_to_span, glob_root, present_spans, span_to_date
 from trainer.dataset_spec import DATE_PLACEHOLDERS
 
@@ -97,6 +98,8 @@ class ResolvedInput:
     """What an ExampleGen execution reads: spans oldest first; the last is the latest."""
 
     spans: tuple[SpanRead, ...]
+    # Span folders with no data file and no marker, left out (not part of the snapshot).
+    left_out: tuple[Partition, ...] = field(default=(), compare=False)
 
     @property
     def latest(self) -> SpanRead:
@@ -454,11 +457,28 @@ def resolve_input(
     """The spans an execution reads, with TFX's resolution; `driver_resolved`: the latest,
     when TFX's driver has already resolved it (locally)."""
     splits = [Split(name=s.name, pattern=s.pattern) for s in input_config.splits]
+    days = _days(input_base, window)
     latest = driver_resolved or _resolve_span(input_base, splits, None)
     if not window.get("pattern") or window.get("spans", 1) <= 1:
-        return ResolvedInput(spans=(latest,))
+        return ResolvedInput(spans=(latest,), left_out=days.left_out)
     earlier = _earlier_spans(input_base, window["pattern"], latest.span, window["spans"] - 1)
     raw_splits = [Split(name=s.name, pattern=window["pattern"]) for s in splits]
     return ResolvedInput(
-        spans=(*(_resolve_span(input_base, raw_splits, s) for s in earlier), latest)
+        spans=(*(_resolve_span(input_base, raw_splits, s) for s in earlier), latest),
+        left_out=days.left_out,
     )
+
+
+def _days(input_base: str, window: dict[str, Any]) -> Days:
+    """What the span folders say of the window (components/input_files.py `read_days`):
+    InputPatternError for an empty day a writer marked complete, which TFX's resolution,
+    matching data files, would pass over for the day before. Where every day holds a
+    data file, TFX's resolution above is left as it is."""
+    if not window.get("pattern"):
+        return Days()
+    days = read_days(
+        SpanPattern(window["pattern"]), input_base, store_files.glob, window.get("spans", 1)
+    )
+    if days.empty:
+        raise InputPatternError(empty_day_message(input_base, days.empty[-1]))
+    return days

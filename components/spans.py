@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime
 import glob
+import posixpath
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -77,6 +78,15 @@ class SpanPattern:
     def glob(self) -> str:
         """The pattern with every placeholder as `*`: what to list under the data root."""
         return _TOKEN.sub("*", self.pattern)
+
+    def folder(self) -> SpanPattern | None:
+        """The pattern of the folders that hold a span's files (`dt={YYYY}-{MM}-{DD}` of
+        `dt={YYYY}-{MM}-{DD}/*.parquet`): when the span's number (or its whole date) is
+        in a folder's name, the folder is the span's partition; else None."""
+        folder = posixpath.dirname(self.pattern)
+        if SPAN_PLACEHOLDER.search(folder) or all(d in folder for d in DATE_PLACEHOLDERS):
+            return SpanPattern(folder)
+        return None
 
     def _regex(self) -> re.Pattern[str]:
         parts = []

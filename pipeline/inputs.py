@@ -10,14 +10,20 @@ writers' leftovers (`_SUCCESS`, `*.crc`, hidden and empty files) are skipped,
 and the format is the dataset spec's `input.format` or the files' extension.
 A CSV file's header is checked here; a Parquet file's footer (its columns and
 their types: components/parquet_to_examples.py), which refuses a column no
-feature can hold before any Beam work.
+feature can hold before any Beam work, and the values of the columns read that
+no feature can take (`check_values`: from the footer's statistics, or a
+bounded scan of that column), each in one line with the cast to write.
 
 With a span pattern (the dataset spec's `input.pattern`), the files checked
 are those of the spans a run reads: the latest, or the window of the last N.
+The partitions decide which days there are (components/input_files.py
+`read_days`): a day's folder a writer marked complete and left without a data
+file stops the run, naming it; one without a marker is left out, and said so.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
@@ -25,15 +31,17 @@ from dataclasses import dataclass
 from components.csv_header import CsvHeaderError, read_header
 from components.input_files import (
     InputFormatError,
+    Partition,
     data_files,
+    empty_day_message,
     format_of_path,
     holds_rows,
     input_format,
     is_leftover,
     no_rows_message,
-    parquet_column_names,
+    read_days,
 )
-from components.parquet_columns import ParquetError, ParquetPlan, plan_files
+from components.parquet_columns import ParquetError, ParquetPlan, check_values, plan_files
 from components.spans import Span, SpanPattern, latest_spans
 from components.text_encoding import non_utf8_line
 from pipeline import object_store
@@ -53,6 +61,8 @@ class DataRoot:
     spans: tuple[Span, ...] = ()  # with a span pattern: the spans a run reads, oldest first
     format: str = "csv"
     parquet: ParquetPlan | None = None  # Parquet: each column's type over every file
+    # Span folders with no data file and no writer's marker, left out (input_files.read_days).
+    left_out: tuple[Partition, ...] = ()
 
 
 def check_data_root(
@@ -63,11 +73,14 @@ def check_data_root(
     format: str | None = None,
     ignore: tuple[str, ...] = (),
     skip_unsupported: bool = False,
+    columns: tuple[str, ...] | None = None,
 ) -> DataRoot:
     """The files a run reads under `data_root`, their format and columns, or
     InputDataError naming the problem. `pattern`, `spans`, `format`: the dataset
-    spec's `input` section; `ignore`: its ignored columns; `skip_unsupported`
-    (scoring): every column no feature can hold is skipped, as if ignored."""
+    spec's `input` section; `ignore`: its ignored columns, never read; `columns`
+    (scoring): the only columns read; `skip_unsupported` (scoring): every column no
+    feature can hold is skipped, as if ignored."""
+    reading = _Reading(format, ignore, skip_unsupported, columns)
     root = os.fspath(data_root)
     try:
         object_store.check_uri(root, "data root")
@@ -76,7 +89,7 @@ def check_data_root(
     if not object_store.isdir(root):
         raise InputDataError(f"data root {root} is not a directory")
     if pattern is not None:
-        return _check_spans(root, SpanPattern(pattern), spans, format, ignore, skip_unsupported)
+        return _check_spans(root, SpanPattern(pattern), spans, reading)
     paths = [object_store.join(root, n) for n in object_store.listdir(root)]
     files = data_files([p for p in paths if object_store.isfile(p)], object_store.file_size)
     if not files:
@@ -87,7 +100,7 @@ def check_data_root(
             f"data root {root} holds no data files (*.csv or *.parquet; writers' markers, "
             "hidden and empty files are skipped)" + _pattern_hint(root, paths)
         )
-    checked = _checked(f"data root {root}", files, format, ignore, skip_unsupported)
+    checked = _checked(f"data root {root}", files, reading)
     _check_rows(f"data root {root}", files, checked.format)
     return checked
 
@@ -129,23 +142,33 @@ def _check_rows(where: str, files: list[str], read_format: str) -> None:
         raise InputDataError(no_rows_message(where, files))
 
 
+@dataclass(frozen=True)
+class _Reading:
+    """Which columns a run reads: check_data_root's arguments."""
+
+    format: str | None
+    ignore: tuple[str, ...]
+    skip_unsupported: bool
+    columns: tuple[str, ...] | None
+
+
 def _checked(
-    where: str,
-    files: list[str],
-    format: str | None,
-    ignore: tuple[str, ...],
-    skip_unsupported: bool,
-    found: tuple[Span, ...] = (),
+    where: str, files: list[str], reading: _Reading, found: tuple[Span, ...] = ()
 ) -> DataRoot:
     try:
-        read_format = input_format(files, format)
+        read_format = input_format(files, reading.format)
     except InputFormatError as err:
         raise InputDataError(f"{where}: {err}") from None
     if read_format == "parquet":
         try:
-            if skip_unsupported:
-                ignore = (*ignore, *parquet_column_names(files, object_store.open_binary))
-            plan = plan_files(files, object_store.open_binary, ignore)
+            plan = plan_files(
+                files,
+                object_store.open_binary,
+                reading.ignore,
+                columns=reading.columns,
+                skip_unsupported=reading.skip_unsupported,
+            )
+            check_values(plan, files, object_store.open_binary)
         except ParquetError as err:
             raise InputDataError(str(err)) from None
         return DataRoot(
@@ -158,14 +181,7 @@ def _checked(
     return DataRoot(files=tuple(files), header=_shared_header(files), spans=found)
 
 
-def _check_spans(
-    root: str,
-    pattern: SpanPattern,
-    count: int,
-    format: str | None,
-    ignore: tuple[str, ...],
-    skip_unsupported: bool,
-) -> DataRoot:
+def _check_spans(root: str, pattern: SpanPattern, count: int, reading: _Reading) -> DataRoot:
     if "*" in root or "?" in root:
         # TFX's ExampleGen matches span files with a regex made from root and pattern
         # alike (tfx 1.16, example_gen/utils.py `_glob_to_regex`); an escaped `*` breaks it.
@@ -189,6 +205,9 @@ def _check_spans(
             f"{root}: {', '.join(not_spans[:3])} match(es) input pattern {pattern.pattern!r} "
             "but hold no span number in its place; move them out of the data root"
         )
+    days = read_days(pattern, root, object_store.glob, count)
+    if days.empty:
+        raise InputDataError(empty_day_message(root, days.empty[-1]))
     found = latest_spans(pattern, paths, count)
     if not found:
         raise InputDataError(
@@ -203,16 +222,11 @@ def _check_spans(
     }
     files = [f for span_files in by_span.values() for f in span_files]
     checked = _checked(
-        f"input pattern {pattern.pattern!r} under {root}",
-        files,
-        format,
-        ignore,
-        skip_unsupported,
-        tuple(found),
+        f"input pattern {pattern.pattern!r} under {root}", files, reading, tuple(found)
     )
     for span in found:
         _check_rows(_span_name(span), by_span[span.span] or list(span.files), checked.format)
-    return checked
+    return dataclasses.replace(checked, left_out=days.left_out)
 
 
 def _span_name(span: Span) -> str:

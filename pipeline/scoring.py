@@ -78,8 +78,9 @@ def create_scoring_pipeline(
         ignore=tuple(c for c in dataset.ignore if c not in settings.keys),
         # Keys are read as written: a CSV's `007`, `07` and `7` are three keys.
         text_columns=settings.keys,
-        # Extra columns are allowed, a struct the model never read included.
+        # Extra columns are allowed and never read, whatever they hold.
         skip_unsupported=True,
+        columns=dataset.scoring_columns(settings.keys),
     ).with_id(EXAMPLE_GEN)
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"]).with_id(STATISTICS_GEN)
     schema_importer = ImportSchemaGen(schema_file=schema_path).with_id(SCHEMA_IMPORTER)

@@ -89,6 +89,7 @@ def load_schema_dir(path: str | Path = DEFAULT_SCHEMA_DIR) -> SchemaDir:
     try:
         spec.check_against_columns(column_types(schema))
         check_closed_domains(spec, schema)
+        check_ignored_not_required(spec, schema)
     except DatasetSpecError as err:
         raise DatasetSpecError(f"{spec_file}: {err} (checked against {schema_file})") from None
     return SchemaDir(path=root, spec=spec)
@@ -106,6 +107,25 @@ def open_domain_mass(schema, feature) -> float | None:
         return None
     constraints = feature.distribution_constraints
     return constraints.min_domain_mass if constraints.HasField("min_domain_mass") else 1.0
+
+
+def check_ignored_not_required(spec: DatasetSpec, schema) -> None:
+    """DatasetSpecError for an ignored column the schema requires: ExampleGen never reads
+    an ignored column (nor converts it), so the examples lack it, and validation would
+    call it dropped and Transform fail to parse it. The draft marks such entries
+    DEPRECATED; a hand-written schema does the same, or leaves the column out."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    for feature in schema.feature:
+        required = feature.presence.min_fraction > 0 or feature.presence.min_count > 0
+        active = feature.lifecycle_stage != schema_pb2.DEPRECATED
+        if feature.name in spec.ignore and required and active:
+            raise DatasetSpecError(
+                f"ignore: {feature.name!r} is never read (an ignored column is not in the "
+                "examples), but the schema requires it (its presence): add "
+                "`lifecycle_stage: DEPRECATED` to its entry in schema.pbtxt, as the draft "
+                "writes it, or delete the entry"
+            )
 
 
 def check_closed_domains(spec: DatasetSpec, schema) -> None:

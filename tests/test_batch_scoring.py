@@ -371,6 +371,70 @@ def test_score_runner_scores_new_data_without_the_label_with_extra_columns(
     assert "no model is served under" in capsys.readouterr().err
 
 
+def taxi_parquet(path: Path, rows: list[dict], **extra) -> Path:
+    """Taxi rows as pandas and the installed pyarrow write them: each column of the
+    schema's type (an int column with a gap as pandas' Int64), plus `extra` columns."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from schemas import DEFAULT_SCHEMA_DIR, column_types, read_schema
+
+    types = column_types(read_schema(Path(DEFAULT_SCHEMA_DIR) / "schema.pbtxt"))
+    frame = pd.DataFrame(rows)
+    for name, value_type in types.items():
+        if name in frame:
+            cells = frame[name].replace("", None)
+            frame[name] = {
+                "int": lambda c: pd.to_numeric(c).astype("Int64"),
+                "float": lambda c: pd.to_numeric(c).astype("float64"),
+            }.get(value_type, lambda c: c.astype("string"))(cells)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    for name, column in extra.items():
+        table = table.append_column(name, column)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path, version="2.6")  # keeps nanoseconds
+    return path
+
+
+def test_extra_columns_no_feature_can_take_never_stop_a_scoring_and_change_no_score(
+    tmp_path, small_model_base, capsys
+):
+    """Issue 71: a uint64 above 2^63-1, a timestamp[ns] with sub-microsecond digits and a
+    decimal128(25, 0) beyond int64, none of them the model's: the scoring reads only the
+    model's columns and its keys, and each score is the one without them."""
+    import decimal
+
+    import pandas as pd
+    import pyarrow as pa
+
+    import score_runner
+    from tests.conftest import read_taxi_rows
+
+    _, rows = read_taxi_rows(limit=230)
+    rows = [{**row, "trip_id": str(1000 + i)} for i, row in enumerate(rows[200:])]
+    for row in rows:
+        del row["tips"]
+    n = len(rows)
+    extra = {
+        "big_counter": pa.array([2**63 + i for i in range(n)], pa.uint64()),
+        "seen_at": pa.array([1_700_000_000_000_000_001 + i for i in range(n)], pa.timestamp("ns")),
+        "account": pa.array([decimal.Decimal(10**24 + i) for i in range(n)], pa.decimal128(25, 0)),
+    }
+    serving = served_copy(small_model_base, tmp_path)
+    scored = {}
+    for name, columns in (("plain", {}), ("extra", extra)):
+        taxi_parquet(tmp_path / name / "part-0.parquet", rows, **columns)
+        argv = ["--data-root", str(tmp_path / name), "--serving-dir", str(serving)]
+        argv += ["--output-dir", str(tmp_path / f"scores-{name}"), "--key", "trip_id"]
+        assert score_runner.main(argv) == 0, capsys.readouterr().err
+        assert f"Scores written: {n} rows, 0 errors" in capsys.readouterr().out
+        frame = pd.read_parquet(tmp_path / f"scores-{name}" / "span=0" / "version=1")
+        scored[name] = frame.sort_values("trip_id").reset_index(drop=True)
+    assert set(scored["extra"].columns) == set(scored["plain"].columns)
+    assert scored["extra"].equals(scored["plain"])
+
+
 KILLED_COMMIT = """
 import os
 import signal

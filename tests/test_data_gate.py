@@ -35,6 +35,24 @@ def test_anomalies_name_feature_reason_and_splits():
     ]
 
 
+def test_one_problem_whose_share_differs_by_split_is_said_once_with_its_count():
+    """Issue 71: TFDV words a bad string value with each split's own share, so the CSV
+    run said "2 problem(s)" and the same problem twice."""
+    unexpected = "Unexpected string values"
+    anomalies = {
+        "train": _anomalies(company=(unexpected, "Examples contain values missing: X (~4%).")),
+        "eval": _anomalies(company=(unexpected, "Examples contain values missing: X (~11%).")),
+    }
+    with pytest.raises(DataValidationError) as err:
+        check_data(anomalies, {"train": 10, "eval": 5})
+    message = str(err.value)
+    assert "(1 problem(s))" in message
+    assert message.count(unexpected) == 1 and "(split eval, train)" in message
+    with pytest.raises(DataValidationError) as err:
+        check_data(anomalies, {"train": 10, "eval": 5}, scoring=True)
+    assert "(1 problem(s))" in str(err.value) and str(err.value).count(unexpected) == 1
+
+
 def test_gate_raises_with_every_problem():
     anomalies = {
         "train": _anomalies(tips=("Out-of-range values", "Unexpectedly low value: -1.")),

@@ -41,8 +41,12 @@ def test_an_empty_newest_span_stops_the_run_naming_it(tmp_path):
     message = one_line(str(raised.value))
     assert "span 19724 (dt=2024-01-02) holds no rows" in message
     assert "remove the empty partition" in message
-    # The older span alone reads: the check is about the span, not the layout.
+    # Its _SUCCESS alone is the same empty day (issue 71); the partition removed, the
+    # older span alone reads: the check is about the span, not the layout.
     (root / "dt=2024-01-02" / "part-0.parquet").unlink()
+    with pytest.raises(InputDataError, match=r"span 19724 \(dt=2024-01-02\) under .* no rows"):
+        check_data_root(root, HIVE_PATTERN, 2)
+    shutil.rmtree(root / "dt=2024-01-02")
     assert [s.span for s in check_data_root(root, HIVE_PATTERN, 2).spans] == [19723]
 
 
@@ -74,9 +78,9 @@ def test_examplegen_stops_on_an_empty_span_where_no_runner_checked(tmp_path):
     ("folder", "message"),
     [
         ("empty_newest/dt=2024-01-02", r"data root .* holds no rows: .*part-0.parquet has 0 rows"),
-        ("refuse_ns_timestamp", r"column 'seen_at'.* would lose data"),
-        ("refuse_uint64", r"column 'counter'.*9223372036854775808 not in range"),
-        ("refuse_decimal", r"column 'account'.*out of bounds"),
+        ("refuse_ns_timestamp", r"column 'seen_at' holds 2023-11-14 22:13:20.000001001 "),
+        ("refuse_uint64", r"column 'counter' holds 9223372036854775808 \(uint64\)"),
+        ("refuse_decimal", r"column 'account' holds 1000000000000000000000000 \(decimal\)"),
     ],
 )
 def test_every_draft_refusal_is_one_line(tmp_path, folder, message):
@@ -160,8 +164,12 @@ def test_the_draft_ignores_a_struct_column_asked_with_ignore(tmp_path):
     assert {"trip", "island"} <= set(spec["ignore"])
     assert "trip" not in spec["features"] and "island" not in spec["features"]
     assert '"trip"' not in schema  # no schema entry: ExampleGen never reads it
-    with pytest.raises(DraftError, match=r"--ignore 'tirp' is not a column of the data"):
+    with pytest.raises(DraftError, match=r"--ignore 'tirp' is not a column of the data") as raised:
         draft(EXPORTS / "struct_column", LABEL, tmp_path / "other", ignore=["trip", "tirp"])
+    # Every column of the folder is listed, the struct one never read included (issue 71).
+    assert str(raised.value).endswith(
+        "(columns: bill_length_mm, flipper_length_mm, island, species, trip)"
+    )
     with pytest.raises(DraftError, match=r"column 'trip' .* \(here: pass --ignore COLUMN\)$"):
         draft(EXPORTS / "struct_column", LABEL, tmp_path / "other")
 
@@ -418,3 +426,292 @@ def test_scores_of_another_flat_folder_replaced_say_so():
     assert "replaced (the span's input changed)" in summary.text()
     flat = ScoreSummary("replaced", "scores/span=0/version=1", 4, 0, "1", "d" * 64, 0, flat=True)
     assert "give each folder its own --output-dir" in one_line(flat.text())
+
+
+# --- Issue 71: partitions, not files, decide which days exist --------------------
+
+DAY_FILE = EXPORTS / "empty_newest" / "dt=2024-01-01" / "part-0.parquet"  # 24 rows
+
+
+def days(tmp_path: Path, layout: dict[str, str]) -> Path:
+    """A Hive layout of days, each `data` (a pandas 3 file and `_SUCCESS`), `success`
+    (`_SUCCESS` alone: the writer's empty day), `committed` (Databricks' `_committed_*`
+    alone) or `unmarked` (an empty folder: a write in progress)."""
+    root = tmp_path / "days"
+    for day, kind in layout.items():
+        folder = root / f"dt={day}"
+        folder.mkdir(parents=True)
+        if kind == "data":
+            shutil.copy(DAY_FILE, folder / "part-0.parquet")
+        if kind in ("data", "success"):
+            (folder / "_SUCCESS").write_bytes(b"")
+        if kind == "committed":
+            (folder / "_committed_8171").write_bytes(b"{}")
+    return root
+
+
+WITH_EMPTY_NEWEST = {"2024-01-01": "data", "2024-01-02": "data", "2024-01-03": "success"}
+
+
+@pytest.mark.parametrize("spans", [1, 2])
+def test_a_success_only_newest_partition_stops_the_run_naming_it(tmp_path, spans):
+    """The writer marked the newest day complete, with no file: the run (spans 2) and the
+    scoring (spans 1) never fall back to yesterday."""
+    root = days(tmp_path, WITH_EMPTY_NEWEST)
+    with pytest.raises(InputDataError) as raised:
+        check_data_root(root, HIVE_PATTERN, spans)
+    message = one_line(str(raised.value))
+    assert message.startswith(f"span 19725 (dt=2024-01-03) under {root} holds no rows: "), message
+    assert "the writer's _SUCCESS and no data file" in message
+
+
+def test_a_committed_marker_alone_is_an_empty_day_too(tmp_path):
+    root = days(tmp_path, {"2024-01-01": "data", "2024-01-02": "committed"})
+    with pytest.raises(InputDataError, match=r"dt=2024-01-02\).*writer's _committed_8171"):
+        check_data_root(root, HIVE_PATTERN, 1)
+
+
+def test_a_success_only_partition_in_the_middle_of_the_window_stops_the_run(tmp_path):
+    root = days(tmp_path, {"2024-01-01": "data", "2024-01-02": "success", "2024-01-03": "data"})
+    for spans in (2, 3):
+        with pytest.raises(InputDataError, match=r"^span 19724 \(dt=2024-01-02\) under "):
+            check_data_root(root, HIVE_PATTERN, spans)
+    # Outside the window it is not read, so nothing to refuse.
+    assert [s.span for s in check_data_root(root, HIVE_PATTERN, 1).spans] == [19725]
+
+
+def test_an_unmarked_empty_partition_is_left_out_in_one_line(tmp_path):
+    from components.input_files import left_out_line
+
+    root = days(tmp_path, {**WITH_EMPTY_NEWEST, "2024-01-03": "unmarked"})
+    checked = check_data_root(root, HIVE_PATTERN, 2)
+    assert [s.span for s in checked.spans] == [19723, 19724]
+    line = one_line(left_out_line(str(root), checked.left_out))
+    assert line == (
+        f"left out dt=2024-01-03 under {root}: no data file and no writer's marker "
+        "(_SUCCESS, _committed_*), so a write in progress; not read as a day"
+    )
+    # One older than the window changes nothing the run reads: not said.
+    (root / "dt=2024-01-03").rmdir()
+    (root / "dt=2023-12-31").mkdir()
+    assert check_data_root(root, HIVE_PATTERN, 2).left_out == ()
+
+
+def test_examplegen_refuses_the_empty_day_where_no_runner_checked(tmp_path):
+    """Kubeflow: ExampleGen's (and InputSnapshot's) resolution stops on it, in one line;
+    an unmarked one is left out and said on the examples' properties."""
+    from components.input_resolution import input_config
+    from components.span_resolution import InputPatternError, resolve_input
+
+    def resolved(root: Path, spans: int):
+        window = {"pattern": HIVE_PATTERN, "spans": spans}
+        return resolve_input(str(root), input_config(HIVE_PATTERN), window)
+
+    root = days(tmp_path, WITH_EMPTY_NEWEST)
+    for spans in (1, 2):
+        with pytest.raises(InputPatternError) as raised:
+            resolved(root, spans)
+        assert "span 19725 (dt=2024-01-03)" in one_line(str(raised.value))
+    (root / "dt=2024-01-03" / "_SUCCESS").unlink()
+    answer = resolved(root, 2)
+    assert [s.span for s in answer.spans] == [19723, 19724]
+    assert [p.folder for p in answer.left_out] == ["dt=2024-01-03"]
+    # Where every day holds a file, the answer is TFX's: the same as with no empty folder.
+    (root / "dt=2024-01-03").rmdir()
+    assert resolved(root, 2) == answer and resolved(root, 2).left_out == ()
+
+
+@pytest.mark.slow  # the draft runs TFDV
+def test_run_score_and_draft_refuse_a_success_only_newest_day_each_in_one_line(tmp_path, capsys):
+    """The three commands a user types, on the layout of the issue: each ends with one
+    `error:` line naming the partition, before any step runs."""
+    import local_runner
+    import score_runner
+    from schemas.draft import main as draft_main
+
+    root = days(tmp_path, {**WITH_EMPTY_NEWEST, "2024-01-03": "unmarked"})
+    schema_dir = tmp_path / "schema"
+    common = ["--data-root", str(root)]
+    spans = ["--label", LABEL, "--input-pattern", HIVE_PATTERN, "--spans", "2"]
+    assert draft_main([*common, *spans, "--output-dir", str(schema_dir)]) == 0
+    printed = capsys.readouterr().out
+    assert f"  left out dt=2024-01-03 under {root}: no data file" in printed
+    (root / "dt=2024-01-03" / "_SUCCESS").write_bytes(b"")
+    named = f"span 19725 (dt=2024-01-03) under {root} holds no rows"
+    scoring = ["--key", "island", "--serving-dir", str(tmp_path / "serving")]
+    commands = {
+        "draft": lambda: draft_main([*common, *spans, "--output-dir", str(tmp_path / "again")]),
+        "run": lambda: local_runner.main(
+            [*common, "--schema-dir", str(schema_dir), "--output-dir", str(tmp_path / "run")]
+        ),
+        "score": lambda: score_runner.main(
+            [
+                *common,
+                *scoring,
+                "--schema-dir",
+                str(schema_dir),
+                "--output-dir",
+                str(tmp_path / "s"),
+            ]
+        ),
+    }
+    for command, call in commands.items():
+        code = call()
+        err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert code == (2 if command == "draft" else 1), (command, err)
+        assert err[-1].startswith("error: ") and named in err[-1], (command, err)
+        assert "Traceback" not in "\n".join(err)
+    assert not (tmp_path / "run" / "metadata.sqlite").exists()  # before any step
+
+
+# --- Issue 71: a column the model does not read is never converted ------------
+
+# Each folder's one column whose values no feature can take (tests/data/exports).
+UNCONVERTIBLE = {
+    "refuse_uint64": "counter",  # uint64 above 2^63-1
+    "refuse_ns_timestamp": "seen_at",  # timestamp[ns] with sub-microsecond digits
+    "refuse_decimal": "account",  # decimal128(25, 0) beyond int64
+}
+
+
+@pytest.mark.parametrize("folder", sorted(UNCONVERTIBLE))
+def test_an_ignored_or_unread_column_is_never_planned_whatever_it_holds(folder):
+    """The runner's check plans only the columns read: an ignored one (training, the
+    draft) and one outside the scoring's columns are left out, listed as not read."""
+    column = UNCONVERTIBLE[folder]
+    for checked in (
+        check_data_root(EXPORTS / folder, ignore=(column,)),
+        check_data_root(EXPORTS / folder, columns=("island", "bill_length_mm", LABEL)),
+    ):
+        assert checked.parquet is not None and column not in checked.header
+        assert column in checked.parquet.not_read
+
+
+@pytest.mark.slow  # runs ExampleGen
+@pytest.mark.parametrize("folder", sorted(UNCONVERTIBLE))
+@pytest.mark.parametrize("how", ["ignore", "scoring"])
+def test_examplegen_never_converts_a_column_it_does_not_read(tmp_path, folder, how):
+    column = UNCONVERTIBLE[folder]
+    window = (
+        {"ignore": (column,)}
+        if how == "ignore"
+        else {"skip_unsupported": True, "columns": ("island", "flipper_length_mm", LABEL)}
+    )
+    examples = example_gen_features(tmp_path, folder, **window)
+    assert len(examples) == 24
+    assert all(column not in f and "island" in f for f in examples)
+    if how == "scoring":
+        assert all("bill_length_mm" not in f for f in examples)  # outside the columns
+
+
+@pytest.mark.slow  # the draft runs TFDV
+@pytest.mark.parametrize("folder", sorted(UNCONVERTIBLE))
+def test_the_draft_with_ignore_never_reads_the_column(tmp_path, folder):
+    column = UNCONVERTIBLE[folder]
+    spec, schema = drafted(tmp_path, folder, ignore=[column])
+    assert column in spec["ignore"] and f'"{column}"' not in schema
+
+
+def test_a_schema_that_requires_an_ignored_column_is_refused_with_the_fix(tmp_path):
+    """An ignored column is never in the examples: a schema entry that requires it would
+    be "Column dropped" at validation; the schema dir's check says what to write."""
+    from schemas import load_schema_dir
+    from tests.harness import taxi_schema_dir_copy
+    from trainer.dataset_spec import DatasetSpecError
+
+    schema_dir = taxi_schema_dir_copy(tmp_path)
+    load_schema_dir(schema_dir)  # the example's: its ignored columns are DEPRECATED
+    schema = schema_dir / "schema.pbtxt"
+    schema.write_text(schema.read_text().replace("  lifecycle_stage: DEPRECATED\n", "", 1))
+    with pytest.raises(DatasetSpecError) as raised:
+        load_schema_dir(schema_dir)
+    message = one_line(str(raised.value))
+    assert "ignore: 'trip_start_timestamp' is never read" in message
+    assert "add `lifecycle_stage: DEPRECATED` to its entry in schema.pbtxt" in message
+
+
+# --- Issue 71: a value no feature can take is refused before anything starts -----
+
+REFUSED = {
+    "refuse_uint64": (
+        "column 'counter' holds 9223372036854775808 (uint64), beyond int64 (2^63-1)",
+        "df['counter'] = df['counter'].astype('string')",
+    ),
+    "refuse_ns_timestamp": (
+        "column 'seen_at' holds 2023-11-14 22:13:20.000001001 (timestamp[ns])",
+        "df['seen_at'] = df['seen_at'].dt.floor('us').astype('datetime64[us]')",
+    ),
+    "refuse_decimal": (
+        "column 'account' holds 1000000000000000000000000 (decimal), beyond int64",
+        "df['account'] = df['account'].astype('string')",
+    ),
+}
+
+
+@pytest.mark.parametrize("folder", sorted(REFUSED))
+def test_a_bad_value_in_a_used_column_is_refused_by_the_check_with_the_fix(folder):
+    """The runner's check (run, draft, scoring) finds the first bad value from the footer's
+    statistics and a scan of that column alone: one line, file, column, value, the cast."""
+    value, cast = REFUSED[folder]
+    with pytest.raises(InputDataError) as raised:
+        check_data_root(EXPORTS / folder)
+    message = one_line(str(raised.value))
+    assert message.startswith(f"{EXPORTS / folder / 'part-0.parquet'}: {value}"), message
+    assert cast in message and f"(the draft: --ignore {UNCONVERTIBLE[folder]})" in message
+
+
+def test_statistics_clear_a_column_and_a_bad_value_past_them_is_found_by_the_scan(tmp_path):
+    """Row groups whose statistics show int64 values are not read; one whose do not is
+    scanned, and the first bad value in it named (here the second group's first row)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "part-0.parquet"
+    values = [1, 2, 3, 2**63 + 5, 2**63 + 9, 4]
+    table = pa.table({"u": pa.array(values, pa.uint64()), LABEL: ["a"] * 6})
+    pq.write_table(table, path, row_group_size=3)
+    with pytest.raises(InputDataError, match=r"column 'u' holds 9223372036854775813 \(uint64\)"):
+        check_data_root(tmp_path)
+    pq.write_table(table.slice(0, 3), path)  # every value within int64: nothing to refuse
+    assert check_data_root(tmp_path).header == ("u", LABEL)
+
+
+def test_the_run_refuses_a_bad_value_before_any_step_in_one_line(tmp_path, capsys):
+    import local_runner
+
+    output_dir = tmp_path / "out"
+    root = exported(tmp_path, "refuse_uint64")
+    code = local_runner.main(["--data-root", str(root), "--output-dir", str(output_dir)])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 1 and "Traceback" not in "\n".join(err)
+    assert err[-1].startswith("error: InputDataError: ") and REFUSED["refuse_uint64"][0] in err[-1]
+    assert not (output_dir / "metadata.sqlite").exists()
+
+
+@pytest.mark.slow  # runs ExampleGen
+def test_examplegen_refuses_the_same_value_where_no_runner_checked(tmp_path):
+    """Kubeflow: ExampleGen's reader runs the same check before its pipeline runs, so its
+    line has no Beam `[while running ...]` suffix."""
+    from components.parquet_columns import ParquetError
+
+    with pytest.raises(ParquetError) as raised:
+        example_gen_features(tmp_path, "refuse_decimal")
+    message = one_line(str(raised.value))
+    assert REFUSED["refuse_decimal"][0] in message and "[while running" not in message
+
+
+def test_the_left_out_line_reaches_the_run_summary_and_its_report():
+    """ExampleGen records the line on its examples (`left_out`); the closing summary
+    shows it under `Input:`, the HTML report in the Input section."""
+    import markupsafe
+
+    from components.report.contents import InputData, RunReport
+    from components.report.render import render_html
+    from pipeline.local.run_summary import summary_text
+
+    line = "left out dt=2024-01-03 under /data: no data file and no writer's marker"
+    data = InputData.from_properties({"span": 19724, "spans": "19723,19724", "left_out": line})
+    report = RunReport(pipeline_name="p", run_id="r", steps=(), input=data)
+    assert f"Input: spans 19723, 19724\n  {line}" in summary_text(report)
+    escaped = markupsafe.escape(line)
+    assert f'<td id="left-out">{escaped}</td>' in render_html(report)

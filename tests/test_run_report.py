@@ -401,11 +401,13 @@ def test_report_statistics_count_what_the_csv_holds(two_local_runs, second_repor
     assert {s["data-split"] for s in splits} == {"train", "eval"}
     assert sum(int(s["data-examples"]) for s in splits) == len(rows)
     # Empty cells, per column, in the raw file: the report's "missing" over both splits.
-    for feature in ("company", "pickup_census_tract", "dropoff_latitude", "fare"):
+    for feature in ("company", "dropoff_census_tract", "dropoff_latitude", "fare"):
         feature_rows = _feature_rows(elements, feature)
         assert {r["data-split"] for r in feature_rows} == {"train", "eval"}, feature
         empty = sum(1 for r in rows if r[feature] == "")
         assert sum(int(r["data-missing"]) for r in feature_rows) == empty, feature
+    # An ignored column is never read, so it is in no example and no statistic (issue 71).
+    assert _feature_rows(elements, "pickup_census_tract") == []
     (fare_train,) = [r for r in _feature_rows(elements, "fare") if r["data-split"] == "train"]
     assert 0 < float(fare_train["data-mean"]) < 100
 

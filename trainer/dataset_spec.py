@@ -512,6 +512,13 @@ class DatasetSpec:
         """
         return {transformed_name(k): f.category_count() for k, f in self.features.items()}
 
+    def scoring_columns(self, keys: Iterable[str]) -> tuple[str, ...]:
+        """The columns a scoring reads: the features, the label's sources (absent, mostly),
+        the slices and `keys`; no other column of the data is read, whatever it holds."""
+        return tuple(
+            dict.fromkeys([*self.features, *self.label.source_columns, *self.slices, *keys])
+        )
+
     def serving_excluded_columns(self) -> tuple[str, ...]:
         """Label sources that are not features: absent from serving requests."""
         return tuple(c for c in self.label.source_columns if c not in self.features)

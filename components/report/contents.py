@@ -483,6 +483,7 @@ class InputData:
     spans: tuple[int, ...]  # oldest first; the last is the artifact's `span`; () for no pattern
     version: int | None = None
     fingerprint: str = ""
+    left_out: str = ""  # the line naming the span folders left out (no data, no marker)
 
     @classmethod
     def from_properties(cls, properties: dict[str, object]) -> InputData | None:
@@ -498,6 +499,7 @@ class InputData:
             spans=tuple(int(s) for s in listed.split(",") if s),
             version=properties.get("version"),  # type: ignore[arg-type]
             fingerprint=str(properties.get("input_fingerprint") or ""),
+            left_out=str(properties.get("left_out") or ""),
         )
 
 

@@ -21,6 +21,7 @@ from components.artifact_names import (
     ALREADY_SERVED_PROPERTY,
     FINGERPRINT_PROPERTY,
     HAS_MODEL_PROPERTY,
+    LEFT_OUT_PROPERTY,
     PUSHED_DESTINATION_PROPERTY,
     PUSHED_PROPERTY,
     SERVED_PATH_PROPERTY,
@@ -35,7 +36,13 @@ Properties = Mapping[str, object]
 # TFX's V2 entrypoint writes a custom property that shares a type property's
 # name (Examples' `span`, `version`) with this prefix.
 CUSTOM_PREFIX = "custom:"
-_EXAMPLE_PROPERTIES = (SPAN_PROPERTY, VERSION_PROPERTY, SPANS_PROPERTY, FINGERPRINT_PROPERTY)
+_EXAMPLE_PROPERTIES = (
+    SPAN_PROPERTY,
+    VERSION_PROPERTY,
+    SPANS_PROPERTY,
+    FINGERPRINT_PROPERTY,
+    LEFT_OUT_PROPERTY,
+)
 # What TFX's Evaluator records on its ModelBlessing.
 BLESSED_PROPERTY = "blessed"
 

@@ -38,6 +38,8 @@ def summary_text(report: RunReport) -> str:
         spans = ", ".join(map(str, report.input.spans))
         version = f", version {report.input.version}" if report.input.version is not None else ""
         lines.append(f"Input: span{'s' if len(report.input.spans) > 1 else ''} {spans}{version}")
+        if report.input.left_out:
+            lines.append(f"  {report.input.left_out}")
     if report.drift is not None:
         if report.drift.note:
             lines.append(f"Drift: {report.drift.note}")

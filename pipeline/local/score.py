@@ -81,6 +81,7 @@ class ScoreSummary:
 
 def score_local(options: ScoreOptions) -> ScoreSummary:
     """Runs the scoring DAG once; raises with a one-line reason on any failure."""
+    from components.input_files import left_out_line
     from components.scoring import check_keys
     from components.served_version import choose_version
     from pipeline.inputs import check_data_root
@@ -94,7 +95,10 @@ def score_local(options: ScoreOptions) -> ScoreSummary:
         format=spec.input.format,
         ignore=tuple(c for c in spec.ignore if c not in options.settings.keys),
         skip_unsupported=True,
+        columns=spec.scoring_columns(options.settings.keys),
     )
+    if line := left_out_line(str(options.data_root), checked.left_out):
+        print(line, flush=True)
     missing = [k for k in options.settings.keys if k not in checked.header]
     if missing:
         raise ScoreInputError(

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import get_args
 
+from components.input_files import left_out_line
 from components.parquet_columns import ParquetError
 from components.spans import SpanPattern
 from pipeline.inputs import InputDataError, check_data_root
@@ -57,6 +58,11 @@ from trainer.dataset_spec import (
 )
 
 __all__ = ["DraftError", "draft", "main"]
+
+
+# The draft's exit code for data or flags it refuses (argparse's usage errors are 2 too);
+# the README lists it beside the runner's.
+EXIT_REFUSED = 2
 
 
 def pipeline_name_for(data_root: Path) -> str:
@@ -101,12 +107,14 @@ def draft(
         hint = " (here: pass --ignore COLUMN)" if "under `ignore:`" in str(err) else ""
         raise DraftError(f"{err}{hint}") from None
     skipped = data.parquet.skipped if data.parquet is not None else ()
-    unknown = [c for c in ignore if c not in data.header and c not in skipped]
+    # Every column of the files, the ones never read (ignored) included.
+    every_column = [*data.header, *(data.parquet.not_read if data.parquet is not None else ())]
+    unknown = [c for c in ignore if c not in every_column]
     if unknown or label in ignore:
         raise DraftError(
             f"--ignore {(unknown or [label])[0]!r} is "
             + (
-                f"not a column of the data (columns: {', '.join(data.header)})"
+                f"not a column of the data (columns: {', '.join(every_column)})"
                 if unknown
                 else "the label"
             )
@@ -120,7 +128,8 @@ def draft(
         except ParquetError as err:  # a value the type table refuses: the runner's one line
             raise DraftError(str(err)) from None
     else:
-        rows = read_data(data.files, data.header, sample_size=NOISE_ROWS)
+        read = [c for c in data.header if c not in ignore]
+        rows = read_data(data.files, read, sample_size=NOISE_ROWS)
     if label not in data.header:
         raise DraftError(
             f"--label {label!r} is not a column of the data (columns: {', '.join(data.header)})"
@@ -160,7 +169,8 @@ def draft(
         decisions.update(
             {c: (None, why) for c, why in not_features(data.parquet).items() if c in decisions}
         )
-    decisions.update({c: (None, "--ignore") for c in ignore if c in decisions})
+    # Ignored columns are never read (nor typed, nor examples'): under `ignore:` as asked.
+    decisions.update({c: (None, "--ignore") for c in ignore})
     if all(settings is None for settings, _ in decisions.values()):
         raise DraftError(
             "no column can be a feature: "
@@ -220,6 +230,7 @@ def draft(
                 if spec.input.has_spans
                 else []
             ),
+            *([f"  {line}"] if (line := left_out_line(str(data_root), data.left_out)) else []),
             *(
                 f"  typed {column} {value_type}: the spans read hold values the latest "
                 "span's types cannot take"
@@ -315,6 +326,6 @@ def main(argv: list[str] | None = None) -> int:
         )
     except (DraftError, DatasetSpecError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_REFUSED
     print(summary)
     return 0
