@@ -38,6 +38,8 @@ class ApiCall:
 _ISVC = "serving.kserve.io", "inferenceservices"
 _TFJOB = "kubeflow.org", "tfjobs"
 _TRAINER_ON_TFJOB = f"{TRAINER} (training.engine tfjob)"
+_TRAINJOB = "trainer.kubeflow.org", "trainjobs"
+_TRAINER_ON_TRAINJOB = f"{TRAINER} (training.engine trainjob)"
 # Every call the steps make, in the step's namespace (the pod's own, a profile's on the
 # Kubeflow platform, unless the settings name another). The Kubernetes stand-in refuses any
 # other (tests/kubernetes_standin.py), and tests/test_kubeflow_platform.py holds each to the
@@ -56,6 +58,26 @@ STEP_CALLS: tuple[ApiCall, ...] = (
     ),
     ApiCall("list", "", "pods", _TRAINER_ON_TFJOB, "kubeflow/tfjob/cluster.py (replicas)"),
     ApiCall("get", "", "pods/log", _TRAINER_ON_TFJOB, "kubeflow/tfjob/cluster.py (the Chief)"),
+    *(
+        ApiCall(verb, *_TRAINJOB, _TRAINER_ON_TRAINJOB, "kubeflow/trainjob/cluster.py")
+        for verb in ("create", "get", "delete")
+    ),
+    ApiCall(
+        "get",
+        "trainer.kubeflow.org",
+        "clustertrainingruntimes",
+        _TRAINER_ON_TRAINJOB,
+        "kubeflow/trainjob/job.py (the runtime is installed)",
+    ),
+    ApiCall(
+        "get",
+        "trainer.kubeflow.org",
+        "trainingruntimes",
+        _TRAINER_ON_TRAINJOB,
+        "kubeflow/trainjob/job.py (training.trainjob.runtime_kind TrainingRuntime)",
+    ),
+    ApiCall("list", "", "pods", _TRAINER_ON_TRAINJOB, "kubeflow/trainjob/cluster.py (the nodes)"),
+    ApiCall("get", "", "pods/log", _TRAINER_ON_TRAINJOB, "kubeflow/trainjob/cluster.py (node 0)"),
     *(
         ApiCall(verb, "", "pods", TUNE, "kubeflow/tuning/pods.py (the workers)")
         for verb in ("create", "get", "delete")

@@ -442,8 +442,6 @@ class KubernetesStandin:
         self.kserve = KServeController(self.url)
         # Trainer v2 and JobSet (tests/trainjob_standin.py), when a test installs them.
         self.trainer: Any = None
-        # Every (verb, resource, group) the API was asked for, in order.
-        self.requests: list[tuple[str, str, str]] = []
 
     # --- the test's side -------------------------------------------------
     def __enter__(self) -> KubernetesStandin:
@@ -764,7 +762,6 @@ class KubernetesStandin:
                 )  # fmt: skip
 
             def _allowed(self, verb: str, resource: str, group: str, namespace: str) -> bool:
-                standin.requests.append((verb, resource, group))
                 if time.monotonic() < standin._unavailable_until:
                     self._status(
                         503,

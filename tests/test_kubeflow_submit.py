@@ -289,3 +289,25 @@ def test_the_tuning_package_is_never_scheduled(tmp_path):
     assert scheduled.returncode == 2
     (line,) = [line for line in scheduled.stderr.splitlines() if line.startswith("error:")]
     assert "is the tuning package, and scheduled runs never tune" in line
+
+
+def test_a_flag_path_outside_the_namespaces_prefix_is_refused_before_any_request(tmp_path):
+    """With the platform's store preset, --data-root and --pipeline-root are held to the
+    prefixes the namespace's secret may use, as the settings' own paths are."""
+    settings = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
+    del settings["pipeline_root"], settings["serving_model_dir"]
+    settings["kfp"] = {"namespace": "kubeflow-user-example-com"}
+    settings["object_store"] = {"preset": "kubeflow-platform"}
+    home = "s3://mlpipeline/private-artifacts/kubeflow-user-example-com"
+    settings["parameters"]["data_root"] = f"{home}/data"
+    config = tmp_path / "pipeline.yaml"
+    config.write_text(yaml.safe_dump(settings))
+    with KfpStandIn(multi_user=True) as kfp:
+        outside = "s3://mlpipeline/private-artifacts/team-b/data"
+        data = submit(kfp.host, "--config", str(config), "--data-root", outside)
+        root = submit(kfp.host, "--config", str(config), "--pipeline-root", "s3://other/tfx")
+        assert kfp.requests == []
+    for proc, flag in ((data, "--data-root"), (root, "--pipeline-root")):
+        assert proc.returncode == 2
+        assert proc.stderr.strip().splitlines()[-1].startswith(f"error: {flag}: s3://")
+        assert "is outside the prefixes namespace kubeflow-user-example-com" in proc.stderr

@@ -401,7 +401,8 @@ def test_the_step_uses_only_the_verbs_a_profiles_default_editor_has(standin):
         run_trainjob(
             Cluster.from_environment(), probe_job("rbac-1", spec), timing=FAST, write=print
         )
-    used = set(standin.requests)
+    # As RBAC names each request (verb, group, resource, namespace).
+    used = {(verb, resource, group) for verb, group, resource, _ in standin.requests}
     assert ("delete", "trainjobs", "trainer.kubeflow.org") in used
     for tag, rules in EDIT_RULES.items():
         for verb, resource, group in used:

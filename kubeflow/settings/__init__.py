@@ -142,9 +142,10 @@ def parse_settings(
         step: parse_placement(spec, f"components.{step}", default) for step, spec in entries.items()
     }
     default_beam, beam = parse_beam(values.get("beam"), beam_step_ids)
+    kfp = parse_kfp(values.get("kfp"))
     object_store = None
     if values.get("object_store") is not None:
-        object_store = parse_object_store(values["object_store"])
+        object_store = parse_object_store(values["object_store"], kfp.namespace)
     # The kubeflow-platform preset gives the two roots a place in the namespace's prefix.
     preset_paths = (
         platform_paths(object_store.namespace)
@@ -182,7 +183,7 @@ def parse_settings(
         serving=parse_serving(values.get("serving"), paths["serving_model_dir"]),
         tuning=parse_tuning(values.get("tuning")),
         scoring_schedule=parse_schedule(values.get("scoring_schedule"), "scoring_schedule"),
-        kfp=parse_kfp(values.get("kfp")),
+        kfp=kfp,
     )
 
 

@@ -185,7 +185,7 @@ def _credentials(values: Any, where: str) -> SecretCredentials:
     )
 
 
-def _platform_store(values: dict[str, Any], where: str) -> ObjectStore:
+def _platform_store(values: dict[str, Any], where: str, kfp_namespace: str | None) -> ObjectStore:
     """The kubeflow-platform preset: the profile namespace's SeaweedFS user and prefixes."""
     if "credentials" in values:
         raise SettingsError(
@@ -194,10 +194,18 @@ def _platform_store(values: dict[str, Any], where: str) -> ObjectStore:
             "remove credentials, or drop the preset and describe the store in full"
         )
     check.no_unknown(values, _PRESET_FIELDS, where)
+    if not values.get("namespace") and kfp_namespace:
+        # The profile the runs run in (kfp.namespace) is the one whose store they use.
+        values = {**values, "namespace": kfp_namespace}
     if not values.get("namespace"):
         raise SettingsError(
-            f"{where}.namespace: required with preset {PLATFORM_PRESET}: the profile "
-            "namespace the runs run in (e.g. kubeflow-user-example-com)"
+            f"{where}.namespace: required with preset {PLATFORM_PRESET} (or kfp.namespace): "
+            "the profile namespace the runs run in (e.g. kubeflow-user-example-com)"
+        )
+    if kfp_namespace and values["namespace"] != kfp_namespace:
+        raise SettingsError(
+            f"{where}.namespace: {values['namespace']!r} is not kfp.namespace "
+            f"{kfp_namespace!r}: a run in one profile cannot use another's store secret"
         )
     # Checked as the sections that start pods check theirs.
     namespace = namespace_and_service_account(values, where)["namespace"]
@@ -217,14 +225,15 @@ def _platform_store(values: dict[str, Any], where: str) -> ObjectStore:
     return replace(store, namespace=namespace, writable_prefixes=platform_prefixes(namespace))
 
 
-def parse_object_store(values: Any) -> ObjectStore:
+def parse_object_store(values: Any, kfp_namespace: str | None = None) -> ObjectStore:
+    """`object_store:`; with the platform preset, its namespace defaults to kfp.namespace."""
     where = "object_store"
     values = check.typed(values, dict, where)
     if "preset" in values:
         preset = values["preset"]
         if preset != PLATFORM_PRESET:
             raise SettingsError(f"{where}.preset: must be {PLATFORM_PRESET!r}, got {preset!r}")
-        return _platform_store(values, where)
+        return _platform_store(values, where, kfp_namespace)
     if "verify_tls" in values:
         raise SettingsError(
             f"{where}.verify_tls: turning TLS verification off is not supported: Beam's S3 "
@@ -286,4 +295,8 @@ def store_path(value: str, where: str, object_store: ObjectStore | None) -> str:
             "object_store.region, and the endpoint and credentials secret for MinIO or another "
             "S3-compatible store"
         )
+    if object_store is not None and store.uri_scheme(value) == "s3":
+        # A path of the settings or a command's flag (submit's --data-root, --pipeline-root):
+        # one the namespace's secret may not use is refused where it is read.
+        object_store.check_writable(where, value)
     return value
