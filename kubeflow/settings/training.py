@@ -59,19 +59,12 @@ class TFJobSettings:
         self, *, image: str, working_dir: str, env: tuple[Mapping[str, Any], ...]
     ) -> TFJobSpec:
         """The spec the Trainer step creates its job from."""
-        placement = self.placement or Placement()
         return TFJobSpec(
             image=image,
             command=REPLICA_COMMAND,
             workers=self.workers,
             working_dir=working_dir,
-            resources=placement.resources.to_kubernetes(),
-            node_selector=dict(placement.node_selector),
-            tolerations=tuple(t.to_kubernetes() for t in placement.tolerations),
-            env=env,
-            namespace=self.namespace,
-            service_account=self.service_account,
-            active_deadline_seconds=duration_seconds(self.deadline),
+            **_pod_fields(self, env),
             backoff_limit=self.backoff_limit,
             clean_pod_policy=self.clean_pod_policy,
             ttl_seconds_after_finished=duration_seconds(self.ttl_after_finished),
@@ -95,7 +88,6 @@ class TrainJobSettings:
         self, *, image: str, working_dir: str, env: tuple[Mapping[str, Any], ...]
     ) -> TrainJobSpec:
         """The spec the Trainer step creates its job from, and the runtime is written from."""
-        placement = self.placement or Placement()
         return TrainJobSpec(
             image=image,
             command=NODE_COMMAND,
@@ -104,14 +96,23 @@ class TrainJobSettings:
             runtime=self.runtime,
             runtime_kind=self.runtime_kind,
             port=self.port,
-            resources=placement.resources.to_kubernetes(),
-            node_selector=dict(placement.node_selector),
-            tolerations=tuple(t.to_kubernetes() for t in placement.tolerations),
-            env=env,
-            namespace=self.namespace,
-            service_account=self.service_account,
-            active_deadline_seconds=duration_seconds(self.deadline),
+            **_pod_fields(self, env),
         )
+
+
+def _pod_fields(engine: TFJobSettings | TrainJobSettings, env) -> dict[str, Any]:
+    """What both engines' pods take from their section: placement, env, namespace,
+    service account and the deadline."""
+    placement = engine.placement or Placement()
+    return {
+        "resources": placement.resources.to_kubernetes(),
+        "node_selector": dict(placement.node_selector),
+        "tolerations": tuple(t.to_kubernetes() for t in placement.tolerations),
+        "env": env,
+        "namespace": engine.namespace,
+        "service_account": engine.service_account,
+        "active_deadline_seconds": duration_seconds(engine.deadline),
+    }
 
 
 @dataclass(frozen=True)
