@@ -349,8 +349,16 @@ def project_name(root_dir: Path) -> str:
     )
     url = proc.stdout.strip()
     if proc.returncode == 0 and url:
-        return re.sub(r"(\.git)?/*$", "", re.sub(r"^[a-z+]+://([^@/]*@)?", "", url))
+        return project_of_url(url)
     return root_dir.name
+
+
+def project_of_url(url: str) -> str:
+    """host/path of a remote, however it is spelled: https://host/path.git,
+    ssh://git@host/path, git@host:path (scp-like) all name one project."""
+    url = re.sub(r"^[a-z][a-z0-9+.-]*://([^@/]*@)?", "", url)
+    url = re.sub(r"^[^@/:]+@([^:/]+):", r"\1/", url)
+    return re.sub(r"(\.git)?/*$", "", url)
 
 
 def released_commit(client, pipelines: dict[str, Any], found: list) -> str | None:

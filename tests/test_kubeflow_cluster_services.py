@@ -289,18 +289,22 @@ def test_pushed_model_sits_in_the_bucket_and_scores_raw_rows_read_back(
 
 
 def test_example_gen_read_the_parquet_files_on_s3_as_they_are_read_locally(
-    executions, store, tmp_path
+    executions, store, tmp_path, taxi_spec
 ):
     """Footers planned in the step's pod, row groups read by the job service's workers
-    through Beam's S3 filesystem; the examples are a local in-memory read's."""
+    through Beam's S3 filesystem; the examples are a local in-memory read's, with the
+    dataset's ignored columns left unread as the package's ExampleGen leaves them."""
     from tfx.utils import proto_utils
 
-    from components.example_gen import SpanResolvingExecutor
-    from components.input_resolution import input_config
+    from components.example_gen import INPUT_WINDOW_KEY, SpanResolvingExecutor
+    from components.input_resolution import input_config, input_window
 
     (examples,) = executions["first"]["steps"]["ExampleGen"]["outputs"]["examples"]
     from_store = store.download(examples, tmp_path / "examples")
-    properties = {"input_config": proto_utils.proto_to_json(input_config(None))}
+    properties = {
+        "input_config": proto_utils.proto_to_json(input_config(None)),
+        INPUT_WINDOW_KEY: input_window(None, 1, ignore=tuple(taxi_spec.ignore)),
+    }
     local = run_example_gen(
         SpanResolvingExecutor, executions["parquet"], tmp_path / "local", properties
     )

@@ -249,3 +249,20 @@ def test_a_descriptor_cron_is_released(checkout):
     assert proc.returncode == 0, proc.stderr[-3000:]
     (job,) = enabled_schedules(kfp, TRAINING)
     assert job["trigger"]["cron_schedule"]["cron"] == "@daily"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://github.com/org/repo.git",
+        "https://user:token@github.com/org/repo/",
+        "ssh://git@github.com/org/repo",
+        "git@github.com:org/repo.git",
+    ],
+)
+def test_a_remote_names_one_project_however_it_is_spelled(url):
+    """A release from CI (https) and one from a laptop (ssh) sweep the same project's
+    schedules; a token in the URL never reaches a schedule's description."""
+    from kubeflow.release import project_of_url
+
+    assert project_of_url(url) == "github.com/org/repo"
