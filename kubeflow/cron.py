@@ -142,15 +142,6 @@ class Cron:
             return dom_match and dow_match
         return dom_match or dow_match
 
-    def last_at_or_before(self, moment: datetime, since: datetime) -> datetime | None:
-        """The latest activation in (since, moment], or None."""
-        last = None
-        t = self.next(since)
-        while t is not None and t <= moment:
-            last = t
-            t = self.next(t)
-        return last
-
 
 def _add_month(t: datetime) -> datetime:
     # Go's AddDate(0, 1, 0) on the first of a month at midnight: the next month's first.

@@ -111,7 +111,7 @@ def acquire(client, namespace: str | None, what: dict, wait: float, out=sys.stde
             experiment = client._experiment_api.experiment_service_create_experiment(
                 experiment=body
             )
-            return Lock(experiment.experiment_id, holder, _utc(experiment.created_at), namespace)
+            return Lock(experiment.experiment_id, holder, utc(experiment.created_at), namespace)
         except kfp_server_api.ApiException as err:
             if err.status != 409:
                 raise
@@ -122,7 +122,7 @@ def acquire(client, namespace: str | None, what: dict, wait: float, out=sys.stde
         record = _record(held)
         # Both times are the server's: its Date header (Go's net/http writes one on
         # every answer) and the lock's created_at; this machine's clock plays no part.
-        age = (server_now - _utc(held.created_at)).total_seconds()
+        age = (server_now - utc(held.created_at)).total_seconds()
         if age > LOCK_TTL:
             print(
                 f"release lock: {record.get('holder', 'an unknown holder')}'s lock is "
@@ -183,7 +183,8 @@ def _holder_of(experiment) -> str | None:
     return _record(experiment).get("holder")
 
 
-def _utc(value) -> datetime:
+def utc(value) -> datetime:
+    """A time the API answers (datetime or RFC 3339 text), in UTC."""
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))

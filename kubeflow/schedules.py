@@ -43,7 +43,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from kubeflow import backend
-from kubeflow.release_lock import Lock
+from kubeflow.release_lock import Lock, utc
 from kubeflow.settings.schedule import Schedule
 
 MARKER = "kubeflow.release"
@@ -94,12 +94,6 @@ def all_schedules(client, namespace: str | None) -> list:
 
 def ours(jobs: list, pipeline_id: str) -> list:
     return [j for j in jobs if (record_of(j) or {}).get("pipeline_id") == pipeline_id]
-
-
-def utc(value) -> datetime:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
 def rfc3339(moment: datetime) -> str:
