@@ -90,6 +90,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(default: exit 0, as schedulers treat a run without a new model as a success)",
     )
     parser.add_argument(
+        "--watch",
+        action="store_true",
+        help="stay up: run, then run again on every change to the code, the settings or the "
+        "data, with TensorFlow and TFX kept imported (Ctrl-C twice to quit; docs/watch-mode.md)",
+    )
+    parser.add_argument(
         "--no-report",
         action="store_true",
         help="do not write the HTML run report (OUTPUT_DIR/reports/<run id>.html, latest.html)",
@@ -102,9 +108,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def options_from_args(args: argparse.Namespace) -> LocalRunOptions:
+def options_from_args(args: argparse.Namespace, *, warm: bool = False) -> LocalRunOptions:
     """The run the flags ask for: the dataset directory loaded and checked, the
-    configuration variant with the flags' overrides, the data root resolved."""
+    configuration variant with the flags' overrides, the data root resolved.
+    `warm`: this process was forked by `--watch` (LocalRunOptions.warm)."""
     from pipeline.config import variant
     from pipeline.local.run import LocalRunOptions
     from pipeline.object_store import uri_scheme
@@ -135,16 +142,28 @@ def options_from_args(args: argparse.Namespace) -> LocalRunOptions:
         fail_if_not_blessed=args.fail_if_not_blessed,
         write_report=not args.no_report,
         verbose=args.verbose,
+        warm=warm,
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, warm: bool = False) -> int:
+    """Runs the pipeline once (or, with --watch, on every change); returns the exit code.
+
+    `warm`: this process is a run that `--watch` forked (pipeline/local/watch.py).
+    """
     from pipeline.local.run import NotBlessedError, configure_logging, error_text, run_local
 
+    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     configure_logging(args.verbose)
+    if args.watch and not warm:
+        from pipeline.local.watch import watch
+
+        # Each run imports this module afresh, by its file's name (run as a script,
+        # its __name__ is __main__).
+        return watch(argv, args, runner_module=Path(__file__).stem)
     try:
-        run_local(options_from_args(args))
+        run_local(options_from_args(args, warm=warm))
         return 0
     except KeyboardInterrupt:
         print("error: interrupted; the serving directory was not changed", file=sys.stderr)

@@ -53,6 +53,11 @@ def _under(path: Path, roots: tuple[Path, ...]) -> bool:
     )
 
 
+def is_first_party_file(path: Path, roots: Iterable[Path] = (PROJECT_ROOT,)) -> bool:
+    """Whether the source file `path` is the project's own code (see the module's docstring)."""
+    return _under(path, tuple(Path(root).resolve() for root in roots))
+
+
 def _is_first_party_package(top_level: str, roots: tuple[Path, ...]) -> bool:
     """Whether the top-level package or module `top_level` lives under `roots`.
 

@@ -68,14 +68,17 @@ SLOW_FIXTURES = frozenset(
     {"taxi_trainer_inputs", "small_model_base", "two_local_runs", "parquet_local_run"}
 )
 # A fast-tier test (not marked slow) that takes longer than this, set up and
-# run, fails and says to mark it: the fast tier stays fast by design. Generous,
-# as three xdist workers share two cores (./dev runs a worker per core and one more).
-FAST_TEST_LIMIT_S = 10.0
+# run, belongs in the slow tier. Every run lists such tests at its end; only a
+# run given --enforce-fast-limit fails them (benchmarks/fast_tier.py, on an
+# idle machine): on a busy one a correct test can take twice as long, and the
+# machine's load alone must never fail a run.
+# FAST_TEST_LIMIT_S in the environment sets it for one run (the guard's own test).
+FAST_TEST_LIMIT_S = float(os.environ.get("FAST_TEST_LIMIT_S", "10"))
 # In a whole-suite run the fast tests share the cores with training, Beam and
-# compiled packages, and took up to 1.3x their fast-tier time in CI: the limit
-# there only catches a test that belongs in the slow tier by a wide margin, so
-# that the machine's load never fails a run (`./dev test --fast` holds the 10 s).
+# compiled packages, and took up to 1.3x their fast-tier time in CI.
 FAST_TEST_LIMIT_IN_WHOLE_SUITE_S = 2 * FAST_TEST_LIMIT_S
+ENFORCE_FAST_LIMIT = "--enforce-fast-limit"
+_OVER_LIMIT = "fast_tier_over_limit"
 # The order xdist hands modules to workers in (./dev runs it with --dist
 # loadscope --no-loadscope-reorder, so collection order is that order): the
 # longest modules first, longest-processing-time first, so that none of them
@@ -91,6 +94,7 @@ LONGEST_MODULES = (
     "tests.test_kubeflow_tuning_executed",
     "tests.test_kubeflow_scoring_executed",
     "tests.test_local_loop",
+    "tests.test_watch_mode",
     "tests.test_bring_your_own_data",
     "tests.test_spans",
     "tests.test_drafted_spans",
@@ -141,6 +145,15 @@ def fast_test_limit(config: pytest.Config) -> float:
     return FAST_TEST_LIMIT_S if fast_tier_only else FAST_TEST_LIMIT_IN_WHOLE_SUITE_S
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        ENFORCE_FAST_LIMIT,
+        action="store_true",
+        help="fail a fast-tier test that takes longer than the limit (docs/tests.md); "
+        "meant for an idle machine: benchmarks/fast_tier.py",
+    )
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
@@ -149,13 +162,39 @@ def pytest_runtest_makereport(item, call):
         item.stash[_SPENT] = spent
         limit = fast_test_limit(item.config)
         if report.when == "call" and "slow" not in item.keywords and spent > limit:
-            report.outcome = "failed"
-            report.longrepr = (
-                f"{item.nodeid} is in the fast tier but took {spent:.1f}s to set up and run "
-                f"(limit {limit:g}s): mark it @pytest.mark.slow, or use a fixture "
-                "in tests/conftest.py's SLOW_FIXTURES (docs/tests.md)"
-            )
+            # Carried to the controller by xdist with the report, for the summary.
+            report.user_properties.append((_OVER_LIMIT, (round(spent, 1), limit)))
+            if item.config.getoption(ENFORCE_FAST_LIMIT):
+                report.outcome = "failed"
+                report.longrepr = (
+                    f"{item.nodeid} is in the fast tier but took {spent:.1f}s to set up and "
+                    f"run (limit {limit:g}s): mark it @pytest.mark.slow, or use a fixture "
+                    "in tests/conftest.py's SLOW_FIXTURES (docs/tests.md)"
+                )
     return report
+
+
+_over_limit: list[tuple[str, float, float]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for key, value in report.user_properties:
+        if key == _OVER_LIMIT:
+            _over_limit.append((report.nodeid, *value))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    if not _over_limit:
+        return
+    enforced = config.getoption(ENFORCE_FAST_LIMIT)
+    terminalreporter.section("fast-tier tests over their limit")
+    for nodeid, spent, limit in sorted(_over_limit, key=lambda row: -row[1]):
+        terminalreporter.write_line(f"{spent:6.1f}s (limit {limit:g}s)  {nodeid}")
+    if not enforced:
+        terminalreporter.write_line(
+            f"not failed: {ENFORCE_FAST_LIMIT} fails them, on an idle machine "
+            "(python -m benchmarks.fast_tier; a busy one slows correct tests)"
+        )
 
 
 def read_taxi_rows(limit: int | None = None) -> tuple[list[str], list[dict[str, str]]]:

@@ -876,3 +876,17 @@ def run_report_inputs(output_dir: Path, run_id: str) -> dict[str, object]:
             continue
         found[name] = artifact_utils.deserialize_artifact(types_by_id[artifact.type_id], artifact)
     return {key: found[name] for key, name in RUN_REPORT_INPUT_TYPES.items()}
+
+
+def checkout_files() -> list[str]:
+    """This checkout's files as git sees them: tracked, and new ones not ignored."""
+    root = Path(__file__).resolve().parents[1]
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    return sorted(f for f in listed.split("\0") if f and (root / f).is_file())

@@ -22,9 +22,12 @@ def test_a_target_is_met_at_its_limit_and_not_above():
 
 def test_local_targets_are_medians_side_by_side():
     results = {OURS: [run(30), run(34), run(32)], ANCHOR: [run(60), run(64), run(70)]}
-    cold, inner = local_targets(results, [run(8), run(10), run(9)])
-    assert cold.measured == 32 / 64 and cold.met
+    cold, inner = local_targets(results, [run(8), run(10), run(9)], watched=[])
+    assert cold.measured == 32 / 64 and not cold.met  # 0.5x: above issue 70's 0.45x
     assert inner.measured == 9 / 32 and inner.met
+    watched = [{"walls": [12.0, 13.0, 11.0], "rss_mb": [900.0, 905.0]}, {"walls": [14.0]}]
+    *_, warm = local_targets(results, [run(8), run(10), run(9)], watched=watched)
+    assert warm.measured == 12.5 / 32 and warm.met  # the median of every watched rerun
 
 
 def test_scale_targets_read_the_large_size_the_runner_chose():

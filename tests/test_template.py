@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, update_goldens
+from tests.harness import checkout_files
 
 COPIER = Path(sys.executable).parent / "copier"
 # What is the template's and never lands in a project.
@@ -41,12 +42,6 @@ def git(cwd: Path, *args: str) -> str:
     )
     assert proc.returncode == 0, f"git {' '.join(args)}: {proc.stderr}"
     return proc.stdout
-
-
-def checkout_files() -> list[str]:
-    """This checkout's files as git sees them: tracked, and new ones not ignored."""
-    listed = git(REPO_ROOT, "ls-files", "--cached", "--others", "--exclude-standard", "-z")
-    return sorted(f for f in listed.split("\0") if f and (REPO_ROOT / f).is_file())
 
 
 def make_template_repo(path: Path) -> Path:

@@ -6,6 +6,7 @@
 * node_launch.py   one node through TFX's own launcher, in either process
 * run_lock.py      one run per output directory
 * run_summary.py   the run's report, read back from ML Metadata, and its closing summary
+* watch.py         `--watch`: a warm process that forks a clean run on every change
 
 Kubeflow runs the same DAG (`create_pipeline`) as a compiled spec instead.
 """

@@ -46,10 +46,21 @@ class NodeProcess:
 
     `initializer(*initargs)` runs first in the child (the runner's logging set-up);
     it must be importable by name, as the child is a fresh interpreter (spawn).
+    `start_method`: "spawn", or "fork" in a run that `--watch` forked before its
+    first step (pipeline/local/watch.py): it holds TensorFlow imported but not
+    started, and its child starts from those imports. Never fork a process
+    whose TensorFlow has run anything: its threads and locks would not follow.
     """
 
-    def __init__(self, initializer: Callable[..., Any] | None = None, initargs: tuple = ()):
-        context = multiprocessing.get_context("spawn")  # Never fork a process holding TF.
+    def __init__(
+        self,
+        initializer: Callable[..., Any] | None = None,
+        initargs: tuple = (),
+        start_method: str = "spawn",
+    ):
+        if start_method not in ("spawn", "fork"):
+            raise ValueError(f"start_method: must be 'spawn' or 'fork', got {start_method!r}")
+        context = multiprocessing.get_context(start_method)
         self._conn, child_conn = context.Pipe()
         self._process = context.Process(
             target=_serve,
@@ -126,11 +137,15 @@ def _serve(conn, initializer, initargs) -> None:
         initializer(*initargs)
     # What every node needs (the DAG's modules, which import their executors, and
     # TFX's launcher), imported while the main process imports the same.
-    from tfx.proto.orchestration import pipeline_pb2
+    try:
+        from tfx.proto.orchestration import pipeline_pb2
 
-    import pipeline.pipeline  # noqa: F401
-    from pipeline.local.node_launch import launch_node
-
+        import pipeline.pipeline  # noqa: F401
+        from pipeline.local.node_launch import launch_node
+    except Exception as err:  # A bad edit (`--watch`): the runner, importing the same, says it.
+        import_error = _transferable(err)
+    else:
+        import_error = None
     gc.freeze()  # As the runner does: the import heap is never garbage.
     ir = None
     while True:
@@ -140,7 +155,10 @@ def _serve(conn, initializer, initargs) -> None:
             return
         if command == "exit":
             return
-        if command == "load":
+        if import_error is not None:
+            if command == "run":
+                conn.send((payload, import_error))
+        elif command == "load":
             ir = pipeline_pb2.Pipeline.FromString(payload)
         elif command == "run":
             try:

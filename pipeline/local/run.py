@@ -58,7 +58,9 @@ class LocalRunOptions:
     any overrides applied, the frozen `hyperparameters` among them (kept here
     for the report). `sequential`: one step at a time, in this
     process. `fail_if_not_blessed`: raise NotBlessedError when the candidate
-    is not blessed. `verbose`: every TFX and TensorFlow log line.
+    is not blessed. `verbose`: every TFX and TensorFlow log line. `warm`: this
+    process was forked by `--watch` with the heavy modules imported and none run
+    (pipeline/local/watch.py), so the second process is forked from it too.
     """
 
     dataset: DatasetSpec
@@ -73,6 +75,7 @@ class LocalRunOptions:
     fail_if_not_blessed: bool = False
     write_report: bool = True
     verbose: bool = False
+    warm: bool = False
 
     def __post_init__(self) -> None:
         # The config checks its own fields (pipeline/config.py).
@@ -116,7 +119,7 @@ def prepared_run(
     with RunLock(output_dir):
         claim_output_dir(output_dir, options.dataset.name)
         with start_node_process(
-            sequential=options.sequential, verbose=options.verbose
+            sequential=options.sequential, verbose=options.verbose, fork=options.warm
         ) as node_process:
             yield checked, output_dir, node_process
 
@@ -179,12 +182,15 @@ def new_run_id() -> str:
     return datetime.datetime.now().isoformat()
 
 
-def start_node_process(*, sequential: bool, verbose: bool) -> AbstractContextManager:
+def start_node_process(
+    *, sequential: bool, verbose: bool, fork: bool = False
+) -> AbstractContextManager:
     """The second process, running a node while this one runs another (local/scheduler.py).
 
     Started before this process imports TensorFlow: it imports on the other
-    core meanwhile. A context manager either way; None when `sequential` or
-    on a single core, where it would only compete.
+    core meanwhile. `fork`: this process holds the imports already (`--watch`),
+    and the second one is forked from it. A context manager either way; None
+    when `sequential` or on a single core, where it would only compete.
     """
     from contextlib import nullcontext
 
@@ -192,7 +198,11 @@ def start_node_process(*, sequential: bool, verbose: bool) -> AbstractContextMan
 
     if sequential or usable_cores() < 2:
         return nullcontext()
-    return NodeProcess(initializer=configure_logging, initargs=(verbose,))
+    return NodeProcess(
+        initializer=configure_logging,
+        initargs=(verbose,),
+        start_method="fork" if fork else "spawn",
+    )
 
 
 def check_label_columns(data: DataRoot, dataset: DatasetSpec, spec_file: Path) -> None:
