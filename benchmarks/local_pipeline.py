@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.targets import Target, targets_table
+from benchmarks.targets import Target, load_average, targets_table
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_ROOT = REPO_ROOT / "data" / "chicago_taxi"
@@ -167,10 +167,6 @@ def run_ours(copy: Path, out: Path) -> tuple[dict, dict]:
     if ran != set(RETRAINED):
         raise SystemExit(f"after a model-only edit, expected {RETRAINED} to run, got {sorted(ran)}")
     return cold, rerun
-
-
-def _load() -> float:
-    return float(Path("/proc/loadavg").read_text().split()[0])
 
 
 def _rss_mb(pid: int) -> float:
@@ -391,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         results[NATIVE_KERAS] = []
     reruns: list[dict] = []
     watched: list[dict] = []
-    print(f"load {_load():.2f} before", flush=True)
+    print(f"load {load_average():.2f} before", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench_local_") as tmp:
         workdir = Path(tmp)
         anchor = make_anchor(workdir)
@@ -412,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.with_native_keras:
                 print(f"round {round_index + 1}: {NATIVE_KERAS} ...", flush=True)
                 results[NATIVE_KERAS].append(run_native_keras(workdir))
-    print(f"load {_load():.2f} after", flush=True)
+    print(f"load {load_average():.2f} after", flush=True)
     print(table(results, reruns, watched))
     print()
     print(targets_table(local_targets(results, reruns, watched)))

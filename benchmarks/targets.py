@@ -8,6 +8,12 @@ whether it was met. The figures live on the docs' benchmark page, not here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+
+def load_average() -> float:
+    """The 1-minute load average, printed beside every figure (docs/benchmarks.md#load)."""
+    return float(Path("/proc/loadavg").read_text().split()[0])
 
 
 @dataclass(frozen=True)

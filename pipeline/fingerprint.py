@@ -53,9 +53,9 @@ def _under(path: Path, roots: tuple[Path, ...]) -> bool:
     )
 
 
-def is_first_party_file(path: Path, roots: Iterable[Path] = (PROJECT_ROOT,)) -> bool:
+def is_first_party_file(path: Path) -> bool:
     """Whether the source file `path` is the project's own code (see the module's docstring)."""
-    return _under(path, tuple(Path(root).resolve() for root in roots))
+    return _under(path, (PROJECT_ROOT,))
 
 
 def _is_first_party_package(top_level: str, roots: tuple[Path, ...]) -> bool:

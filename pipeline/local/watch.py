@@ -64,7 +64,7 @@ WARM_IMPORTS = (
 )
 # Folders of the project that no run reads.
 UNWATCHED_DIRS = frozenset(
-    {"tests", "docs", "benchmarks", "build", "site", "outputs", "node_modules", "__pycache__"}
+    {"tests", "docs", "benchmarks", "build", "site", "outputs", "node_modules"}
 )
 # Editors' temporary files: a save writes them and removes them again.
 UNWATCHED_SUFFIXES = (".pyc", ".swp", ".swx", ".tmp", "~")
@@ -168,27 +168,28 @@ def watch_roots(args: argparse.Namespace) -> tuple[list[Path], list[Path]]:
     return roots, [Path(args.output_dir).resolve()]
 
 
-def drop_first_party_modules() -> list[str]:
+def _modules(first_party: bool) -> list[str]:
+    """The names of the modules this process holds that are (or are not) the project's,
+    in import order; __main__, the supervisor's script, is neither: it is never run again."""
+    return [
+        name
+        for name, module in list(sys.modules.items())
+        if name != "__main__"
+        and getattr(module, "__file__", None)
+        and is_first_party_file(Path(module.__file__)) == first_party
+    ]
+
+
+def drop_first_party_modules() -> None:
     """Removes the project's modules from `sys.modules`: the next import reads the disk."""
-    dropped = []
-    for name, module in list(sys.modules.items()):
-        location = getattr(module, "__file__", None)
-        # __main__ is the supervisor's script: the child keeps it, and never runs it.
-        if name != "__main__" and location and is_first_party_file(Path(location)):
-            del sys.modules[name]
-            dropped.append(name)
+    for name in _modules(first_party=True):
+        del sys.modules[name]
     importlib.invalidate_caches()
-    return dropped
 
 
 def third_party_modules() -> list[str]:
     """The modules this process holds that are not the project's, in import order."""
-    names = []
-    for name, module in list(sys.modules.items()):
-        location = getattr(module, "__file__", None)
-        if location and not is_first_party_file(Path(location)) and name != "__main__":
-            names.append(name)
-    return names
+    return _modules(first_party=False)
 
 
 def warm_up(names: Iterable[str]) -> None:
