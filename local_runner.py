@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None, *, warm: bool = False) -> int:
     `warm`: this process is a run that `--watch` forked (pipeline/local/watch.py).
     """
     from pipeline.local.run import NotBlessedError, configure_logging, error_text, run_local
+    from trainer.fields import one_line
 
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None, *, warm: bool = False) -> int:
         print("error: interrupted; the serving directory was not changed", file=sys.stderr)
         return EXIT_INTERRUPTED
     except NotBlessedError as err:
-        print(f"error: {err}", file=sys.stderr, flush=True)
+        print(f"error: {one_line(err)}", file=sys.stderr, flush=True)
         return EXIT_NOT_BLESSED
     except Exception as err:  # The last line must say why, whatever failed.
         if args.verbose:

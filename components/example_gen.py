@@ -35,6 +35,7 @@ data's fingerprint enters ExampleGen's cache key there too.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, ClassVar
 
 import apache_beam as beam
@@ -58,6 +59,7 @@ from components.artifact_names import (
     SPANS_PROPERTY,
     VERSION_PROPERTY,
 )
+from components.csv_to_examples import CsvError
 from components.example_blocks import (
     WriteExampleBlocks,
     check_rows_written,
@@ -65,6 +67,7 @@ from components.example_blocks import (
 )
 from components.input_files import left_out_line
 from components.input_resolution import input_config, input_window
+from components.parquet_columns import ParquetError
 from components.read_examples import ReadExamples
 from components.span_resolution import ResolvedInput, SpanRead, resolve_input
 from components.spans import glob_root
@@ -90,6 +93,13 @@ def _split_configs(
     )
     split_names = example_gen_utils.generate_output_split_names(input_config, output_config)
     return input_config, output_config, split_names
+
+
+# Beam appends the step to an error a DoFn raised (apache_beam 2.74.0,
+# runners/common.py `_reraise_augmented`, lines 1590-1595: the same type, its first
+# argument plus " [while running '<step>']"). A data error's line names the file and
+# the fix; the step is noise in it.
+_BEAM_STEP = re.compile(r" \[while running '.*'\]$", re.DOTALL)
 
 
 class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
@@ -182,11 +192,15 @@ class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
     def _write_examples(self, examples: types.Artifact, exec_properties: dict[str, Any]) -> None:
         """TFX's ExampleGen `Do` (split names, files, payload and file format), over blocks."""
         examples.split_names = artifact_utils.encode_split_names(_split_configs(exec_properties)[2])
-        with self._make_beam_pipeline() as pipeline:
-            for name, blocks in self.GenerateExamplesByBeam(pipeline, exec_properties).items():
-                _ = blocks | f"WriteSplit[{name}]" >> WriteExampleBlocks(
-                    artifact_utils.get_split_uri([examples], name)
-                )
+        try:
+            with self._make_beam_pipeline() as pipeline:
+                for name, blocks in self.GenerateExamplesByBeam(pipeline, exec_properties).items():
+                    _ = blocks | f"WriteSplit[{name}]" >> WriteExampleBlocks(
+                        artifact_utils.get_split_uri([examples], name)
+                    )
+        except (CsvError, ParquetError) as err:  # a value the checks before it cannot see
+            message = err.args[0] if err.args and isinstance(err.args[0], str) else str(err)
+            raise type(err)(_BEAM_STEP.sub("", message)) from None
         rows = check_rows_written(pipeline.result)
         examples_utils.set_payload_format(
             examples, exec_properties[standard_component_specs.OUTPUT_DATA_FORMAT_KEY]

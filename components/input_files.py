@@ -33,6 +33,7 @@ from typing import IO
 from components.csv_header import read_header
 from components.parquet_columns import values_in
 from components.spans import SpanPattern, glob_root
+from trainer.fields import one_line
 
 # Format -> the file name endings it is known by.
 FORMATS: dict[str, tuple[str, ...]] = {
@@ -213,10 +214,12 @@ def empty_day_message(where: str, partition: Partition) -> str:
 def left_out_line(where: str, left_out: Iterable[Partition]) -> str:
     """The one line a run, a draft or a scoring says of the unmarked empty folders it left
     out; "" when there are none."""
-    folders = [p.folder for p in left_out]
+    # Folder names are the data's: one printable line whatever they hold (a newline, a
+    # terminal's escape sequence); the HTML report escapes what is left.
+    folders = [one_line(p.folder) for p in left_out]
     if not folders:
         return ""
     return (
-        f"left out {', '.join(folders)} under {where}: no data file and no writer's marker "
-        "(_SUCCESS, _committed_*), so a write in progress; not read as a day"
+        f"left out {', '.join(folders)} under {one_line(where)}: no data file and no writer's "
+        "marker (_SUCCESS, _committed_*), so a write in progress; not read as a day"
     )

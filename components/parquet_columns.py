@@ -15,8 +15,9 @@ column by column):
 - int8..int64, uint8..uint64 -> INT (a uint64 beyond int64 is refused: `check_values`);
 - bool -> INT 0 or 1;
 - float16, float32, float64 -> FLOAT (rounded to float32, as the CSV path);
-  a file with pyarrow 15's FLOAT16 type is refused naming its columns (pyarrow
-  10 cannot parse its footer: components/parquet_footer.py);
+  pyarrow 15 and later write float16 with Parquet's FLOAT16 type, which pyarrow
+  10 cannot parse: such a file is opened with that type cut from its footer
+  (components/parquet_footer.py) and its half floats decoded here (`_opened`);
 - decimal128/256: scale 0 -> INT (beyond int64 stops the run), else FLOAT;
 - string, large_string, binary, large_binary, fixed_size_binary -> STRING;
 - dictionary -> as its values;
@@ -46,6 +47,7 @@ Each row group is a Beam element, so a large file is read by several workers.
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -56,7 +58,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from components.parquet_footer import FLOAT16, LOGICAL_TYPE_NAMES, unknown_logical_types
+from components.parquet_footer import (
+    FLOAT16,
+    LOGICAL_TYPE_NAMES,
+    footer_for_pyarrow_10,
+    unknown_logical_types,
+)
 
 # Rows per record batch read from a row group (~ the CSV reader's blocks).
 BATCH_ROWS = 8192
@@ -183,15 +190,12 @@ def plan_files(
     not_read: dict[str, None] = {}
     for path in files:
         with open_binary(path) as f:
-            metadata = _footer(path, f)
-            try:
-                schema = metadata.schema.to_arrow_schema()
-            except (pa.ArrowException, OSError) as err:
-                raise ParquetError(
-                    f"{path} is not a Parquet file pyarrow can read: {err}"
-                ) from None
+            opened = _opened(path, f)
+            metadata = opened.parquet.metadata
+            schema = opened.schema
         for field in schema:
-            found = feature_type(field.type)
+            newer = opened.newer.get(field.name)
+            found = None if newer else feature_type(field.type)
             if field.name in ignore or (wanted is not None and field.name not in wanted):
                 not_read[field.name] = None
                 if found is None:
@@ -202,6 +206,13 @@ def plan_files(
                     not_read[field.name] = None
                     skipped.append(field.name)
                     continue
+                if newer:
+                    raise ParquetError(
+                        f"column {field.name!r} in {path} has Parquet's {newer} type, newer "
+                        "than this pyarrow (10, TFX's) and no feature's: write it as a type "
+                        "the table in docs/parquet-and-partitions.md lists, or list it under "
+                        "`ignore:` in the dataset spec"
+                    )
                 raise ParquetError(
                     f"column {field.name!r} in {path} is {field.type}, which a tf.Example "
                     "feature cannot hold (one value or a flat list of numbers or strings): "
@@ -235,8 +246,8 @@ def plan_files(
 
 _INT64_MAX = 2**63 - 1
 # Rows of one column scanned per file where its statistics cannot clear it: the runner's
-# check stays quick on a large file; a bad value past them stops ExampleGen instead,
-# with the same line.
+# check stays quick on a large file; a bad value past them stops ExampleGen's read
+# instead, with the same line.
 SCAN_ROWS = 1 << 20
 
 
@@ -260,6 +271,13 @@ def _cleared(t: pa.DataType, statistics) -> bool:
     if statistics is None or not statistics.has_min_max or pa.types.is_timestamp(t):
         return False  # the digits below a microsecond are in no statistic
     return statistics.max <= _INT64_MAX and statistics.min >= -_INT64_MAX - 1
+
+
+def _proven(t: pa.DataType, statistics) -> bool:
+    """Whether a row group's statistics show that a value of the column fails."""
+    if statistics is None or not statistics.has_min_max or pa.types.is_timestamp(t):
+        return False
+    return not _cleared(t, statistics)
 
 
 def _first_bad(values: pa.Array, t: pa.DataType) -> Any:
@@ -300,19 +318,24 @@ def _value_fix(name: str, t: pa.DataType, value: Any) -> str:
 
 
 def check_values(
-    plan: ParquetPlan, files: Iterable[str], open_binary: Callable[[str], IO[bytes]]
+    plan: ParquetPlan,
+    files: Iterable[str],
+    open_binary: Callable[[str], IO[bytes]],
+    scan_rows: int | None = None,
 ) -> None:
     """ParquetError for the first value of a column read that no feature can take (a
     uint64 beyond int64, a timestamp[ns] with digits below the microsecond, a decimal of
     scale 0 beyond int64), naming file, column, value and the cast to write instead.
     Each row group is cleared by its statistics where they can; else its column alone is
-    read, up to SCAN_ROWS rows of each file. Before any Beam work: the runner's check of
-    the data root runs it, and ExampleGen's reader again where no runner checked."""
+    read, up to `scan_rows` (SCAN_ROWS) rows of each file, and past them in a row group whose
+    statistics show a bad value. Before any Beam work: the runner's check of the data
+    root runs it, and ExampleGen's reader again where no runner checked; a bad value
+    past the scan stops ExampleGen's read with the same line (`_as_kind`)."""
+    scan_rows = SCAN_ROWS if scan_rows is None else scan_rows
     for path in files:
         with open_binary(path) as f:
-            parquet = pq.ParquetFile(_ArrowReadable(f))
-            schema = parquet.schema_arrow
-            metadata = parquet.metadata
+            opened = _opened(path, f)
+            parquet, schema, metadata = opened.parquet, opened.schema, opened.parquet.metadata
             paths = [
                 metadata.schema.column(i).path.split(".")[0] for i in range(metadata.num_columns)
             ]
@@ -325,9 +348,10 @@ def check_values(
                 index = paths.index(name)
                 scanned = 0
                 for group in range(metadata.num_row_groups):
-                    if scanned >= SCAN_ROWS:
-                        break
-                    if _cleared(t, metadata.row_group(group).column(index).statistics):
+                    statistics = metadata.row_group(group).column(index).statistics
+                    if _cleared(t, statistics):
+                        continue
+                    if scanned >= scan_rows and not _proven(t, statistics):
                         continue
                     for batch in parquet.iter_batches(
                         batch_size=BATCH_ROWS, row_groups=[group], columns=[name], use_threads=False
@@ -343,7 +367,7 @@ def check_values(
                                 f"{path}: column {name!r} {_value_fix(name, t, value)}"
                             )
                         scanned += batch.num_rows
-                        if scanned >= SCAN_ROWS:
+                        if scanned >= scan_rows and not _proven(t, statistics):
                             break
 
 
@@ -357,51 +381,127 @@ def _fix_for(arrow_type: pa.DataType) -> str:
 def values_in(path: str, open_binary: Callable[[str], IO[bytes]]) -> int:
     """Rows times columns of a Parquet file, from its footer (no rows read)."""
     with open_binary(path) as f:
-        metadata = _footer(path, f)
+        metadata = _opened(path, f).parquet.metadata
     return metadata.num_rows * metadata.num_columns
 
 
-def _footer(path: str, f: IO[bytes]) -> pq.FileMetaData:
-    """A file's footer; ParquetError naming the column when pyarrow 10 cannot parse it
-    for a logical type newer than its own (components/parquet_footer.py)."""
+@dataclass(frozen=True)
+class _OpenedParquet:
+    """A Parquet file as pyarrow 10 reads it, with what its own footer parser could not
+    take (components/parquet_footer.py): `halves`, the float16 columns, which it reads
+    as their 2-byte values (fixed_size_binary[2]), and `newer`, the columns of another
+    logical type newer than it (VARIANT, GEOMETRY, GEOGRAPHY), by that type's name."""
+
+    parquet: pq.ParquetFile
+    halves: frozenset[str] = frozenset()
+    newer: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The file's Arrow schema, its float16 columns float16 again."""
+        schema = self.parquet.schema_arrow
+        for name in self.halves:
+            i = schema.get_field_index(name)
+            schema = schema.set(i, schema.field(i).with_type(_half_type(schema.field(i).type)))
+        return schema
+
+    def columns(self, batch: pa.RecordBatch) -> dict[str, pa.Array]:
+        """A batch read from the file, by column, its float16 columns decoded."""
+        return {
+            name: _half_floats(column) if name in self.halves else column
+            for name, column in zip(batch.schema.names, batch.columns, strict=True)
+        }
+
+
+def _half_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(_half_type(t.value_type), t.list_size)
+    if _is_list(t):
+        return pa.list_(_half_type(t.value_type))
+    return pa.float16() if t == pa.binary(2) else t
+
+
+def _half_floats(column: pa.Array) -> pa.Array:
+    """A float16 column pyarrow 10 read as fixed_size_binary[2], as half floats: the
+    bytes are IEEE 754 binary16, little-endian (Parquet's FLOAT16, parquet-format
+    2.10.0 LogicalTypes.md)."""
+    if pa.types.is_fixed_size_list(column.type):
+        size = column.type.list_size
+        values = column.values.slice(column.offset * size, len(column) * size)
+        offsets = pa.array(np.arange(len(column) + 1, dtype=np.int32) * size)
+        return pa.ListArray.from_arrays(offsets, _half_floats(values), mask=column.is_null())
+    if _is_list(column.type):
+        return pa.ListArray.from_arrays(
+            column.offsets, _half_floats(column.values), mask=column.is_null()
+        )
+    if column.type != pa.binary(2):
+        return column
+    halves = np.frombuffer(
+        column.buffers()[1], dtype="<f2", count=len(column), offset=column.offset * 2
+    )
+    return pa.array(halves, mask=column.is_null().to_numpy(zero_copy_only=False))
+
+
+def _not_parquet(path: str, err: Exception) -> str:
+    return f"{path} is not a Parquet file pyarrow can read: {err}"
+
+
+def _opened(path: str, f: IO[bytes]) -> _OpenedParquet:
+    """A file opened for its footer and rows; where pyarrow 10 cannot parse the footer for
+    a logical type newer than its own, opened with that type cut from it. ParquetError
+    for a file that is neither."""
     try:
-        return pq.ParquetFile(_ArrowReadable(f)).metadata
+        parquet = pq.ParquetFile(_ArrowReadable(f))
+        parquet.schema_arrow  # noqa: B018 -- a schema pyarrow cannot convert fails here
+        return _OpenedParquet(parquet)
     except (pa.ArrowException, OSError) as err:
-        newer = unknown_logical_types(f)
-        if not newer:
-            raise ParquetError(f"{path} is not a Parquet file pyarrow can read: {err}") from None
-    halves = [column for column, member in newer if member == FLOAT16]
-    if halves:
-        names = ", ".join(repr(c) for c in halves)
-        first = halves[0]
-        raise ParquetError(
-            f"column{'s' if len(halves) > 1 else ''} {names} in {path} "
-            f"{'are' if len(halves) > 1 else 'is'} float16, which pyarrow 15 and later write "
-            "with Parquet's FLOAT16 type that this pyarrow (10, TFX's) cannot read, nor any "
-            f"other column of the file: write float32 instead (pandas: df[{first!r}] = "
-            f"df[{first!r}].astype('float32'); pyarrow: cast the column to pa.float32())"
-        ) from None
-    column, member = newer[0]
-    name = LOGICAL_TYPE_NAMES.get(member, f"logical type {member}")
-    raise ParquetError(
-        f"column {column!r} in {path} has Parquet's {name} type, newer than this pyarrow "
-        "(10, TFX's), which then cannot read any column of the file: write that column "
-        "as a type the table in docs/parquet-and-partitions.md lists, or leave it out"
-    ) from None
+        rewritten = footer_for_pyarrow_10(f)
+        if rewritten is None:
+            newer = unknown_logical_types(f)
+            if not newer:
+                raise ParquetError(_not_parquet(path, err)) from None
+            column, member = newer[0]
+            fix = (
+                f"write float32 instead (pandas: df[{column!r}] = df[{column!r}]"
+                ".astype('float32'); pyarrow: cast the column to pa.float32())"
+                if member == FLOAT16
+                else "write that column as a type the table in docs/parquet-and-partitions.md "
+                "lists, or leave it out of the file"
+            )
+            raise ParquetError(
+                f"column {column!r} in {path} has Parquet's "
+                f"{LOGICAL_TYPE_NAMES.get(member, f'logical type {member}')} type, newer than "
+                "this pyarrow (10, TFX's), in a footer the template cannot rewrite for it (so "
+                f"no column of the file can be read): {fix}"
+            ) from None
+    tail, columns = rewritten
+    try:
+        metadata = pq.read_metadata(pa.BufferReader(tail))
+        parquet = pq.ParquetFile(_ArrowReadable(f), metadata=metadata)
+        parquet.schema_arrow  # noqa: B018
+    except (pa.ArrowException, OSError) as err:
+        raise ParquetError(_not_parquet(path, err)) from None
+    newer_members = {c: m for c, m in columns if m != FLOAT16}
+    return _OpenedParquet(
+        parquet,
+        halves=frozenset(c for c, m in columns if c not in newer_members),
+        newer={c: LOGICAL_TYPE_NAMES.get(m, f"logical type {m}") for c, m in newer_members.items()},
+    )
 
 
 def footer_schema(path: str, open_binary: Callable[[str], IO[bytes]]) -> pa.Schema:
     """A Parquet file's Arrow schema (with pandas' metadata, if any), from its footer;
-    ParquetError as `_footer` says."""
+    ParquetError as `_opened` says."""
     with open_binary(path) as f:
-        return _footer(path, f).schema.to_arrow_schema()
+        return _opened(path, f).schema
 
 
 # --- casting a column to its feature ------------------------------------------
 
 
-def _as_kind(values: pa.Array, kind: str, where: str) -> pa.Array:
+def _as_kind(values: pa.Array, kind: str, path: str, name: str) -> pa.Array:
     """A flat (non-list) column's values as the encoder takes `kind`: int64, float64, binary."""
+    where = f"{path}: column {name!r}"
     t = values.type
     if pa.types.is_dictionary(t):
         values = values.dictionary_decode()
@@ -432,6 +532,10 @@ def _as_kind(values: pa.Array, kind: str, where: str) -> pa.Array:
         # float32 -> float64 is exact; the encoder rounds to float32, as the CSV path.
         return values.cast(pa.float64(), safe=False)
     except pa.ArrowInvalid as err:
+        # A value past the runner's scan (`check_values`): the same line as its.
+        value = _first_bad(values, t) if _may_fail(t, FeatureType("number", kind)) else None
+        if value is not None:
+            raise ParquetError(f"{where} {_value_fix(name, t, value)}") from None
         raise ParquetError(f"{where}: {err}; such values have no {kind} feature") from None
 
 
@@ -458,15 +562,16 @@ def _whole_numbers_as_floats(values: pa.Array, where: str) -> pa.Array:
     return pa.array(ints.astype(np.float64), mask=values.is_null().to_numpy(zero_copy_only=False))
 
 
-def feature_column(column: pa.Array, feature: FeatureType, where: str) -> pa.Array:
-    """One column of a batch, as the encoder takes it (components/example_encoding.py)."""
+def feature_column(column: pa.Array, feature: FeatureType, path: str, name: str) -> pa.Array:
+    """One column (`name`) of a batch of file `path`, as the encoder takes it
+    (components/example_encoding.py)."""
     if not _is_list(column.type):
-        return _as_kind(column, feature.kind, where)
+        return _as_kind(column, feature.kind, path, name)
     flat = column.flatten()
     parents = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
     offsets = np.zeros(len(column) + 1, dtype=np.int32)
     np.cumsum(np.bincount(parents, minlength=len(column)), out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), _as_kind(flat, feature.kind, where))
+    return pa.ListArray.from_arrays(pa.array(offsets), _as_kind(flat, feature.kind, path, name))
 
 
 def read_row_group(
@@ -475,16 +580,14 @@ def read_row_group(
     """One row group of one file, in batches of columns cast to their features."""
     path, index = unit
     with open_binary(path) as f:
-        parquet = pq.ParquetFile(_ArrowReadable(f))
-        present = [n for n in parquet.schema_arrow.names if n in plan.types]
-        for batch in parquet.iter_batches(
+        opened = _opened(path, f)
+        present = [n for n in opened.schema.names if n in plan.types]
+        for batch in opened.parquet.iter_batches(
             batch_size=BATCH_ROWS, row_groups=[index], columns=present, use_threads=False
         ):
+            columns = opened.columns(batch)
             yield pa.RecordBatch.from_arrays(
-                [
-                    feature_column(batch.column(name), plan.types[name], f"{path}: column {name!r}")
-                    for name in present
-                ],
+                [feature_column(columns[name], plan.types[name], path, name) for name in present],
                 present,
             )
 

@@ -11,7 +11,11 @@ columns alike.
 
 This module reads just enough of the footer to name those columns: the
 FileMetaData's schema elements, each one's name, number of children and
-logical type, from the Thrift compact protocol. Field ids from
+logical type, from the Thrift compact protocol. It also writes the footer
+again without those logical types (`footer_for_pyarrow_10`): each such leaf is
+then its physical type to pyarrow 10 (a float16, FIXED_LEN_BYTE_ARRAY of 2
+bytes, is fixed_size_binary[2]), and every other column of the file reads as
+it always did, for the caller's own decoding (components/parquet_columns.py). Field ids from
 apache/parquet-format tag apache-parquet-format-2.12.0,
 src/main/thrift/parquet.thrift: FileMetaData `2: required list<SchemaElement>
 schema` (line 1116 at 2.10.0); SchemaElement `4: required string name`,
@@ -93,38 +97,68 @@ class _Reader:
             return self.struct()
         raise ValueError(f"not a Thrift compact type: {kind}")
 
-    def struct(self) -> dict[int, Any]:
+    def struct(self, spans: dict[int, tuple[int, int]] | None = None) -> dict[int, Any]:
+        """One struct; `spans`, when given, gets each field's bytes (header to value)."""
         fields: dict[int, Any] = {}
         field_id = 0
         while True:
+            start = self._at
             header = self._byte()
             kind = header & 0x0F
             if kind == 0:  # STOP
+                if spans is not None:
+                    spans[0] = (start, self._at)
                 return fields
             delta = header >> 4
             field_id = field_id + delta if delta else self._zigzag()
             # A struct field's bool is in its header's type.
             fields[field_id] = kind == _TRUE if kind in (_TRUE, _FALSE) else self.value(kind)
+            if spans is not None:
+                spans[field_id] = (start, self._at)
+
+    def schema_elements(self) -> list[tuple[dict[int, Any], dict[int, tuple[int, int]]]]:
+        """A FileMetaData's schema elements, each with its fields' spans; the rest of
+        the footer is read past."""
+        elements: list[tuple[dict[int, Any], dict[int, tuple[int, int]]]] = []
+        field_id = 0
+        while True:
+            header = self._byte()
+            kind = header & 0x0F
+            if kind == 0:
+                return elements
+            delta = header >> 4
+            field_id = field_id + delta if delta else self._zigzag()
+            if field_id != _FILE_SCHEMA or kind != _LIST:
+                self.value(kind)
+                continue
+            list_header = self._byte()
+            size = list_header >> 4 if list_header >> 4 != 15 else self._varint()
+            for _ in range(size):
+                spans: dict[int, tuple[int, int]] = {}
+                elements.append((self.struct(spans), spans))
 
 
-def unknown_logical_types(file: IO[bytes]) -> list[tuple[str, int]]:
-    """Each top-level column whose leaves carry a logical type pyarrow 10 does not know,
-    with that LogicalType member's id; empty when the footer is unreadable or has none."""
-    try:
-        file.seek(-8, 2)
-        tail = file.read(8)
-        if tail[4:] != _MAGIC:
-            return []
-        (length,) = struct.unpack("<i", tail[:4])
-        file.seek(-8 - length, 2)
-        elements = _Reader(file.read(length)).struct().get(_FILE_SCHEMA, [])
-    except Exception:  # a best effort: the caller then gives pyarrow's own message
-        return []
-    found: list[tuple[str, int]] = []
+def _footer_bytes(file: IO[bytes]) -> bytes | None:
+    """The FileMetaData's bytes, or None: not a Parquet file's tail."""
+    file.seek(-8, 2)
+    tail = file.read(8)
+    if tail[4:] != _MAGIC:
+        return None
+    (length,) = struct.unpack("<i", tail[:4])
+    file.seek(-8 - length, 2)
+    return file.read(length)
+
+
+def _unknown(footer: bytes) -> list[tuple[str, int, tuple[int, int] | None]]:
+    """Each leaf or group whose logical type pyarrow 10 does not know: its top-level
+    column, the LogicalType member and the bytes of its logicalType field, where that
+    field is the element's last (so cutting it keeps the next field's header valid)."""
+    elements = _Reader(footer).schema_elements()
+    found: list[tuple[str, int, tuple[int, int] | None]] = []
     # Depth first: the root, then each column's subtree; a group has num_children.
-    remaining = [elements[0].get(_NUM_CHILDREN, 0)] if elements else []
+    remaining = [elements[0][0].get(_NUM_CHILDREN, 0)] if elements else []
     top = ""
-    for element in elements[1:]:
+    for element, spans in elements[1:]:
         while remaining and remaining[-1] == 0:
             remaining.pop()
         if not remaining:
@@ -133,7 +167,51 @@ def unknown_logical_types(file: IO[bytes]) -> list[tuple[str, int]]:
         if len(remaining) == 1:
             top = element.get(_NAME, b"").decode("utf-8", "replace")
         members = set(element.get(_LOGICAL_TYPE, {})) - KNOWN_TO_PYARROW_10
-        found += [(top, member) for member in sorted(members) if (top, member) not in found]
+        if members:
+            logical = spans[_LOGICAL_TYPE]
+            last = logical[1] == spans[0][0]  # the STOP follows it
+            found += [(top, member, logical if last else None) for member in sorted(members)]
         if element.get(_NUM_CHILDREN):
             remaining.append(element[_NUM_CHILDREN])
     return found
+
+
+def _read(file: IO[bytes]) -> tuple[bytes, list[tuple[str, int, tuple[int, int] | None]]]:
+    """The footer's bytes and its unknown logical types (`_unknown`); nothing for a
+    footer this reader cannot parse (a best effort: the caller then gives pyarrow's
+    own message)."""
+    try:
+        footer = _footer_bytes(file)
+        return (footer, _unknown(footer)) if footer is not None else (b"", [])
+    except Exception:
+        return b"", []
+
+
+def _by_column(found: list[tuple[str, int, Any]]) -> list[tuple[str, int]]:
+    columns: list[tuple[str, int]] = []
+    for column, member, _ in found:
+        if (column, member) not in columns:
+            columns.append((column, member))
+    return columns
+
+
+def unknown_logical_types(file: IO[bytes]) -> list[tuple[str, int]]:
+    """Each top-level column whose leaves carry a logical type pyarrow 10 does not know,
+    with that LogicalType member's id; empty when the footer is unreadable or has none."""
+    return _by_column(_read(file)[1])
+
+
+def footer_for_pyarrow_10(file: IO[bytes]) -> tuple[bytes, list[tuple[str, int]]] | None:
+    """A Parquet file's tail (footer, its length, the magic) with each logical type
+    pyarrow 10 does not know cut from its schema element, and the columns it was cut
+    from (as `unknown_logical_types`); None when there is none, or one cannot be cut.
+    Only the schema's annotations change: the row groups, their column chunks and
+    offsets are the file's, so pyarrow reads the file's own pages with it
+    (`pq.ParquetFile(file, metadata=pq.read_metadata(tail))`)."""
+    footer, found = _read(file)
+    if not found or any(span is None for _, _, span in found):
+        return None
+    cut = bytearray(footer)
+    for start, end in sorted({span for _, _, span in found if span}, reverse=True):
+        del cut[start:end]
+    return _MAGIC + bytes(cut) + struct.pack("<i", len(cut)) + _MAGIC, _by_column(found)

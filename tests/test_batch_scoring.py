@@ -400,9 +400,10 @@ def taxi_parquet(path: Path, rows: list[dict], **extra) -> Path:
 def test_extra_columns_no_feature_can_take_never_stop_a_scoring_and_change_no_score(
     tmp_path, small_model_base, capsys
 ):
-    """Issue 71: a uint64 above 2^63-1, a timestamp[ns] with sub-microsecond digits and a
-    decimal128(25, 0) beyond int64, none of them the model's: the scoring reads only the
-    model's columns and its keys, and each score is the one without them."""
+    """Issue 71: a uint64 above 2^63-1, a timestamp[ns] with sub-microsecond digits, a
+    decimal128(25, 0) beyond int64 and a float16 (Parquet's FLOAT16, which pyarrow 10
+    cannot parse), none of them the model's: the scoring reads only the model's columns
+    and its keys, and each score is the one without them."""
     import decimal
 
     import pandas as pd
@@ -410,6 +411,7 @@ def test_extra_columns_no_feature_can_take_never_stop_a_scoring_and_change_no_sc
 
     import score_runner
     from tests.conftest import read_taxi_rows
+    from tests.parquet_logical_types import FLOAT16, half_floats, with_logical_type
 
     _, rows = read_taxi_rows(limit=230)
     rows = [{**row, "trip_id": str(1000 + i)} for i, row in enumerate(rows[200:])]
@@ -420,11 +422,14 @@ def test_extra_columns_no_feature_can_take_never_stop_a_scoring_and_change_no_sc
         "big_counter": pa.array([2**63 + i for i in range(n)], pa.uint64()),
         "seen_at": pa.array([1_700_000_000_000_000_001 + i for i in range(n)], pa.timestamp("ns")),
         "account": pa.array([decimal.Decimal(10**24 + i) for i in range(n)], pa.decimal128(25, 0)),
+        "tip_share": half_floats([i / 64 for i in range(n)]),
     }
     serving = served_copy(small_model_base, tmp_path)
     scored = {}
     for name, columns in (("plain", {}), ("extra", extra)):
-        taxi_parquet(tmp_path / name / "part-0.parquet", rows, **columns)
+        written = taxi_parquet(tmp_path / name / "part-0.parquet", rows, **columns)
+        if columns:
+            with_logical_type(written, "tip_share", FLOAT16)
         argv = ["--data-root", str(tmp_path / name), "--serving-dir", str(serving)]
         argv += ["--output-dir", str(tmp_path / f"scores-{name}"), "--key", "trip_id"]
         assert score_runner.main(argv) == 0, capsys.readouterr().err

@@ -34,7 +34,7 @@ from components.parquet_columns import (
     plan_files,
     read_row_group,
 )
-from components.parquet_footer import unknown_logical_types
+from components.parquet_footer import footer_for_pyarrow_10, unknown_logical_types
 from components.span_resolution import resolve_input
 from kubeflow.steps.input_snapshot import InputSnapshot
 from pipeline.beam import beam_pipeline_args
@@ -42,6 +42,7 @@ from pipeline.inputs import InputDataError, check_data_root
 from tests import row_group_probe
 from tests.conftest import taxi_as_parquet
 from tests.harness import run_example_gen, split_records
+from tests.parquet_logical_types import FLOAT16, GEOMETRY, half_floats, with_logical_type
 
 UTC = datetime.timezone.utc
 MOMENT = datetime.datetime(2024, 3, 1, 12, 30, 15, 250000, tzinfo=UTC)
@@ -140,11 +141,11 @@ def test_half_floats_and_fixed_size_lists_are_read_as_their_values():
     """Two types pyarrow 10 does not round-trip through Parquet (it writes no float16,
     and fails reading a null fixed-size list back), read from other writers' files."""
     halves = pa.array(np.array([1.5, 0], np.float16), mask=np.array([False, True]))
-    column = feature_column(halves, FeatureType("number", "FLOAT"), "where")
+    column = feature_column(halves, FeatureType("number", "FLOAT"), "file", "column")
     assert column.to_pylist() == [1.5, None]
     pairs = pa.array([[MICROS, MICROS], None], pa.list_(pa.timestamp("us"), 2))
     int_list = FeatureType("timestamp", "INT", is_list=True)
-    batch = pa.RecordBatch.from_arrays([feature_column(pairs, int_list, "where")], ["at"])
+    batch = pa.RecordBatch.from_arrays([feature_column(pairs, int_list, "file", "column")], ["at"])
     first, second = encode_examples(batch, {"at": ColumnType.INT})
     assert values(tf.train.Example.FromString(first), "at") == ("int64_list", [MICROS, MICROS])
     assert values(tf.train.Example.FromString(second), "at") is None
@@ -155,11 +156,11 @@ def test_date64_arrays_are_days_since_1970_read_directly():
     another reader hands over (an Arrow dataset, Spark's Arrow batches) takes this cast."""
     day_ms = 86_400_000
     millis = pa.array([19783 * day_ms, 0, -day_ms, -1, 3 * day_ms + 1, None], pa.date64())
-    column = feature_column(millis, FeatureType("date", "INT"), "where")
+    column = feature_column(millis, FeatureType("date", "INT"), "file", "column")
     # Floor division: one millisecond before 1970 is in 1969-12-31, day -1.
     assert column.type == pa.int64() and column.to_pylist() == [19783, 0, -1, -1, 3, None]
     listed = pa.array([[datetime.date(2024, 3, 1), None], None], pa.list_(pa.date64()))
-    as_list = feature_column(listed, FeatureType("date", "INT", is_list=True), "where")
+    as_list = feature_column(listed, FeatureType("date", "INT", is_list=True), "file", "column")
     assert as_list.to_pylist() == [[19783, None], []]
 
 
@@ -260,35 +261,96 @@ def test_example_gen_refuses_each_unsupported_type_before_any_beam_work(
 
 # Files a current pandas and pyarrow wrote, with the scripts that wrote them.
 EXPORTS = Path(__file__).parent / "data" / "exports"
-FLOAT16_REFUSAL = (
-    r"columns 'bill_depth_mm', 'wing_spans_m' in .*float16_columns\.parquet are float16, "
-    r"which pyarrow 15 and later write with Parquet's FLOAT16 type that this pyarrow \(10, "
-    r"TFX's\) cannot read, nor any other column of the file: write float32 instead "
-    r"\(pandas: df\['bill_depth_mm'\] = df\['bill_depth_mm'\]\.astype\('float32'\)"
-)
 
 
-def test_float16_columns_from_a_current_pyarrow_are_refused_naming_them_and_the_cast(tmp_path):
-    """pyarrow 10 cannot parse the file's footer at all (so not its other columns either),
-    and says so naming no column; the footer read without it names them."""
+def test_float16_columns_from_a_current_pyarrow_are_read_as_their_values(tmp_path):
+    """pyarrow 10 cannot parse the file's footer at all (its FLOAT16 type); the footer,
+    rewritten without it, opens the file, and the half floats are decoded: each value
+    is its float16 exactly (a float32 feature holds every float16)."""
     fixture = EXPORTS / "float16_columns.parquet"
     with pytest.raises(OSError, match=r"^Metadata contains Thrift LogicalType that is not"):
         pq.read_metadata(fixture)
-    with pytest.raises(ParquetError, match="^" + FLOAT16_REFUSAL):
-        plan_files([str(fixture)], open_binary)
+    plan = plan_files([str(fixture)], open_binary)
+    assert plan.kinds == {
+        "species": "STRING",
+        "bill_depth_mm": "FLOAT",
+        "body_mass_g": "INT",
+        "wing_spans_m": "FLOAT",
+    }
+    expected = [
+        {"bill_depth_mm": [float(np.float16(18.7))], "wing_spans_m": [0.5, 0.25]},
+        {"bill_depth_mm": [float(np.float16(13.2))], "wing_spans_m": None},
+        {"bill_depth_mm": None, "wing_spans_m": None},  # NaN is missing; an empty list too
+    ]
+    examples = read_examples(fixture)
+    for example, want in zip(examples, expected, strict=True):
+        for name, floats in want.items():
+            assert values(example, name) == (floats and ("float_list", floats)), name
+    assert [values(e, "body_mass_g")[1] for e in examples] == [[3750], [4500], [3400]]
     root = tmp_path / "data"
     root.mkdir()
     shutil.copy(fixture, root / "part-0.parquet")
-    in_copy = FLOAT16_REFUSAL.replace("float16_columns", "part-0")
-    with pytest.raises(InputDataError, match=in_copy):
-        check_data_root(root)
+    assert check_data_root(root).header == tuple(plan.kinds)
     properties = {"input_config": proto_utils.proto_to_json(input_config(None))}
-    with pytest.raises(ParquetError, match="^" + in_copy):
-        run_example_gen(SpanResolvingExecutor, root, tmp_path / "out", properties)
-    # The other files of the footer reader's answer: none for a file pyarrow 10 reads.
+    out = run_example_gen(SpanResolvingExecutor, root, tmp_path / "out", properties)
+    assert sorted(r for records in split_records(out).values() for r in records) == sorted(
+        e.SerializeToString(deterministic=True) for e in examples
+    )
+    # Ignored, they are never read: the other columns alone.
+    ignored = read_examples(fixture, ignore=("bill_depth_mm", "wing_spans_m"))
+    assert [sorted(e.features.feature) for e in ignored] == [["body_mass_g", "species"]] * 3
+    # The footer reader's answer for a file pyarrow 10 reads: nothing to rewrite.
     plain = write(tmp_path / "plain.parquet", pa.table({"x": [1.5], "t": [MOMENT]}))
     with open(plain, "rb") as f:
-        assert unknown_logical_types(f) == []
+        assert unknown_logical_types(f) == [] and footer_for_pyarrow_10(f) is None
+
+
+def test_a_float16_column_annotated_as_a_current_writer_does_reads_as_its_values(tmp_path):
+    """The annotation tests/parquet_logical_types.py adds to a 2-byte column is what
+    pyarrow 10 refuses in the real file; with it, each value is the float16's."""
+    halves = [1.5, None, -2.0, 65504.0, 2.0**-24]
+    table = pa.table({"h": half_floats(halves), "x": [1, 2, 3, 4, 5]})
+    path = with_logical_type(write(tmp_path / "h.parquet", table), "h", FLOAT16)
+    with pytest.raises(OSError, match=r"^Metadata contains Thrift LogicalType that is not"):
+        pq.read_metadata(path)
+    assert [values(e, "h") for e in read_examples(path)] == [
+        None if v is None else ("float_list", [v]) for v in halves
+    ]
+
+
+def test_another_logical_type_newer_than_pyarrow_10_is_refused_when_read_only(tmp_path):
+    """GEOMETRY (parquet-format 2.11.0): no feature's; read, the file is refused naming
+    the column and the type; ignored (or outside a scoring's columns), never read."""
+    table = pa.table({"where": pa.array([b"\x01", None]), "x": [1, 2]})
+    path = with_logical_type(write(tmp_path / "g.parquet", table), "where", GEOMETRY)
+    with pytest.raises(
+        ParquetError,
+        match=r"^column 'where' in .*g\.parquet has Parquet's GEOMETRY type, newer than this "
+        r"pyarrow \(10, TFX's\) and no feature's: .* or list it under `ignore:`",
+    ):
+        plan_files([str(path)], open_binary)
+    assert [values(e, "x") for e in read_examples(path, ignore=("where",))] == [
+        ("int64_list", [1]),
+        ("int64_list", [2]),
+    ]
+    assert plan_files([str(path)], open_binary, columns=("x",)).not_read == ("where",)
+
+
+def test_a_newer_logical_type_the_footer_cannot_be_rewritten_around_names_the_cast(tmp_path):
+    """The rewrite cuts a logical type only where it is its element's last field (the next
+    field's header counts from the one before it); otherwise no column can be read, and
+    the line names the column and what to write."""
+    path = write(tmp_path / "h.parquet", pa.table({"h": half_floats([1.5]), "x": [1]}))
+    with_logical_type(path, "h", FLOAT16, trailing=b"\x15\x02")  # then a field 11: i32 1
+    with open(path, "rb") as f:
+        assert unknown_logical_types(f) == [("h", FLOAT16)] and footer_for_pyarrow_10(f) is None
+    with pytest.raises(
+        ParquetError,
+        match=r"^column 'h' in .*h\.parquet has Parquet's FLOAT16 type, newer than this pyarrow "
+        r"\(10, TFX's\), in a footer the template cannot rewrite for it \(so no column of the "
+        r"file can be read\): write float32 instead \(pandas: df\['h'\] = ",
+    ):
+        plan_files([str(path)], open_binary, ignore=("h",))
 
 
 def test_a_footer_neither_pyarrow_nor_the_footer_reader_parses_gets_pyarrow_s_message(tmp_path):
@@ -359,17 +421,29 @@ def test_an_integer_a_float_feature_would_round_stops_the_run_naming_file_and_co
 @pytest.mark.parametrize(
     ("array", "message"),
     [
-        (pa.array([2**63], pa.uint64()), r"column 'big'.*9223372036854775808 not in range"),
-        (pa.array([MICROS * 1000 + 1], pa.timestamp("ns")), r"column 'big'.*would lose data"),
         (
-            pa.array([decimal.Decimal(10**20)], pa.decimal128(38, 0)),
-            r"column 'big': Integer value out of bounds",
+            pa.array([7, 2**63], pa.uint64()),
+            r"column 'big' holds 9223372036854775808 \(uint64\), beyond int64 .* pa\.string\(\)\)",
+        ),
+        (
+            pa.array([MICROS * 1000, MICROS * 1000 + 1], pa.timestamp("ns")),
+            r"column 'big' holds 2024-03-01 12:30:15\.250000001 \(timestamp\[ns\]\), whose digits "
+            r"below the microsecond .* pa\.timestamp\('us'\) with safe=False\)",
+        ),
+        (
+            pa.array([decimal.Decimal(3), decimal.Decimal(10**20)], pa.decimal128(38, 0)),
+            r"column 'big' holds 100000000000000000000 \(decimal\), beyond int64",
         ),
     ],
+    ids=["uint64", "ns timestamp", "decimal"],
 )
-def test_a_value_no_int64_holds_stops_the_read_naming_file_and_column(tmp_path, array, message):
+def test_a_value_no_int64_holds_stops_the_read_with_the_check_s_line(tmp_path, array, message):
+    """Read with no check before it (a value past the check's scan): the same line as
+    the check's, the first bad value and the cast to write."""
     path = write(tmp_path / "big.parquet", pa.table({"big": array}))
-    with pytest.raises(ParquetError, match=r"big\.parquet: " + message):
+    with pytest.raises(
+        ParquetError, match=r"big\.parquet: " + message + r".* or list it under `ignore:`"
+    ):
         read_examples(path)
 
 

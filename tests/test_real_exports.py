@@ -700,6 +700,39 @@ def test_examplegen_refuses_the_same_value_where_no_runner_checked(tmp_path):
     assert REFUSED["refuse_decimal"][0] in message and "[while running" not in message
 
 
+def test_a_row_group_whose_statistics_show_a_bad_value_is_scanned_past_the_bound(
+    monkeypatch,
+):
+    """With no rows left to scan (SCAN_ROWS 0), the uint64 export is still refused by the
+    check: its footer's statistics show a value beyond int64, so its row group is read."""
+    from components import parquet_columns
+
+    monkeypatch.setattr(parquet_columns, "SCAN_ROWS", 0)
+    with pytest.raises(InputDataError) as raised:
+        check_data_root(EXPORTS / "refuse_uint64")
+    assert REFUSED["refuse_uint64"][0] in one_line(str(raised.value))
+
+
+@pytest.mark.slow  # runs ExampleGen
+def test_a_bad_value_past_the_check_s_scan_stops_examplegen_with_the_same_line(
+    tmp_path, monkeypatch
+):
+    """A timestamp's sub-microsecond digits are in no statistic: past the scan (SCAN_ROWS
+    0 here; 2^20 rows a file) the check lets the file through, and ExampleGen's read
+    stops on the value with the check's line, the cast, and no Beam step in it."""
+    from components import parquet_columns
+    from components.parquet_columns import ParquetError
+
+    monkeypatch.setattr(parquet_columns, "SCAN_ROWS", 0)
+    check_data_root(EXPORTS / "refuse_ns_timestamp")  # nothing scanned, nothing refused
+    with pytest.raises(ParquetError) as raised:
+        example_gen_features(tmp_path, "refuse_ns_timestamp")
+    message = one_line(str(raised.value))
+    value, cast = REFUSED["refuse_ns_timestamp"]
+    assert value in message and cast in message, message
+    assert message.endswith("(the draft: --ignore seen_at)"), message
+
+
 def test_the_left_out_line_reaches_the_run_summary_and_its_report():
     """ExampleGen records the line on its examples (`left_out`); the closing summary
     shows it under `Input:`, the HTML report in the Input section."""
@@ -715,3 +748,57 @@ def test_the_left_out_line_reaches_the_run_summary_and_its_report():
     assert f"Input: spans 19723, 19724\n  {line}" in summary_text(report)
     escaped = markupsafe.escape(line)
     assert f'<td id="left-out">{escaped}</td>' in render_html(report)
+
+
+# --- Issue 71: hostile text in what the data names ------------------------------
+
+# A folder name a writer (or a user) can make (anything but a slash): markup, shell and
+# regex characters, a terminal's escape sequence, a newline and a Unicode line separator.
+HOSTILE = "src=<blink>&\"'$(id)\\[#\x1b[2J\n\u2028"
+
+
+def test_hostile_folder_names_in_the_left_out_line_stay_one_line_and_are_escaped(tmp_path):
+    """The left-out line quotes the data's folder names and the data root: on the console
+    (the run's summary, the draft's output) it is one printable line, each control or
+    line-break character as its escape; the HTML report escapes its markup."""
+    import markupsafe
+
+    from components.input_files import left_out_line
+    from components.report.contents import InputData, RunReport
+    from components.report.render import render_html
+    from pipeline.local.run_summary import summary_text
+
+    root = tmp_path / "root<b>\x1b[31m"
+    for source in ("src=a", HOSTILE):
+        for day in ("2024-01-01", "2024-01-02"):
+            folder = root / source / f"dt={day}"
+            folder.mkdir(parents=True)
+            shutil.copy(DAY_FILE, folder / "part-0.parquet")
+            (folder / "_SUCCESS").write_bytes(b"")
+    (root / HOSTILE / "dt=2024-01-03").mkdir()
+    checked = check_data_root(root, "src=*/dt={YYYY}-{MM}-{DD}/*.parquet", 2)
+    assert [p.folder for p in checked.left_out] == [f"{HOSTILE}/dt=2024-01-03"]
+    line = left_out_line(str(root), checked.left_out)
+    assert line.isprintable(), repr(line)
+    assert "src=<blink>&\"'$(id)\\[#\\x1b[2J\\n\\u2028/dt=2024-01-03" in line
+    assert "root<b>\\x1b[31m:" in line
+    data = InputData.from_properties({"span": 19724, "spans": "19723,19724", "left_out": line})
+    report = RunReport(pipeline_name="p", run_id="r", steps=(), input=data)
+    assert f"\n  {line}\n" in summary_text(report) + "\n"
+    html = render_html(report)
+    assert f'<td id="left-out">{markupsafe.escape(line)}</td>' in html and "<blink>" not in html
+
+
+def test_an_error_naming_a_hostile_path_is_one_printable_line(tmp_path, capsys):
+    """The runner's last line quotes what the user passed (here a data root with a
+    newline and an escape sequence in its name): one line, escaped, nothing run."""
+    import local_runner
+
+    root = tmp_path / "no such\n\x1b[2Jroot"
+    output_dir = tmp_path / "out"
+    code = local_runner.main(["--data-root", str(root), "--output-dir", str(output_dir)])
+    err = capsys.readouterr().err
+    last = err.rstrip("\n").split("\n")[-1]
+    assert code == 1 and last.startswith("error: ") and last.isprintable(), err
+    assert "no such\\n\\x1b[2Jroot" in last, last
+    assert not (output_dir / "metadata.sqlite").exists()

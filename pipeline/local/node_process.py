@@ -60,7 +60,12 @@ class NodeProcess:
     ):
         if start_method not in ("spawn", "fork"):
             raise ValueError(f"start_method: must be 'spawn' or 'fork', got {start_method!r}")
-        context = multiprocessing.get_context(start_method)
+        # The literal each way, not the variable: typeshed types each context by its name.
+        context = (
+            multiprocessing.get_context("fork")
+            if start_method == "fork"
+            else multiprocessing.get_context("spawn")
+        )
         self._conn, child_conn = context.Pipe()
         self._process = context.Process(
             target=_serve,
@@ -137,6 +142,7 @@ def _serve(conn, initializer, initargs) -> None:
         initializer(*initargs)
     # What every node needs (the DAG's modules, which import their executors, and
     # TFX's launcher), imported while the main process imports the same.
+    import_error: _WithTraceback | None
     try:
         from tfx.proto.orchestration import pipeline_pb2
 

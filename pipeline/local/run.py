@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.beam import BeamMode
+from trainer.fields import one_line
 
 if TYPE_CHECKING:
     from ml_metadata.proto import metadata_store_pb2
@@ -377,8 +378,9 @@ def _run_pipeline(
 
 
 def error_text(err: BaseException) -> str:
-    """An error as the last line of a run says it: its type and its message."""
-    return f"{type(err).__name__}: {err}"
+    """An error as the last line of a run says it: its type and its message, on one
+    printable line (a message quotes the data: a path with a newline, a cell's text)."""
+    return f"{type(err).__name__}: {one_line(err)}"
 
 
 def write_run_report(

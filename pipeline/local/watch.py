@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.fingerprint import PROJECT_ROOT, is_first_party_file
+from trainer.fields import one_line
 
 # Imported once by the supervisor: what every run loads before its first step.
 # Whatever a run imports beyond these, the child reports and the supervisor
@@ -171,13 +172,12 @@ def watch_roots(args: argparse.Namespace) -> tuple[list[Path], list[Path]]:
 def _modules(first_party: bool) -> list[str]:
     """The names of the modules this process holds that are (or are not) the project's,
     in import order; __main__, the supervisor's script, is neither: it is never run again."""
-    return [
-        name
-        for name, module in list(sys.modules.items())
-        if name != "__main__"
-        and getattr(module, "__file__", None)
-        and is_first_party_file(Path(module.__file__)) == first_party
-    ]
+    names = []
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if name != "__main__" and file and is_first_party_file(Path(file)) == first_party:
+            names.append(name)
+    return names
 
 
 def drop_first_party_modules() -> None:
@@ -226,7 +226,7 @@ def run_in_child(runner_module: str, run_argv: Sequence[str]) -> tuple[int, floa
 
 def _read_all(fd: int) -> bytes:
     """Everything the child writes to `fd` until it closes it (or exits)."""
-    chunks = []
+    chunks: list[bytes] = []
     with os.fdopen(fd, "rb") as reported:
         while True:
             try:
@@ -262,7 +262,8 @@ def _child_main(runner_module: str, run_argv: Sequence[str], report_fd: int) -> 
         print("error: interrupted; the serving directory was not changed", file=sys.stderr)
         code = 130
     except BaseException as err:  # A bad edit fails at import: one line, then wait.
-        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
+        # Not error_text: pipeline/local/run.py may be the file the bad edit broke.
+        print(f"error: {type(err).__name__}: {one_line(err)}", file=sys.stderr)
     finally:
         try:
             os.write(report_fd, " ".join(third_party_modules()).encode())

@@ -56,6 +56,7 @@ from trainer.dataset_spec import (
     Task,
     parse_input,
 )
+from trainer.fields import one_line
 
 __all__ = ["DraftError", "draft", "main"]
 
@@ -325,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             ignore=args.ignore,
         )
     except (DraftError, DatasetSpecError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return EXIT_REFUSED
     print(summary)
     return 0
