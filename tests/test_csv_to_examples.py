@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import gzip
+import itertools
+import math
 import random
 import threading
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 import tensorflow as tf
@@ -125,6 +128,40 @@ def test_encoded_examples_are_protobufs_deterministic_serialization(tmp_path):
 def test_a_cell_is_typed_as_tfx_types_it(cell, expected):
     assert python_cell_type(cell) == expected
     assert column_type(pa.array([cell.decode()])) == expected
+
+
+# Every string of up to three of the characters a number's grammar turns on (digits,
+# signs, point, exponent, hex's x, inf's letters, the underscore and space Python
+# allows), and words: where Arrow's casts and Python's rule could part.
+GRAMMAR = "09+-.eExinf_ "
+CELLS = [
+    "".join(chars) for n in range(1, 4) for chars in itertools.product(GRAMMAR, repeat=n)
+] + [
+    "Infinity", "-inf", "+nan", "NaN", "nan", "-nan", "INF", "0X1F", "1_000", " 12 ",
+    "0x1F", "0X1f", "-0x10", "1e999", "4.9e-324",
+    "9223372036854775807", "9223372036854775808", "-9223372036854775808",
+    "-9223372036854775809", "99999999999999999999", "1e20", "9.3e18", "١٢",
+]  # fmt: skip
+
+
+def test_a_column_is_typed_and_its_cells_read_as_python_s_int_and_float_read_them():
+    """The regular expressions and Arrow's casts decide most cells; each cell alone, and
+    beside a column of ints or of floats, gets TFX's type (Python's int()/float() rule:
+    python_cell_type) and, typed as a number, Python's value."""
+    for cell in CELLS:
+        assert column_type(pa.array([cell])) == python_cell_type(cell.encode()), cell
+        for numbers in (["1", "-2", ""], ["1.5", "2", ""]) if len(cell) < 3 else ():
+            mixed = pa.array([*numbers, cell])
+            kind = max(python_cell_type(c.encode()) for c in [*numbers, cell])
+            assert column_type(mixed) == kind, (numbers, cell)
+            if kind in (ColumnType.INT, ColumnType.FLOAT):
+                typed = typed_batch(pa.RecordBatch.from_arrays([mixed], ["c"]), {"c": kind})
+                parse = int if kind == ColumnType.INT else float
+                dtype = np.int64 if kind == ColumnType.INT else np.float32
+                want = [None if c == "" else dtype(parse(c)) for c in [*numbers, cell]]
+                got = typed.column(0).to_pylist()
+                for g, w in zip(got, want, strict=True):
+                    assert (g is None and w is None) or g == w or (math.isnan(g) and math.isnan(w))
 
 
 def test_a_column_typed_differently_in_two_files_takes_the_wider_type(tmp_path):
