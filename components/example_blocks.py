@@ -40,6 +40,8 @@ from typing import Any
 
 import apache_beam as beam
 import google_crc32c
+import pyarrow as pa
+import pyarrow.parquet as pq
 from absl import logging
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -52,6 +54,7 @@ from tensorflow.core.example import example_pb2
 from tfx.components.example_gen import base_example_gen_executor, write_split
 from tfx.proto import example_gen_pb2
 
+from components.parquet_examples import PARQUET_FILE_NAME, PARQUET_SUFFIX
 from components.read_examples import METRICS_NAMESPACE, ROWS_READ, InOrderThread
 from components.tfrecords import tfrecord_frames
 
@@ -68,6 +71,13 @@ GZIP_LEVEL = 1
 # such a run must fail, not publish a split with rows missing.
 # (components/read_examples.py counts the rows read.)
 ROWS_WRITTEN = "rows_written"
+# The rows in the named Parquet files (ExampleGen's `parquet_examples`), compared too.
+PARQUET_ROWS_WRITTEN = "parquet_rows_written"
+
+# The Parquet files' codec. They are read back by StatisticsGen and Transform on the
+# same machine or object store, where reading fewer bytes saves less than inflating
+# them costs (docs/scale.md, "Statistics and analysis read Parquet").
+PARQUET_COMPRESSION = "none"
 
 
 class RowsLostError(RuntimeError):
@@ -88,13 +98,15 @@ def check_rows_written(result: PipelineResult) -> int:
         return sum(c.committed if c.committed is not None else c.attempted for c in found)
 
     read, written = total(ROWS_READ), total(ROWS_WRITTEN)
-    if read != written:
-        raise RowsLostError(
-            f"ExampleGen read {read} rows but its split files hold {written}: the Beam runner "
-            f"lost {read - written} between stages. Nothing is published; run it again "
-            "(only the multi-processing DirectRunner has been seen to lose rows; a local "
-            "run keeps ExampleGen in memory)."
-        )
+    parquet = total(PARQUET_ROWS_WRITTEN)
+    for held, files in ((written, "split files"), (parquet, "Parquet split files")):
+        if read != held:
+            raise RowsLostError(
+                f"ExampleGen read {read} rows but its {files} hold {held}: the Beam runner "
+                f"lost {read - held} between stages. Nothing is published; run it again "
+                "(only the multi-processing DirectRunner has been seen to lose rows; a local "
+                "run keeps ExampleGen in memory)."
+            )
     return written
 
 
@@ -119,28 +131,34 @@ def split_buckets(split_config: example_gen_pb2.SplitConfig) -> list[int]:
 
 
 class _PartitionBlock(beam.DoFn):
-    """Each example of a block into its split, by TFX's partition function."""
+    """Each example of a block, and its row of the block's feature columns, into its
+    split, by TFX's partition function."""
 
     def __init__(self, split_names: list[str], split_config: example_gen_pb2.SplitConfig):
         self._split_names = split_names
         self._split_config = split_config
         self._buckets = split_buckets(split_config)
 
-    def process(self, block: list[bytes]) -> Iterator[beam.pvalue.TaggedOutput]:
-        per_split: list[list[bytes]] = [[] for _ in self._split_names]
+    def process(
+        self, block: tuple[list[bytes], pa.RecordBatch]
+    ) -> Iterator[beam.pvalue.TaggedOutput]:
+        records, columns = block
+        per_split: list[list[int]] = [[] for _ in self._split_names]
         # A split by a feature's value needs the Example itself; a hash split, its bytes.
         by_feature = self._split_config.HasField("partition_feature_name")
-        for record in block:
+        for row, record in enumerate(records):
             index = base_example_gen_executor._PartitionFn(
                 example_pb2.Example.FromString(record) if by_feature else record,
                 len(self._buckets),
                 self._buckets,
                 self._split_config,
             )
-            per_split[index].append(record)
-        for name, records in zip(self._split_names, per_split, strict=True):
-            if records:
-                yield beam.pvalue.TaggedOutput(name, records)
+            per_split[index].append(row)
+        for name, rows in zip(self._split_names, per_split, strict=True):
+            if rows:
+                yield beam.pvalue.TaggedOutput(
+                    name, ([records[r] for r in rows], columns.take(pa.array(rows)))
+                )
 
 
 def partition_blocks(
@@ -148,7 +166,8 @@ def partition_blocks(
     split_names: list[str],
     split_config: example_gen_pb2.SplitConfig,
 ) -> dict[str, beam.PCollection]:
-    """Blocks of examples -> blocks per output split, keyed by split name."""
+    """Blocks of (examples, feature columns) -> such blocks per output split, keyed by
+    split name."""
     tagged = blocks | "SplitData" >> beam.ParDo(
         _PartitionBlock(split_names, split_config)
     ).with_outputs(*split_names)
@@ -191,32 +210,52 @@ def _write_block(file: Any, records: list[bytes]) -> None:
         file.write(tfrecord_frames(records[start : start + WRITE_RUN]))
 
 
+class _ParquetFile:
+    """One staged Parquet file: a row group per block, in the feature columns' schema."""
+
+    def __init__(self, path: str, schema: pa.Schema):
+        self._file = FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        self._writer = pq.ParquetWriter(self._file, schema, compression=PARQUET_COMPRESSION)
+
+    def write(self, columns: pa.RecordBatch) -> None:
+        self._writer.write_batch(columns, row_group_size=max(columns.num_rows, 1))
+
+    def close(self) -> None:
+        self._writer.close()
+        self._file.close()
+
+
 class _WriteBlocksFn(beam.DoFn):
-    """A bundle's blocks, each shuffled, into gzipped TFRecord files in the staging
-    directory, a new file every FILE_BLOCKS blocks.
+    """A bundle's blocks, each shuffled, into gzipped TFRecord files and, row for row in
+    the same order, Parquet files, in the staging directories, a new file every
+    FILE_BLOCKS blocks.
 
     Written in the stage that encodes the examples, without Beam's file sink:
     its side input splits the stage, and the runner would hold every example
     in memory in between. Several files per split let the steps downstream
     read in parallel: a gzipped file is read by one worker.
 
-    The framing, compression and write happen on a thread of their own, in
-    the order the blocks came, at most WRITE_AHEAD blocks behind: zlib lets go
-    of the GIL while it compresses, so that runs beside the next block's read
+    The framing, compression and writes happen on a thread of their own, in
+    the order the blocks came, at most WRITE_AHEAD blocks behind: zlib and
+    Parquet's writer let go of the GIL, so that runs beside the next block's read
     and encoding (Arrow's kernels let go of it too) on a second core. The
     bytes are those written on one thread: the same writes to the same file,
     in the same order.
     """
 
-    def __init__(self, output_split_path: str):
+    def __init__(self, output_split_path: str, parquet_split_path: str):
         self._staging = staging_dir(output_split_path)
+        self._parquet_staging = staging_dir(parquet_split_path)
         self._file: Any = None
+        self._parquet: _ParquetFile | None = None
         self._file_blocks = 0  # blocks in the open file
-        self._written: list[tuple[str, int]] = []  # (staged path, rows) per file
+        # (staged path, staged Parquet path, rows, Parquet rows) per file
+        self._written: list[tuple[str, str, int, int]] = []
         self._writer: InOrderThread | None = None
 
     def start_bundle(self) -> None:
         self._file = None
+        self._parquet = None
         self._written = []
         self._writer = InOrderThread("WriteBlocks", WRITE_AHEAD)
 
@@ -225,17 +264,28 @@ class _WriteBlocksFn(beam.DoFn):
         assert self._writer is not None
         self._writer.submit(None, work, *args)  # a failed write raises here
 
-    def process(self, block: list[bytes]) -> None:
+    def process(self, block: tuple[list[bytes], pa.RecordBatch]) -> None:
+        records, columns = block
         if self._file is None:
-            path = os.path.join(self._staging, f"{uuid.uuid4().hex}.gz")
+            name = uuid.uuid4().hex
+            path = os.path.join(self._staging, f"{name}.gz")
+            parquet_path = os.path.join(self._parquet_staging, f"{name}{PARQUET_SUFFIX}")
             self._file = GzipFile(path)
-            self._written.append((path, 0))
+            self._parquet = _ParquetFile(parquet_path, columns.schema)
+            self._written.append((path, parquet_path, 0, 0))
             self._file_blocks = 0
-        records = list(block)
-        path, rows = self._written[-1]
-        self._written[-1] = (path, rows + len(records))
-        random.Random(_block_seed(records)).shuffle(records)
-        self._in_order(_write_block, self._file, records)
+        order = list(range(len(records)))
+        random.Random(_block_seed(records)).shuffle(order)
+        shuffled = columns.take(pa.array(order, pa.int64()))
+        path, parquet_path, rows, parquet_rows = self._written[-1]
+        self._written[-1] = (
+            path,
+            parquet_path,
+            rows + len(order),
+            parquet_rows + shuffled.num_rows,
+        )
+        self._in_order(_write_block, self._file, [records[i] for i in order])
+        self._in_order(self._parquet.write, shuffled)
         self._file_blocks += 1
         if self._file_blocks == FILE_BLOCKS:
             self._close()
@@ -243,7 +293,9 @@ class _WriteBlocksFn(beam.DoFn):
     def _close(self) -> None:
         if self._file is not None:
             self._in_order(self._file.close)
+            self._in_order(self._parquet.close)
             self._file = None
+            self._parquet = None
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         self._close()
@@ -258,19 +310,29 @@ class _WriteBlocksFn(beam.DoFn):
             self._writer.close()
 
 
-def name_staged_files(staged: list[str], output_split_path: str) -> None:
-    """Staged files -> `data_tfrecord-00000-of-0000N.gz` in the split, as TFX names them;
-    then the staging directory goes, with any file a failed bundle left there."""
+def name_staged_files(
+    staged: list[str],
+    output_split_path: str,
+    file_name: str = write_split.DEFAULT_TF_RECORD_FILE_NAME,
+    suffix: str = ".gz",
+    write_empty: Callable[[str], None] | None = None,
+) -> None:
+    """Staged files -> `data_tfrecord-00000-of-0000N.gz` in the split, as TFX names them
+    (`file_name` and `suffix` for other formats); then the staging directory goes, with
+    any file a failed bundle left there. No rows: one empty file (`write_empty`; by
+    default an empty gzip, as Beam's TFRecord sink writes)."""
     if not FileSystems.exists(output_split_path):
         FileSystems.mkdirs(output_split_path)
-    prefix = os.path.join(output_split_path, write_split.DEFAULT_TF_RECORD_FILE_NAME)
-    if not staged:  # no rows: one empty file, as Beam's TFRecord sink writes
-        FileSystems.create(
-            f"{prefix}-00000-of-00001.gz", compression_type=CompressionTypes.GZIP
-        ).close()
+    prefix = os.path.join(output_split_path, file_name)
+    if not staged:
+        empty = f"{prefix}-00000-of-00001{suffix}"
+        if write_empty is None:
+            FileSystems.create(empty, compression_type=CompressionTypes.GZIP).close()
+        else:
+            write_empty(empty)
     count = len(staged)
     FileSystems.rename(
-        sorted(staged), [f"{prefix}-{i:05d}-of-{count:05d}.gz" for i in range(count)]
+        sorted(staged), [f"{prefix}-{i:05d}-of-{count:05d}{suffix}" for i in range(count)]
     )
     staging = staging_dir(output_split_path)
     (leftovers,) = FileSystems.match([os.path.join(staging, "*")])
@@ -286,11 +348,18 @@ def name_staged_files(staged: list[str], output_split_path: str) -> None:
 
 
 @beam.ptransform_fn
-def WriteExampleBlocks(blocks: beam.PCollection, output_split_path: str) -> beam.pvalue.PDone:
-    """Blocks of serialized examples -> one split's gzipped TFRecord files."""
+def WriteExampleBlocks(
+    blocks: beam.PCollection,
+    output_split_path: str,
+    parquet_split_path: str,
+    parquet_schema: beam.PCollection,
+) -> beam.pvalue.PDone:
+    """Blocks of (serialized examples, feature columns) -> one split's gzipped TFRecord
+    files, and its Parquet files under `parquet_split_path`. `parquet_schema`: the
+    feature columns' schema (one element), for the empty file of a split without rows."""
     staged = (
         blocks
-        | "WriteBlocks" >> beam.ParDo(_WriteBlocksFn(output_split_path))
+        | "WriteBlocks" >> beam.ParDo(_WriteBlocksFn(output_split_path, parquet_split_path))
         # Gathered by a GroupByKey, as Beam's own file sink does: a combine is
         # lifted into the writing stage, where (multi-processing runner) a
         # path emitted by finish_bundle could miss it, and its file be taken
@@ -303,10 +372,38 @@ def WriteExampleBlocks(blocks: beam.PCollection, output_split_path: str) -> beam
     return (
         blocks.pipeline
         | "Once" >> beam.Create([None])
-        | "NameFiles" >> beam.Map(_name_split_files, beam.pvalue.AsList(staged), output_split_path)
+        | "NameFiles"
+        >> beam.Map(
+            _name_split_files,
+            beam.pvalue.AsList(staged),
+            output_split_path,
+            parquet_split_path,
+            beam.pvalue.AsSingleton(parquet_schema),
+        )
     )
 
 
-def _name_split_files(_once, staged: list[tuple[str, int]], output_split_path: str) -> None:
-    name_staged_files([path for path, _rows in staged], output_split_path)
-    Metrics.counter(METRICS_NAMESPACE, ROWS_WRITTEN).inc(sum(rows for _path, rows in staged))
+def _empty_parquet(schema: pa.Schema) -> Callable[[str], None]:
+    def write(path: str) -> None:
+        _ParquetFile(path, schema).close()
+
+    return write
+
+
+def _name_split_files(
+    _once,
+    staged: list[tuple[str, str, int, int]],
+    output_split_path: str,
+    parquet_split_path: str,
+    parquet_schema: pa.Schema,
+) -> None:
+    name_staged_files([staged_file[0] for staged_file in staged], output_split_path)
+    name_staged_files(
+        [staged_file[1] for staged_file in staged],
+        parquet_split_path,
+        PARQUET_FILE_NAME,
+        PARQUET_SUFFIX,
+        _empty_parquet(parquet_schema),
+    )
+    Metrics.counter(METRICS_NAMESPACE, ROWS_WRITTEN).inc(sum(f[2] for f in staged))
+    Metrics.counter(METRICS_NAMESPACE, PARQUET_ROWS_WRITTEN).inc(sum(f[3] for f in staged))

@@ -49,7 +49,7 @@ from tfx.components.util import examples_utils
 from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
-from tfx.types.component_spec import ExecutionParameter
+from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 from tfx.utils import proto_utils
 
 from components.artifact_names import (
@@ -68,13 +68,15 @@ from components.example_blocks import (
 from components.input_files import left_out_line
 from components.input_resolution import input_config, input_window
 from components.parquet_columns import ParquetError
-from components.read_examples import ReadExamples
+from components.read_examples import ReadExamples, ReadExamplesWithColumns
 from components.span_resolution import ResolvedInput, SpanRead, resolve_input
 from components.spans import glob_root
 
 # Our own execution properties (see ExampleGenSpec).
 INPUT_WINDOW_KEY = "input_window"
 INPUT_SNAPSHOT_KEY = "input_snapshot"
+# Our second output: the same splits and rows as Parquet (components/parquet_examples.py).
+PARQUET_EXAMPLES_KEY = "parquet_examples"
 
 
 # Handed from Do to the read transform: latest span's pattern -> the window's patterns.
@@ -153,17 +155,20 @@ class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
         examples = artifact_utils.get_single_instance(
             output_dict[standard_component_specs.EXAMPLES_KEY]
         )
-        # As TFX's driver records them (span = the latest read; 0 without a span
-        # pattern), plus every span read where there is a pattern.
-        example_gen_driver.update_output_artifact(exec_properties, examples.mlmd_artifact)
-        if window.get("pattern"):
-            examples.set_string_custom_property(
-                SPANS_PROPERTY, ",".join(str(s.span) for s in resolved.spans)
-            )
-        if resolved.left_out:
-            line = left_out_line(input_base, resolved.left_out)
+        parquet_examples = artifact_utils.get_single_instance(output_dict[PARQUET_EXAMPLES_KEY])
+        line = left_out_line(input_base, resolved.left_out) if resolved.left_out else None
+        if line:
             logging.warning("%s", line)
-            examples.set_string_custom_property(LEFT_OUT_PROPERTY, line)
+        for artifact in (examples, parquet_examples):
+            # As TFX's driver records them (span = the latest read; 0 without a span
+            # pattern), plus every span read where there is a pattern.
+            example_gen_driver.update_output_artifact(exec_properties, artifact.mlmd_artifact)
+            if window.get("pattern"):
+                artifact.set_string_custom_property(
+                    SPANS_PROPERTY, ",".join(str(s.span) for s in resolved.spans)
+                )
+            if line:
+                artifact.set_string_custom_property(LEFT_OUT_PROPERTY, line)
         logging.info(
             "Reading span(s) %s under %s.",
             ", ".join(
@@ -172,31 +177,49 @@ class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
             ),
             input_base,
         )
-        self._write_examples(examples, exec_properties)
+        self._write_examples(examples, parquet_examples, exec_properties)
 
     def GenerateExamplesByBeam(
         self, pipeline: beam.Pipeline, exec_properties: dict[str, Any]
-    ) -> dict[str, beam.PCollection]:
-        """TFX's method, over blocks: split name -> blocks (lists) of serialized examples."""
+    ) -> dict[str, tuple[beam.PCollection, beam.PCollection]]:
+        """TFX's method, over blocks: split name -> (blocks of (serialized examples, their
+        feature columns), the columns' schema: components/parquet_examples.py)."""
         input_config, output_config, split_names = _split_configs(exec_properties)
-        read = self.GetInputSourceToExamplePTransform()
+        read = self._read_with_columns
         if output_config.split_config.splits:
             (only,) = input_config.splits  # TFX's rule: output splits need one input split
-            blocks = pipeline | "InputToRecord" >> read(exec_properties, only.pattern)
-            return partition_blocks(blocks, split_names, output_config.split_config)
+            blocks, schema = pipeline | "InputToRecord" >> read(exec_properties, only.pattern)
+            return {
+                name: (split_blocks, schema)
+                for name, split_blocks in partition_blocks(
+                    blocks, split_names, output_config.split_config
+                ).items()
+            }
         return {
             name: pipeline | f"InputToRecord[{split.name}]" >> read(exec_properties, split.pattern)
             for name, split in zip(split_names, input_config.splits, strict=True)
         }
 
-    def _write_examples(self, examples: types.Artifact, exec_properties: dict[str, Any]) -> None:
-        """TFX's ExampleGen `Do` (split names, files, payload and file format), over blocks."""
-        examples.split_names = artifact_utils.encode_split_names(_split_configs(exec_properties)[2])
+    def _write_examples(
+        self,
+        examples: types.Artifact,
+        parquet_examples: types.Artifact,
+        exec_properties: dict[str, Any],
+    ) -> None:
+        """TFX's ExampleGen `Do` (split names, files, payload and file format), over blocks;
+        the same splits and rows into `parquet_examples` as Parquet."""
+        split_names = artifact_utils.encode_split_names(_split_configs(exec_properties)[2])
+        examples.split_names = split_names
+        parquet_examples.split_names = split_names
         try:
             with self._make_beam_pipeline() as pipeline:
-                for name, blocks in self.GenerateExamplesByBeam(pipeline, exec_properties).items():
+                for name, (blocks, schema) in self.GenerateExamplesByBeam(
+                    pipeline, exec_properties
+                ).items():
                     _ = blocks | f"WriteSplit[{name}]" >> WriteExampleBlocks(
-                        artifact_utils.get_split_uri([examples], name)
+                        artifact_utils.get_split_uri([examples], name),
+                        artifact_utils.get_split_uri([parquet_examples], name),
+                        schema,
                     )
         except (CsvError, ParquetError) as err:  # a value the checks before it cannot see
             message = err.args[0] if err.args and isinstance(err.args[0], str) else str(err)
@@ -211,12 +234,29 @@ class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
                 exec_properties[standard_component_specs.OUTPUT_FILE_FORMAT_KEY]
             ),
         )
-        logging.info("Examples generated: %d rows.", rows)
+        # What TFX's executors read Parquet by (tfx 1.16, components/util/tfxio_utils.py,
+        # lines 316-320 and 417-421): StatisticsGen and Transform then read no tf.Example.
+        # (write_split.to_file_format_str knows only TFRecords.)
+        examples_utils.set_payload_format(parquet_examples, example_gen_pb2.FORMAT_PARQUET)
+        examples_utils.set_file_format(
+            parquet_examples, example_gen_pb2.FileFormat.Name(example_gen_pb2.FILE_FORMAT_PARQUET)
+        )
+        logging.info("Examples generated: %d rows, as tf.Examples and as Parquet.", rows)
+
+    @staticmethod
+    def _read_with_columns(exec_properties: dict[str, Any], split_pattern: str) -> Any:
+        """Every span of the window, read as one, with each block's feature columns."""
+        return ReadExamplesWithColumns(
+            exec_properties[standard_component_specs.INPUT_BASE_KEY],
+            json.loads(exec_properties[_WINDOW_PATTERNS])[split_pattern],
+            json.loads(exec_properties.get(INPUT_WINDOW_KEY) or "{}"),
+        )
 
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
         @beam.ptransform_fn
         def read_window(pipeline, exec_properties: dict[str, Any], split_pattern: str):
-            """Every span of the window, read as one (components/input_files.py's files)."""
+            """Every span of the window, read as one (components/input_files.py's files), as
+            tf.Examples only: TFX's API; `_write_examples` reads them with their columns."""
             return pipeline | ReadExamples(
                 exec_properties[standard_component_specs.INPUT_BASE_KEY],
                 json.loads(exec_properties[_WINDOW_PATTERNS])[split_pattern],
@@ -243,7 +283,13 @@ class RootEscapingDriver(example_gen_driver.FileBasedDriver):
 
 
 class ExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
-    """FileBasedExampleGen's spec plus the span window and the input snapshot."""
+    """FileBasedExampleGen's spec plus the span window and the input snapshot, and the
+    examples as Parquet beside the tf.Examples (`parquet_examples`)."""
+
+    OUTPUTS: ClassVar[dict[str, ChannelParameter]] = {
+        **standard_component_specs.FileBasedExampleGenSpec.OUTPUTS,
+        PARQUET_EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples),
+    }
 
     PARAMETERS: ClassVar[dict[str, ExecutionParameter]] = {
         **standard_component_specs.FileBasedExampleGenSpec.PARAMETERS,
@@ -297,6 +343,7 @@ class ExampleGen(example_gen_component.FileBasedExampleGen):
             ),
             input_snapshot=input_snapshot,
             examples=types.Channel(type=standard_artifacts.Examples),
+            parquet_examples=types.Channel(type=standard_artifacts.Examples),
         )
         # FileBasedExampleGen.__init__ builds TFX's own spec; ours has two more fields.
         base_beam_component.BaseBeamComponent.__init__(self, spec=spec)

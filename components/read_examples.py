@@ -34,6 +34,7 @@ from components.input_files import (
     input_format,
     no_rows_message,
 )
+from components.parquet_examples import feature_columns, feature_schema
 from components.parquet_to_examples import parquet_batches
 from components.span_resolution import InputPatternError
 from components.spans import glob_root
@@ -104,24 +105,37 @@ def _size(path: str) -> int:
 ENCODE_AHEAD = 2
 
 
+def _examples_and_columns(batch, kinds) -> tuple[list[bytes], Any]:
+    """A batch's tf.Examples, and its columns as tfx_bsl decodes those examples
+    (components/parquet_examples.py): ExampleGen writes both."""
+    return encode_examples(batch, kinds), feature_columns(batch, kinds)
+
+
 class _EncodeAhead(beam.DoFn):
-    """Batches of typed columns -> blocks of serialized tf.Examples, in the order they came.
+    """Batches of typed columns -> blocks of serialized tf.Examples, in the order they came
+    (with `with_columns`, each block paired with its rows' feature columns).
 
     Each batch is encoded on a thread of its own while Beam's thread reads and
     types the next, and splits and writes the last: the encoder's Arrow kernels
     let go of the GIL, so the two use both cores.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, with_columns: bool = False) -> None:
+        self._with_columns = with_columns
         self._encoder: InOrderThread | None = None
+
+    def _encode(self, batch, kinds):
+        # encode_examples is looked up at each call: a test replaces it.
+        if self._with_columns:
+            return _examples_and_columns(batch, kinds)
+        return encode_examples(batch, kinds)
 
     def start_bundle(self) -> None:
         self._encoder = InOrderThread("EncodeExamples", ENCODE_AHEAD)
 
     def process(self, batch, kinds) -> Iterator[list[bytes]]:
         assert self._encoder is not None
-        # encode_examples is looked up at each call: a test replaces it.
-        for rows, examples in self._encoder.submit(batch.num_rows, encode_examples, batch, kinds):
+        for rows, examples in self._encoder.submit(batch.num_rows, self._encode, batch, kinds):
             count_rows_read(rows)  # on Beam's thread: its metrics are kept per thread
             yield examples
 
@@ -136,14 +150,11 @@ class _EncodeAhead(beam.DoFn):
             self._encoder.close()
 
 
-@beam.ptransform_fn
-@beam.typehints.with_input_types(beam.Pipeline)
-@beam.typehints.with_output_types(list[bytes])
-def ReadExamples(
+def _typed_batches(
     root: beam.pvalue.PBegin, input_base: str, patterns: list[str], window: dict[str, Any]
-) -> beam.PCollection:
+) -> tuple[beam.PCollection, Any]:
     """The data files `patterns` name under `input_base` (every span of a window, read
-    together: one set of columns and types), as blocks of serialized tf.Examples."""
+    together: one set of columns and types), as batches of typed columns and their kinds."""
     by_pattern = {}
     for pattern in patterns:
         matched = data_files(fileio.glob(os.path.join(glob_root(input_base), pattern)), _size)
@@ -163,7 +174,7 @@ def ReadExamples(
         "Reading %d %s file(s) under %s into tf.Examples.", len(files), read_format, input_base
     )
     columns = window.get("columns")
-    batches, kinds = READERS[read_format](
+    return READERS[read_format](
         root,
         files,
         tuple(window.get("ignore", ())),
@@ -171,4 +182,32 @@ def ReadExamples(
         None if columns is None else tuple(columns),
         bool(window.get("skip_unsupported")),
     )
+
+
+@beam.ptransform_fn
+@beam.typehints.with_input_types(beam.Pipeline)
+@beam.typehints.with_output_types(list[bytes])
+def ReadExamples(
+    root: beam.pvalue.PBegin, input_base: str, patterns: list[str], window: dict[str, Any]
+) -> beam.PCollection:
+    """The data files `patterns` name under `input_base` (every span of a window, read
+    together: one set of columns and types), as blocks of serialized tf.Examples."""
+    batches, kinds = _typed_batches(root, input_base, patterns, window)
     return batches | "EncodeExamples" >> beam.ParDo(_EncodeAhead(), kinds)
+
+
+@beam.ptransform_fn
+@beam.typehints.with_input_types(beam.Pipeline)
+def ReadExamplesWithColumns(
+    root: beam.pvalue.PBegin, input_base: str, patterns: list[str], window: dict[str, Any]
+) -> tuple[beam.PCollection, beam.PCollection]:
+    """`ReadExamples`, each block paired with its rows' feature columns (a record
+    batch, row for row: components/parquet_examples.py), for ExampleGen's two outputs;
+    and the columns' schema, one element (a split without rows still gets its file)."""
+    batches, kinds = _typed_batches(root, input_base, patterns, window)
+    blocks = batches | "EncodeExamples" >> beam.ParDo(_EncodeAhead(with_columns=True), kinds)
+    if isinstance(kinds, dict):  # known before the pipeline runs (Parquet's footers)
+        schema = root | "FeatureSchema" >> beam.Create([feature_schema(kinds)])
+    else:  # a side input the pipeline computes (CSV's type inference)
+        schema = kinds.pvalue | "FeatureSchema" >> beam.Map(feature_schema)
+    return blocks, schema

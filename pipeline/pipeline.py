@@ -18,11 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import tensorflow_model_analysis as tfma
 from ml_metadata.proto import metadata_store_pb2
-from tfx.components import (
-    ExampleValidator,
-    StatisticsGen,
-    Transform,
-)
+from tfx.components import ExampleValidator, StatisticsGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.orchestration.data_types import RuntimeParameter
 from tfx.orchestration.pipeline import Pipeline
@@ -31,9 +27,10 @@ from tfx.proto import pusher_pb2, trainer_pb2
 from components.data_gate import DataValidationGate
 from components.drift_gate import DataDriftGate
 from components.evaluator import Evaluator
-from components.example_gen import ExampleGen
+from components.example_gen import PARQUET_EXAMPLES_KEY, ExampleGen
 from components.pusher import Pusher
 from components.served_model import LatestServedModel
+from components.transform import Transform
 from pipeline import fingerprint
 from pipeline.runner_steps import DagSteps, RunnerSteps
 from pipeline.steps import (
@@ -217,7 +214,12 @@ def create_pipeline(
         input_snapshot=first.input_snapshot,
     ).with_id(EXAMPLE_GEN)
 
-    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"]).with_id(STATISTICS_GEN)
+    # StatisticsGen and Transform read the Parquet copy, which spares them the
+    # inflate and decode of every tf.Example; the Trainer, the Evaluator and the
+    # split keep the tf.Examples (docs/scale.md, "Statistics and analysis read Parquet").
+    statistics_gen = StatisticsGen(examples=example_gen.outputs[PARQUET_EXAMPLES_KEY]).with_id(
+        STATISTICS_GEN
+    )
 
     schema_importer = ImportSchemaGen(schema_file=schema_path).with_id(SCHEMA_IMPORTER)
 
@@ -238,8 +240,9 @@ def create_pipeline(
         thresholds=json.dumps(dataset.drift.to_dict(), sort_keys=True),
     ).with_id(DRIFT_GATE)
 
+    # Its transformed_examples stay tf.Examples (components/transform.py).
     transform = Transform(
-        examples=example_gen.outputs["examples"],
+        examples=example_gen.outputs[PARQUET_EXAMPLES_KEY],
         schema=schema_importer.outputs["schema"],
         preprocessing_fn=function_path(preprocessing_fn),
         # The module path holds no trace of the code; this fingerprint makes

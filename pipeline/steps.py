@@ -165,7 +165,7 @@ DAG_STEPS = Steps(
     (
         Step(
             EXAMPLE_GEN,
-            ("examples",),
+            ("examples", "parquet_examples"),
             beam=True,
             retry=BY_DEFAULT,
             report={"examples": "examples"},

@@ -228,8 +228,30 @@ def run_example_gen(
     exec_properties: dict,
     beam_pipeline_args: tuple[str, ...] = IN_MEMORY_BEAM_ARGS,
 ):
+    """ExampleGen's executor on `data_root`: its tf.Examples under `out` (returned), and
+    ours writes the same rows as Parquet under `parquet_examples_dir(out)`."""
+    return run_example_gen_outputs(
+        executor_class, data_root, out, exec_properties, beam_pipeline_args
+    )["examples"]
+
+
+def parquet_examples_dir(out: Path) -> Path:
+    return out.with_name(f"{out.name}-parquet")
+
+
+def run_example_gen_outputs(
+    executor_class,
+    data_root: Path,
+    out: Path,
+    exec_properties: dict,
+    beam_pipeline_args: tuple[str, ...] = IN_MEMORY_BEAM_ARGS,
+) -> dict:
+    """`run_example_gen`, returning both outputs (`examples`, `parquet_examples`); a stock
+    executor writes the first alone."""
     examples = standard_artifacts.Examples()
     examples.uri = str(out)
+    parquet_examples = standard_artifacts.Examples()
+    parquet_examples.uri = str(parquet_examples_dir(out))
     properties = {
         "input_base": str(data_root),
         "output_config": proto_utils.proto_to_json(
@@ -242,8 +264,8 @@ def run_example_gen(
         **exec_properties,
     }
     executor = beam_executor(executor_class, beam_pipeline_args, out)
-    executor.Do({}, {"examples": [examples]}, properties)
-    return examples
+    executor.Do({}, {"examples": [examples], "parquet_examples": [parquet_examples]}, properties)
+    return {"examples": examples, "parquet_examples": parquet_examples}
 
 
 def split_records(examples) -> dict[str, list[bytes]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf
 from tfx.components.example_gen.csv_example_gen import executor as stock_csv_executor
@@ -276,22 +277,36 @@ def test_staged_files_are_named_in_the_split_and_leftovers_removed(tmp_path):
     assert sorted(p.name for p in (tmp_path / "examples").iterdir()) == ["Split-train"]
 
 
+def with_columns(records: list[bytes]) -> tuple[list[bytes], pa.RecordBatch]:
+    """A block as ExampleGen's writer takes it: its records, and a feature column per
+    row (here each record's index, to follow the rows' order into the Parquet)."""
+    index = pa.array([[i] for i in range(len(records))], pa.large_list(pa.int64()))
+    return list(records), pa.RecordBatch.from_arrays([index], names=["index"])
+
+
+def split_writer(path: Path) -> example_blocks._WriteBlocksFn:
+    return example_blocks._WriteBlocksFn(str(path / "Split-train"), str(path / "parquet-train"))
+
+
 def test_a_block_is_shuffled_alike_every_time_it_is_written(tmp_path):
     """A rerun of the same input writes the same bytes; so do the same rows read from
-    another format in the same block (tests/test_parquet_to_examples.py)."""
+    another format in the same block (tests/test_parquet_to_examples.py). The Parquet
+    holds the same rows in the same order."""
     block = [f"record {i}".encode() for i in range(200)]
 
-    def written(attempt: str) -> bytes:
-        write = example_blocks._WriteBlocksFn(str(tmp_path / attempt / "Split-train"))
+    def written(attempt: str) -> tuple[bytes, list[int]]:
+        write = split_writer(tmp_path / attempt)
         write.start_bundle()
-        write.process(list(block))
-        ((staged, rows),) = [value.value for value in write.finish_bundle()]
-        assert rows == len(block)
-        return gzip.decompress(Path(staged).read_bytes())
+        write.process(with_columns(block))
+        ((staged, parquet, rows, parquet_rows),) = [value.value for value in write.finish_bundle()]
+        assert rows == parquet_rows == len(block)
+        order = [i for (i,) in pq.read_table(parquet).column("index").to_pylist()]
+        return gzip.decompress(Path(staged).read_bytes()), order
 
-    first = written("first")
-    assert first == written("second")
+    first, order = written("first")
+    assert (first, order) == written("second")
     assert first != tfrecord_frames(block)  # shuffled, not in the order read
+    assert first == tfrecord_frames([block[i] for i in order])  # row for row
     (tmp_path / "frames").write_bytes(first)
     read_back = tf.data.TFRecordDataset(str(tmp_path / "frames")).as_numpy_iterator()
     assert sorted(read_back) == sorted(block)  # every record, once
@@ -304,19 +319,23 @@ def test_blocks_written_on_the_writing_thread_are_framed_in_order_file_by_file(
     came, each block in its seeded order, as one thread would write them."""
     monkeypatch.setattr(example_blocks, "FILE_BLOCKS", 2)
     blocks = [[f"block {b} record {i}".encode() for i in range(300)] for b in range(3)]
-    write = example_blocks._WriteBlocksFn(str(tmp_path / "Split-train"))
+    write = split_writer(tmp_path)
     write.start_bundle()
     for block in blocks:
-        write.process(list(block))
+        write.process(with_columns(block))
     staged = [value.value for value in write.finish_bundle()]
-    assert [rows for _path, rows in staged] == [600, 300]
+    assert [rows for _path, _parquet, rows, _parquet_rows in staged] == [600, 300]
+    assert [pq.ParquetFile(parquet).metadata.num_row_groups for _, parquet, _, _ in staged] == [
+        2,
+        1,
+    ]
 
     def frames(block: list[bytes]) -> bytes:
         shuffled = list(block)
         random.Random(example_blocks._block_seed(shuffled)).shuffle(shuffled)
         return tfrecord_frames(shuffled)
 
-    contents = [gzip.decompress(Path(path).read_bytes()) for path, _rows in staged]
+    contents = [gzip.decompress(Path(path).read_bytes()) for path, *_rest in staged]
     assert contents == [frames(blocks[0]) + frames(blocks[1]), frames(blocks[2])]
 
 
@@ -342,11 +361,11 @@ def test_a_failed_write_fails_the_bundle(tmp_path, monkeypatch):
         raise OSError("No space left on device")
 
     monkeypatch.setattr(example_blocks, "_write_block", full_disk)
-    write = example_blocks._WriteBlocksFn(str(tmp_path / "Split-train"))
+    write = split_writer(tmp_path)
     write.start_bundle()
     with pytest.raises(OSError, match="No space left"):
         for _ in range(example_blocks.WRITE_AHEAD + 1):
-            write.process([b"record"])
+            write.process(with_columns([b"record"]))
     write.teardown()
 
 
