@@ -21,7 +21,7 @@ from tfx.orchestration.data_types import RuntimeParameter
 from tfx.orchestration.pipeline import Pipeline
 
 from components.batch_scorer import BatchScorer
-from components.example_gen import ExampleGen
+from components.example_gen import PARQUET_EXAMPLES_KEY, ExampleGen
 from components.scoring import ScoringSettings
 from components.serving_gate import ServingDataGate
 from pipeline.steps import (
@@ -82,7 +82,10 @@ def create_scoring_pipeline(
         skip_unsupported=True,
         columns=dataset.scoring_columns(settings.keys),
     ).with_id(EXAMPLE_GEN)
-    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"]).with_id(STATISTICS_GEN)
+    # Statistics from ExampleGen's Parquet copy, as in training (pipeline/pipeline.py).
+    statistics_gen = StatisticsGen(examples=example_gen.outputs[PARQUET_EXAMPLES_KEY]).with_id(
+        STATISTICS_GEN
+    )
     schema_importer = ImportSchemaGen(schema_file=schema_path).with_id(SCHEMA_IMPORTER)
     gate = ServingDataGate(
         statistics=statistics_gen.outputs["statistics"],
