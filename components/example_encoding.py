@@ -88,18 +88,24 @@ def _list_payload(values: pa.BinaryArray, kind: ColumnType) -> pa.BinaryArray:
     return _join(_TAG_1, _length_prefixed(values))
 
 
+def list_values(column: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """A list column's values per row (a null list holds none) and those values, null
+    elements dropped: what a feature of each row holds."""
+    flat = column.flatten()  # the values of non-null lists, null elements among them
+    parents = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
+    kept = flat.is_valid().to_numpy(zero_copy_only=False)  # null elements are dropped
+    return np.bincount(parents[kept], minlength=len(column)), flat.filter(pa.array(kept))
+
+
 def _feature(column: pa.Array, kind: ColumnType) -> pa.Array:
     """Each row's serialized tf.train.Feature: its values, or none for a null."""
     tag = _FEATURE_TAG[kind]
     missing = pa.scalar(tag + b"\x00", pa.binary())
     if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
-        flat = column.flatten()  # the values of non-null lists, null elements among them
-        parents = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
-        kept = flat.is_valid().to_numpy(zero_copy_only=False)  # null elements are dropped
-        counts = np.bincount(parents[kept], minlength=len(column))
+        counts, values = list_values(column)
         offsets = np.zeros(len(column) + 1, dtype=np.int32)
         np.cumsum(counts, out=offsets[1:])
-        per_value = _value_bytes(flat.filter(pa.array(kept)), kind)
+        per_value = _value_bytes(values, kind)
         joined = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), per_value), b"")
         return pc.if_else(
             counts > 0, _join(tag, _length_prefixed(_list_payload(joined, kind))), missing

@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from tfx_bsl.coders.csv_decoder import ColumnType
+
+from components.example_encoding import list_values
 
 # A split's Parquet files, as TFX's own Parquet ExampleGen names them (tfx 1.16,
 # components/example_gen/write_split.py, line 26 and line 78).
@@ -78,11 +79,7 @@ def _values(values: pa.Array, kind: ColumnType) -> pa.Array:
 def _feature_list(column: pa.Array, kind: ColumnType) -> pa.LargeListArray:
     """Each row's values as a list; a null (cell, list or element) holds no value."""
     if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
-        flat = column.flatten()  # the values of non-null lists, null elements among them
-        parents = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
-        kept = flat.is_valid().to_numpy(zero_copy_only=False)
-        counts = np.bincount(parents[kept], minlength=len(column))
-        values = flat.filter(pa.array(kept))
+        counts, values = list_values(column)  # as the encoder reads them
     else:
         counts = column.is_valid().to_numpy(zero_copy_only=False).astype(np.int64)
         values = column.drop_null()
