@@ -344,10 +344,10 @@ def test_the_examples_files_are_gzip_at_level_1_that_tfx_s_readers_read(tmp_path
     algorithm"; the default level writes 0); TensorFlow's GZIP reader, the Trainer's and
     the Evaluator's, reads every record back."""
     block = [f"record {i}".encode() * 40 for i in range(500)]
-    write = example_blocks._WriteBlocksFn(str(tmp_path / "Split-train"))
+    write = split_writer(tmp_path)
     write.start_bundle()
-    write.process(list(block))
-    ((staged, _rows),) = [value.value for value in write.finish_bundle()]
+    write.process(with_columns(block))
+    ((staged, *_rest),) = [value.value for value in write.finish_bundle()]
     data = Path(staged).read_bytes()
     assert data[:3] == b"\x1f\x8b\x08" and data[8] == 4, data[:10]
     default = gzip.compress(gzip.decompress(data), compresslevel=6)
