@@ -284,6 +284,7 @@ class _WriteBlocksFn(beam.DoFn):
             rows + len(order),
             parquet_rows + shuffled.num_rows,
         )
+        assert self._parquet is not None  # opened with self._file
         self._in_order(_write_block, self._file, [records[i] for i in order])
         self._in_order(self._parquet.write, shuffled)
         self._file_blocks += 1
@@ -292,6 +293,7 @@ class _WriteBlocksFn(beam.DoFn):
 
     def _close(self) -> None:
         if self._file is not None:
+            assert self._parquet is not None  # opened with self._file
             self._in_order(self._file.close)
             self._in_order(self._parquet.close)
             self._file = None
