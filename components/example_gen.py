@@ -22,9 +22,12 @@ components/csv_to_examples.py, components/parquet_to_examples.py) turns the
 files into Arrow record batches of typed columns;
 components/example_encoding.py encodes them (the stock CSV executor's
 examples, byte for byte) and components/example_blocks.py splits and writes
-them in TFX's splits. Which files are read, and in which format, is
-components/input_files.py's: writers' leftovers are skipped, the format is the
-dataset spec's `input.format` or the files' extension.
+them in TFX's splits. The same rows go, split alike, into a second output,
+`parquet_examples`: the columns tfx_bsl decodes the examples to, as Parquet
+(components/parquet_examples.py), which StatisticsGen and Transform read.
+Which files are read, and in which format, is components/input_files.py's:
+writers' leftovers are skipped, the format is the dataset spec's
+`input.format` or the files' extension.
 
 That resolution is a function of its own, `resolve_input`
 (components/span_resolution.py, TFX's ported without TFX): the `InputSnapshot` step
