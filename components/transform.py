@@ -59,13 +59,13 @@ def schema_columns(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
         index = batch.schema.get_field_index(field.name)
         if index < 0:
             raise ParquetColumnError(
-                f"error: the Parquet examples have no column {field.name!r}, a feature of the "
+                f"the Parquet examples have no column {field.name!r}, a feature of the "
                 "schema; rerun ExampleGen on data that holds it, or drop it from the schema."
             )
         column = batch.column(index)
         if not column.type.equals(field.type):
             raise ParquetColumnError(
-                f"error: Parquet column {field.name!r} is {column.type}, but the schema makes it "
+                f"Parquet column {field.name!r} is {column.type}, but the schema makes it "
                 f"{field.type}; fix the feature's type in the schema or the data's column."
             )
         columns.append(column)
