@@ -32,11 +32,12 @@ from kubeflow.light_step import LIGHT_STEPS
 # TFX's own executors: under tfx.components, so TFX's component package, so TFMA.
 TFX_PREFIX = "tfx."
 # Ours, on TFX's component package (docs/kubeflow.md, the table's first row):
-# the ExampleGen executor extends TFX's, the Pusher's module declares TFX's Pusher
-# component (its pod runs light: LIGHT_STEPS), and the Evaluator runs TFMA.
+# the ExampleGen and Transform executors extend TFX's, the Pusher's module declares
+# TFX's Pusher component (its pod runs light: LIGHT_STEPS), and the Evaluator runs TFMA.
 ON_TFX_COMPONENTS = frozenset(
     {
         "components.example_gen.SpanResolvingExecutor",
+        "components.transform.ParquetAnalysisExecutor",
         "components.pusher.NoDuplicatePushExecutor",
         "components.evaluator.ServedBaselineExecutor",
     }
