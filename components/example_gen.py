@@ -107,6 +107,16 @@ def _split_configs(
 _BEAM_STEP = re.compile(r" \[while running '.*'\]$", re.DOTALL)
 
 
+def _read_arguments(exec_properties: dict[str, Any], split_pattern: str) -> tuple:
+    """What the window's read takes: the data root, the patterns of every span read for
+    `split_pattern` (the latest span's, as `Do` resolved it), and the window."""
+    return (
+        exec_properties[standard_component_specs.INPUT_BASE_KEY],
+        json.loads(exec_properties[_WINDOW_PATTERNS])[split_pattern],
+        json.loads(exec_properties.get(INPUT_WINDOW_KEY) or "{}"),
+    )
+
+
 class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
     """ExampleGen's executor that resolves spans itself where no driver did (module doc)."""
 
@@ -249,22 +259,14 @@ class SpanResolvingExecutor(base_example_gen_executor.BaseExampleGenExecutor):
     @staticmethod
     def _read_with_columns(exec_properties: dict[str, Any], split_pattern: str) -> Any:
         """Every span of the window, read as one, with each block's feature columns."""
-        return ReadExamplesWithColumns(
-            exec_properties[standard_component_specs.INPUT_BASE_KEY],
-            json.loads(exec_properties[_WINDOW_PATTERNS])[split_pattern],
-            json.loads(exec_properties.get(INPUT_WINDOW_KEY) or "{}"),
-        )
+        return ReadExamplesWithColumns(*_read_arguments(exec_properties, split_pattern))
 
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
         @beam.ptransform_fn
         def read_window(pipeline, exec_properties: dict[str, Any], split_pattern: str):
             """Every span of the window, read as one (components/input_files.py's files), as
             tf.Examples only: TFX's API; `_write_examples` reads them with their columns."""
-            return pipeline | ReadExamples(
-                exec_properties[standard_component_specs.INPUT_BASE_KEY],
-                json.loads(exec_properties[_WINDOW_PATTERNS])[split_pattern],
-                json.loads(exec_properties.get(INPUT_WINDOW_KEY) or "{}"),
-            )
+            return pipeline | ReadExamples(*_read_arguments(exec_properties, split_pattern))
 
         return read_window
 

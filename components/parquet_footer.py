@@ -86,9 +86,8 @@ class _Reader:
         if kind == _BINARY:
             return self._take(self._varint())
         if kind in (_LIST, _SET):
-            header = self._byte()
-            size = header >> 4 if header >> 4 != 15 else self._varint()
-            return [self.value(header & 0x0F) for _ in range(size)]
+            size, element_kind = self._list_header()
+            return [self.value(element_kind) for _ in range(size)]
         if kind == _MAP:
             size = self._varint()
             types = self._byte() if size else 0
@@ -97,20 +96,35 @@ class _Reader:
             return self.struct()
         raise ValueError(f"not a Thrift compact type: {kind}")
 
+    def _list_header(self) -> tuple[int, int]:
+        """A list's size and its elements' type."""
+        header = self._byte()
+        size = header >> 4 if header >> 4 != 15 else self._varint()
+        return size, header & 0x0F
+
+    def _field(self, previous: int) -> tuple[int, int] | None:
+        """The next field's id and type (ids are deltas from the `previous` field's, or
+        given in full); None at the struct's STOP."""
+        header = self._byte()
+        kind = header & 0x0F
+        if kind == 0:
+            return None
+        delta = header >> 4
+        return (previous + delta if delta else self._zigzag()), kind
+
     def struct(self, spans: dict[int, tuple[int, int]] | None = None) -> dict[int, Any]:
-        """One struct; `spans`, when given, gets each field's bytes (header to value)."""
+        """One struct; `spans`, when given, gets each field's bytes (header to value),
+        and the STOP's under 0."""
         fields: dict[int, Any] = {}
         field_id = 0
         while True:
             start = self._at
-            header = self._byte()
-            kind = header & 0x0F
-            if kind == 0:  # STOP
+            field = self._field(field_id)
+            if field is None:
                 if spans is not None:
                     spans[0] = (start, self._at)
                 return fields
-            delta = header >> 4
-            field_id = field_id + delta if delta else self._zigzag()
+            field_id, kind = field
             # A struct field's bool is in its header's type.
             fields[field_id] = kind == _TRUE if kind in (_TRUE, _FALSE) else self.value(kind)
             if spans is not None:
@@ -121,21 +135,16 @@ class _Reader:
         the footer is read past."""
         elements: list[tuple[dict[int, Any], dict[int, tuple[int, int]]]] = []
         field_id = 0
-        while True:
-            header = self._byte()
-            kind = header & 0x0F
-            if kind == 0:
-                return elements
-            delta = header >> 4
-            field_id = field_id + delta if delta else self._zigzag()
+        while (field := self._field(field_id)) is not None:
+            field_id, kind = field
             if field_id != _FILE_SCHEMA or kind != _LIST:
                 self.value(kind)
                 continue
-            list_header = self._byte()
-            size = list_header >> 4 if list_header >> 4 != 15 else self._varint()
+            size, _ = self._list_header()
             for _ in range(size):
                 spans: dict[int, tuple[int, int]] = {}
                 elements.append((self.struct(spans), spans))
+        return elements
 
 
 def _footer_bytes(file: IO[bytes]) -> bytes | None:

@@ -23,11 +23,13 @@ FLOAT16, GEOMETRY = 15, 17
 _STRUCT = 0x0C  # the Thrift compact protocol's struct type
 
 
-def _field_header(delta_or_id: int, previous: int) -> bytes:
-    delta = delta_or_id - previous
+def _field_header(field_id: int, previous: int) -> bytes:
+    """A struct-typed field's header: the delta from the `previous` field's id when it
+    fits in four bits, else a delta of 0 and the id itself."""
+    delta = field_id - previous
     if 0 < delta <= 15:
         return bytes([(delta << 4) | _STRUCT])
-    zigzag = (delta_or_id << 1) ^ (delta_or_id >> 63)
+    zigzag = field_id << 1  # zigzag of a positive id
     out = bytearray([_STRUCT])
     while True:  # the field id as a zigzag varint, after a header of delta 0
         byte, zigzag = zigzag & 0x7F, zigzag >> 7
