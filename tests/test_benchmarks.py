@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benchmarks.local_pipeline import ANCHOR, OURS, local_targets
-from benchmarks.scale import ANCHOR_ROWS, LARGE_ROWS, scale_targets
+from benchmarks.scale import ANCHOR_ROWS, LARGE_ROWS, LARGE_TO_ANCHOR_TARGET, scale_targets
 from benchmarks.step_startup import Startup, executor_classes, executor_steps
 from benchmarks.targets import Target, targets_table
 
@@ -35,11 +35,14 @@ def test_scale_targets_read_the_large_size_the_runner_chose():
     results = [
         {"rows": ANCHOR_ROWS, "forced": False, "ours": run(50), "floor": floor},
         {"rows": LARGE_ROWS, "forced": True, "ours": run(900, 500, 9.0), "floor": floor},
-        {"rows": LARGE_ROWS, "forced": False, "ours": run(120, 30, 3.5), "floor": floor},
+        {"rows": LARGE_ROWS, "forced": False, "ours": run(60, 30, 3.5), "floor": floor},
     ]
     ratio, evaluator, memory = scale_targets(results, anchor=run(100))
-    assert (ratio.measured, evaluator.measured, memory.measured) == (1.2, 15.0, 3.5)
+    assert (ratio.measured, evaluator.measured, memory.measured) == (0.6, 15.0, 3.5)
     assert [t.met for t in (ratio, evaluator, memory)] == [True, False, True]
+    # Issue 70's 0.6x: a large run a second over it misses.
+    (ratio, *_) = scale_targets(results, anchor=run(99))
+    assert ratio.limit == LARGE_TO_ANCHOR_TARGET == 0.6 and not ratio.met
     # Without the anchor there is nothing to compare the wall time with; without the
     # large size, nothing to check.
     assert len(scale_targets(results, anchor=None)) == 2
