@@ -5,6 +5,8 @@ Kept apart from the modules that define components: importing one of those
 imports TFX's component package (`tfx/components/__init__.py`), and with it
 TFMA, so a report or a light step that only needs a property's name would
 load what it never runs (docs/kubeflow.md, "What a step loads").
+
+Port register: docs/ports.md
 """
 
 # Custom properties of ExampleGen's examples artifact. TFX's own names

@@ -40,6 +40,8 @@ sums read back by `stored_sums`), the extracts hold the candidate alone, and
 the stored sums join the candidate's per slice under the baseline's keys
 before step 4, so the values, diffs and validation are computed by the same
 code as when both models are scored.
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

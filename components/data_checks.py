@@ -10,6 +10,8 @@ line (under `site-packages/tfx/`), and files are read through
 components/store_files.py. On Kubeflow the gates' pods run these functions
 through kubeflow/light_step.py; locally, and for TFX's compiler, the
 components' bodies call the same ones.
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

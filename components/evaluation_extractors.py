@@ -12,6 +12,8 @@ tests/test_evaluation_extractors.py).
 
 TFX's Evaluator takes these through its `custom_extractors` hook
 (components/evaluator.py supplies this module's path).
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

@@ -37,6 +37,8 @@ Where the columns cannot be known (a model spec without a signature name, a
 TFMA preprocessing function, an EvalSavedModel, a SavedModel that cannot be
 read), or the Evaluator has a schema or examples that are not `tf.Example`s,
 TFX's reader runs unchanged.
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

@@ -36,6 +36,8 @@ It reads the eval split in batches of up to 8,192 rows (`byte_size_batches`):
 TFMA's costs are per batch, and Beam's tuning stops at 1,000 rows. With our
 extractors, the read decodes only the columns TFMA looks up before the prune,
 and TensorFlow reads the files a batch at a time (components/evaluation_reader.py).
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ the candidate already served is not pushed again (`already_served`), a retried
 attempt records its own earlier push, and a push writes the training
 statistics, the Evaluator's record and the push record into the version,
 before `saved_model.pb`.
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

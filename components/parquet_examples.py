@@ -29,6 +29,8 @@ and TFDV's statistics and tf.Transform's analyzers see the same arrays:
 
 tests/test_parquet_examples.py holds this against the decoder on the corner
 cases, and against StatisticsGen and Transform on the taxi sample.
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

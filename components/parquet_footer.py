@@ -22,6 +22,8 @@ schema` (line 1116 at 2.10.0); SchemaElement `4: required string name`,
 `5: optional i32 num_children`, `10: optional LogicalType logicalType`
 (lines 430, 437, 467 at 2.10.0); LogicalType members 15 FLOAT16, 16 VARIANT,
 17 GEOMETRY, 18 GEOGRAPHY (lines 493-496 at 2.12.0).
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ kubeflow/light_step.py instead: the same copy (paths under
 lines 48-62) without TFX's component package, TFMA or TensorFlow, its files
 through components/store_files.py. tests/test_light_step.py runs TFX's
 executor and this one on the same executor input and compares what they write.
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ TFX's processor and this port on the same trees and compares the answers.
 (components/example_gen.py) and the InputSnapshot step
 (kubeflow/steps/input_snapshot.py) use on Kubeflow; locally TFX's driver
 resolves the latest span itself and hands it over (`driver_resolved`).
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

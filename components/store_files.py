@@ -11,6 +11,8 @@ loads TensorFlow: the light steps are light on local paths and S3.
 
 The names follow `fileio`'s (`exists`, `isdir`, `listdir`, `glob`, `stat`, `open`,
 `remove`, `rmtree`), so a module moves from one to the other by its import.
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

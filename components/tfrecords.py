@@ -12,6 +12,8 @@ ends where a record would start ends the records; one that ends inside a
 record is a truncated record; a CRC32C that does not match is a corrupted
 record. Both name the file and the record's offset. The CRCs are checked with
 google_crc32c, the implementation ExampleGen's writer already uses.
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

@@ -28,6 +28,8 @@ things in TFX's Parquet path need an answer before the pipeline can take it:
 
 Both go when TFX's Transform materializes in a format of its own choosing and
 ParquetTFXIO selects its declared columns (neither is so in tfx 1.16 / tfx-bsl 1.16).
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

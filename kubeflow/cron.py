@@ -13,6 +13,8 @@ The grammar (parser.go L154-166, `defaultParser`): six fields from the seconds,
 the day of week optional (five fields are seconds to month, *not* the Unix
 minute-first cron), or a descriptor: @yearly, @annually, @monthly, @weekly,
 @daily, @midnight, @hourly, @every DURATION.
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ kubeflow/v2/container/`, `kubeflow_v2_run_executor.py` `_run_executor` and
 `kubeflow_v2_entrypoint_utils.py`), for the artifacts the light steps take;
 each rule cites its line. tests/test_light_step.py runs TFX's entrypoint and
 this one on the same executor input and compares the executor output files.
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

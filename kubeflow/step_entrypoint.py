@@ -34,6 +34,8 @@ A light step (kubeflow/light_step.py, LIGHT_STEPS) is dispatched on its
 executor class before TFX or tensorflow-io is imported, and runs without
 either. Points 0, 2, 3 and 5 hold for it too; not 1 (what it hands
 TensorFlow, it registers tensorflow-io for itself) nor 4 (it needs no classes).
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

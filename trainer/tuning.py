@@ -18,6 +18,8 @@ Parallel trials use KerasTuner's own chief/worker protocol: `serve_workers`
 is the chief, serving the oracle with KerasTuner's gRPC servicer, and each
 worker (`python -m trainer.tuning`, with `KERASTUNER_ORACLE_IP`,
 `KERASTUNER_ORACLE_PORT` and `KERASTUNER_TUNER_ID` set) asks it for trials.
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ TensorBoard ships the `Event` proto in `tensorboard.compat.proto`, whose import
 loads protobuf alone (tensorboard's own `__init__` loads its submodules lazily),
 under the proto package `tensorboard`, so it sits beside TensorFlow's
 `tensorflow.Event` in a process that loads both.
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

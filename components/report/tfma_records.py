@@ -20,6 +20,8 @@ files `read_evaluation` needs the way TFMA 0.47.1 reads them:
 
 The pool is private, so these messages never clash with TFMA's own when a
 process (the Evaluator, a test) has imported both.
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ CreateSecretVolumeAndEnv, v0.15.0 L198-240; v0.17.0 the same):
 
 So an endpoint is never required here, and a scheme is refused only for the
 KServe releases that cannot read one (`serving.kserve_version`).
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations

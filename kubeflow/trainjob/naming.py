@@ -7,6 +7,8 @@ Trainer v2.1.0 / JobSet v0.10.1 and Trainer v2.2.0 / JobSet v0.11.0.
 
 This module imports nothing heavy: the node's container reads it before
 TensorFlow starts.
+
+Port register: docs/ports.md
 """
 
 from __future__ import annotations
