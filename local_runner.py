@@ -22,10 +22,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipeline.fingerprint import IN_CHECKOUT
+
 if TYPE_CHECKING:
     from pipeline.local.run import LocalRunOptions
 
 REPO_ROOT = Path(__file__).resolve().parent
+# A checkout's embedded sample and outputs. Installed from the wheel, REPO_ROOT is
+# site-packages: the sample data does not ship and outputs do not belong there, so
+# --data-root and --output-dir are required (IN_CHECKOUT).
 DEFAULT_DATA_ROOT = REPO_ROOT / "data" / "chicago_taxi"
 DEFAULT_OUTPUT_DIR = REPO_ROOT / "outputs"
 EXIT_FAILED = 1
@@ -37,7 +42,8 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     """The flags saying what to run on and where, shared with tune_runner.py."""
     parser.add_argument(
         "--data-root",
-        default=str(DEFAULT_DATA_ROOT),
+        required=not IN_CHECKOUT,
+        default=str(DEFAULT_DATA_ROOT) if IN_CHECKOUT else None,
         help="directory of CSV or Parquet files: a local path, s3://BUCKET/PREFIX or "
         "gs://BUCKET/PREFIX (default: the embedded taxi sample)",
     )
@@ -50,7 +56,8 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output-dir",
         type=Path,
-        default=DEFAULT_OUTPUT_DIR,
+        required=not IN_CHECKOUT,
+        default=DEFAULT_OUTPUT_DIR if IN_CHECKOUT else None,
         help="artifacts, metadata and serving_model/ go here (default: ./outputs)",
     )
     parser.add_argument(
@@ -101,6 +108,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="do not write the HTML run report (OUTPUT_DIR/reports/<run id>.html, latest.html)",
     )
     args = parser.parse_args(argv)
+    if args.watch and not IN_CHECKOUT:
+        parser.error("--watch needs a checkout to watch: this copy is installed, not editable")
     for flag in ("train_steps", "eval_steps"):
         value = getattr(args, flag)
         if value is not None and value <= 0:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from local_runner import DEFAULT_OUTPUT_DIR, EXIT_FAILED, EXIT_INTERRUPTED, exit_now
+from pipeline.fingerprint import IN_CHECKOUT
 
 if TYPE_CHECKING:
     from pipeline.local.score import ScoreOptions
@@ -47,7 +48,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--serving-dir",
-        default=str(DEFAULT_SERVING_DIR),
+        # Installed from the wheel, there is no ./outputs beside the code (local_runner.py).
+        required=not IN_CHECKOUT,
+        default=str(DEFAULT_SERVING_DIR) if IN_CHECKOUT else None,
         help="the Pusher's serving directory (default: ./outputs/serving_model)",
     )
     parser.add_argument(

@@ -76,6 +76,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         train_steps=None, sequential=True, fail_if_not_blessed=False, no_report=True
     )
     args = parser.parse_args(argv)
+    if args.schema_dir is None and not local_runner.IN_CHECKOUT:
+        # The winner is frozen into the schema directory: not into an installed copy's.
+        parser.error("--schema-dir is required: this copy is installed, not a checkout")
     for flag in ("max_trials", "steps_per_trial", "eval_steps", "parallel"):
         value = getattr(args, flag)
         if value is not None and value <= 0:

@@ -62,6 +62,7 @@ from kubeflow.settings import DEFAULT_SETTINGS_FILE, KubeflowSettings, load_sett
 from kubeflow.settings.fields import SettingsError
 from kubeflow.settings.schedule import Schedule
 from kubeflow.step_ids import settings_step_ids
+from pipeline.fingerprint import IN_CHECKOUT
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 # An image pinned by digest: REPO[:TAG]@sha256:64 hex digits.
@@ -632,6 +633,12 @@ def main(argv: list[str] | None = None) -> int:
             raise ReleaseError(
                 "the working tree has uncommitted changes: a version must name the code it "
                 "runs; commit them, or pass --allow-dirty (the version is marked dirty)"
+            )
+        if not IN_CHECKOUT and (args.build or args.packages is None):
+            # Building the image and compiling (`uv run --project`) read the checkout.
+            raise ReleaseError(
+                "--packages: this copy is installed, not a checkout; it cannot build the image "
+                "or compile: pass --image REPO@sha256:DIGEST and --packages DIR"
             )
         image = build_image(args.image, commit) if args.build else digest_image(args.image)
         kinds = ["training"] + ["scoring"] * bool(settings.scoring_schedule)

@@ -26,14 +26,34 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.metadata
 import importlib.util
 from collections.abc import Callable, Iterable
+from functools import cache
 from pathlib import Path
 
 # The repository: a module whose source is under it (and not in an environment
-# installed there) is the project's own code, what a fork edits.
+# installed there) is the project's own code, what a fork edits. Installed from
+# the wheel (pip install, no editable checkout), it is the site-packages directory.
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+# A checkout has its pyproject.toml beside the packages; an installed copy does not.
+IN_CHECKOUT = (PROJECT_ROOT / "pyproject.toml").is_file()
 CUSTOM_CONFIG_KEY = "code_fingerprint"
+
+
+@cache
+def project_roots() -> tuple[Path, ...]:
+    """Where the project's own modules are: the checkout, or, installed, each top-level
+    package and module its distribution installed (site-packages holds every other one too)."""
+    if IN_CHECKOUT:
+        return (PROJECT_ROOT,)
+    owners = importlib.metadata.packages_distributions()
+    own = set(owners.get(__name__.split(".")[0], ()))
+    names = sorted(name for name, dists in owners.items() if own & set(dists))
+    return tuple(
+        PROJECT_ROOT / name if (PROJECT_ROOT / name).is_dir() else PROJECT_ROOT / f"{name}.py"
+        for name in names
+    )
 
 
 def _module_file(name: str) -> Path | None:
@@ -47,15 +67,18 @@ def _module_file(name: str) -> Path | None:
 
 
 def _under(path: Path, roots: tuple[Path, ...]) -> bool:
+    """Whether `path` is under one of `roots` and not in an environment installed there
+    (a root may itself be in site-packages: an installed copy's package)."""
     resolved = path.resolve()
-    return "site-packages" not in resolved.parts and any(
-        resolved.is_relative_to(root) for root in roots
+    return any(
+        resolved.is_relative_to(root) and "site-packages" not in resolved.relative_to(root).parts
+        for root in roots
     )
 
 
 def is_first_party_file(path: Path) -> bool:
     """Whether the source file `path` is the project's own code (see the module's docstring)."""
-    return _under(path, (PROJECT_ROOT,))
+    return _under(path, project_roots())
 
 
 def _is_first_party_package(top_level: str, roots: tuple[Path, ...]) -> bool:
@@ -98,10 +121,11 @@ def _imported_names(tree: ast.AST, module: str, is_package: bool) -> set[str]:
 
 
 def first_party_modules(
-    module: str, roots: Iterable[Path] = (PROJECT_ROOT,)
+    module: str, roots: Iterable[Path] | None = None
 ) -> dict[str, tuple[Path, ast.Module]]:
-    """`module` and every first-party module it imports, transitively: name -> (file, tree)."""
-    roots = tuple(Path(root).resolve() for root in roots)
+    """`module` and every first-party module it imports, transitively: name -> (file, tree).
+    `roots`: where first-party sources are (default: `project_roots()`)."""
+    roots = tuple(Path(root).resolve() for root in (project_roots() if roots is None else roots))
     first_party: dict[str, bool] = {}
     found: dict[str, tuple[Path, ast.Module]] = {}
     pending = [module]
@@ -125,7 +149,7 @@ def first_party_modules(
     return found
 
 
-def code_fingerprint(fn: Callable, roots: Iterable[Path] = (PROJECT_ROOT,)) -> str:
+def code_fingerprint(fn: Callable, roots: Iterable[Path] | None = None) -> str:
     """A short hash of the code `fn` runs: its module and the first-party modules it imports."""
     digest = hashlib.sha256()
     for name, (_, tree) in sorted(first_party_modules(fn.__module__, roots).items()):
