@@ -20,7 +20,7 @@ import gc
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipeline.fingerprint import IN_CHECKOUT
 
@@ -38,12 +38,17 @@ EXIT_NOT_BLESSED = 3
 EXIT_INTERRUPTED = 130
 
 
+def checkout_default(value: object) -> dict[str, Any]:
+    """A path flag's default in a checkout; installed (IN_CHECKOUT false), there is no
+    such path beside the code, and the flag is required instead."""
+    return {"default": value} if IN_CHECKOUT else {"required": True}
+
+
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
     """The flags saying what to run on and where, shared with tune_runner.py."""
     parser.add_argument(
         "--data-root",
-        required=not IN_CHECKOUT,
-        default=str(DEFAULT_DATA_ROOT) if IN_CHECKOUT else None,
+        **checkout_default(str(DEFAULT_DATA_ROOT)),
         help="directory of CSV or Parquet files: a local path, s3://BUCKET/PREFIX or "
         "gs://BUCKET/PREFIX (default: the embedded taxi sample)",
     )
@@ -56,8 +61,7 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output-dir",
         type=Path,
-        required=not IN_CHECKOUT,
-        default=DEFAULT_OUTPUT_DIR if IN_CHECKOUT else None,
+        **checkout_default(DEFAULT_OUTPUT_DIR),
         help="artifacts, metadata and serving_model/ go here (default: ./outputs)",
     )
     parser.add_argument(

@@ -21,8 +21,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from local_runner import DEFAULT_OUTPUT_DIR, EXIT_FAILED, EXIT_INTERRUPTED, exit_now
-from pipeline.fingerprint import IN_CHECKOUT
+from local_runner import (
+    DEFAULT_OUTPUT_DIR,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    checkout_default,
+    exit_now,
+)
 
 if TYPE_CHECKING:
     from pipeline.local.score import ScoreOptions
@@ -49,8 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--serving-dir",
         # Installed from the wheel, there is no ./outputs beside the code (local_runner.py).
-        required=not IN_CHECKOUT,
-        default=str(DEFAULT_SERVING_DIR) if IN_CHECKOUT else None,
+        **checkout_default(str(DEFAULT_SERVING_DIR)),
         help="the Pusher's serving directory (default: ./outputs/serving_model)",
     )
     parser.add_argument(

@@ -40,7 +40,7 @@ def test_scale_targets_read_the_large_size_the_runner_chose():
     ratio, evaluator, memory = scale_targets(results, anchor=run(100))
     assert (ratio.measured, evaluator.measured, memory.measured) == (0.6, 15.0, 3.5)
     assert [t.met for t in (ratio, evaluator, memory)] == [True, False, True]
-    # Issue 70's 0.6x: a large run a second over it misses.
+    # Issue 70's 0.6x: the same large run against an anchor a second faster misses.
     (ratio, *_) = scale_targets(results, anchor=run(99))
     assert ratio.limit == LARGE_TO_ANCHOR_TARGET == 0.6 and not ratio.met
     # Without the anchor there is nothing to compare the wall time with; without the
