@@ -125,10 +125,10 @@ def options_from_args(args: argparse.Namespace, *, warm: bool = False) -> LocalR
     """The run the flags ask for: the dataset directory loaded and checked, the
     configuration variant with the flags' overrides, the data root resolved.
     `warm`: this process was forked by `--watch` (LocalRunOptions.warm)."""
-    from pipeline.config import variant
     from pipeline.local.run import LocalRunOptions
     from pipeline.object_store import uri_scheme
     from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir
+    from trainer.fork.config_file import variant
 
     config = variant(args.config)
     config = config.replace(

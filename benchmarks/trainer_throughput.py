@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from trainer.dataset_spec import LABEL_KEY, load_spec
-from trainer.model import random_model_inputs
+from trainer.model_support import random_model_inputs
 
 # The embedded taxi task's model (read as a plain file: no TensorFlow needed here).
 TAXI_SPEC_FILE = Path(__file__).resolve().parents[1] / "schemas" / "chicago_taxi" / "dataset.yaml"
@@ -59,12 +59,13 @@ def model_throughput(
 ) -> float:
     import keras
 
-    from trainer.config import ModelConfig
-    from trainer.model import build_model, compile_model
+    from trainer.fork.model_file import build_model
+    from trainer.fork.search_space_file import hyperparameters_class
+    from trainer.model_support import compile_model
 
     keras.utils.set_random_seed(0)
     spec = load_spec(TAXI_SPEC_FILE)
-    config = ModelConfig(hidden_units=hidden_units)
+    config = hyperparameters_class()(hidden_units=hidden_units)
     model = build_model(config, spec.label, spec.model_input_sizes(), dtype_policy=precision)
     compile_model(
         model,

@@ -59,7 +59,7 @@ from components.scoring_settings import (
 from components.served_version import ServedVersion
 from trainer.dataset_spec import DatasetSpec
 from trainer.export import SERVING_SIGNATURE
-from trainer.model import output_name
+from trainer.model_support import output_name
 
 
 def prediction_columns(spec: DatasetSpec) -> tuple[str, ...]:

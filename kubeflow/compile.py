@@ -191,9 +191,9 @@ def build_tfx_pipeline(settings: KubeflowSettings):
     from tfx.orchestration.data_types import RuntimeParameter
 
     from kubeflow.pipeline_steps import KubeflowSteps
-    from pipeline.config import variant
     from pipeline.pipeline import create_pipeline
     from schemas import load_schema_dir
+    from trainer.fork.config_file import variant
     from trainer.hyperparameters import frozen_json
 
     check_beam_options(settings)
@@ -545,7 +545,7 @@ def compile_scoring_pipeline(
 def tuning_spec(settings: KubeflowSettings):
     """The Tune step's spec: the `tuning:` settings, the image, the store's environment."""
     from kubeflow.tuning.spec import TuningSpec
-    from pipeline.config import variant
+    from trainer.fork.config_file import variant
 
     tuning, store = settings.tuning, settings.object_store
     return TuningSpec(

@@ -1,48 +1,14 @@
-"""Typed pipeline configuration and its named variants.
+"""Your pipeline's configuration variants (yours): `VARIANTS`, and your own steps.
 
 One default (`PipelineConfig()`), and variants derived from it by changing a
-few fields, so a GPU or Kubeflow setup cannot drift from the local one.
+few fields, so a GPU or Kubeflow setup cannot drift from the local one. The
+class is the template's (pipeline/pipeline_config.py); the template reads this
+file through trainer/fork/config_file.py: `VARIANTS` and `extra_steps`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-
-from trainer.config import RuntimeConfig, TrainerConfig
-from trainer.hyperparameters import FrozenHyperparameters
-
-
-@dataclass(frozen=True)
-class PipelineConfig:
-    """Everything about the DAG that is neither a path (the runner's job) nor about the
-    dataset (its spec, `trainer/dataset_spec.py`, names the pipeline and sets the blessing
-    rules)."""
-
-    train_steps: int = 200
-    eval_steps: int = 20
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    enable_cache: bool = True
-
-    def __post_init__(self) -> None:
-        if self.train_steps <= 0:
-            raise ValueError(f"train_steps must be positive, got {self.train_steps}")
-        if self.eval_steps <= 0:
-            raise ValueError(f"eval_steps must be positive, got {self.eval_steps}")
-
-    def replace(self, **changes) -> PipelineConfig:
-        return dataclasses.replace(self, **changes)
-
-    def with_hyperparameters(self, frozen: FrozenHyperparameters | None) -> PipelineConfig:
-        """The Trainer's model settings replaced by the tuner's frozen winner, if any."""
-        if frozen is None:
-            return self
-        model = frozen.apply(self.trainer.model)
-        return self.replace(trainer=dataclasses.replace(self.trainer, model=model))
-
-    def with_runtime(self, **changes) -> PipelineConfig:
-        runtime = dataclasses.replace(self.trainer.runtime, **changes)
-        return self.replace(trainer=dataclasses.replace(self.trainer, runtime=runtime))
+from pipeline.pipeline_config import PipelineConfig
 
 
 def local_cpu() -> PipelineConfig:
@@ -81,22 +47,13 @@ VARIANTS = {
 }
 
 
-def variant(name: str) -> PipelineConfig:
-    try:
-        return VARIANTS[name]()
-    except KeyError:
-        raise ValueError(
-            f"unknown config variant {name!r}; choose from {sorted(VARIANTS)}"
-        ) from None
+def extra_steps(dag) -> list:
+    """Your own steps, in the DAG of every runner (local and Kubeflow), after the template's.
 
-
-__all__ = [
-    "PipelineConfig",
-    "RuntimeConfig",
-    "TrainerConfig",
-    "gpu_1x",
-    "gpu_8x_amp",
-    "gpu_multi_node",
-    "local_cpu",
-    "variant",
-]
+    `dag[step_id]` is a built step (`dag.ids` lists them); wire a TFX component to its
+    outputs, e.g. `MyStep(model=dag["Trainer"].outputs["model"])`: a local run runs it and
+    the Kubeflow package holds it (its pod takes kubeflow/pipeline.yaml's `defaults:`), and
+    the run summary and report list it. Its id must not be one of theirs. None by default.
+    """
+    del dag
+    return []

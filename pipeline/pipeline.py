@@ -20,6 +20,7 @@ import tensorflow_model_analysis as tfma
 from ml_metadata.proto import metadata_store_pb2
 from tfx.components import ExampleValidator, StatisticsGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
+from tfx.dsl.components.base.base_component import BaseComponent
 from tfx.orchestration.data_types import RuntimeParameter
 from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import pusher_pb2, trainer_pb2
@@ -50,7 +51,8 @@ from pipeline.steps import (
 from trainer.config import TrainerConfig
 from trainer.dataset_spec import LABEL_KEY, DatasetSpec
 from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
-from trainer.model import output_name
+from trainer.fork.config_file import extra_steps
+from trainer.model_support import output_name
 from trainer.preprocessing import FORCE_TF_COMPAT_V1, preprocessing_fn
 from trainer.run import EXAMPLES_KEY as TRAINER_EXAMPLES_KEY
 from trainer.run import run_fn
@@ -156,6 +158,22 @@ def build_eval_config(dataset: DatasetSpec) -> tfma.EvalConfig:
             *extra_specs,
         ],
     )
+
+
+def fork_steps(dag: DagSteps) -> list[BaseComponent]:
+    """The fork's own steps (pipeline/config.py `extra_steps`), each with an id of its own."""
+    added = list(extra_steps(dag))
+    seen = set(dag.ids)
+    for step in added:
+        if not isinstance(step, BaseComponent):
+            raise ValueError(f"pipeline/config.py extra_steps: {step!r} is not a TFX component")
+        if step.id in seen:
+            raise ValueError(
+                f"pipeline/config.py extra_steps: step id {step.id!r} is taken; give it "
+                "another with .with_id(...)"
+            )
+        seen.add(step.id)
+    return added
 
 
 def create_pipeline(
@@ -331,6 +349,7 @@ def create_pipeline(
     for step in steps:
         if step.id in per_step_beam_args:
             step.with_beam_pipeline_args(list(per_step_beam_args[step.id]))
+    steps += fork_steps(DagSteps(pipeline_name=dataset.name, built=tuple(steps)))
     steps += runner_steps.after(DagSteps(pipeline_name=dataset.name, built=tuple(steps)))
     return Pipeline(
         pipeline_name=dataset.name,

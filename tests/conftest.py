@@ -272,7 +272,7 @@ def taxi_slice(tmp_path_factory) -> Path:
 @pytest.fixture
 def fast_config():
     """The real default configuration, shrunk for tests (habit: never a parallel config)."""
-    from pipeline.config import PipelineConfig
+    from pipeline.pipeline_config import PipelineConfig
 
     return PipelineConfig(train_steps=60, eval_steps=5).with_runtime(
         per_replica_batch_size=64, accelerator="cpu", shuffle_buffer_size=1000

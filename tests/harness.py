@@ -41,9 +41,9 @@ from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow.steps.step_records import RECORD_FILE, StepRecord
 from pipeline import steps as dag
 from pipeline.beam import beam_pipeline_args
-from pipeline.config import PipelineConfig
 from pipeline.local.node_launch import tfx_not_shipped_to_beam_workers
 from pipeline.pipeline import build_eval_config, create_pipeline
+from pipeline.pipeline_config import PipelineConfig
 from tests import suite_profile
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, load_schema
 from tests.raw_examples import serialize_rows
@@ -51,7 +51,7 @@ from tests.span_data import span_schema_dir
 from trainer.dataset_spec import load_spec
 from trainer.export import SERVING_SIGNATURE, SPEC_ASSET
 from trainer.json_signature import CONTRACT_ASSET, contract_from_dicts, instance_from_example
-from trainer.model import PROBABILITIES_OUTPUT
+from trainer.model_support import PROBABILITIES_OUTPUT
 
 # --- reading the HTML run report ---
 # Its elements and their data-* attributes, for the tests that check what a report shows.
@@ -445,7 +445,7 @@ def multi_node_settings(engine: str, **changes):
 def check_multi_node(settings) -> None:
     """kubeflow.settings.training.check_training on `settings`, as the compile calls it."""
     from kubeflow.settings.training import check_training
-    from pipeline.config import variant
+    from trainer.fork.config_file import variant
 
     check_training(
         settings.training,

@@ -25,7 +25,7 @@ from tests.harness import assert_same_evaluation, evaluate, latest_artifact, rea
 from tests.raw_examples import serialize_rows
 from tests.synthetic import TASK_LABELS, write_dataset
 from trainer.export import SERVING_SIGNATURE
-from trainer.model import output_name
+from trainer.model_support import output_name
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 

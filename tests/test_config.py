@@ -2,8 +2,9 @@ import dataclasses
 
 import pytest
 
-from pipeline.config import PipelineConfig, variant
+from pipeline.pipeline_config import PipelineConfig
 from trainer.config import ModelConfig, RuntimeConfig, TrainerConfig
+from trainer.fork.config_file import variant
 
 
 def test_trainer_config_round_trips_through_custom_config():

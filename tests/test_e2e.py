@@ -9,7 +9,7 @@ import tensorflow as tf
 from tests.conftest import big_tipper_labels, load_schema, read_taxi_rows
 from tests.raw_examples import serialize_rows
 from trainer.export import SERVING_SIGNATURE
-from trainer.model import PROBABILITIES_OUTPUT
+from trainer.model_support import PROBABILITIES_OUTPUT
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 

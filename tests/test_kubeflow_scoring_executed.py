@@ -250,7 +250,7 @@ def served_scores(execution) -> dict:
 
     from components.scoring import ScoringSettings, read_batches
     from trainer.export import SERVING_SIGNATURE
-    from trainer.model import PROBABILITIES_OUTPUT
+    from trainer.model_support import PROBABILITIES_OUTPUT
 
     steps = execution["summary"]["steps"]
     (examples_uri,) = steps[EXAMPLE_GEN]["outputs"]["examples"]

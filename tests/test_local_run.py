@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import local_runner
-from pipeline.config import variant
 from pipeline.local.run import LocalRunOptions
 from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir
+from trainer.fork.config_file import variant
 
 
 def options(**changes) -> LocalRunOptions:

@@ -11,13 +11,8 @@ from schemas import load_schema_dir
 from trainer.config import ModelConfig
 from trainer.custom_loop import per_example_loss, per_example_score
 from trainer.dataset_spec import LABEL_KEY, parse_spec
-from trainer.model import (
-    build_model,
-    compile_model,
-    loss_and_metrics,
-    model_input_sizes,
-    random_model_inputs,
-)
+from trainer.model import build_model, loss_and_metrics
+from trainer.model_support import compile_model, model_input_sizes, random_model_inputs
 
 TAXI = load_schema_dir().spec
 SMALL_FEATURES = {

@@ -11,8 +11,8 @@ import tensorflow_model_analysis as tfma
 
 from kubeflow import pipeline_steps as kubeflow_steps
 from pipeline import steps as dag
-from pipeline.config import PipelineConfig
 from pipeline.pipeline import build_eval_config
+from pipeline.pipeline_config import PipelineConfig
 from tests.harness import EXPECTED_EDGES, RUN_REPORT_EDGES, build
 from trainer.config import TrainerConfig
 from trainer.dataset_spec import DatasetSpec, DriftSpec, FeatureDrift, InputSpec

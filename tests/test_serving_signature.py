@@ -31,7 +31,7 @@ from trainer.json_signature import (
     instance_from_example,
     json_inputs,
 )
-from trainer.model import PROBABILITIES_OUTPUT
+from trainer.model_support import PROBABILITIES_OUTPUT
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ from tests.conftest import REPO_ROOT, big_tipper_labels
 from tests.raw_examples import serialize_rows
 from trainer.config import ModelConfig, RuntimeConfig, TrainerConfig
 from trainer.export import SERVING_SIGNATURE
-from trainer.model import PROBABILITIES_OUTPUT
+from trainer.model_support import PROBABILITIES_OUTPUT
 from trainer.run import EXAMPLES_KEY, examples_kind, train_and_export
 
 pytestmark = pytest.mark.slow

@@ -50,7 +50,7 @@ def test_the_search_space_builds_the_trainers_model():
 
 
 def test_frozen_values_replace_the_configs_and_round_trip(tmp_path):
-    from pipeline.config import PipelineConfig
+    from pipeline.pipeline_config import PipelineConfig
 
     frozen = FrozenHyperparameters(model=WINNER, provenance={"partial": False, "trials": 3})
     path = write_frozen(tmp_path / "hyperparameters.yaml", frozen)
@@ -68,7 +68,7 @@ def test_frozen_values_replace_the_configs_and_round_trip(tmp_path):
 @pytest.mark.parametrize(
     ("text", "named"),
     [
-        ("model: {hidden_unit: [8]}", "model.hidden_unit: not a ModelConfig field"),
+        ("model: {hidden_unit: [8]}", "model.hidden_unit: not a field of the model's settings"),
         ("model: {hidden_units: 8}", "model.hidden_units: must be a list of integers"),
         ("model: {learning_rate: fast}", "model.learning_rate: must be a number"),
         ("model: {embedding_dim: true}", "model.embedding_dim: must be int"),

@@ -105,22 +105,29 @@ class TrainerConfig:
         return {CUSTOM_CONFIG_KEY: json.dumps(dataclasses.asdict(self), sort_keys=True)}
 
     @classmethod
-    def from_custom_config(cls, custom_config: dict[str, Any] | None) -> TrainerConfig:
+    def from_custom_config(
+        cls, custom_config: dict[str, Any] | None, model_class: type[ModelConfig] = ModelConfig
+    ) -> TrainerConfig:
+        """`model_class`: the model settings' class, the fork's `Hyperparameters`
+        (trainer/fork/search_space_file.py), which may add fields to ModelConfig's."""
         if not custom_config or CUSTOM_CONFIG_KEY not in custom_config:
-            return cls()
-        return cls.from_dict(json.loads(custom_config[CUSTOM_CONFIG_KEY]))
+            return cls(model=model_class())
+        return cls.from_dict(json.loads(custom_config[CUSTOM_CONFIG_KEY]), model_class)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> TrainerConfig:
+    def from_dict(
+        cls, values: dict[str, Any], model_class: type[ModelConfig] = ModelConfig
+    ) -> TrainerConfig:
         values = dict(values)
         _reject_unknown("trainer config", values, cls)
         model = values.pop("model", {})
         runtime = values.pop("runtime", {})
-        _reject_unknown("model", model, ModelConfig)
+        _reject_unknown("model", model, model_class)
         _reject_unknown("runtime", runtime, RuntimeConfig)
         if runtime.get("profile_steps") is not None:
             runtime = {**runtime, "profile_steps": tuple(runtime["profile_steps"])}
-        return cls(model=ModelConfig(**model), runtime=RuntimeConfig(**runtime), **values)
+        model = {k: tuple(v) if isinstance(v, list) else v for k, v in model.items()}
+        return cls(model=model_class(**model), runtime=RuntimeConfig(**runtime), **values)
 
 
 def _check_choice(name: str, value: object, literal: object) -> None:

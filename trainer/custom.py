@@ -1,8 +1,9 @@
 """Custom feature code: the one place a fork adds TensorFlow of its own.
 
 Everything else the trainer does follows the dataset spec (`dataset.yaml`).
-Two hooks, both running inside the Transform graph (so serving applies them
-to raw requests exactly as training did):
+Three hooks, all running inside the Transform graph (so serving applies them
+to raw requests exactly as training did); the template reads them through
+trainer/fork/custom_file.py:
 
 * **Derived labels.** A spec whose label is computed rather than read names a
   function here: `label: {derive: big_tipper, columns: [tips, fare], ...}`.
@@ -13,6 +14,12 @@ to raw requests exactly as training did):
   raw columns: dense float32 tensors of shape [batch], fed to the model
   beside the spec's features. It returns none by default. Columns it reads must
   still be listed in the spec (as a feature, or under `ignore:`).
+* **Your own preprocessing of a spec feature.** `adjust_features` receives the
+  template's model inputs for the spec's features (`fare_xf`: the z-score of
+  `fare`) and the raw inputs; it returns them with any replaced or dropped.
+  A replacement keeps its kind's type: a float32 for numeric, an int64 below
+  the spec's category count for the others (the model's embedding sizes come
+  from the spec).
 
 Editing this file re-runs Transform and everything after it (the code
 fingerprint in the cache key covers it).
@@ -52,3 +59,17 @@ def extra_features(
     """
     del inputs  # None by default.
     return {}
+
+
+def adjust_features(
+    features: dict[str, tf.Tensor], inputs: Mapping[str, tf.Tensor | tf.SparseTensor]
+) -> dict[str, tf.Tensor]:
+    """The spec's model inputs (name_xf -> tensor) as the model gets them. For example, a
+    log-scaled fare instead of its z-score:
+
+        fare = tf.cast(fill_in_missing(inputs["fare"]), tf.float32)
+        features["fare_xf"] = tft.scale_to_z_score(tf.math.log1p(tf.maximum(fare, 0.0)))
+        return features
+    """
+    del inputs  # The template's preprocessing, unchanged, by default.
+    return features

@@ -19,7 +19,7 @@ import keras
 import tensorflow as tf
 
 from trainer.dataset_spec import GATE_METRICS, LabelSpec
-from trainer.model import loss_and_metrics
+from trainer.fork.model_file import loss_and_metrics
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from trainer.dataset_spec import SPEC_ASSET, DatasetSpec
 from trainer.json_signature import CONTRACT_ASSET, JSON_SIGNATURE, JsonInput, json_inputs
-from trainer.model import output_name
+from trainer.model_support import output_name
 from trainer.transform_graph import TransformGraph
 
 SERVING_SIGNATURE = "serving_default"

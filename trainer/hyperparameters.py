@@ -121,16 +121,21 @@ def _is(value: object, types: tuple[type, ...]) -> bool:
 
 
 def check_model_values(values: object) -> None:
-    """Each key a ModelConfig field, each value of that field's type, and a valid ModelConfig."""
+    """Each key a field of the model's settings (the fork's `Hyperparameters`, ModelConfig's
+    fields and its own), each value of that field's type, and valid settings."""
+    from trainer.fork.search_space_file import hyperparameters_class
+
+    settings = hyperparameters_class()
     if not isinstance(values, dict):
         raise HyperparametersError(
             f"model: must be a mapping of ModelConfig fields, got {values!r}"
         )
-    fields = {f.name: f for f in dataclasses.fields(ModelConfig)}
+    fields = {f.name: f for f in dataclasses.fields(settings)}
     for key, value in values.items():
         if key not in fields:
             raise HyperparametersError(
-                f"model.{key}: not a ModelConfig field; known: {', '.join(sorted(fields))}"
+                f"model.{key}: not a field of the model's settings (trainer/search_space.py "
+                f"Hyperparameters); known: {', '.join(sorted(fields))}"
             )
         default = fields[key].default
         if isinstance(default, tuple):
@@ -146,7 +151,7 @@ def check_model_values(values: object) -> None:
                 f"model.{key}: must be {type(default).__name__}, got {value!r}"
             )
     try:
-        dataclasses.replace(ModelConfig(), **values)
+        dataclasses.replace(settings(), **values)
     except ValueError as err:
         raise HyperparametersError(str(err)) from None
 

@@ -1,4 +1,10 @@
-"""The Keras 3 model: embeddings for categories, a small MLP, a float32 head per task.
+"""Your model (yours): the Keras 3 network, its loss and metrics, its optimizer.
+
+The template reads `build_model`, `loss_and_metrics` and `optimizer` from this file
+(trainer/fork/model_file.py) and does the rest: the inputs, the compile, the export.
+The model's settings (`config`) are trainer/search_space.py's `Hyperparameters`.
+
+The template's model: embeddings for categories, a small MLP, a float32 head per task.
 
 binary: one sigmoid probability; multiclass: a softmax over `label.classes`;
 regression: one value, predicted in standard units and rescaled to the
@@ -11,30 +17,7 @@ from __future__ import annotations
 import keras
 
 from trainer.config import ModelConfig
-from trainer.dataset_spec import GATE_METRICS, LABEL_KEY, LabelSpec
-
-# The serving signature's output: class probabilities, or the regression value.
-PROBABILITIES_OUTPUT = "probabilities"
-PREDICTION_OUTPUT = "prediction"
-
-
-def output_name(label: LabelSpec) -> str:
-    return PREDICTION_OUTPUT if label.task == "regression" else PROBABILITIES_OUTPUT
-
-
-def model_input_sizes(
-    spec_input_sizes: dict[str, int | None], transformed_feature_spec: dict
-) -> dict[str, int | None]:
-    """The spec's model inputs plus the extra dense features of `trainer/custom.py`.
-
-    Extra features are the Transform outputs the spec does not describe
-    (besides the label); they are dense floats by contract.
-    """
-    sizes = dict(spec_input_sizes)
-    for name in sorted(transformed_feature_spec):
-        if name != LABEL_KEY and name not in sizes:
-            sizes[name] = None
-    return sizes
+from trainer.dataset_spec import GATE_METRICS, LabelSpec
 
 
 def build_model(
@@ -123,46 +106,7 @@ def loss_and_metrics(label: LabelSpec) -> tuple[keras.losses.Loss, list[keras.me
     ]
 
 
-def compile_model(
-    model: keras.Model,
-    config: ModelConfig,
-    label: LabelSpec,
-    *,
-    precision: str,
-    jit_compile: bool,
-) -> None:
-    """Adam + the task's loss; float16 training gets dynamic loss scaling."""
-    optimizer: keras.optimizers.Optimizer = keras.optimizers.Adam(
-        learning_rate=config.learning_rate
-    )
-    if precision == "mixed_float16":
-        # float16 gradients underflow without it; bfloat16 has float32's range and needs none.
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-    loss, metrics = loss_and_metrics(label)
-    model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=jit_compile)
-
-
-def random_model_inputs(
-    input_sizes: dict[str, int | None], label: LabelSpec, num_examples: int, seed: int = 0
-):
-    """Random (inputs, labels) shaped like Transform's output, for smoke tests and benchmarks.
-
-    Values are in range for every input (ids below their category counts) and
-    labels are valid for the task, so the model trains on them; they carry no
-    signal.
-    """
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    inputs = {}
-    for name, size in input_sizes.items():
-        if size is None:
-            inputs[name] = rng.normal(size=num_examples).astype("float32")
-        else:
-            inputs[name] = rng.integers(0, size, size=num_examples).astype("int64")
-    if label.task == "regression":
-        mean, std = label.mean or 0.0, label.std or 1.0
-        labels = rng.normal(mean, std, size=num_examples).astype("float32")
-    else:
-        labels = rng.integers(0, label.num_classes, size=num_examples).astype("int64")
-    return inputs, labels
+def optimizer(config: ModelConfig) -> keras.optimizers.Optimizer:
+    """The optimizer the Trainer compiles with (under mixed float16 the template wraps it in
+    loss scaling)."""
+    return keras.optimizers.Adam(learning_rate=config.learning_rate)

@@ -14,7 +14,6 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer import custom
 from trainer.dataset_spec import (
     LABEL_KEY,
     DatasetSpec,
@@ -22,6 +21,7 @@ from trainer.dataset_spec import (
     LabelSpec,
     transformed_name,
 )
+from trainer.fork import custom_file
 
 # tf.Transform traces `preprocessing_fn` as one TF1-style graph instead of as
 # tf.functions, which made the Transform step markedly faster on the taxi sample
@@ -122,11 +122,7 @@ def class_index(values: tf.Tensor, classes: tuple[str, ...]) -> tf.Tensor:
 def label_tensor(label: LabelSpec, inputs: Mapping[str, tf.Tensor | tf.SparseTensor]) -> tf.Tensor:
     """The label as the model trains on it: class index (int64) or value (float32)."""
     if label.derive:
-        derive_label = getattr(custom, label.derive, None)
-        if not callable(derive_label):
-            raise DatasetSpecError(
-                f"label.derive: trainer/custom.py has no function {label.derive!r}"
-            )
+        derive_label = custom_file.derived_label(label.derive)
         # A derived classification label is already a class index.
         value = derive_label({c: fill_in_missing(inputs[c]) for c in label.columns})
     else:
@@ -185,7 +181,9 @@ def transform_features(
             # Out-of-range ids are clipped instead of crashing the embedding lookup.
             outputs[key] = tf.clip_by_value(value, 0, feature.setting("num_values") - 1)
 
-    for name, value in custom.extra_features(inputs).items():
+    # The fork's own preprocessing of the spec's features (trainer/custom.py).
+    outputs = custom_file.adjust_features(outputs, inputs)
+    for name, value in custom_file.extra_features(inputs).items():
         if name.endswith("_xf") or name in outputs:
             raise DatasetSpecError(
                 f"trainer/custom.py extra_features: {name!r} clashes with the spec's "

@@ -18,7 +18,9 @@ from trainer.custom_loop import fit_with_custom_loop
 from trainer.data import distributed_dataset
 from trainer.dataset_spec import LABEL_KEY, DatasetSpec
 from trainer.export import export_serving_model
-from trainer.model import build_model, compile_model, model_input_sizes
+from trainer.fork.model_file import build_model
+from trainer.fork.search_space_file import hyperparameters_class
+from trainer.model_support import compile_model, model_input_sizes
 from trainer.runtime import Runtime, resolve_runtime
 from trainer.transform_graph import TransformGraph
 
@@ -243,7 +245,7 @@ def train_and_export(
 def run_fn(fn_args: FnArgs) -> None:
     """Called by the TFX Trainer. Reads `fn_args`, trains and exports."""
     train_and_export(
-        config=TrainerConfig.from_custom_config(fn_args.custom_config),
+        config=TrainerConfig.from_custom_config(fn_args.custom_config, hyperparameters_class()),
         spec=DatasetSpec.from_custom_config(fn_args.custom_config),
         train_files=fn_args.train_files,
         eval_files=fn_args.eval_files,

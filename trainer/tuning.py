@@ -1,6 +1,6 @@
 """The search: KerasTuner trials of the search space, on the Trainer's own inputs and model.
 
-Each trial builds `trainer/search_space.py`'s `ModelConfig` with the
+Each trial builds `trainer/search_space.py`'s `Hyperparameters` with the
 Trainer's code (`compiled_model`), fits it for a fixed number of steps on
 the train split and scores it on the eval split (`val_loss`: the quantity
 training minimises; the gate metric ties too often after a few steps to rank
@@ -37,9 +37,9 @@ import keras_tuner
 
 from trainer.config import ModelConfig, TrainerConfig
 from trainer.dataset_spec import GATE_METRICS, DatasetSpec
+from trainer.fork.search_space_file import hyperparameters_class, search_space
 from trainer.run import InputFiles, TrainingInputs, compiled_model, training_inputs
 from trainer.runtime import resolve_runtime
-from trainer.search_space import search_space
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def search(
     spec: DatasetSpec,
     files: InputFiles,
     settings: SearchSettings,
-    space: Callable[..., ModelConfig] = search_space,
+    space: Callable[..., ModelConfig] | None = None,
     parallel: int = 1,
     **serving: Any,
 ) -> SearchResult:
@@ -139,6 +139,7 @@ def search(
     the trials (`serve_workers`, which takes `serving`: by default processes
     on 127.0.0.1; the Kubeflow tuning step's are pods).
     """
+    space = space or search_space()  # the fork's (trainer/search_space.py)
     tuner, ran, gate_metric = _tuner(config, spec, files, settings, space)
     tuner.oracle.resume()
     trials = tuner.oracle.trials.values()
@@ -482,11 +483,11 @@ def worker_main(job_file: str) -> int:
     with tf.io.gfile.GFile(job_file) as f:
         job = json.loads(f.read())
     tuner, _, _ = _tuner(
-        TrainerConfig.from_custom_config(job["config"]),
+        TrainerConfig.from_custom_config(job["config"], hyperparameters_class()),
         DatasetSpec.from_custom_config(job["spec"]),
         InputFiles(**job["files"]),
         SearchSettings(**job["settings"]),
-        search_space,
+        search_space(),
     )
     return 0 if _search(tuner) else EXIT_DEADLINE
 

@@ -53,24 +53,24 @@ def Tune(
     from pipeline.local.tune import search_provenance, trial_table
     from trainer.config import TrainerConfig
     from trainer.dataset_spec import DatasetSpec
+    from trainer.fork.search_space_file import hyperparameters_class, search_space
     from trainer.hyperparameters import (
         HYPERPARAMETERS_FILE_NAME,
         FrozenHyperparameters,
         frozen_text,
     )
     from trainer.run import InputFiles
-    from trainer.search_space import search_space
     from trainer.tuning import SearchSettings, search
 
     spec = TuningSpec.from_json(tuning)
     custom_config = json.loads(trainer_config)
-    config = TrainerConfig.from_custom_config(custom_config)
+    config = TrainerConfig.from_custom_config(custom_config, hyperparameters_class())
     dataset = DatasetSpec.from_custom_config(custom_config)
     properties = {
         key: examples.get_custom_property(key) for key in examples.mlmd_artifact.custom_properties
     }
     fingerprint = str(properties.get("input_fingerprint") or examples.uri)
-    directory = search_directory(spec.search_root, fingerprint, code_fingerprint(search_space))
+    directory = search_directory(spec.search_root, fingerprint, code_fingerprint(search_space()))
     logging.info("Search directory: %s", directory)
     cluster = PodCluster.from_environment()
     namespace = spec.namespace or cluster.default_namespace

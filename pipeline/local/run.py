@@ -38,9 +38,9 @@ if TYPE_CHECKING:
     from tfx.orchestration.pipeline import Pipeline
 
     from components.report.contents import RunReport
-    from pipeline.config import PipelineConfig
     from pipeline.inputs import DataRoot
     from pipeline.local.node_process import NodeProcess
+    from pipeline.pipeline_config import PipelineConfig
     from trainer.dataset_spec import DatasetSpec
     from trainer.hyperparameters import FrozenHyperparameters
 
@@ -79,7 +79,7 @@ class LocalRunOptions:
     warm: bool = False
 
     def __post_init__(self) -> None:
-        # The config checks its own fields (pipeline/config.py).
+        # The config checks its own fields (pipeline/pipeline_config.py).
         if self.beam_mode not in BEAM_MODES:
             raise ValueError(f"beam_mode: must be one of {BEAM_MODES}, got {self.beam_mode!r}")
         if not isinstance(self.output_dir, Path):

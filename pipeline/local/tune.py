@@ -212,14 +212,14 @@ def search_provenance(
     import tfx
 
     from pipeline.fingerprint import code_fingerprint
-    from trainer.search_space import search_space
+    from trainer.fork.search_space_file import search_space
 
     best = result.best
     if best is None or best.score is None:
         raise ValueError("provenance: the search has no completed trial")
     spans = str(properties.get("spans") or properties.get("span", 0))
     return {
-        "search_space_digest": code_fingerprint(search_space),
+        "search_space_digest": code_fingerprint(search_space()),
         "hyperparameters": dict(best.hyperparameters),
         "objective": result.objective,
         "direction": result.direction,

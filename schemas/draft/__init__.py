@@ -105,8 +105,12 @@ def draft(
             data_root, data_input.pattern, data_input.spans, ignore=tuple(ignore)
         )
     except InputDataError as err:
-        hint = " (here: pass --ignore COLUMN)" if "under `ignore:`" in str(err) else ""
-        raise DraftError(f"{err}{hint}") from None
+        # A line that names the draft's own flag (`(the draft: --ignore seen_at)`) says it
+        # already; a line that names only the spec's `ignore:` gets the flag beside it.
+        message = str(err)
+        named = "under `ignore:`" in message and "(the draft: --ignore" not in message
+        hint = " (here: pass --ignore COLUMN)" if named else ""
+        raise DraftError(f"{message}{hint}") from None
     skipped = data.parquet.skipped if data.parquet is not None else ()
     # Every column of the files, the ones never read (ignored) included.
     every_column = [*data.header, *(data.parquet.not_read if data.parquet is not None else ())]

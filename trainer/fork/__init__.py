@@ -1,0 +1,122 @@
+"""The fork's interface: the one place the template's machinery reads the fork's files.
+
+A fork owns the files copier.yml lists under `_skip_if_exists`: `copier update`
+never touches them, so a fork made years ago still has its own copy. The
+machinery therefore takes from them only the names declared here (`DECLARED`),
+and only through this package, one module per file (`model_file`,
+`custom_file`, `search_space_file`, `config_file`). Everything else a fork file
+used to hold (the serving output names, the model's inputs, its compile,
+`PipelineConfig`) is the template's, in trainer/model_support.py and
+pipeline/pipeline_config.py, and reaches forks with every update.
+
+A hook marked optional has the template's default, so a fork made before the
+hook existed runs unchanged; a required name a fork file lacks stops the run
+with one line naming the file, the name and what it must be.
+
+Held by import-linter's contract "Only the fork's interface imports the fork's
+files" (pyproject.toml) and tests/test_fork_boundary.py. The modules here import
+their fork file inside each function: the code fingerprint (pipeline/
+fingerprint.py) follows those imports, so a step's cache key covers just the
+fork files it reads, and importing this package imports none of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+# The fork's Python files: module -> path. Its other files are kubeflow/pipeline.yaml
+# and the dataset directory (schemas/<dataset>/dataset.yaml, schema.pbtxt), read as data.
+FORK_FILES = {
+    "trainer.model": "trainer/model.py",
+    "trainer.custom": "trainer/custom.py",
+    "trainer.search_space": "trainer/search_space.py",
+    "pipeline.config": "pipeline/config.py",
+}
+
+
+@dataclass(frozen=True)
+class Hook:
+    """One name the machinery takes from a fork file: what it must be, and whether a fork
+    may leave it out (then the template's default is used)."""
+
+    what: str
+    optional: bool = False
+
+
+DECLARED: dict[str, dict[str, Hook]] = {
+    "trainer.model": {
+        "build_model": Hook(
+            "build_model(config, label, input_sizes, *, dtype_policy) -> keras.Model"
+        ),
+        "loss_and_metrics": Hook("loss_and_metrics(label) -> (loss, [gate metric, ...])"),
+        "optimizer": Hook("optimizer(config) -> keras.optimizers.Optimizer", optional=True),
+    },
+    "trainer.custom": {
+        "extra_features": Hook("extra_features(inputs) -> {name: float32 tensor [batch]}"),
+        "adjust_features": Hook(
+            "adjust_features(features, inputs) -> {name_xf: tensor}", optional=True
+        ),
+        # Plus the function a spec's `label.derive` names (custom_file.derived_label).
+    },
+    "trainer.search_space": {
+        "search_space": Hook("search_space(hp) -> Hyperparameters"),
+        "Hyperparameters": Hook(
+            "a frozen dataclass extending trainer.config.ModelConfig", optional=True
+        ),
+    },
+    "pipeline.config": {
+        "VARIANTS": Hook("VARIANTS: {name: function returning a PipelineConfig}"),
+        "extra_steps": Hook("extra_steps(dag) -> [TFX component, ...]", optional=True),
+    },
+}
+# A spec's `label.derive` names a function of trainer/custom.py: any name, read only there.
+# Names that fork files made before this interface hold and the template no longer reads
+# (they are the template's now, in trainer/model_support.py and pipeline/pipeline_config.py):
+# looked for only to tell such a fork what to move (CHANGELOG.md, "Migrating a fork").
+RETIRED: dict[str, tuple[str, ...]] = {
+    "trainer.model": (
+        "compile_model",
+        "output_name",
+        "model_input_sizes",
+        "random_model_inputs",
+        "PROBABILITIES_OUTPUT",
+        "PREDICTION_OUTPUT",
+    ),
+    "pipeline.config": ("PipelineConfig", "variant"),
+}
+
+_MISSING: Any = object()
+
+
+class ForkInterfaceError(ValueError):
+    """A fork file lacks a name the machinery needs, or holds one of the wrong kind."""
+
+
+def take(module: ModuleType, name: str, default: Any = _MISSING) -> Any:
+    """`name` from the fork file `module`, which DECLARED must list; the template's `default`
+    for an optional hook the file does not define."""
+    hooks = DECLARED[module.__name__]
+    if name not in hooks:
+        raise KeyError(f"{name!r} is not declared for {module.__name__} (trainer/fork DECLARED)")
+    hook = hooks[name]
+    value = getattr(module, name, _MISSING)
+    if value is not _MISSING:
+        return value
+    if hook.optional and default is not _MISSING:
+        return default
+    raise ForkInterfaceError(
+        f"{FORK_FILES[module.__name__]} defines no {name}: the template needs {hook.what} "
+        '(docs/forks-and-updates.md, "What the template reads from your files")'
+    )
+
+
+def take_callable(module: ModuleType, name: str, default: Any = _MISSING) -> Any:
+    value = take(module, name, default)
+    if not callable(value):
+        raise ForkInterfaceError(
+            f"{FORK_FILES[module.__name__]}: {name} is a {type(value).__name__}, not a "
+            f"function; the template needs {DECLARED[module.__name__][name].what}"
+        )
+    return value
