@@ -128,8 +128,10 @@ def options_from_args(args: argparse.Namespace, *, warm: bool = False) -> LocalR
     from pipeline.local.run import LocalRunOptions
     from pipeline.object_store import uri_scheme
     from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir
+    from trainer.fork import check_fork_files
     from trainer.fork.config_file import variant
 
+    check_fork_files()  # a fork file that cannot run stops here, not minutes in
     config = variant(args.config)
     config = config.replace(
         train_steps=args.train_steps or config.train_steps,

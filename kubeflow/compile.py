@@ -193,11 +193,12 @@ def build_tfx_pipeline(settings: KubeflowSettings):
     from kubeflow.pipeline_steps import KubeflowSteps
     from pipeline.pipeline import create_pipeline
     from schemas import load_schema_dir
+    from trainer.fork import check_fork_files
     from trainer.fork.config_file import variant
     from trainer.hyperparameters import frozen_json
 
     check_beam_options(settings)
-
+    check_fork_files()  # before a package that could not run is written
     config = variant(settings.config_variant)
     check_training(
         settings.training,

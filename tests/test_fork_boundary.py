@@ -431,3 +431,67 @@ def test_a_fork_step_with_a_templates_id_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(config, "extra_steps", extra_steps)
     with pytest.raises(ValueError, match="extra_steps: step id 'Pusher' is taken"):
         build(tmp_path)
+
+
+# --- the check before a run starts ----------------------------------------------
+
+OLD_MODEL_FILE = """
+import keras
+
+def build_model(config, label, input_sizes, *, dtype_policy="float32"):
+    ...
+
+def loss_and_metrics(label):
+    ...
+
+def compile_model(model, config, label, *, precision, jit_compile):
+    model.compile(optimizer=keras.optimizers.SGD(0.1))
+"""
+
+
+def fork_copy(tmp_path: Path) -> Path:
+    for relative in FORK_FILES.values():
+        target = tmp_path / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text((REPO_ROOT / relative).read_text())
+    return tmp_path
+
+
+def test_the_templates_fork_files_pass_the_check_before_a_run():
+    from trainer.fork import check_fork_files
+
+    check_fork_files()
+    check_fork_files(REPO_ROOT)
+
+
+@pytest.mark.parametrize(
+    ("relative", "text", "message"),
+    [
+        ("trainer/model.py", OLD_MODEL_FILE, "trainer/model.py defines compile_model, which"),
+        (
+            "trainer/model.py",
+            "def build_model(config, label, input_sizes, *, dtype_policy): ...\n",
+            "trainer/model.py defines no loss_and_metrics: the template needs",
+        ),
+        ("trainer/custom.py", "def extra_features(inputs)\n", "trainer/custom.py, line 1: "),
+        ("pipeline/config.py", "VARIANT = {}\n", "pipeline/config.py defines no VARIANTS"),
+        ("trainer/search_space.py", None, "trainer/search_space.py is missing"),
+    ],
+)
+def test_a_fork_file_that_cannot_run_is_refused_before_the_run_in_one_line(
+    tmp_path, relative, text, message
+):
+    from trainer.fork import ForkInterfaceError, check_fork_files
+
+    root = fork_copy(tmp_path)
+    if text is None:
+        (root / relative).unlink()
+    else:
+        (root / relative).write_text(text)
+    with pytest.raises(ForkInterfaceError) as raised:
+        check_fork_files(root)
+    assert str(raised.value).startswith(message) and "\n" not in str(raised.value)
+    # The same file with the migration done passes: an optimizer beside compile_model.
+    if text is OLD_MODEL_FILE:
+        (root / relative).write_text(text + "\ndef optimizer(config):\n    ...\n")
+        check_fork_files(root)

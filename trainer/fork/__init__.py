@@ -22,7 +22,10 @@ fork files it reads, and importing this package imports none of them.
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -120,3 +123,61 @@ def take_callable(module: ModuleType, name: str, default: Any = _MISSING) -> Any
             f"function; the template needs {DECLARED[module.__name__][name].what}"
         )
     return value
+
+
+def retired_compile_model() -> str:
+    """What a model file from before the interface is told: its compile_model is not called."""
+    return (
+        f"{FORK_FILES['trainer.model']} defines compile_model, which the template no longer "
+        "calls: move the optimizer it builds into `def optimizer(config)` and delete "
+        "compile_model, output_name, model_input_sizes and random_model_inputs "
+        '(CHANGELOG.md, "Migrating a fork")'
+    )
+
+
+def _defined_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def check_fork_files(root: Path | None = None) -> None:
+    """Before a run starts (the runners, the Kubeflow compile): each fork file parses and
+    defines every required name, and a model file from before the interface is told what to
+    move, in one line (ForkInterfaceError), instead of a step failing minutes in. Reads the
+    files' source only: nothing is imported, so TensorFlow is not loaded for it. `root`: the
+    project the files are in (default: where Python finds them)."""
+    for module, hooks in DECLARED.items():
+        if root is None:
+            spec = importlib.util.find_spec(module)
+            path = Path(spec.origin) if spec is not None and spec.origin else None
+        else:
+            path = root / FORK_FILES[module]
+        if path is None or not path.is_file():
+            raise ForkInterfaceError(
+                f"{FORK_FILES[module]} is missing: the template reads "
+                f"{', '.join(hooks)} from it (docs/forks-and-updates.md)"
+            )
+        try:
+            tree = ast.parse(path.read_text(), str(path))
+        except SyntaxError as err:
+            raise ForkInterfaceError(
+                f"{FORK_FILES[module]}, line {err.lineno}: {err.msg}"
+            ) from None
+        defined = _defined_names(tree)
+        for name, hook in hooks.items():
+            if not hook.optional and name not in defined:
+                raise ForkInterfaceError(
+                    f"{FORK_FILES[module]} defines no {name}: the template needs {hook.what} "
+                    '(docs/forks-and-updates.md, "What the template reads from your files")'
+                )
+        if module == "trainer.model" and "compile_model" in defined and "optimizer" not in defined:
+            raise ForkInterfaceError(retired_compile_model())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from trainer.fork import FORK_FILES, ForkInterfaceError, take_callable
+from trainer.fork import ForkInterfaceError, retired_compile_model, take_callable
 
 if TYPE_CHECKING:
     import keras
@@ -46,10 +46,5 @@ def optimizer(config: ModelConfig) -> keras.optimizers.Optimizer:
     if not hasattr(model, "optimizer") and hasattr(model, "compile_model"):
         # A model file from before the interface compiled the model itself; an optimizer
         # edited there would be dropped without a word, so the run stops and says so.
-        raise ForkInterfaceError(
-            f"{FORK_FILES['trainer.model']} defines compile_model, which the template no "
-            "longer calls: move the optimizer it builds into `def optimizer(config)` and "
-            "delete compile_model, output_name, model_input_sizes and random_model_inputs "
-            '(CHANGELOG.md, "Migrating a fork")'
-        )
+        raise ForkInterfaceError(retired_compile_model())
     return take_callable(model, "optimizer", template_optimizer)(config)
