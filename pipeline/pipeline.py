@@ -56,6 +56,7 @@ from trainer.model_support import output_name
 from trainer.preprocessing import FORCE_TF_COMPAT_V1, preprocessing_fn
 from trainer.run import EXAMPLES_KEY as TRAINER_EXAMPLES_KEY
 from trainer.run import run_fn
+from trainer.task_metrics import TASK_METRICS
 
 
 def function_path(fn: Callable) -> str:
@@ -110,31 +111,22 @@ def task_metrics(dataset: DatasetSpec) -> tuple[list[tfma.MetricConfig], list[tf
         )
     ]
 
-    def gated(class_name: str) -> tfma.MetricConfig:
-        """A Keras metric under the gate metric's name, carrying the threshold."""
-        return tfma.MetricConfig(
-            class_name=class_name,
-            config=json.dumps({"name": dataset.evaluation.metric}),
-            per_slice_thresholds=threshold,
-        )
+    table = TASK_METRICS[dataset.task]
 
-    if dataset.task == "binary":
-        return [tfma.MetricConfig(class_name="BinaryAccuracy", per_slice_thresholds=threshold)], []
-    if dataset.task == "multiclass":
-        per_class = tfma.MetricsSpec(
-            metrics=[
-                tfma.MetricConfig(class_name="Precision"),
-                tfma.MetricConfig(class_name="Recall"),
-            ],
-            binarize=tfma.BinarizationOptions(
-                class_ids={"values": list(range(dataset.label.num_classes))}
-            ),
-        )
-        return [
-            gated("SparseCategoricalAccuracy"),
-            tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot"),
-        ], [per_class]
-    return [gated("RootMeanSquaredError"), tfma.MetricConfig(class_name="MeanAbsoluteError")], []
+    # The gate metric's class carries the threshold; a Keras metric computed by TFMA is
+    # named after the spec's metric, TFMA's own keeps its name.
+    named = {"config": json.dumps({"name": dataset.evaluation.metric})} if table.keras_gate else {}
+    gate = tfma.MetricConfig(class_name=table.gate_class, per_slice_thresholds=threshold, **named)
+    metrics = [gate, *(tfma.MetricConfig(class_name=c) for c in table.also)]
+    if not table.per_class:
+        return metrics, []
+    per_class = tfma.MetricsSpec(
+        metrics=[tfma.MetricConfig(class_name=c) for c in table.per_class],
+        binarize=tfma.BinarizationOptions(
+            class_ids={"values": list(range(dataset.label.num_classes))}
+        ),
+    )
+    return metrics, [per_class]
 
 
 def build_eval_config(dataset: DatasetSpec) -> tfma.EvalConfig:

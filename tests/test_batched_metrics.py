@@ -408,3 +408,14 @@ def test_the_eval_split_is_read_in_batches_of_up_to_8192_rows_while_do_builds_it
         # Bytes, each record counted as at least 2,560: at most 8,192 rows a batch.
         assert inside["element_size_fn"](b"x") * 8192 == inside["max_batch_size"]
     assert batch_util.GetBatchElementsKwargs(None)["max_batch_size"] == 1000
+
+
+def test_every_metric_class_of_the_task_table_is_computed_on_whole_batches():
+    """trainer/task_metrics.py names each task's metrics once; the Evaluator's batched
+    metrics compute every class it names, so no task falls back to TFMA's per-example path."""
+    from components.batched_metrics import KINDS
+    from trainer.dataset_spec import GATE_METRICS
+    from trainer.task_metrics import TASK_METRICS
+
+    assert {c for m in TASK_METRICS.values() for c in m.classes} <= set(KINDS)
+    assert GATE_METRICS == {t: (m.gate, m.higher_is_better) for t, m in TASK_METRICS.items()}

@@ -47,6 +47,7 @@ from trainer.fields import (
     reference_rows,
     without_defaults,
 )
+from trainer.task_metrics import TASK_METRICS
 
 # The dataset spec travels with the model (trainer/export.py writes it): class names in
 # probability order. Here, so that a step reads it without importing TensorFlow.
@@ -63,11 +64,9 @@ PIPELINE_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,127}")
 Task = Literal["binary", "multiclass", "regression"]
 FeatureKind = Literal["numeric", "bucketized", "categorical", "hashed", "id"]
 
-# The metric each task is gated on, and whether higher is better.
+# The metric each task is gated on, and whether higher is better (trainer/task_metrics.py).
 GATE_METRICS: dict[str, tuple[str, bool]] = {
-    "binary": ("binary_accuracy", True),
-    "multiclass": ("accuracy", True),
-    "regression": ("root_mean_squared_error", False),
+    task: (metrics.gate, metrics.higher_is_better) for task, metrics in TASK_METRICS.items()
 }
 # Which raw value types each feature kind can encode.
 # Numbers written with a missing-value marker ("NA") are strings to CSV type
