@@ -418,4 +418,4 @@ def test_every_metric_class_of_the_task_table_is_computed_on_whole_batches():
     from trainer.task_metrics import TASK_METRICS
 
     assert {c for m in TASK_METRICS.values() for c in m.classes} <= set(KINDS)
-    assert GATE_METRICS == {t: (m.gate, m.higher_is_better) for t, m in TASK_METRICS.items()}
+    assert {t: (m.gate, m.higher_is_better) for t, m in TASK_METRICS.items()} == GATE_METRICS

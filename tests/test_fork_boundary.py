@@ -495,3 +495,30 @@ def test_a_fork_file_that_cannot_run_is_refused_before_the_run_in_one_line(
     if text is OLD_MODEL_FILE:
         (root / relative).write_text(text + "\ndef optimizer(config):\n    ...\n")
         check_fork_files(root)
+
+
+@pytest.mark.slow  # real tf.Transform, in this process
+def test_adjust_features_reaches_the_transform_graph_serving_replays(tmp_path, monkeypatch):
+    """trainer/custom.py's `adjust_features`, as a fork writes it: `fare_xf` replaced by a
+    log-scaled fare and `company_xf` dropped, in the analysis and in the written graph that
+    serving runs (tests/conftest.py `analyze_and_transform` returns the graph's rows)."""
+    import math
+
+    import tensorflow as tf
+
+    from tests.conftest import analyze_and_transform, load_schema
+    from tests.test_preprocessing import ROWS
+    from trainer import custom
+    from trainer.preprocessing import fill_in_missing
+
+    def adjust_features(features, inputs):
+        features["fare_xf"] = tf.math.log1p(tf.cast(fill_in_missing(inputs["fare"]), tf.float32))
+        del features["company_xf"]
+        return features
+
+    monkeypatch.setattr(custom, "adjust_features", adjust_features)
+    output, rows = analyze_and_transform(ROWS, load_schema(), tmp_path)
+    assert "company_xf" not in rows and "company_xf" not in output.transformed_feature_spec()
+    fares = [float(row["fare"]) for row in ROWS]
+    got = [float(v) for v in rows["fare_xf"].numpy()]
+    assert got == pytest.approx([math.log1p(f) for f in fares], rel=1e-6)

@@ -87,6 +87,12 @@ def test_extra_custom_features_become_dense_inputs():
     sizes = model_input_sizes(TAXI.model_input_sizes(), transformed)
     assert sizes["speed"] is None and LABEL_KEY not in sizes
     assert sizes.items() >= TAXI.model_input_sizes().items()
+    # A spec input the fork's adjust_features dropped (trainer/custom.py) is no input.
+    dropped = next(iter(TAXI.model_input_sizes()))
+    without = model_input_sizes(TAXI.model_input_sizes(), {**transformed, dropped: None})
+    del transformed[dropped]
+    assert dropped not in model_input_sizes(TAXI.model_input_sizes(), transformed)
+    assert dropped in without
 
 
 def test_extra_keys_in_the_feature_dict_are_ignored():

@@ -40,12 +40,14 @@ def output_name(label: LabelSpec) -> str:
 def model_input_sizes(
     spec_input_sizes: dict[str, int | None], transformed_feature_spec: dict
 ) -> dict[str, int | None]:
-    """The spec's model inputs plus the extra dense features of `trainer/custom.py`.
+    """The spec's model inputs Transform wrote, plus the extra dense features of
+    `trainer/custom.py`.
 
     Extra features are the Transform outputs the spec does not describe
-    (besides the label); they are dense floats by contract.
+    (besides the label); they are dense floats by contract. A spec input Transform
+    did not write is one the fork's `adjust_features` dropped: not an input.
     """
-    sizes = dict(spec_input_sizes)
+    sizes = {n: s for n, s in spec_input_sizes.items() if n in transformed_feature_spec}
     for name in sorted(transformed_feature_spec):
         if name != LABEL_KEY and name not in sizes:
             sizes[name] = None
