@@ -506,8 +506,7 @@ def test_adjust_features_reaches_the_transform_graph_serving_replays(tmp_path, m
 
     import tensorflow as tf
 
-    from tests.conftest import analyze_and_transform, load_schema
-    from tests.test_preprocessing import ROWS
+    from tests.conftest import analyze_and_transform, load_schema, read_taxi_rows
     from trainer import custom
     from trainer.preprocessing import fill_in_missing
 
@@ -517,8 +516,9 @@ def test_adjust_features_reaches_the_transform_graph_serving_replays(tmp_path, m
         return features
 
     monkeypatch.setattr(custom, "adjust_features", adjust_features)
-    output, rows = analyze_and_transform(ROWS, load_schema(), tmp_path)
+    _, raw = read_taxi_rows(limit=8)
+    output, rows = analyze_and_transform(raw, load_schema(), tmp_path)
     assert "company_xf" not in rows and "company_xf" not in output.transformed_feature_spec()
-    fares = [float(row["fare"]) for row in ROWS]
+    fares = [float(row["fare"] or 0) for row in raw]
     got = [float(v) for v in rows["fare_xf"].numpy()]
     assert got == pytest.approx([math.log1p(f) for f in fares], rel=1e-6)
