@@ -488,7 +488,7 @@ def test_a_fork_file_that_cannot_run_is_refused_before_the_run_in_one_line(
         (root / relative).unlink()
     else:
         (root / relative).write_text(text)
-    with pytest.raises(ForkInterfaceError) as raised:
+    with pytest.raises(SyntaxError if ", line " in message else ForkInterfaceError) as raised:
         check_fork_files(root)
     assert str(raised.value).startswith(message) and "\n" not in str(raised.value)
     # The same file with the migration done passes: an optimizer beside compile_model.

@@ -169,9 +169,8 @@ def check_fork_files(root: Path | None = None) -> None:
         try:
             tree = ast.parse(path.read_text(), str(path))
         except SyntaxError as err:
-            raise ForkInterfaceError(
-                f"{FORK_FILES[module]}, line {err.lineno}: {err.msg}"
-            ) from None
+            # Still a SyntaxError (what --watch and a user look for), in one line.
+            raise SyntaxError(f"{FORK_FILES[module]}, line {err.lineno}: {err.msg}") from None
         defined = _defined_names(tree)
         for name, hook in hooks.items():
             if not hook.optional and name not in defined:
