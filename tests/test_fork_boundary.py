@@ -116,10 +116,9 @@ def names_taken(source: str, fork_module: str) -> set[str]:
     return taken
 
 
-def undeclared_definitions(source: str, declared: set[str], spec_names: set[str]) -> set[str]:
-    """Public top-level names a fork file defines that neither the file itself uses, nor the
-    interface declares, nor a spec names (`label.derive`): the machinery's, left there."""
-    tree = ast.parse(source)
+def defined_names(tree: ast.Module) -> set[str]:
+    """The top-level names a file defines itself (functions, classes, assignments; what it
+    imports is not its own)."""
     defined = set()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.ClassDef):
@@ -128,6 +127,14 @@ def undeclared_definitions(source: str, declared: set[str], spec_names: set[str]
             defined |= {t.id for t in node.targets if isinstance(t, ast.Name)}
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             defined.add(node.target.id)
+    return defined
+
+
+def undeclared_definitions(source: str, declared: set[str], spec_names: set[str]) -> set[str]:
+    """Public top-level names a fork file defines that neither the file itself uses, nor the
+    interface declares, nor a spec names (`label.derive`): the machinery's, left there."""
+    tree = ast.parse(source)
+    defined = defined_names(tree)
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     return {
         name
@@ -181,9 +188,7 @@ def test_each_fork_file_holds_only_what_a_fork_writes(module):
     source = (REPO_ROOT / FORK_FILES[module]).read_text()
     assert undeclared_definitions(source, set(DECLARED[module]), spec_derived_labels()) == set()
     # The template's own fork files show every hook, and none of the retired names.
-    tree = ast.parse(source)
-    top = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
-    top |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets}
+    top = defined_names(ast.parse(source))
     assert set(DECLARED[module]) <= top
     assert not top & set(RETIRED.get(module, ()))
 

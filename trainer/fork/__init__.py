@@ -74,7 +74,6 @@ DECLARED: dict[str, dict[str, Hook]] = {
         "extra_steps": Hook("extra_steps(dag) -> [TFX component, ...]", optional=True),
     },
 }
-# A spec's `label.derive` names a function of trainer/custom.py: any name, read only there.
 # Names that fork files made before this interface hold and the template no longer reads
 # (they are the template's now, in trainer/model_support.py and pipeline/pipeline_config.py):
 # looked for only to tell such a fork what to move (CHANGELOG.md, "Migrating a fork").
@@ -109,8 +108,13 @@ def take(module: ModuleType, name: str, default: Any = _MISSING) -> Any:
         return value
     if hook.optional and default is not _MISSING:
         return default
-    raise ForkInterfaceError(
-        f"{FORK_FILES[module.__name__]} defines no {name}: the template needs {hook.what} "
+    raise _missing_name(module.__name__, name)
+
+
+def _missing_name(module: str, name: str) -> ForkInterfaceError:
+    """The one line for a required name a fork file does not define (at run time or before)."""
+    return ForkInterfaceError(
+        f"{FORK_FILES[module]} defines no {name}: the template needs {DECLARED[module][name].what} "
         '(docs/forks-and-updates.md, "What the template reads from your files")'
     )
 
@@ -174,9 +178,6 @@ def check_fork_files(root: Path | None = None) -> None:
         defined = _defined_names(tree)
         for name, hook in hooks.items():
             if not hook.optional and name not in defined:
-                raise ForkInterfaceError(
-                    f"{FORK_FILES[module]} defines no {name}: the template needs {hook.what} "
-                    '(docs/forks-and-updates.md, "What the template reads from your files")'
-                )
+                raise _missing_name(module, name)
         if module == "trainer.model" and "compile_model" in defined and "optimizer" not in defined:
             raise ForkInterfaceError(retired_compile_model())
