@@ -122,36 +122,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def options_from_args(args: argparse.Namespace, *, warm: bool = False) -> LocalRunOptions:
-    """The run the flags ask for: the dataset directory loaded and checked, the
-    configuration variant with the flags' overrides, the data root resolved.
+    """The run the flags ask for (pipeline.local.run.resolve_options does the resolving).
     `warm`: this process was forked by `--watch` (LocalRunOptions.warm)."""
-    from pipeline.local.run import LocalRunOptions
-    from pipeline.object_store import uri_scheme
+    from pipeline.local.run import resolve_options
     from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir
-    from trainer.fork import check_fork_files
-    from trainer.fork.config_file import variant
 
-    check_fork_files()  # a fork file that cannot run stops here, not minutes in
-    config = variant(args.config)
-    config = config.replace(
-        train_steps=args.train_steps or config.train_steps,
-        eval_steps=args.eval_steps or config.eval_steps,
-        enable_cache=config.enable_cache and not args.no_cache,
-    )
     schema_dir = load_schema_dir(args.schema_dir or DEFAULT_SCHEMA_DIR)
-    # The tuner's frozen winner, where SCHEMA_DIR has one (tune_runner.py).
-    hyperparameters = schema_dir.hyperparameters
-    config = config.with_hyperparameters(hyperparameters)
-    data_root = args.data_root
-    return LocalRunOptions(
+    return resolve_options(
+        config_variant=args.config,
+        data_root=args.data_root,
+        # The tuner's frozen winner, where SCHEMA_DIR has one (tune_runner.py).
+        hyperparameters=schema_dir.hyperparameters,
         dataset=schema_dir.spec,
         schema_file=schema_dir.schema_file,
         spec_file=schema_dir.spec_file,
-        # An object-store URI as given; a local path made absolute.
-        data_root=data_root if uri_scheme(data_root) else str(Path(data_root).resolve()),
         output_dir=args.output_dir,
-        config=config,
-        hyperparameters=hyperparameters,
+        train_steps=args.train_steps,
+        eval_steps=args.eval_steps,
+        cache=not args.no_cache,
         beam_mode=args.beam_mode,
         sequential=args.sequential,
         fail_if_not_blessed=args.fail_if_not_blessed,

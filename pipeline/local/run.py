@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipeline.beam import BeamMode
 from trainer.fields import one_line
@@ -84,6 +84,41 @@ class LocalRunOptions:
             raise ValueError(f"beam_mode: must be one of {BEAM_MODES}, got {self.beam_mode!r}")
         if not isinstance(self.output_dir, Path):
             raise ValueError(f"output_dir: must be a Path, got {self.output_dir!r}")
+
+
+def resolve_options(
+    *,
+    config_variant: str,
+    data_root: str,
+    hyperparameters: FrozenHyperparameters | None = None,
+    train_steps: int | None = None,
+    eval_steps: int | None = None,
+    cache: bool = True,
+    **run: Any,
+) -> LocalRunOptions:
+    """The run asked for, resolved: the fork's files checked before anything starts, the
+    configuration variant with the overrides given (None keeps the variant's) and the
+    tuner's frozen winner (`hyperparameters`, the schema dir's), a local data root made
+    absolute. `run`: the other LocalRunOptions fields (the dataset directory's among
+    them), as given."""
+    from pipeline.object_store import uri_scheme
+    from trainer.fork import check_fork_files
+    from trainer.fork.config_file import variant
+
+    check_fork_files()  # a fork file that cannot run stops here, not minutes in
+    config = variant(config_variant)
+    config = config.replace(
+        train_steps=train_steps or config.train_steps,
+        eval_steps=eval_steps or config.eval_steps,
+        enable_cache=config.enable_cache and cache,
+    )
+    return LocalRunOptions(
+        # An object-store URI as given; a local path made absolute.
+        data_root=data_root if uri_scheme(data_root) else str(Path(data_root).resolve()),
+        config=config.with_hyperparameters(hyperparameters),
+        hyperparameters=hyperparameters,
+        **run,
+    )
 
 
 def run_local(options: LocalRunOptions) -> RunReport:
