@@ -112,7 +112,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def options_from_args(args: argparse.Namespace) -> ScoreOptions:
     """The run the flags ask for: the dataset directory loaded, the keys from the flags
     or the dataset spec, the data root resolved."""
-    from components.scoring import ScoringSettings
+    from components.scoring.executor import ScoringSettings
     from pipeline.local.score import ScoreOptions
     from pipeline.object_store import uri_scheme
     from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir

@@ -5,10 +5,10 @@
 
 The rows are the embedded taxi sample repeated (benchmarks/scale.py's
 `write_rows`) with a `trip_id` key, encoded as ExampleGen encodes them
-(components/example_encoding.py) into one gzipped TFRecord file: the input
+(components/example_gen/encoding.py) into one gzipped TFRecord file: the input
 the scorer gets from ExampleGen. Each measurement runs in a fresh process.
 
-Ours: `score_partition` (components/scoring.py) into a Parquet partition,
+Ours: `score_partition` (components/scoring/executor.py) into a Parquet partition,
 Beam in memory, as a local run of that size runs it. The floor, in one
 process: read the records (tf.data), call `serving_default` on batches of the
 same size, parse the key, and write keys and probabilities with pyarrow.
@@ -29,8 +29,8 @@ import resource, sys, time
 from pathlib import Path
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
-from components.scoring import ScoringSettings, score_partition
-from components.served_version import choose_version
+from components.scoring.executor import ScoringSettings, score_partition
+from components.serving.served_version import choose_version
 from pipeline.beam import beam_pipeline_args
 started = time.monotonic()
 result = score_partition(
@@ -45,7 +45,7 @@ print(time.monotonic() - started, resource.getrusage(resource.RUSAGE_SELF).ru_ma
 _FLOOR = """
 import resource, sys, time
 import numpy as np, pyarrow as pa, pyarrow.parquet as pq, tensorflow as tf
-from components.served_version import choose_version
+from components.serving.served_version import choose_version
 started = time.monotonic()
 signature = tf.saved_model.load(choose_version(sys.argv[3]).path).signatures["serving_default"]
 keys, scores = [], []
@@ -79,7 +79,7 @@ def write_examples(rows: int, workdir: Path) -> Path:
     import pyarrow.csv as pa_csv
     from tfx_bsl.coders.csv_decoder import ColumnType
 
-    from components.example_encoding import encode_examples
+    from components.example_gen.encoding import encode_examples
     from components.tfrecords import tfrecord_frames
 
     csv = workdir / "data.csv"
@@ -120,7 +120,7 @@ def table(rows: int, batch_size: int, ours: list[float], floor: list[float]) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from components.scoring_settings import DEFAULT_BATCH_SIZE
+    from components.scoring.settings import DEFAULT_BATCH_SIZE
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--serving-dir", required=True, help="a serving directory (./dev run's)")

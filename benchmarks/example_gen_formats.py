@@ -20,9 +20,9 @@ TFX's executor on the first N rows only and scales its time to the whole
 (it holds every row as a Python dict: its time grows with the rows).
 
 The floor, per format, in one process, each part timed alone: our reader's
-read of the file into typed Arrow columns (components/csv_to_examples.py,
-components/parquet_columns.py); their encoding into serialized tf.Examples
-(components/example_encoding.py); TFRecord framing; gzip of the framed
+read of the file into typed Arrow columns (components/example_gen/csv_to_examples.py,
+components/example_gen/parquet_columns.py); their encoding into serialized tf.Examples
+(components/example_gen/encoding.py); TFRecord framing; gzip of the framed
 bytes in memory; and the write of the compressed bytes to a file.
 """
 
@@ -47,8 +47,8 @@ import resource, sys, time
 from pathlib import Path
 from tfx.components.example_gen.custom_executors import parquet_executor
 from tfx.utils import proto_utils
-from components.example_gen import SpanResolvingExecutor
-from components.input_resolution import input_config
+from components.example_gen.executor import SpanResolvingExecutor
+from components.example_gen.input_settings import input_config
 from pipeline.beam import beam_pipeline_args
 from tests.harness import run_example_gen
 executor = {"ours": SpanResolvingExecutor, "stock": parquet_executor.Executor}[sys.argv[1]]
@@ -63,11 +63,16 @@ print(time.monotonic() - started, resource.getrusage(resource.RUSAGE_SELF).ru_ma
 _FLOOR = """
 import sys, time, zlib
 from tfx_bsl.coders.csv_decoder import ColumnType
-from components.csv_to_examples import column_type, merge_types, read_blocks, typed_batch
-from components.csv_header import read_header
+from components.example_gen.csv_to_examples import (
+    column_type,
+    merge_types,
+    read_blocks,
+    typed_batch,
+)
+from components.example_gen.csv_header import read_header
 from components.tfrecords import tfrecord_frames
-from components.example_encoding import encode_examples
-from components.parquet_columns import plan_files, read_row_group
+from components.example_gen.encoding import encode_examples
+from components.example_gen.parquet_columns import plan_files, read_row_group
 fmt, path, out = sys.argv[1:4]
 opener = lambda p: open(p, "rb")
 started = time.monotonic()

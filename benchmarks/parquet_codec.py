@@ -1,4 +1,4 @@
-"""The codec of ExampleGen's Parquet copy (components/example_blocks.py, PARQUET_COMPRESSION):
+"""The codec of ExampleGen's Parquet copy (components/example_gen/blocks.py, PARQUET_COMPRESSION):
 each codec's write and read-back of the same feature columns, in one process.
 
     ./dev exec python -m benchmarks.parquet_codec                 # 1.5M rows
@@ -6,7 +6,7 @@ each codec's write and read-back of the same feature columns, in one process.
 
 The rows are the embedded taxi sample repeated (benchmarks/scale.py's `write_rows`),
 parsed by pyarrow and turned into the feature columns ExampleGen writes
-(components/parquet_examples.py, `feature_columns`) in blocks of BLOCK_ROWS rows, a
+(components/example_gen/parquet_examples.py, `feature_columns`) in blocks of BLOCK_ROWS rows, a
 row group each, as ExampleGen writes them. Per codec: the seconds to write every
 block to one file, the file's size, and the seconds to read it back row group by row
 group, as Beam's Parquet source reads for StatisticsGen and Transform. A local run
@@ -27,8 +27,8 @@ from tfx_bsl.coders.csv_decoder import ColumnType
 
 from benchmarks.scale import LARGE_ROWS, write_rows
 from benchmarks.targets import load_average
-from components.example_blocks import PARQUET_COMPRESSION
-from components.parquet_examples import feature_columns
+from components.example_gen.blocks import PARQUET_COMPRESSION
+from components.example_gen.parquet_examples import feature_columns
 
 CODECS = ("none", "snappy", "lz4", "zstd")
 BLOCK_ROWS = 8_000  # about the rows of one of ExampleGen's CSV blocks (1 MiB of taxi CSV)

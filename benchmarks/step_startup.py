@@ -259,7 +259,8 @@ def trained_and_evaluated_run() -> dict[str, str | bytes]:
 
 
 # The data gates' inputs: the statistics StatisticsGen, the anomalies ExampleValidator and
-# the schema the importer wrote, in their files (components/data_checks.py), one numeric
+# the schema the importer wrote, in their files (components/gates/data_validation/executor.py), one
+# numeric
 # feature `fare` in two splits.
 _STATISTICS = {"instanceSchema": "title: tfx.ExampleStatistics\ntype: object\n"}
 _ANOMALIES = {"instanceSchema": "title: tfx.ExampleAnomalies\ntype: object\n"}
@@ -308,7 +309,7 @@ def gate_files(anomalous: bool = False, served: bool = False) -> dict[str, str |
         found[f"{_UPSTREAM}/statistics/Split-{split}/FeatureStats.pb"] = gate_statistics(fares)
         found[f"{_UPSTREAM}/anomalies/Split-{split}/SchemaDiff.pb"] = anomalies.SerializeToString()
     if served:
-        from components.serving_dir import TRAINING_STATISTICS_FILE
+        from components.serving.serving_dir import TRAINING_STATISTICS_FILE
 
         found["serving/7/saved_model.pb"] = b"model"
         found[f"serving/7/{TRAINING_STATISTICS_FILE}"] = gate_statistics([f / 2 for f in fares])
@@ -404,7 +405,7 @@ _RUN_REPORT_PARAMETERS = {
     "hyperparameters": "null",
 }
 _METRICS = {"schemaTitle": "system.Metrics", "schemaVersion": "0.0.1"}
-PUSHER = "components.pusher.NoDuplicatePushExecutor"
+PUSHER = "components.serving.push.component.NoDuplicatePushExecutor"
 # The Trainer's candidate, unlike the served version 3 (SERVING_FILES): a SavedModel's files
 # and an empty directory under the Model artifact.
 CANDIDATE_DIR = f"{_UPSTREAM}/model/Format-Serving"
@@ -418,7 +419,7 @@ CANDIDATE_FILES: dict[str, str | bytes] = {
 def pushed_candidate() -> dict[str, str | bytes]:
     """What the Pusher reads: the serving directory, the candidate, the statistics of both
     splits (the train split's go into the version) and the Evaluator's record."""
-    from components.serving_dir import EVALUATED_FILE
+    from components.serving.serving_dir import EVALUATED_FILE
 
     fares = [float(n) for n in range(1, 21)]
     return {
@@ -436,7 +437,7 @@ PUSH_DESTINATION = json.dumps(
 )
 
 LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
-    "kubeflow.steps.run_status.RunStatus_Executor": {
+    "kubeflow.steps.run_status.component.RunStatus_Executor": {
         "parameters": {
             "final_status": {"state": "FAILED", "error": {"message": "Pusher failed"}},
             "pipeline_name": "taxi",
@@ -449,7 +450,7 @@ LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
         "shows": {"report": ['data-epoch="1"', 'data-kind="value"', 'data-passed="True"']},
         "hides": {"report": ["left out"]},
     },
-    "kubeflow.steps.deploy.Deploy_Executor": {
+    "kubeflow.steps.deploy.component.Deploy_Executor": {
         # A run whose Pusher pushed nothing: the InferenceService is left as it is.
         "parameters": {"serving": json.dumps({"inference_service": "taxi"})},
         "inputs": {
@@ -464,7 +465,7 @@ LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
         },
         "outputs": {"deployment": {"instanceSchema": "title: kubeflow_steps.Deployment\n"}},
     },
-    "kubeflow.steps.scoring_report.ScoringReport_Executor": {
+    "kubeflow.steps.scoring_report.component.ScoringReport_Executor": {
         "parameters": {
             "final_status": {"state": "FAILED", "error": {"message": "ExampleGen failed"}},
             "pipeline_name": "taxi-scoring",
@@ -490,7 +491,7 @@ LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
         },
         "outputs": {"report": _HTML},
     },
-    "kubeflow.steps.input_snapshot.InputSnapshot_Executor": {
+    "kubeflow.steps.input_snapshot.component.InputSnapshot_Executor": {
         # A window of two spans, one of them in two versions, under the run's root.
         "parameters": {
             "input_base": f"{ROOT}/data",
@@ -508,24 +509,24 @@ LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
         "outputs": {"snapshot": _STRING},
         "output_parameters": ["snapshot"],
     },
-    "components.data_gate.DataValidationGate_Executor": {
+    "components.gates.data_validation.component.DataValidationGate_Executor": {
         "parameters": {},
         "files": gate_files,
         "inputs": {"anomalies": (_ANOMALIES, _SPLITS), "statistics": (_STATISTICS, _SPLITS)},
         "outputs": {"examples_checked": _INTEGER},
         "shows": {"examples_checked": ["40"]},
     },
-    "components.drift_gate.DataDriftGate_Executor": {
+    "components.gates.drift.component.DataDriftGate_Executor": {
         **_DRIFT_GATE,
         "shows": {"drift/drift.json": ["nothing served under"]},
     },
-    "components.serving_gate.ServingDataGate_Executor": {
+    "components.gates.serving_data.component.ServingDataGate_Executor": {
         "parameters": {"excluded_columns": "[]"},
         "files": gate_files,
         "inputs": {"statistics": (_STATISTICS, _SPLITS), "schema": (_SCHEMA, {})},
         "outputs": {"examples_checked": _INTEGER},
         "shows": {"examples_checked": ["40"]},
-        # TFDV validates, and TFDV's package loads both (components/serving_check.py).
+        # TFDV validates, and TFDV's package loads both (components/gates/serving_data/executor.py).
         "loads": ["Beam", "TensorFlow"],
     },
     "tfx.components.schema_gen.import_schema_gen.executor.Executor": {
@@ -534,14 +535,14 @@ LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
         "outputs": {"schema": _SCHEMA},
         "shows": {"schema/schema.pbtxt": ['name: "fare"']},
     },
-    "components.served_model.LatestServedModel_Executor": {
+    "components.serving.baseline.component.LatestServedModel_Executor": {
         "parameters": {"serving_model_dir": f"{ROOT}/serving"},
         "files": served_versions,
         "dirs": SERVING_EMPTY_DIRS,
         "inputs": {"candidate_model": (_MODEL, {})},
         "outputs": {"baseline_model": _MODEL},
     },
-    "kubeflow.steps.run_report.RunReport_Executor": {
+    "kubeflow.steps.run_report.component.RunReport_Executor": {
         "parameters": _RUN_REPORT_PARAMETERS,
         "files": reported_run,
         "inputs": REPORTED_INPUTS,
@@ -568,22 +569,24 @@ LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
 # the class path and the run's inputs. `fails`: the error the step ends with.
 GATE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "DataValidationGate, anomalous": (
-        "components.data_gate.DataValidationGate_Executor",
+        "components.gates.data_validation.component.DataValidationGate_Executor",
         {
-            **LIGHT_STEP_INPUTS["components.data_gate.DataValidationGate_Executor"],
+            **LIGHT_STEP_INPUTS[
+                "components.gates.data_validation.component.DataValidationGate_Executor"
+            ],
             "files": lambda: gate_files(anomalous=True),
             "shows": {},
             "fails": "DataValidationError: data validation failed",
         },
     ),
     "DataDriftGate, served statistics": (
-        "components.drift_gate.DataDriftGate_Executor",
+        "components.gates.drift.component.DataDriftGate_Executor",
         {
             **_DRIFT_GATE,
             "files": lambda: gate_files(served=True),
             "shows": {"drift/drift.json": ['"baseline_version": "7"']},
             "fails": "DataDriftError: data drift against the data that trained served model 7",
-            # TFDV measures, and TFDV's package loads both (components/drift_check.py).
+            # TFDV measures, and TFDV's package loads both (components/gates/drift/executor.py).
             "loads": ["Beam", "TensorFlow"],
         },
     ),

@@ -3,10 +3,10 @@
 
 def __getattr__(name: str):
     # Kubeflow steps import a custom artifact type by its schema title:
-    # `components.DataDrift` (components/drift_artifact.py), resolved lazily so that
+    # `components.DataDrift` (components/gates/drift/artifact.py), resolved lazily so that
     # importing one component does not import them all.
     if name == "DataDrift":
-        from components.drift_artifact import DataDrift
+        from components.gates.drift.artifact import DataDrift
 
         return DataDrift
     raise AttributeError(f"module 'components' has no attribute {name!r}")

@@ -2,7 +2,7 @@
 
 A TFRecord file is a run of records, each framed as its length (8 bytes, little
 endian), the masked CRC32C of those 8 bytes, the data, and the masked CRC32C of
-the data. ExampleGen's writer (components/example_blocks.py) frames its runs
+the data. ExampleGen's writer (components/example_gen/blocks.py) frames its runs
 here, and the run reports read the Trainer's event files and the Evaluator's
 metrics here, so a light step reads them without loading TensorFlow.
 

@@ -26,7 +26,7 @@ adds what TFX leaves out, in the form today's KFP SDK writes it:
   TFJobTrainer, its job's spec in the step's `custom_config`
   (kubeflow/settings/training.py); with `trainjob`, as kubeflow/trainjob/'s
   TrainJobTrainer, likewise;
-* the exit handler (kubeflow/steps/run_status.py), which TFX compiles around a
+* the exit handler (kubeflow/steps/run_status/component.py), which TFX compiles around a
   `tfx-dag` sub-DAG, made valid for the open-source backend: the sub-DAG
   declares the runtime parameters its tasks read and the root task passes
   them in (`pass_parameters_into_sub_dags`), and the final status is a
@@ -491,9 +491,9 @@ def build_scoring_pipeline(settings: KubeflowSettings, schema_dir: Path | None =
     """
     from tfx.orchestration.data_types import RuntimeParameter
 
-    from components.rollout_record import rolled_out_record
-    from components.scoring import ScoringSettings
-    from pipeline.scoring import create_scoring_pipeline
+    from components.scoring.executor import ScoringSettings
+    from components.serving.rollout_record import rolled_out_record
+    from pipeline.scoring_pipeline import create_scoring_pipeline
     from schemas import load_schema_dir
 
     check_beam_options(settings)

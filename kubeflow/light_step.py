@@ -31,35 +31,39 @@ from components import store_files
 # Executor class the compiled package names -> the function its pod runs, with
 # the step's parameters and artifacts as keyword arguments.
 LIGHT_STEPS: Mapping[str, str] = {
-    "kubeflow.steps.run_status.RunStatus_Executor": (
-        "kubeflow.steps.status_report.write_status_report"
+    "kubeflow.steps.run_status.component.RunStatus_Executor": (
+        "kubeflow.steps.run_status.executor.write_status_report"
     ),
-    "kubeflow.steps.deploy.Deploy_Executor": "kubeflow.steps.deployment.deploy",
-    "kubeflow.steps.scoring_report.ScoringReport_Executor": (
-        "kubeflow.steps.scoring_run_report.write_scoring_run_report"
+    "kubeflow.steps.deploy.component.Deploy_Executor": "kubeflow.steps.deploy.executor.deploy",
+    "kubeflow.steps.scoring_report.component.ScoringReport_Executor": (
+        "kubeflow.steps.scoring_report.executor.write_scoring_run_report"
     ),
-    "kubeflow.steps.input_snapshot.InputSnapshot_Executor": (
-        "kubeflow.steps.input_fingerprint.take_snapshot"
+    "kubeflow.steps.input_snapshot.component.InputSnapshot_Executor": (
+        "kubeflow.steps.input_snapshot.executor.take_snapshot"
     ),
-    "components.data_gate.DataValidationGate_Executor": (
-        "components.data_checks.validate_examples"
+    "components.gates.data_validation.component.DataValidationGate_Executor": (
+        "components.gates.data_validation.executor.validate_examples"
     ),
-    "components.drift_gate.DataDriftGate_Executor": "components.drift_check.check_drift_gate",
-    "components.serving_gate.ServingDataGate_Executor": (
-        "components.serving_check.check_serving_data"
+    "components.gates.drift.component.DataDriftGate_Executor": (
+        "components.gates.drift.executor.check_drift_gate"
     ),
-    # TFX's own executor (the SchemaImporter step), ported: components/schema_import.py.
+    "components.gates.serving_data.component.ServingDataGate_Executor": (
+        "components.gates.serving_data.executor.check_serving_data"
+    ),
+    # TFX's own executor (the SchemaImporter step), ported: components/schema_import/executor.py.
     "tfx.components.schema_gen.import_schema_gen.executor.Executor": (
-        "components.schema_import.import_schema"
+        "components.schema_import.executor.import_schema"
     ),
-    "components.served_model.LatestServedModel_Executor": (
-        "components.served_baseline.copy_latest_served"
+    "components.serving.baseline.component.LatestServedModel_Executor": (
+        "components.serving.baseline.executor.copy_latest_served"
     ),
-    "kubeflow.steps.run_report.RunReport_Executor": (
-        "kubeflow.steps.training_run_report.write_run_report"
+    "kubeflow.steps.run_report.component.RunReport_Executor": (
+        "kubeflow.steps.run_report.executor.write_run_report"
     ),
-    # Our Pusher's executor, TFX's ported with what ours adds: components/model_push.py.
-    "components.pusher.NoDuplicatePushExecutor": "components.model_push.push_model",
+    # Our Pusher's executor, TFX's ported with what ours adds: components/serving/push/executor.py.
+    "components.serving.push.component.NoDuplicatePushExecutor": (
+        "components.serving.push.executor.push_model"
+    ),
 }
 # kubeflow_v2_entrypoint_utils.py, line 34 and lines 144-146: a parameter by
 # this name reaches the executor as `input_base` (standard_component_specs.INPUT_BASE_KEY).

@@ -4,18 +4,18 @@
 and calls a `RunnerSteps` (pipeline/runner_steps.py) at three points. On
 Kubeflow, `KubeflowSteps`:
 
-* puts InputSnapshot first (kubeflow/steps/input_snapshot.py): open-source
+* puts InputSnapshot first (kubeflow/steps/input_snapshot/component.py): open-source
   KFP never runs TFX's ExampleGen driver, so without it the cache key holds
   no trace of the data and a scheduled run reuses an earlier day's examples;
 * with `training.engine: tfjob`, builds the Trainer as TFJobTrainer
   (kubeflow/tfjob/): the step hands training to a TFJob and waits;
   with `trainjob`, as TrainJobTrainer (kubeflow/trainjob/), to a TrainJob;
-* with `serving:`, puts Deploy after the Pusher (kubeflow/steps/deploy.py):
+* with `serving:`, puts Deploy after the Pusher (kubeflow/steps/deploy/component.py):
   a pushed version goes to a KServe InferenceService through a canary;
-* puts RunReport last (kubeflow/steps/run_report.py): nothing runs after a
+* puts RunReport last (kubeflow/steps/run_report/component.py): nothing runs after a
   Kubeflow DAG, so a step writes the report the local runner writes itself.
 
-`create_run_status_step` is the exit handler (kubeflow/steps/run_status.py),
+`create_run_status_step` is the exit handler (kubeflow/steps/run_status/component.py),
 which KFP runs after the DAG however it ended. This module also declares
 the steps only Kubeflow has, in the shape of the DAG's own
 (pipeline/steps.py); `KUBEFLOW_STEPS`, both together, is what the settings
@@ -36,16 +36,16 @@ from tfx.orchestration.data_types import RuntimeParameter
 from tfx.orchestration.kubeflow.decorators import FinalStatusStr
 from tfx.orchestration.pipeline import Pipeline
 
-from components.input_resolution import input_config, input_window
+from components.example_gen.input_settings import input_config, input_window
 from kubeflow.settings.retries import RetryRoles
 from kubeflow.settings.serving import Serving
 from kubeflow.step_ids import DEPLOY, INPUT_SNAPSHOT, RUN_REPORT, RUN_STATUS, SCORING_REPORT
-from kubeflow.steps.deploy import Deploy
-from kubeflow.steps.input_fingerprint import SNAPSHOT_KEY
-from kubeflow.steps.input_snapshot import InputSnapshot
-from kubeflow.steps.run_report import RunReport
-from kubeflow.steps.run_status import RunStatus
-from kubeflow.steps.scoring_report import ScoringReport
+from kubeflow.steps.deploy.component import Deploy
+from kubeflow.steps.input_snapshot.component import InputSnapshot
+from kubeflow.steps.input_snapshot.executor import SNAPSHOT_KEY
+from kubeflow.steps.run_report.component import RunReport
+from kubeflow.steps.run_status.component import RunStatus
+from kubeflow.steps.scoring_report.component import ScoringReport
 from kubeflow.tfjob.component import TFJobTrainer
 from kubeflow.tfjob.spec import TFJobSpec
 from kubeflow.trainjob.component import TrainJobTrainer
@@ -161,7 +161,7 @@ def create_run_status_step(pipeline: Pipeline) -> BaseComponent:
 
     KFP runs it after the DAG has ended, however it ended; it takes no
     artifacts, so it is handed the DAG's shape and finds what each step
-    recorded (kubeflow/steps/run_status.py). Pass it to the Kubeflow V2
+    recorded (kubeflow/steps/run_status/component.py). Pass it to the Kubeflow V2
     runner's `set_exit_handler`; it is not one of the DAG's steps.
     """
     steps = dag_shape(pipeline)
@@ -177,7 +177,7 @@ def create_run_status_step(pipeline: Pipeline) -> BaseComponent:
 
 
 def create_scoring_report_step(pipeline: Pipeline) -> BaseComponent:
-    """The scoring package's exit handler (kubeflow/steps/scoring_report.py): the scoring
+    """The scoring package's exit handler (kubeflow/steps/scoring_report/component.py): the scoring
     report of every run, failed ones included. It takes the scorer's own parameters, so
     it looks for the model where the scorer did."""
     scorer = next(c for c in pipeline.components if c.id == BATCH_SCORER)

@@ -168,7 +168,8 @@ def register_kfp_artifact_types() -> None:
     """Lets TFX's entrypoint map KFP's system schema titles, and our Deployment's, to classes."""
     from tfx.orchestration.kubeflow.v2 import compiler_utils
 
-    from kubeflow.steps import deploy, kfp_artifacts
+    from kubeflow.steps import kfp_artifacts
+    from kubeflow.steps.deploy import component as deploy
 
     compiler_utils.TITLE_TO_CLASS_PATH.update(kfp_artifacts.TITLE_TO_CLASS_PATH)
     compiler_utils.TITLE_TO_CLASS_PATH.update(deploy.TITLE_TO_CLASS_PATH)

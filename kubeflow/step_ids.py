@@ -11,7 +11,7 @@ DEPLOY = "Deploy"
 RUN_REPORT = "RunReport"
 # The exit handler: not one of the DAG's steps, but a task of the spec's root.
 RUN_STATUS = "RunStatus"
-# The scoring package's exit handler (kubeflow/steps/scoring_report.py).
+# The scoring package's exit handler (kubeflow/steps/scoring_report/component.py).
 SCORING_REPORT = "ScoringReport"
 # The tuning package's search (kubeflow/tuning/).
 TUNE = "Tune"

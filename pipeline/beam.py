@@ -62,7 +62,7 @@ def data_size_bytes(files: Iterable[str | os.PathLike], input_format: str = "csv
     threshold counts it: a CSV file's bytes, a Parquet file's values (its footer's
     rows times columns) at PARQUET_BYTES_PER_VALUE."""
     if input_format == "parquet":
-        from components.parquet_columns import values_in
+        from components.example_gen.parquet_columns import values_in
 
         return sum(
             PARQUET_BYTES_PER_VALUE * values_in(os.fspath(f), object_store.open_binary)
@@ -105,7 +105,7 @@ def local_step_beam_args(mode: str, *, example_gen: str) -> dict[str, list[str]]
     start-up and the trip of every block through them: faster on the sizes a
     local run sees (`python -m benchmarks.scale`; docs/scale.md). And the
     multi-processing runner has dropped blocks between its stages
-    (components/example_blocks.py counts the rows to catch it).
+    (components/example_gen/blocks.py counts the rows to catch it).
     """
     if mode != "multi_processing":
         return {}

@@ -5,18 +5,18 @@ deep inside a Beam stack trace; these checks say the same in one line. The data
 root may be a local directory or an object-store prefix (s3://, gs://), read
 through the same filesystems as the pipeline (pipeline/object_store.py).
 
-The files checked are those ExampleGen reads (components/input_files.py):
+The files checked are those ExampleGen reads (components/example_gen/input_files.py):
 writers' leftovers (`_SUCCESS`, `*.crc`, hidden and empty files) are skipped,
 and the format is the dataset spec's `input.format` or the files' extension.
 A CSV file's header is checked here; a Parquet file's footer (its columns and
-their types: components/parquet_to_examples.py), which refuses a column no
+their types: components/example_gen/parquet_to_examples.py), which refuses a column no
 feature can hold before any Beam work, and the values of the columns read that
 no feature can take (`check_values`: from the footer's statistics, or a
 bounded scan of that column), each in one line with the cast to write.
 
 With a span pattern (the dataset spec's `input.pattern`), the files checked
 are those of the spans a run reads: the latest, or the window of the last N.
-The partitions decide which days there are (components/input_files.py
+The partitions decide which days there are (components/example_gen/input_files.py
 `read_days`): a day's folder a writer marked complete and left without a data
 file stops the run, naming it; one without a marker is left out, and said so.
 """
@@ -28,8 +28,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from components.csv_header import CsvHeaderError, read_header
-from components.input_files import (
+from components.example_gen.csv_header import CsvHeaderError, read_header
+from components.example_gen.input_files import (
     InputFormatError,
     Partition,
     data_files,
@@ -41,9 +41,14 @@ from components.input_files import (
     no_rows_message,
     read_days,
 )
-from components.parquet_columns import ParquetError, ParquetPlan, check_values, plan_files
-from components.spans import Span, SpanPattern, latest_spans
-from components.text_encoding import non_utf8_line
+from components.example_gen.parquet_columns import (
+    ParquetError,
+    ParquetPlan,
+    check_values,
+    plan_files,
+)
+from components.example_gen.spans import Span, SpanPattern, latest_spans
+from components.example_gen.text_encoding import non_utf8_line
 from pipeline import object_store
 
 

@@ -25,13 +25,14 @@ from tfx.orchestration.data_types import RuntimeParameter
 from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import pusher_pb2, trainer_pb2
 
-from components.data_gate import DataValidationGate
-from components.drift_gate import DataDriftGate
-from components.evaluator import Evaluator
-from components.example_gen import PARQUET_EXAMPLES_KEY, ExampleGen
-from components.pusher import Pusher
-from components.served_model import LatestServedModel
-from components.transform import Transform
+from components.evaluator.component import Evaluator
+from components.example_gen.component import ExampleGen
+from components.example_gen.executor import PARQUET_EXAMPLES_KEY
+from components.gates.data_validation.component import DataValidationGate
+from components.gates.drift.component import DataDriftGate
+from components.serving.baseline.component import LatestServedModel
+from components.serving.push.component import Pusher
+from components.transform.component import Transform
 from pipeline import fingerprint
 from pipeline.runner_steps import DagSteps, RunnerSteps
 from pipeline.steps import (
@@ -95,7 +96,7 @@ def task_metrics(dataset: DatasetSpec) -> tuple[list[tfma.MetricConfig], list[tf
     SparseCategoricalAccuracy, computed by TFMA) plus precision and recall per
     class and a confusion matrix. regression: RMSE and MAE. The gate metric is
     first; it alone carries the threshold. The Evaluator computes all of these
-    on whole batches (components/batched_metrics.py, `KINDS`).
+    on whole batches (components/evaluator/batched_metrics.py, `KINDS`).
 
     Binary has no AUC here: the batched metrics do not compute it, so adding
     `tfma.MetricConfig(class_name="AUC")` runs TFMA's per-example evaluator
@@ -250,7 +251,7 @@ def create_pipeline(
         thresholds=json.dumps(dataset.drift.to_dict(), sort_keys=True),
     ).with_id(DRIFT_GATE)
 
-    # Its transformed_examples stay tf.Examples (components/transform.py).
+    # Its transformed_examples stay tf.Examples (components/transform/executor.py).
     transform = Transform(
         examples=example_gen.outputs[PARQUET_EXAMPLES_KEY],
         schema=schema_importer.outputs["schema"],

@@ -210,7 +210,7 @@ DAG_STEPS = Steps(
     )
 )
 
-# The scoring DAG (pipeline/scoring.py): the same input steps, its own gate and
+# The scoring DAG (pipeline/scoring_pipeline.py): the same input steps, its own gate and
 # the scorer. The scorer reads the serving directory and writes outside the
 # pipeline, so it always runs; its commit makes a retry safe (a retried
 # attempt replaces or keeps the partition, never adds to it).

@@ -36,7 +36,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import proto_utils
 
 from components.report.contents import OVERALL_SLICE
-from components.serving_dir import SERVED_EVALUATION_FILE
+from components.serving.serving_dir import SERVED_EVALUATION_FILE
 from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow.steps.step_records import RECORD_FILE, StepRecord
 from pipeline import steps as dag
@@ -720,7 +720,7 @@ def evaluator_inputs(run_root: Path, baseline: Path, out: Path, spec: Path):
 
 def without_evaluation_record(baseline: Path, copy: Path) -> Path:
     """A copy of a served baseline without the record of its pushing run's evaluation,
-    so that the Evaluator scores it (components/evaluation_record.py)."""
+    so that the Evaluator scores it (components/evaluator/record.py)."""
     shutil.copytree(baseline, copy)
     (copy / "Format-Serving" / SERVED_EVALUATION_FILE).unlink(missing_ok=True)
     return copy

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from components.parquet_footer import _Reader
+from components.example_gen.parquet_footer import _Reader
 
 FLOAT16, GEOMETRY = 15, 17
 _STRUCT = 0x0C  # the Thrift compact protocol's struct type

@@ -6,7 +6,7 @@ Beam's worker processes import each `--beam_plugins` module when they start,
 before any bundle is unpickled (apache_beam's runners/worker/sdk_worker_main.py,
 `_import_beam_plugins`), and inherit the launching process's environment
 (runners/portability/local_job_service.py, SubprocessSdkWorker). ExampleGen's
-reader is pickled as a reference to `components.parquet_columns.read_row_group`,
+reader is pickled as a reference to `components.example_gen.parquet_columns.read_row_group`,
 so a worker that imported this module unpickles the wrapper below: each row
 group it reads leaves an empty file named by the worker's pid, the file and the
 row group's index in ROW_GROUP_PROBE_DIR. Without that variable, nothing changes.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from components import parquet_columns
+from components.example_gen import parquet_columns
 
 PROBE_DIR = "ROW_GROUP_PROBE_DIR"
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from components.served_version import choose_version
+from components.serving.served_version import choose_version
 
 
 def score(files, output_dir: Path, serving: Path, version=None, *, fingerprint="f1", **settings):
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from components.scoring import ScoringSettings, score_partition
+    from components.scoring.executor import ScoringSettings, score_partition
     from pipeline.beam import IN_MEMORY_RUNNER_ARG
 
     return score_partition(

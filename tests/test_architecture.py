@@ -88,36 +88,36 @@ def test_an_upward_import_a_runner_import_a_cycle_a_heavy_light_step_or_draft_ea
     (project / "components" / "circle_b.py").write_text("from components import circle_a\n")
     # docs/kubeflow.md, "What a step loads": the served model's reader needs
     # ExampleGen's property names, not its module; the scorer reads no evaluation.
-    served = project / "components" / "served_model.py"
+    served = project / "components" / "serving" / "baseline" / "component.py"
     served.write_text(
-        served.read_text() + "\nfrom components.example_gen import ExampleGen  # noqa\n"
+        served.read_text() + "\nfrom components.example_gen.component import ExampleGen  # noqa\n"
     )
-    scorer = project / "components" / "batch_scorer.py"
+    scorer = project / "components" / "scoring" / "component.py"
     scorer.write_text(scorer.read_text() + "\nimport tensorflow_model_analysis  # noqa\n")
     # A light step's pod (kubeflow/light_step.py) would load TensorFlow at start.
-    status = project / "kubeflow" / "steps" / "status_report.py"
+    status = project / "kubeflow" / "steps" / "run_status" / "executor.py"
     status.write_text(status.read_text() + "\nimport tensorflow  # noqa\n")
     # The draft would load TFX's component package, and TFMA, to read the files.
     draft = project / "schemas" / "draft" / "statistics.py"
     draft.write_text(
-        draft.read_text() + "\nfrom components.example_gen import ExampleGen  # noqa\n"
+        draft.read_text() + "\nfrom components.example_gen.component import ExampleGen  # noqa\n"
     )
     # The machinery reading a fork file outside trainer/fork/ (tests/test_fork_boundary.py).
-    scoring = project / "components" / "scoring.py"
+    scoring = project / "components" / "scoring" / "executor.py"
     scoring.write_text(scoring.read_text() + "\nfrom trainer.model import build_model  # noqa\n")
     proc = lint_imports(project)
     assert proc.returncode != 0
     report = proc.stdout
     assert "0 kept, 8 broken" in report
-    assert "components.scoring -> trainer.model" in report
+    assert "components.scoring.executor -> trainer.model" in report
     assert "trainer.upward -> pipeline.pipeline" in report
     assert "pipeline.runner_import -> local_runner" in report
     assert "pipeline.kubeflow_import -> kubeflow.pipeline_steps" in report
     assert "circle_a" in report and "circle_b" in report
-    assert "components.served_model -> components.example_gen" in report
-    assert "components.batch_scorer -> tensorflow_model_analysis" in report
-    assert "kubeflow.steps.status_report -> tensorflow" in report
-    assert "schemas.draft.statistics -> components.example_gen" in report
+    assert "components.serving.baseline.component -> components.example_gen.component" in report
+    assert "components.scoring.component -> tensorflow_model_analysis" in report
+    assert "kubeflow.steps.run_status.executor -> tensorflow" in report
+    assert "schemas.draft.statistics -> components.example_gen.component" in report
 
 
 def deptry(project: Path) -> subprocess.CompletedProcess:

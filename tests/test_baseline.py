@@ -2,9 +2,9 @@
 
 from tfx.types import standard_artifacts, standard_component_specs
 
-from components.evaluator import drop_empty_baseline
-from components.served_model import HAS_MODEL_PROPERTY
-from components.serving_dir import latest_served_version
+from components.evaluator.executor import drop_empty_baseline
+from components.serving.baseline.component import HAS_MODEL_PROPERTY
+from components.serving.serving_dir import latest_served_version
 
 
 def _version(root, name, complete=True):

@@ -25,16 +25,8 @@ from tfx.proto import pusher_pb2
 from tfx.types import standard_artifacts
 from tfx.utils import proto_utils
 
-from components import batched_metrics
-from components.evaluation_extractors import PRUNE_STAGE_NAME
-from components.evaluation_record import (
-    BASELINE_METRICS_PROPERTY,
-    COMPUTED,
-    NO_BASELINE,
-    REUSED,
-    why_not_reusable,
-)
-from components.evaluator import (
+from components.evaluator import batched_metrics
+from components.evaluator.executor import (
     EvaluationPlan,
     ServedBaselineExecutor,
     batched_arguments,
@@ -42,9 +34,17 @@ from components.evaluator import (
     plan_evaluation,
     with_our_extractors,
 )
-from components.model_push import served_duplicate
-from components.pusher import NoDuplicatePushExecutor
-from components.serving_dir import (
+from components.evaluator.extractors import PRUNE_STAGE_NAME
+from components.evaluator.record import (
+    BASELINE_METRICS_PROPERTY,
+    COMPUTED,
+    NO_BASELINE,
+    REUSED,
+    why_not_reusable,
+)
+from components.serving.push.component import NoDuplicatePushExecutor
+from components.serving.push.executor import served_duplicate
+from components.serving.serving_dir import (
     EVALUATED_FILE,
     PUSH_RECORD_FILE,
     SERVED_EVALUATION_FILE,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from components.scored_output import (
+from components.scoring.output import (
     ERRORS_FILE,
     SUCCESS_FILE,
     TEMPORARY_DIR,
@@ -23,7 +23,7 @@ from components.scored_output import (
     partition_dir,
     read_manifest,
 )
-from components.served_version import ModelChoiceError, choose_version
+from components.serving.served_version import ModelChoiceError, choose_version
 from tests.harness import fake_version, served_copy
 from tests.scoring_process import score
 
@@ -78,7 +78,7 @@ def test_a_version_outside_the_serving_dir_or_incomplete_is_refused(tmp_path, ta
 def test_with_a_rollout_record_the_rolled_out_version_scores_and_a_pin_still_wins(
     tmp_path, taxi_spec
 ):
-    from components.rollout_record import record_rolled_out, rolled_out_record
+    from components.serving.rollout_record import record_rolled_out, rolled_out_record
 
     serving = tmp_path / "serving"
     for version in ("3", "12", "20"):  # 20: a canary not promoted, or rejected
@@ -298,7 +298,7 @@ def test_bad_rows_go_to_the_errors_file_and_too_many_fail_leaving_nothing_comple
 def test_duplicate_keys_are_refused_unless_allowed_and_keys_are_never_model_inputs(
     tmp_path, small_model_base, taxi_rows
 ):
-    from components.scoring import ScoringInputError
+    from components.scoring.executor import ScoringInputError
 
     examples = keyed_examples(taxi_rows[:4], {"trip_id": [7, 8, 7, 9]})
     files = [write_examples(tmp_path / "in" / "a.gz", examples)]
@@ -448,7 +448,7 @@ from pathlib import Path
 
 from tfx.dsl.io import fileio
 
-from components import scored_output
+from components.scoring import output as scored_output
 from tests.scoring_process import score
 
 example_file, out, serving, fingerprint, point = sys.argv[1:]
@@ -803,7 +803,7 @@ def test_on_s3_a_commit_killed_between_copy_and_delete_leaves_a_whole_partition_
     ],
 )
 def test_scoring_settings_refuse_bad_values_naming_the_field(settings, message):
-    from components.scoring import ScoringInputError, ScoringSettings
+    from components.scoring.executor import ScoringInputError, ScoringSettings
 
     with pytest.raises(ScoringInputError, match=message):
         ScoringSettings(**settings)
@@ -833,8 +833,8 @@ def test_the_serving_gate_lets_the_label_be_absent_and_new_columns_in_but_nothin
     import tensorflow_data_validation as tfdv
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    from components.data_checks import DataValidationError, check_data
-    from components.serving_check import serving_anomalies, serving_schema
+    from components.gates.data_validation.executor import DataValidationError, check_data
+    from components.gates.serving_data.executor import serving_anomalies, serving_schema
 
     schema = schema_pb2.Schema()
     for name, kind in (("tips", schema_pb2.FLOAT), ("fare", schema_pb2.FLOAT)):
@@ -857,8 +857,8 @@ def test_the_serving_gate_lets_the_label_be_absent_and_new_columns_in_but_nothin
 
 
 def test_the_scoring_dag_is_its_declared_steps_with_the_gate_before_the_scorer(tmp_path, taxi_spec):
-    from components.scoring import ScoringSettings
-    from pipeline.scoring import create_scoring_pipeline
+    from components.scoring.executor import ScoringSettings
+    from pipeline.scoring_pipeline import create_scoring_pipeline
     from pipeline.steps import BATCH_SCORER, SCORING_STEPS, SERVING_GATE
 
     def build(**changes):
@@ -898,7 +898,7 @@ def test_prediction_columns_per_task(taxi_spec):
 
     import numpy as np
 
-    from components.scoring import prediction_arrays, prediction_columns
+    from components.scoring.executor import prediction_arrays, prediction_columns
 
     def task(name, classes=()):
         label = dataclasses.replace(taxi_spec.label, task=name, classes=classes)
@@ -983,7 +983,7 @@ def test_the_scoring_package_matches_its_golden_and_reads_the_rollout_record(tmp
     serving.storage_root; without, no record (the newest pushed version serves)."""
     import yaml
 
-    from components.rollout_record import rolled_out_record
+    from components.serving.rollout_record import rolled_out_record
     from kubeflow import compile as kfp_compile
     from kubeflow import tfx_spec
     from kubeflow.step_ids import SCORING_REPORT

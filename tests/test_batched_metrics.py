@@ -27,9 +27,9 @@ from tensorflow_model_analysis.evaluators import evaluator, metrics_plots_and_va
 from tensorflow_model_analysis.extractors import slice_key_extractor, unbatch_extractor
 from tfx.components.evaluator import executor as stock_evaluator
 
-from components import batched_metrics
-from components.evaluation_extractors import PRUNE_STAGE_NAME
-from components.evaluator import batched_arguments, batched_metrics_in_tfx
+from components.evaluator import batched_metrics
+from components.evaluator.executor import batched_arguments, batched_metrics_in_tfx
+from components.evaluator.extractors import PRUNE_STAGE_NAME
 from pipeline.beam import IN_MEMORY_RUNNER_ARG
 from pipeline.pipeline import build_eval_config
 from tests.harness import assert_same_evaluation, read_evaluation
@@ -399,7 +399,7 @@ def test_the_eval_split_is_read_in_batches_of_up_to_8192_rows_while_do_builds_it
     built: Beam's tuning capped at 1,000 rows by default, 8,192 rows (20 MiB) inside."""
     from tfx_bsl.coders import batch_util
 
-    from components.evaluator import byte_size_batches
+    from components.evaluator.executor import byte_size_batches
 
     assert batch_util.GetBatchElementsKwargs(None)["max_batch_size"] == 1000
     with byte_size_batches():
@@ -413,7 +413,7 @@ def test_the_eval_split_is_read_in_batches_of_up_to_8192_rows_while_do_builds_it
 def test_every_metric_class_of_the_task_table_is_computed_on_whole_batches():
     """trainer/task_metrics.py names each task's metrics once; the Evaluator's batched
     metrics compute every class it names, so no task falls back to TFMA's per-example path."""
-    from components.batched_metrics import KINDS
+    from components.evaluator.batched_metrics import KINDS
     from trainer.dataset_spec import GATE_METRICS
     from trainer.task_metrics import TASK_METRICS
 

@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 from tfx.components.evaluator import executor as stock_evaluator
 
-from components.evaluator import ServedBaselineExecutor
+from components.evaluator.executor import ServedBaselineExecutor
 from schemas import load_schema_dir, read_schema
 from tests.conftest import REPO_ROOT
 from tests.csv_dialects import r_write_csv, rewrite

@@ -13,8 +13,8 @@ import time
 import apache_beam as beam
 import pytest
 
-from components.csv_to_examples import CsvError, read_blocks
-from components.read_examples import ReadExamples
+from components.example_gen.csv_to_examples import CsvError, read_blocks
+from components.example_gen.read_examples import ReadExamples
 from pipeline.inputs import InputDataError, check_data_root
 from schemas import read_schema
 from schemas.draft import draft, main
@@ -120,7 +120,7 @@ REFUSED = {
 
 def test_spark_s_output_folder_as_written_reads_its_part_files_alone(tmp_path):
     """Spark's markers and checksums are no data: the check and ExampleGen skip them
-    (components/input_files.py), so the folder Spark wrote is a data root as it is."""
+    (components/example_gen/input_files.py), so the folder Spark wrote is a data root as it is."""
     part = "part-00000-3f1e-c000.csv"
     root = write_root(
         tmp_path,

@@ -19,8 +19,14 @@ from tfx.proto import example_gen_pb2
 from tfx.utils import io_utils, proto_utils
 from tfx_bsl.coders.csv_decoder import ColumnType
 
-from components import csv_to_examples, example_blocks, read_examples
-from components.csv_to_examples import (
+from components.example_gen import blocks as example_blocks
+from components.example_gen import csv_to_examples, read_examples
+from components.example_gen.blocks import (
+    RowsLostError,
+    name_staged_files,
+    staging_dir,
+)
+from components.example_gen.csv_to_examples import (
     CsvError,
     column_type,
     merge_types,
@@ -28,15 +34,10 @@ from components.csv_to_examples import (
     read_blocks,
     typed_batch,
 )
-from components.example_blocks import (
-    RowsLostError,
-    name_staged_files,
-    staging_dir,
-)
-from components.example_encoding import encode_examples
-from components.example_gen import SpanResolvingExecutor
-from components.input_resolution import input_config
-from components.read_examples import InOrderThread
+from components.example_gen.encoding import encode_examples
+from components.example_gen.executor import SpanResolvingExecutor
+from components.example_gen.input_settings import input_config
+from components.example_gen.read_examples import InOrderThread
 from components.tfrecords import tfrecord_frames
 from pipeline.beam import beam_pipeline_args
 from tests.conftest import read_taxi_rows, write_csv

@@ -3,7 +3,11 @@
 import pytest
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 
-from components.data_checks import DataValidationError, check_data, describe_anomalies
+from components.gates.data_validation.executor import (
+    DataValidationError,
+    check_data,
+    describe_anomalies,
+)
 
 
 def _anomalies(**by_feature: tuple[str, str]) -> anomalies_pb2.Anomalies:
@@ -78,7 +82,7 @@ def test_nan_in_a_float_feature_is_counted_from_the_statistics():
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import statistics_pb2
 
-    from components.data_checks import nan_counts
+    from components.gates.data_validation.executor import nan_counts
 
     statistics = text_format.Parse(
         """
@@ -126,13 +130,15 @@ def _gate_inputs(root) -> dict:
 
 @pytest.mark.slow  # imports TFX's component package (TFMA) for its readers
 def test_the_ported_readers_read_what_tfx_s_read(tmp_path):
-    """components/data_checks.py against TFX 1.16's `stats_artifact_utils.load_statistics`,
-    `artifact_utils.get_split_uri` and `io_utils.SchemaReader`, on TFX's own artifacts."""
+    """components/gates/data_validation/executor.py and components/artifact_views.py against
+    TFX 1.16's `stats_artifact_utils.load_statistics`, `artifact_utils.get_split_uri`
+    and `io_utils.SchemaReader`, on TFX's own artifacts."""
     from tfx.components.statistics_gen import stats_artifact_utils
     from tfx.types import artifact_utils, standard_artifacts
     from tfx.utils import io_utils
 
-    from components import data_checks
+    from components import artifact_views
+    from components.gates.data_validation import executor as data_checks
 
     uris = _gate_inputs(tmp_path)
     statistics = standard_artifacts.ExampleStatistics()
@@ -140,7 +146,7 @@ def test_the_ported_readers_read_what_tfx_s_read(tmp_path):
     schema = standard_artifacts.Schema()
     schema.uri = uris["schema"]
     for split in ("train", "eval"):
-        assert data_checks.split_uri(statistics, split) == artifact_utils.get_split_uri(
+        assert artifact_views.split_uri(statistics, split) == artifact_utils.get_split_uri(
             [statistics], split
         )
         ours = data_checks.load_statistics(statistics, split)
@@ -152,7 +158,7 @@ def test_the_ported_readers_read_what_tfx_s_read(tmp_path):
     with pytest.raises(ValueError) as tfx_error:
         artifact_utils.get_split_uri([statistics], "test")
     with pytest.raises(ValueError, match="Split does not exist") as our_error:
-        data_checks.split_uri(statistics, "test")
+        artifact_views.split_uri(statistics, "test")
     assert str(our_error.value) == str(tfx_error.value)
     (tmp_path / "run-1" / "upstream" / "schema" / "other.pbtxt").write_text("")
     with pytest.raises(RuntimeError, match="Only one file per dir is supported"):
@@ -162,7 +168,7 @@ def test_the_ported_readers_read_what_tfx_s_read(tmp_path):
 
 
 def test_a_missing_statistics_file_is_named(tmp_path):
-    from components import data_checks
+    from components.gates.data_validation import executor as data_checks
     from kubeflow.light_step import StepArtifact
 
     uris = _gate_inputs(tmp_path)

@@ -393,7 +393,7 @@ def test_a_label_value_the_draft_has_not_seen_stops_the_run_naming_it(
     import pandas as pd
     import tensorflow_data_validation as tfdv
 
-    from components.data_checks import DataValidationError, check_data
+    from components.gates.data_validation.executor import DataValidationError, check_data
     from schemas.draft.schema import curate_schema
 
     rows = [classes[i % len(classes)] for i in range(12)]

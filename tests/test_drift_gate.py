@@ -11,11 +11,20 @@ import pytest
 import tensorflow_data_validation as tfdv
 from tfx.types import standard_artifacts
 
-from components.drift_check import DataDriftError, check_against_served, check_drift, compare
-from components.drift_result import DriftResult, FeatureComparison
-from components.model_push import served_duplicate
-from components.pusher import NoDuplicatePushExecutor
-from components.serving_dir import PUSH_RECORD_FILE, TRAINING_STATISTICS_FILE, served_statistics
+from components.gates.drift.executor import (
+    DataDriftError,
+    check_against_served,
+    check_drift,
+    compare,
+)
+from components.gates.drift.result import DriftResult, FeatureComparison
+from components.serving.push.component import NoDuplicatePushExecutor
+from components.serving.push.executor import served_duplicate
+from components.serving.serving_dir import (
+    PUSH_RECORD_FILE,
+    TRAINING_STATISTICS_FILE,
+    served_statistics,
+)
 from tests.conftest import load_schema
 from tests.span_data import SHIFTED_FEATURE, shifted, span_rows
 from trainer.dataset_spec import DriftSpec, FeatureDrift

@@ -11,14 +11,14 @@ from tensorflow_model_analysis.extractors import unbatch_extractor
 from tfx.components.evaluator import executor as stock_evaluator
 from tfx.utils import path_utils
 
-from components import evaluation_reader
-from components.evaluation_extractors import (
+from components.evaluator import reader as evaluation_reader
+from components.evaluator.executor import ServedBaselineExecutor
+from components.evaluator.extractors import (
     PRUNE_STAGE_NAME,
     custom_extractors,
     prune,
     slice_columns,
 )
-from components.evaluator import ServedBaselineExecutor
 from pipeline.pipeline import build_eval_config
 from tests.harness import (
     assert_same_evaluation,
@@ -114,7 +114,7 @@ def test_our_evaluator_prunes_unless_given_a_module_of_its_own(monkeypatch):
 
     monkeypatch.setattr(stock_evaluator.Executor, "Do", record)
     ServedBaselineExecutor().Do({}, {}, {})
-    assert seen["module_path"] == "components.evaluation_extractors"
+    assert seen["module_path"] == "components.evaluator.extractors"
     seen.clear()
     ServedBaselineExecutor().Do({}, {}, {"module_file": "/src/my_extractors.py"})
     assert "module_path" not in seen

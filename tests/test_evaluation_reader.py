@@ -20,8 +20,8 @@ from tfx.components.evaluator import executor as stock_evaluator
 from tfx_bsl.coders import example_coder
 from tfx_bsl.tfxio import tf_example_record
 
-from components import evaluation_reader
-from components.evaluation_reader import (
+from components.evaluator import reader as evaluation_reader
+from components.evaluator.reader import (
     ColumnDecoder,
     ColumnsOnlyExampleRecord,
     byte_size_runs,
@@ -119,7 +119,7 @@ def test_batches_hold_at_most_20_mib_each_record_counted_as_at_least_2560_bytes(
 
 
 def test_the_reader_batches_as_tfx_bsl_s_batching_is_set_when_the_pipeline_is_built():
-    from components.evaluator import byte_size_batches
+    from components.evaluator.executor import byte_size_batches
 
     with byte_size_batches():  # as the Evaluator builds its pipeline
         inside = evaluation_reader._ReadBatches(frozenset(), RAW, None)

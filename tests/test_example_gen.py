@@ -14,10 +14,11 @@ from tfx.proto import example_gen_pb2
 from tfx.utils import proto_utils
 
 from components import artifact_names
-from components.example_gen import INPUT_WINDOW_KEY, ExampleGen, SpanResolvingExecutor
-from components.input_resolution import input_config, input_window
-from components.span_resolution import InputPatternError, resolve_input
-from components.spans import SpanPattern, date_to_span, latest_spans, present_spans
+from components.example_gen.component import ExampleGen
+from components.example_gen.executor import INPUT_WINDOW_KEY, SpanResolvingExecutor
+from components.example_gen.input_settings import input_config, input_window
+from components.example_gen.span_resolution import InputPatternError, resolve_input
+from components.example_gen.spans import SpanPattern, date_to_span, latest_spans, present_spans
 from tests.conftest import read_taxi_rows, write_csv
 from tests.harness import run_example_gen, split_records
 
@@ -106,7 +107,7 @@ def test_a_data_root_named_like_a_glob_is_read_as_a_path(tmp_path):
     resolution (Kubeflow) and the span listing hand it over escaped."""
     from tfx.dsl.io import fileio
 
-    from components.example_gen import RootEscapingDriver
+    from components.example_gen.component import RootEscapingDriver
 
     pattern = "span-{SPAN}/*.csv"
     root = str(touch(tmp_path / "data[1]", "span-1/a.csv", "span-2/a.csv"))

@@ -209,8 +209,8 @@ def test_the_fork_files_are_the_ones_copier_keeps():
 
 
 def test_a_machinery_import_of_a_fork_file_is_found(tmp_path):
-    (tmp_path / "components").mkdir()
-    (tmp_path / "components" / "scoring.py").write_text(
+    (tmp_path / "components" / "scoring").mkdir(parents=True)
+    (tmp_path / "components" / "scoring" / "executor.py").write_text(
         "def f():\n    from trainer.model import output_name\n    return output_name\n"
     )
     (tmp_path / "local_runner.py").write_text("from pipeline import config\n")
@@ -221,7 +221,7 @@ def test_a_machinery_import_of_a_fork_file_is_found(tmp_path):
     (tmp_path / "trainer" / "model.py").write_text("from trainer.custom import x\n")  # a fork file
     assert leaks(tmp_path) == [
         "bench.py:2 imports trainer.custom",
-        "components/scoring.py:2 imports trainer.model",
+        "components/scoring/executor.py:2 imports trainer.model",
         "local_runner.py:1 imports pipeline.config",
     ]
 

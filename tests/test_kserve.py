@@ -26,9 +26,10 @@ import pytest
 import tensorflow as tf
 import yaml
 
-from components.rollout_record import rolled_out_record, rolled_out_version
-from components.served_version import choose_version
-from kubeflow.kserve import layout, manifest, runtime, smoke
+from components.serving.rollout_record import rolled_out_record, rolled_out_version
+from components.serving.served_version import choose_version
+from kubeflow.kserve import layout, manifest, smoke
+from kubeflow.kserve import serving_runtime as runtime
 from kubeflow.kserve.cluster import ServingCluster
 from kubeflow.kserve.rollout import DeployError, Rollout
 from kubeflow.settings import parse_settings

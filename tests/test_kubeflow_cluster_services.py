@@ -296,8 +296,8 @@ def test_example_gen_read_the_parquet_files_on_s3_as_they_are_read_locally(
     dataset's ignored columns left unread as the package's ExampleGen leaves them."""
     from tfx.utils import proto_utils
 
-    from components.example_gen import INPUT_WINDOW_KEY, SpanResolvingExecutor
-    from components.input_resolution import input_config, input_window
+    from components.example_gen.executor import INPUT_WINDOW_KEY, SpanResolvingExecutor
+    from components.example_gen.input_settings import input_config, input_window
 
     (examples,) = executions["first"]["steps"]["ExampleGen"]["outputs"]["examples"]
     from_store = store.download(examples, tmp_path / "examples")

@@ -214,7 +214,7 @@ def test_a_new_span_is_read_not_taken_from_cache(executions):
 
 
 def test_the_drift_gate_reads_the_statistics_the_first_execution_served(executions):
-    from components.drift_result import read_result
+    from components.gates.drift.result import read_result
 
     first_drift = read_result(executions["first"]["steps"]["DataDriftGate"]["outputs"]["drift"][0])
     assert first_drift.baseline_version is None and "no previous statistics" in first_drift.note
@@ -389,7 +389,7 @@ def test_the_report_and_metrics_are_where_kfps_own_artifact_classes_put_them(exe
 
 
 def deploy_outcome(execution: dict) -> dict:
-    from kubeflow.steps.deployment import read_outcome
+    from kubeflow.steps.deploy.executor import read_outcome
 
     (uri,) = execution["steps"][kubeflow_steps.DEPLOY]["outputs"]["deployment"]
     return read_outcome(uri)

@@ -18,7 +18,7 @@ ScoringReport exit handler writes the run's report.
 The settings have `serving:`. Versions 1 and 2 are two models (conftest's small
 one and the same trained from another seed: other weights, other scores), and
 the record of what is rolled out is the Deploy step's own: its rollout
-(kubeflow/steps/deployment.py, the function the step's pod runs) runs
+(kubeflow/steps/deploy/executor.py, the function the step's pod runs) runs
 against KServe's stand-in (tests/kserve_standin.py), creates the
 InferenceService on version 1, then rolls version 2 out as a canary left for a
 person (`promotion: manual`): version 2 is newer, complete and takes 10% of
@@ -42,9 +42,9 @@ import pytest
 import yaml
 
 from components.artifact_names import STATUS_PROPERTY
-from components.rollout_record import rolled_out_record
-from components.scored_output import MANIFEST_FILE, SUCCESS_FILE, TEMPORARY_DIR
-from components.serving_dir import SERVED_EVALUATION_FILE, model_digest
+from components.scoring.output import MANIFEST_FILE, SUCCESS_FILE, TEMPORARY_DIR
+from components.serving.rollout_record import rolled_out_record
+from components.serving.serving_dir import SERVED_EVALUATION_FILE, model_digest
 from kubeflow.step_ids import SCORING_REPORT
 from pipeline.steps import BATCH_SCORER, EXAMPLE_GEN, SCORING_STEPS
 from tests.conftest import REPO_ROOT, read_taxi_rows, write_csv
@@ -75,7 +75,7 @@ SCORES_ROOT = SERVING_DIR.rsplit("/", 1)[0] + "/scores"
 PARTITION = f"{SCORES_ROOT}/span={SPAN}/version=1"
 # The Deploy step's storage root (serving.storage_root's default) and its record there.
 STORAGE_ROOT = SERVING_DIR + "-kserve"
-# What a killed attempt of an earlier run of this partition left (components/scored_output.py).
+# What a killed attempt of an earlier run of this partition left (components/scoring/output.py).
 LEFTOVER = f"{SCORES_ROOT}/{TEMPORARY_DIR}/span={SPAN}/version=1/0a1b2c/part-00000-of-00001.parquet"
 # The Deploy step's InferenceService, and the token its pod's service account sends.
 NAMESPACE, INFERENCE_SERVICE, TOKEN = "models", "taxi", "deploy-token"
@@ -83,11 +83,11 @@ NAMESPACE, INFERENCE_SERVICE, TOKEN = "models", "taxi", "deploy-token"
 
 def evaluation_record(sums: dict) -> dict:
     """An evaluation record holding `sums` for the overall slice, as the batched
-    evaluator writes it (components/batched_metrics.py, `recorded_sums`)."""
+    evaluator writes it (components/evaluator/batched_metrics.py, `recorded_sums`)."""
     import numpy as np
     from tensorflow_model_analysis.metrics import metric_types
 
-    from components.batched_metrics import recorded_sums
+    from components.evaluator.batched_metrics import recorded_sums
 
     overall = {
         metric_types.MetricKey(name=name): np.asarray(value, np.float64)
@@ -119,7 +119,7 @@ def kserve(tmp_path_factory):
 
 
 def deploy(kubeconfig: Path, examples_uri: Path, serving_dir: Path, version: str, **serving):
-    """The Deploy step's own work (kubeflow/steps/deployment.py `deploy`, as its pod runs
+    """The Deploy step's own work (kubeflow/steps/deploy/executor.py `deploy`, as its pod runs
     it through kubeflow/light_step.py) for a pushed `serving_dir/version`; its outcome."""
     import os
     from unittest import mock
@@ -127,7 +127,7 @@ def deploy(kubeconfig: Path, examples_uri: Path, serving_dir: Path, version: str
     from components.artifact_names import PUSHED_DESTINATION_PROPERTY, PUSHED_PROPERTY
     from kubeflow.light_step import StepArtifact
     from kubeflow.settings.serving import parse_serving
-    from kubeflow.steps import deployment
+    from kubeflow.steps.deploy import executor as deployment
 
     config = parse_serving(
         {"inference_service": INFERENCE_SERVICE, "ready_timeout": "30s", **serving},
@@ -244,11 +244,11 @@ def key_text(serialized: bytes) -> str:
 @pytest.fixture(scope="module")
 def served_scores(execution) -> dict:
     """Each version's `serving_default` on ExampleGen's examples, in the scorer's batches
-    (each file in its order, `batch_size` rows at a time: components/scoring.py
+    (each file in its order, `batch_size` rows at a time: components/scoring/executor.py
     `read_batches`): key -> the positive class's probability, per version."""
     import tensorflow as tf
 
-    from components.scoring import ScoringSettings, read_batches
+    from components.scoring.executor import ScoringSettings, read_batches
     from trainer.export import SERVING_SIGNATURE
     from trainer.model_support import PROBABILITIES_OUTPUT
 

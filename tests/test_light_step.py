@@ -38,7 +38,7 @@ from benchmarks.step_startup import (
     light_step_arguments,
     pushed_candidate,
 )
-from components.serving_dir import PUSH_RECORD_FILE, TRAINING_STATISTICS_FILE
+from components.serving.serving_dir import PUSH_RECORD_FILE, TRAINING_STATISTICS_FILE
 from kubeflow import light_step
 from tests.conftest import REPO_ROOT
 from tests.harness import run_report_inputs
@@ -224,8 +224,8 @@ def test_a_gate_that_fails_fails_as_under_tfx_entrypoint(
         assert [t for t in texts if t not in reference["written_files"][output]] == [], output
 
 
-LATEST_SERVED = "components.served_model.LatestServedModel_Executor"
-RUN_REPORT = "kubeflow.steps.run_report.RunReport_Executor"
+LATEST_SERVED = "components.serving.baseline.component.LatestServedModel_Executor"
+RUN_REPORT = "kubeflow.steps.run_report.component.RunReport_Executor"
 # Cases of a light step beside its LIGHT_STEP_INPUTS entry: case -> (class, what it is handed).
 OTHER_CASES = {
     # Nothing served yet (the first run): the empty Model artifact, `has_model` 0.
@@ -303,7 +303,7 @@ def test_a_second_attempt_over_the_first_ones_output_file_runs_as_the_first(
     """kubeflow_v2_run_executor.py, lines 89-102, reads a driver's output file, and a second
     attempt in the same place finds the first's, whose output parameters then come in as
     parameters: TFX's function executor hands the function only what it takes."""
-    class_path = "kubeflow.steps.input_snapshot.InputSnapshot_Executor"
+    class_path = "kubeflow.steps.input_snapshot.component.InputSnapshot_Executor"
     compiled = compiled_arguments[class_path]
     first = _run(tmp_path, class_path, compiled, None)
     second = _run(tmp_path, class_path, compiled, None)
@@ -444,12 +444,13 @@ _RAW_INPUTS = [
 def test_an_inputs_custom_properties_are_those_of_tfx_s_artifact(title, raw):
     """`_parse_raw_artifact` (kubeflow_v2_entrypoint_utils.py, lines 296-332), run here, and
     `custom_properties_of` on the same raw artifact: the same custom properties, each read as
-    its value (run_report.py's `_custom_value`, which keeps a falsy one)."""
+    its value (kubeflow/steps/run_report/component.py's `_custom_value`, which keeps a falsy
+    one)."""
     from google.protobuf import json_format
     from kfp.pipeline_spec import pipeline_spec_pb2
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils as utils
 
-    from kubeflow.steps.run_report import _custom_value
+    from kubeflow.steps.run_report.component import _custom_value
 
     runtime = json_format.ParseDict(
         {"uri": "/a", "type": {"instanceSchema": f"title: {title}\n"}, **raw},
@@ -620,7 +621,7 @@ def test_the_pusher_runs_light_as_under_tfx_entrypoint_in_other_cases(
     assert bool(reference["written"]["pushed_model"]) == (metadata["pushed"] == 1.0)
 
 
-# TFX 1.16's own Pusher executor, which components/model_push.py ports.
+# TFX 1.16's own Pusher executor, which components/serving/push/executor.py ports.
 TFX_PUSHER = "tfx.components.pusher.executor.Executor"
 
 

@@ -15,7 +15,7 @@ import time
 import pytest
 from tfx.proto.orchestration import pipeline_pb2
 
-from components.data_checks import DataValidationError
+from components.gates.data_validation.executor import DataValidationError
 from pipeline.local import scheduler as local
 from pipeline.local.node_process import (
     NodeProcess,

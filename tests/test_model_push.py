@@ -1,4 +1,5 @@
-"""components/model_push.py, the Pusher's work as its pod runs it (kubeflow/light_step.py).
+"""components/serving/push/executor.py, the Pusher's work as its pod runs it
+(kubeflow/light_step.py).
 
 tests/test_light_step.py compares whole runs with TFX's entrypoint and TFX's own
 Pusher; these check, on the function alone, what a comparison of finished runs
@@ -15,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from components import model_push, store_files
-from components.serving_dir import PUSH_RECORD_FILE, latest_served_version
+from components import store_files
+from components.serving.push import executor as model_push
+from components.serving.serving_dir import PUSH_RECORD_FILE, latest_served_version
 from kubeflow.light_step import StepArtifact
 
 # A served version 3 and a candidate unlike it, with the train split's statistics.

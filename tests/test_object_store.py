@@ -220,7 +220,7 @@ def test_a_delete_the_store_refuses_is_an_error_naming_the_store(store, monkeypa
         remove_folder_markers(["s3://pipelines/sweep"])
 
 
-# A partition's key, as the batch scorer writes them (components/scored_output.py).
+# A partition's key, as the batch scorer writes them (components/scoring/output.py).
 HIVE_KEY = "scores/span=1/version=1/_SUCCESS"
 READ_WITH_TENSORFLOW = """
 import sys
@@ -373,8 +373,8 @@ def test_parquet_on_s3_is_read_into_the_examples_of_the_same_files_read_locally(
     read through Beam's S3 filesystem, Spark's marker and checksums skipped there too."""
     from tfx.utils import proto_utils
 
-    from components.example_gen import SpanResolvingExecutor
-    from components.input_resolution import input_config
+    from components.example_gen.executor import SpanResolvingExecutor
+    from components.example_gen.input_settings import input_config
     from tests.conftest import taxi_as_parquet
     from tests.harness import run_example_gen, split_records
 
@@ -395,7 +395,7 @@ def test_parquet_on_s3_is_read_into_the_examples_of_the_same_files_read_locally(
          "from pipeline.object_store import exit_process, register_filesystems\n"
          "logging.set_verbosity(logging.INFO)\n"
          "register_filesystems()\n"
-         "from components.example_gen import SpanResolvingExecutor\n"
+         "from components.example_gen.executor import SpanResolvingExecutor\n"
          "from tests.harness import run_example_gen\n"
          "run_example_gen(SpanResolvingExecutor, sys.argv[1], Path(sys.argv[2]),"
          " json.loads(sys.argv[3]))\n"

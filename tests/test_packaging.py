@@ -251,7 +251,7 @@ print(json.dumps(files))
 def test_every_step_entrypoint_imports_from_the_installed_copy(installed, tmp_path):
     classes, modules = step_entrypoints(tmp_path)
     assert "kubeflow.step_entrypoint" in modules
-    assert "components.example_gen.SpanResolvingExecutor" in classes
+    assert "components.example_gen.executor.SpanResolvingExecutor" in classes
     assert any(c.startswith("kubeflow.tuning.") for c in classes)  # the tuning package's
     modules += RUNNERS
     proc = installed.run("-c", IMPORT_ENTRYPOINTS, json.dumps([classes, modules]))
@@ -259,7 +259,7 @@ def test_every_step_entrypoint_imports_from_the_installed_copy(installed, tmp_pa
     files = json.loads(proc.stdout.strip().splitlines()[-1])
     own_names = top_level_names(installed.wheel)
     own = {m: f for m, f in files.items() if m.split(".")[0] in own_names}
-    assert {"kubeflow.step_entrypoint", "components.example_gen", *RUNNERS} <= own.keys()
+    assert {"kubeflow.step_entrypoint", "components.example_gen.executor", *RUNNERS} <= own.keys()
     outside = {m: f for m, f in own.items() if not Path(f).is_relative_to(installed.site_packages)}
     assert outside == {}
 

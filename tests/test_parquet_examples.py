@@ -1,7 +1,7 @@
-"""ExampleGen's Parquet copy (components/parquet_examples.py) is what StatisticsGen and
+"""ExampleGen's Parquet copy (components/example_gen/parquet_examples.py) is what StatisticsGen and
 Transform see from the tf.Examples: the same columns, the same statistics per split,
 the same Transform graph; and Transform over it still writes tf.Examples
-(components/transform.py)."""
+(components/transform/executor.py)."""
 
 from __future__ import annotations
 
@@ -23,11 +23,15 @@ from tfx.utils import io_utils, proto_utils
 from tfx_bsl.coders import example_coder
 from tfx_bsl.coders.csv_decoder import ColumnType
 
-from components.example_encoding import encode_examples
-from components.example_gen import SpanResolvingExecutor
-from components.input_resolution import input_config
-from components.parquet_examples import feature_columns, feature_schema
-from components.transform import ParquetAnalysisExecutor, ParquetColumnError, schema_columns
+from components.example_gen.encoding import encode_examples
+from components.example_gen.executor import SpanResolvingExecutor
+from components.example_gen.input_settings import input_config
+from components.example_gen.parquet_examples import feature_columns, feature_schema
+from components.transform.executor import (
+    ParquetAnalysisExecutor,
+    ParquetColumnError,
+    schema_columns,
+)
 from tests.conftest import load_schema
 from tests.harness import IN_MEMORY_BEAM_ARGS, beam_executor, run_example_gen_outputs
 

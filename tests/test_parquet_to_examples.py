@@ -22,11 +22,11 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx.utils import proto_utils
 from tfx_bsl.coders.csv_decoder import ColumnType
 
-from components.csv_to_examples import column_type, read_blocks, typed_batch
-from components.example_encoding import encode_examples
-from components.example_gen import SpanResolvingExecutor
-from components.input_resolution import input_config, input_window
-from components.parquet_columns import (
+from components.example_gen.csv_to_examples import column_type, read_blocks, typed_batch
+from components.example_gen.encoding import encode_examples
+from components.example_gen.executor import SpanResolvingExecutor
+from components.example_gen.input_settings import input_config, input_window
+from components.example_gen.parquet_columns import (
     FeatureType,
     ParquetError,
     feature_column,
@@ -34,9 +34,9 @@ from components.parquet_columns import (
     plan_files,
     read_row_group,
 )
-from components.parquet_footer import footer_for_pyarrow_10, unknown_logical_types
-from components.span_resolution import resolve_input
-from kubeflow.steps.input_snapshot import InputSnapshot
+from components.example_gen.parquet_footer import footer_for_pyarrow_10, unknown_logical_types
+from components.example_gen.span_resolution import resolve_input
+from kubeflow.steps.input_snapshot.component import InputSnapshot
 from pipeline.beam import beam_pipeline_args
 from pipeline.inputs import InputDataError, check_data_root
 from tests import row_group_probe
@@ -631,7 +631,7 @@ def test_a_run_on_the_rows_as_parquet_gets_the_csv_run_s_statistics_and_metrics(
     assert metrics == pytest.approx(csv_metrics, abs=METRIC_TOLERANCE), (metrics, csv_metrics)
 
 
-# --- the data root's checks and spans (pipeline/inputs.py, components/example_gen.py) ---
+# --- the data root's checks and spans (pipeline/inputs.py, components/example_gen/executor.py) ---
 
 
 def test_a_spark_output_folder_is_read_without_its_markers_and_checksums(tmp_path):

@@ -304,7 +304,7 @@ def test_every_report_field_is_filled_by_one_step_output_and_read_by_a_report():
 
     from components.report.contents import ArtifactUris, RunReport
     from components.report.outputs import RunOutputs
-    from kubeflow.steps.run_report import RunReport as RunReportStep
+    from kubeflow.steps.run_report.component import RunReport as RunReportStep
 
     report_fields = {f.name for f in dc.fields(ArtifactUris)} | {
         f.name for f in dc.fields(RunOutputs) if f.name != "uris"

@@ -62,8 +62,8 @@ def test_examplegen_stops_on_an_empty_span_where_no_runner_checked(tmp_path):
     """On Kubeflow no runner's check runs before ExampleGen: its read stops on the span."""
     import apache_beam as beam
 
-    from components.read_examples import ReadExamples
-    from components.span_resolution import InputPatternError
+    from components.example_gen.read_examples import ReadExamples
+    from components.example_gen.span_resolution import InputPatternError
 
     root = exported(tmp_path, "empty_newest")
     patterns = ["dt=2024-01-01/*.parquet", "dt=2024-01-02/*.parquet"]
@@ -99,11 +99,11 @@ def test_every_draft_refusal_is_one_line(tmp_path, folder, message):
 @pytest.mark.slow  # runs ExampleGen
 def test_csv_keys_are_read_as_written(tmp_path):
     """`07`, `007`, `7` are three keys and `00042` stays `00042`: scoring's ExampleGen
-    reads its key columns as text (pipeline/scoring.py), never typed as numbers."""
+    reads its key columns as text (pipeline/scoring_pipeline.py), never typed as numbers."""
     import tensorflow as tf
     from tfx.utils import proto_utils
 
-    from components.example_gen import SpanResolvingExecutor, input_config, input_window
+    from components.example_gen.executor import SpanResolvingExecutor, input_config, input_window
     from tests.harness import run_example_gen, split_records
 
     root = exported(tmp_path, "csv_keys")
@@ -130,8 +130,8 @@ def test_csv_keys_are_read_as_written(tmp_path):
 def test_the_scoring_dag_reads_its_keys_as_text(tmp_path, taxi_spec):
     import json
 
-    from components.scoring import ScoringSettings
-    from pipeline.scoring import create_scoring_pipeline
+    from components.scoring.executor import ScoringSettings
+    from pipeline.scoring_pipeline import create_scoring_pipeline
     from pipeline.steps import EXAMPLE_GEN
 
     pipeline = create_scoring_pipeline(
@@ -229,7 +229,7 @@ def example_gen_features(tmp_path: Path, folder: str, **window) -> list:
     import tensorflow as tf
     from tfx.utils import proto_utils
 
-    from components.example_gen import SpanResolvingExecutor, input_config, input_window
+    from components.example_gen.executor import SpanResolvingExecutor, input_config, input_window
     from tests.harness import run_example_gen, split_records
 
     properties = {
@@ -309,8 +309,8 @@ def test_scoring_s_gate_names_no_split_and_hints_the_cast_of_an_int_with_a_nan()
     import tensorflow_data_validation as tfdv
     from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2
 
-    from components.data_checks import DataValidationError, check_data
-    from components.serving_check import serving_anomalies
+    from components.gates.data_validation.executor import DataValidationError, check_data
+    from components.gates.serving_data.executor import serving_anomalies
 
     schema = schema_pb2.Schema()
     schema.feature.add(name="flipper_length_mm", type=schema_pb2.INT)
@@ -332,7 +332,7 @@ def test_a_column_added_in_a_later_partition_is_told_where_to_declare_it():
     import tensorflow_data_validation as tfdv
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    from components.data_checks import DataValidationError, check_data
+    from components.gates.data_validation.executor import DataValidationError, check_data
 
     schema = schema_pb2.Schema()
     schema.feature.add(name="island", type=schema_pb2.BYTES)
@@ -357,7 +357,7 @@ def test_a_reader_of_the_scores_directory_gets_each_key_once_per_question(tmp_pa
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    from components.scored_output import Manifest, commit, latest_partitions, partition_dir
+    from components.scoring.output import Manifest, commit, latest_partitions, partition_dir
 
     out = tmp_path / "scores"
 
@@ -484,7 +484,7 @@ def test_a_success_only_partition_in_the_middle_of_the_window_stops_the_run(tmp_
 
 
 def test_an_unmarked_empty_partition_is_left_out_in_one_line(tmp_path):
-    from components.input_files import left_out_line
+    from components.example_gen.input_files import left_out_line
 
     root = days(tmp_path, {**WITH_EMPTY_NEWEST, "2024-01-03": "unmarked"})
     checked = check_data_root(root, HIVE_PATTERN, 2)
@@ -503,8 +503,8 @@ def test_an_unmarked_empty_partition_is_left_out_in_one_line(tmp_path):
 def test_examplegen_refuses_the_empty_day_where_no_runner_checked(tmp_path):
     """Kubeflow: ExampleGen's (and InputSnapshot's) resolution stops on it, in one line;
     an unmarked one is left out and said on the examples' properties."""
-    from components.input_resolution import input_config
-    from components.span_resolution import InputPatternError, resolve_input
+    from components.example_gen.input_settings import input_config
+    from components.example_gen.span_resolution import InputPatternError, resolve_input
 
     def resolved(root: Path, spans: int):
         window = {"pattern": HIVE_PATTERN, "spans": spans}
@@ -695,7 +695,7 @@ def test_the_run_refuses_a_bad_value_before_any_step_in_one_line(tmp_path, capsy
 def test_examplegen_refuses_the_same_value_where_no_runner_checked(tmp_path):
     """Kubeflow: ExampleGen's reader runs the same check before its pipeline runs, so its
     line has no Beam `[while running ...]` suffix."""
-    from components.parquet_columns import ParquetError
+    from components.example_gen.parquet_columns import ParquetError
 
     with pytest.raises(ParquetError) as raised:
         example_gen_features(tmp_path, "refuse_decimal")
@@ -708,7 +708,7 @@ def test_a_row_group_whose_statistics_show_a_bad_value_is_scanned_past_the_bound
 ):
     """With no rows left to scan (SCAN_ROWS 0), the uint64 export is still refused by the
     check: its footer's statistics show a value beyond int64, so its row group is read."""
-    from components import parquet_columns
+    from components.example_gen import parquet_columns
 
     monkeypatch.setattr(parquet_columns, "SCAN_ROWS", 0)
     with pytest.raises(InputDataError) as raised:
@@ -723,8 +723,8 @@ def test_a_bad_value_past_the_check_s_scan_stops_examplegen_with_the_same_line(
     """A timestamp's sub-microsecond digits are in no statistic: past the scan (SCAN_ROWS
     0 here; 2^20 rows a file) the check lets the file through, and ExampleGen's read
     stops on the value with the check's line, the cast, and no Beam step in it."""
-    from components import parquet_columns
-    from components.parquet_columns import ParquetError
+    from components.example_gen import parquet_columns
+    from components.example_gen.parquet_columns import ParquetError
 
     monkeypatch.setattr(parquet_columns, "SCAN_ROWS", 0)
     check_data_root(EXPORTS / "refuse_ns_timestamp")  # nothing scanned, nothing refused
@@ -766,7 +766,7 @@ def test_hostile_folder_names_in_the_left_out_line_stay_one_line_and_are_escaped
     line-break character as its escape; the HTML report escapes its markup."""
     import markupsafe
 
-    from components.input_files import left_out_line
+    from components.example_gen.input_files import left_out_line
     from components.report.contents import InputData, RunReport
     from components.report.render import render_html
     from pipeline.local.run_summary import summary_text

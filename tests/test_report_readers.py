@@ -384,8 +384,8 @@ def test_a_served_models_signatures_read_as_tensorflow_reads_them(two_local_runs
     """`serving_dir.serving_signatures` (tensorboard's MetaGraphDef, no TensorFlow) and
     TensorFlow's SavedModel proto (`served_model.signature_defs`) on every version the
     runs served: the same signatures with the same inputs; none without saved_model.pb."""
-    from components.served_model import signature_defs
-    from components.serving_dir import serving_signatures
+    from components.serving.baseline.component import signature_defs
+    from components.serving.serving_dir import serving_signatures
 
     served = sorted((two_local_runs.output_dir / "serving_model").iterdir())
     assert served

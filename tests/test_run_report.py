@@ -235,9 +235,9 @@ def run_report_step(tmp_path, *, anomalies_pb: bytes | None = None, blessed: str
     Returns the page it wrote and its metrics artifact."""
     from tfx.types import standard_artifacts
 
-    from components.drift_artifact import DataDrift
+    from components.gates.drift.artifact import DataDrift
     from kubeflow.steps.kfp_artifacts import HTML, Metrics
-    from kubeflow.steps.run_report import RunReport as RunReportStep
+    from kubeflow.steps.run_report.component import RunReport as RunReportStep
     from pipeline import steps as dag
 
     inputs = {
@@ -586,8 +586,8 @@ def test_kubeflow_run_report_step_writes_the_report_from_its_input_artifacts(
 ):
     """The RunReport executor, on the artifacts of a real run, as a Kubeflow step runs it."""
     from kubeflow.steps.kfp_artifacts import HTML, Metrics
-    from kubeflow.steps.run_report import RunReport
-    from kubeflow.steps.training_run_report import BASELINE_PREFIX, BLESSED_METRIC
+    from kubeflow.steps.run_report.component import RunReport
+    from kubeflow.steps.run_report.executor import BASELINE_PREFIX, BLESSED_METRIC
     from pipeline import steps as dag
 
     input_dict = {

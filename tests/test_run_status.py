@@ -15,7 +15,7 @@ from google.protobuf import struct_pb2
 from components.report.outputs import RunOutputs, report_fields
 from kubeflow import step_attempt
 from kubeflow.steps import step_records
-from kubeflow.steps.status_report import (
+from kubeflow.steps.run_status.executor import (
     CACHED,
     INTERRUPTED,
     NO_VERDICT_STATES,
@@ -342,7 +342,7 @@ def test_the_exit_handler_writes_its_report_when_a_part_cannot_be_read_or_drawn(
     read leave the page with the steps' states alone, each saying so; the step succeeds."""
     from components.report import outputs, plots
     from kubeflow.steps.kfp_artifacts import HTML
-    from kubeflow.steps.run_status import RunStatus
+    from kubeflow.steps.run_status.component import RunStatus
     from tests.harness import parse
 
     def fail(*_args):

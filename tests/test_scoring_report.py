@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components.report.scoring import (
+from components.report.scoring_report import (
     REPORTS_DIR,
     Distribution,
     ScoringReport,
@@ -18,7 +18,7 @@ from components.report.scoring import (
     render_scoring_html,
     served_evaluation,
 )
-from components.scored_output import ERRORS_FILE, SUCCESS_FILE, TEMPORARY_DIR
+from components.scoring.output import ERRORS_FILE, SUCCESS_FILE, TEMPORARY_DIR
 from tests.harness import (
     HOSTILE_VALUES,
     assert_self_contained,
@@ -35,10 +35,10 @@ from tests.harness import (
 
 def record_with(sums: dict) -> dict:
     """An evaluation record holding `sums` for the overall slice, as the batched
-    evaluator writes it (components/batched_metrics.py, `recorded_sums`)."""
+    evaluator writes it (components/evaluator/batched_metrics.py, `recorded_sums`)."""
     import numpy as np
 
-    from components.batched_metrics import recorded_sums
+    from components.evaluator.batched_metrics import recorded_sums
 
     overall = {key: np.asarray(value, np.float64) for key, value in sums.items()}
     return {"candidate_sums": recorded_sums([((), overall)], None)}
@@ -113,7 +113,7 @@ def test_score_distributions_per_task(taxi_spec):
 def hostile_scoring_report(tmp_path: Path) -> ScoringReport:
     """A failed run whose keys, reasons and classes hold HOSTILE_VALUES, read back from
     an errors file as the scorer writes it."""
-    from components.scoring import csv_line
+    from components.scoring.executor import csv_line
 
     # Python 3.10's csv module cannot write NUL: the value is written without it.
     written = [value.replace("\x00", "") for value in HOSTILE_VALUES]
@@ -195,12 +195,12 @@ def test_on_kubeflow_a_run_whose_scorer_failed_gets_its_report_from_the_attempt(
     import pyarrow.parquet as pq
 
     from components.artifact_names import FINGERPRINT_PROPERTY, SPAN_PROPERTY
-    from components.rollout_record import record_rolled_out, rolled_out_record
-    from components.scored_output import ScoredOutputError, attempts_dir
-    from components.scoring import csv_line
+    from components.scoring.executor import csv_line
+    from components.scoring.output import ScoredOutputError, attempts_dir
+    from components.serving.rollout_record import record_rolled_out, rolled_out_record
     from kubeflow.steps import step_records
     from kubeflow.steps.kfp_artifacts import HTML
-    from kubeflow.steps.scoring_report import ScoringReport
+    from kubeflow.steps.scoring_report.component import ScoringReport
     from pipeline.steps import BATCH_SCORER, EXAMPLE_GEN
 
     serving = tmp_path / "serving"
@@ -352,7 +352,12 @@ def test_keys_holding_line_breaks_stay_one_row_in_the_errors_and_csv_files(tmp_p
     failed on a row without a reason."""
     import pyarrow as pa
 
-    from components.scoring import csv_line, csv_lines, read_error_reasons, read_written_keys
+    from components.scoring.executor import (
+        csv_line,
+        csv_lines,
+        read_error_reasons,
+        read_written_keys,
+    )
 
     keys = ["two\nlines", "cr\rx", "next\x85 sep\u2028", 'quote " ,comma']
     table = pa.table({"trip_id": keys, "prediction": pa.array([1.0] * 4, pa.float32())})

@@ -1,4 +1,5 @@
-"""components/span_resolution.py answers what TFX 1.16's ExampleGen driver answers, byte for byte.
+"""components/example_gen/span_resolution.py answers what TFX 1.16's ExampleGen driver answers,
+byte for byte.
 
 The reference is TFX's own `FileBasedInputProcessor` and TFX's `fileio`, run
 in the test on the same small trees, wrapped as the project wrapped it before
@@ -15,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from components import span_resolution
-from components.span_resolution import SpanRead, Split
-from components.spans import glob_root
+from components.example_gen import span_resolution
+from components.example_gen.span_resolution import SpanRead, Split
+from components.example_gen.spans import glob_root
 
 # A fixed modification time (whole seconds) and one with a fraction, which TFX truncates.
 MTIME = 1_704_164_645
@@ -195,7 +196,7 @@ def test_a_window_resolves_each_span_as_tfx_does(tmp_path):
 def test_the_input_config_is_read_from_its_json():
     from google.protobuf import json_format
 
-    from components.input_resolution import input_config
+    from components.example_gen.input_settings import input_config
 
     text = json_format.MessageToJson(input_config("span-{SPAN}/*"), sort_keys=True)
     assert span_resolution.InputSplits.from_json(text).splits == (

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from components.serving_dir import TRAINING_STATISTICS_FILE
+from components.serving.serving_dir import TRAINING_STATISTICS_FILE
 from pipeline import steps as dag
 from tests.conftest import snapshot_files
 from tests.harness import parse, with_attr

@@ -36,27 +36,28 @@ TFX_PREFIX = "tfx."
 # TFX's Pusher component (its pod runs light: LIGHT_STEPS), and the Evaluator runs TFMA.
 ON_TFX_COMPONENTS = frozenset(
     {
-        "components.example_gen.SpanResolvingExecutor",
-        "components.transform.ParquetAnalysisExecutor",
-        "components.pusher.NoDuplicatePushExecutor",
-        "components.evaluator.ServedBaselineExecutor",
+        "components.example_gen.executor.SpanResolvingExecutor",
+        "components.transform.executor.ParquetAnalysisExecutor",
+        "components.serving.push.component.NoDuplicatePushExecutor",
+        "components.evaluator.executor.ServedBaselineExecutor",
     }
 )
 # Ours, loading no TFMA: the light steps, the scorer and the tuner.
 WITHOUT_TFMA = frozenset(
     {
-        "kubeflow.steps.run_status.RunStatus_Executor",
-        "kubeflow.steps.scoring_report.ScoringReport_Executor",
-        "kubeflow.steps.run_report.RunReport_Executor",
-        "kubeflow.steps.deploy.Deploy_Executor",
-        "kubeflow.steps.input_snapshot.InputSnapshot_Executor",
-        "components.served_model.LatestServedModel_Executor",
-        "components.batch_scorer.BatchScorer_Executor",
+        "kubeflow.steps.run_status.component.RunStatus_Executor",
+        "kubeflow.steps.scoring_report.component.ScoringReport_Executor",
+        "kubeflow.steps.run_report.component.RunReport_Executor",
+        "kubeflow.steps.deploy.component.Deploy_Executor",
+        "kubeflow.steps.input_snapshot.component.InputSnapshot_Executor",
+        "components.serving.baseline.component.LatestServedModel_Executor",
+        "components.scoring.component.BatchScorer_Executor",
         "kubeflow.tuning.component.Tune_Executor",
-        # The data gates (issue 62): their statistics read as components/data_checks.py reads them.
-        "components.data_gate.DataValidationGate_Executor",
-        "components.drift_gate.DataDriftGate_Executor",
-        "components.serving_gate.ServingDataGate_Executor",
+        # The data gates (issue 62): their statistics read as
+        # components/gates/data_validation/executor.py reads them.
+        "components.gates.data_validation.component.DataValidationGate_Executor",
+        "components.gates.drift.component.DataDriftGate_Executor",
+        "components.gates.serving_data.component.ServingDataGate_Executor",
     }
 )
 TFMA = "tensorflow_model_analysis"
@@ -82,7 +83,7 @@ def test_every_executor_of_the_packages_is_accounted_for(package_executors):
     placed = ON_TFX_COMPONENTS | WITHOUT_TFMA
     # A new step is placed in one of the two sets, so the next test starts it.
     assert ours == placed, sorted(ours ^ placed)
-    assert "kubeflow.steps.deploy.Deploy_Executor" in package_executors["training"]
+    assert "kubeflow.steps.deploy.component.Deploy_Executor" in package_executors["training"]
     assert package_executors["scoring"] and package_executors["tuning"]
 
 

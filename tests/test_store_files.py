@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from components import store_files
-from components.serving_dir import model_digest
+from components.serving.serving_dir import model_digest
 from tests.s3_standin import s3_standin
 
 # Relative path -> bytes: nested directories, a partition-style name, an empty file.

@@ -13,7 +13,7 @@ from pathlib import Path
 import keras_tuner
 import pytest
 
-from components.report.tuning import render_tuning_html
+from components.report.tuning_report import render_tuning_html
 from pipeline.local.tune import TUNING_DIR
 from schemas import load_schema_dir
 from trainer.config import ModelConfig, TrainerConfig

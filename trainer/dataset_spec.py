@@ -95,7 +95,7 @@ DRIFT_MEASURE_VALUE_TYPES: dict[str, tuple[str, ...]] = {
 # units of the old data's spread, and a shift may be several of them).
 DRIFT_MEASURE_MAXIMUM = {"l_infinity": 1.0, "jensen_shannon": 1.0, "quantile_shift": 100.0}
 DriftMode = Literal["fail", "warn"]
-# The formats ExampleGen reads (components/input_files.py FORMATS).
+# The formats ExampleGen reads (components/example_gen/input_files.py FORMATS).
 InputFormat = Literal["csv", "parquet"]
 # Class names: text or integers, read as text (YAML reads `[0, 1]` as numbers). Not
 # booleans or null: `[no, yes]` unquoted would read back as "False" and "True".
@@ -580,7 +580,7 @@ class DatasetSpec:
                     f"{column_types[name]} values already; markers are for numbers read as strings"
                 )
         # An ignored column needs no schema entry: a column no feature can hold (a
-        # struct) has none, and ExampleGen skips it (components/parquet_columns.py).
+        # struct) has none, and ExampleGen skips it (components/example_gen/parquet_columns.py).
         for i, column in enumerate(self.slices):
             require(f"slices[{i}]", column)
         label_type = column_types.get(self.label.column) if self.label.column else None

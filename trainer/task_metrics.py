@@ -8,7 +8,7 @@ Evaluator's other metrics of the whole model, and `per_class` those it computes
 for each class. The fork's `loss_and_metrics` (trainer/model.py) names its first
 metric `gate`, so that the Trainer's validation and the Evaluator say the same
 thing. pipeline/pipeline.py builds TFMA's config from this table, and
-components/batched_metrics.py's `KINDS` computes every class it names (a test
+components/evaluator/batched_metrics.py's `KINDS` computes every class it names (a test
 holds the two together).
 """
 

@@ -19,7 +19,7 @@ from absl import logging
 
 from components import store_files
 from components.artifact_names import ANOMALIES_FILE, SPLIT_DIR_PREFIX, STATISTICS_FILE
-from components.drift_result import DriftResult, read_result
+from components.gates.drift.result import DriftResult, read_result
 from components.report import tfma_records
 from components.report.event_scalars import scalar_events
 
@@ -525,9 +525,9 @@ class RunReport:
     baseline_path: str | None = None
     pushed_destination: str | None = None
     already_served_path: str | None = None
-    # The pushed model's signatures and their inputs (components.served_model).
+    # The pushed model's signatures and their inputs (components.serving.baseline.component).
     signatures: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    # What Kubeflow's deploy step did with the pushed version (kubeflow/steps/deploy.py).
+    # What Kubeflow's deploy step did with the pushed version (kubeflow/steps/deploy/component.py).
     deployment: dict[str, Any] | None = None
     error: str | None = None
     notes: tuple[str, ...] = ()

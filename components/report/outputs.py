@@ -30,7 +30,7 @@ from components.artifact_names import (
     VERSION_PROPERTY,
 )
 from components.report.contents import ArtifactUris, InputData, read_artifacts
-from components.serving_dir import serving_signatures
+from components.serving.serving_dir import serving_signatures
 
 Properties = Mapping[str, object]
 # TFX's V2 entrypoint writes a custom property that shares a type property's

@@ -1,7 +1,7 @@
 """Serving on KServe: the Deploy step takes a pushed version to an InferenceService.
 
 * manifest.py     the InferenceService (serving.kserve.io/v1beta1), its patches, and its status
-* runtime.py      the TF Serving release (`runtimeVersion`) that loads the exported model
+* serving_runtime.py  the TF Serving release (`runtimeVersion`) that loads the exported model
 * credentials.py  the predictor's S3 credentials, checked as KServe reads them
 * cluster.py      the Kubernetes API calls the step makes
 * layout.py       the per-version base path each version is served from

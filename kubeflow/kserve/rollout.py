@@ -32,7 +32,7 @@ fails, naming the revision and Knative's message.
 
 Whatever the InferenceService has rolled out (`latestRolledoutRevision`'s
 model) is also recorded in `<storage_root>/rolled_out.json`
-(components/served_version.py): when a rollout starts (the version before,
+(components/serving/served_version.py): when a rollout starts (the version before,
 which keeps the traffic through the canary and any rollback), and when a
 version takes all the traffic. The batch scorer on Kubeflow scores with
 that version, read with the object store's credentials it already has.
@@ -49,7 +49,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-from components.rollout_record import record_rolled_out, rolled_out_record
+from components.serving.rollout_record import record_rolled_out, rolled_out_record
 from kubeflow.kserve import manifest
 from kubeflow.kserve.cluster import ServingCluster
 from kubeflow.kserve.credentials import CredentialError, check_credentials
@@ -108,7 +108,7 @@ class Rollout:
     # The rows and what the pushed model scores for them (kubeflow/kserve/smoke.py).
     instances: list[dict]
     expected: Any
-    # The predictor's runtimeVersion (kubeflow/kserve/runtime.py).
+    # The predictor's runtimeVersion (kubeflow/kserve/serving_runtime.py).
     runtime_version: str | None = None
     log: Callable[[str], None] = print
     poll_seconds: float = POLL_SECONDS

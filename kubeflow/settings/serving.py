@@ -1,6 +1,6 @@
 """Serving on KServe: the `serving:` section of kubeflow/pipeline.yaml (off when absent).
 
-With it, the compile adds the Deploy step (kubeflow/steps/deploy.py) after the
+With it, the compile adds the Deploy step (kubeflow/steps/deploy/component.py) after the
 Pusher: a version the Pusher pushed goes to a KServe InferenceService, through
 a canary, a smoke request and promotion (docs/serving.md).
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from importlib.metadata import version as version_of
 from typing import Any, Literal
 
-from kubeflow.kserve import runtime as tf_serving
+from kubeflow.kserve import serving_runtime as tf_serving
 from kubeflow.settings.fields import (
     NAMESPACE,
     SECRET_NAME,

@@ -14,7 +14,7 @@ from ml_metadata.proto import metadata_store_pb2
 
 from components.report.contents import RunReport, StepRun
 from components.report.outputs import RunOutputs, report_fields
-from components.serving_dir import describe_signatures
+from components.serving.serving_dir import describe_signatures
 from pipeline.steps import DAG_STEPS
 
 _STATE_NAMES = {

@@ -23,7 +23,7 @@ from tfx.orchestration.pipeline import Pipeline
 from tfx.orchestration.portable import runtime_parameter_utils
 from tfx.proto.orchestration import pipeline_pb2
 
-from components.data_checks import DataValidationError
+from components.gates.data_validation.executor import DataValidationError
 from pipeline.local.node_launch import launch_node
 from pipeline.local.node_process import NodeProcess
 from pipeline.steps import DAG_STEPS

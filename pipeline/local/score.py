@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from pipeline.beam import BeamMode
 
 if TYPE_CHECKING:
-    from components.scoring import ScoringSettings
+    from components.scoring.executor import ScoringSettings
     from trainer.dataset_spec import DatasetSpec
 
 PIPELINE_DIR = "_pipeline"
@@ -81,9 +81,9 @@ class ScoreSummary:
 
 def score_local(options: ScoreOptions) -> ScoreSummary:
     """Runs the scoring DAG once; raises with a one-line reason on any failure."""
-    from components.input_files import left_out_line
-    from components.scoring import check_keys
-    from components.served_version import choose_version
+    from components.example_gen.input_files import left_out_line
+    from components.scoring.executor import check_keys
+    from components.serving.served_version import choose_version
     from pipeline.inputs import check_data_root
     from pipeline.local.run_lock import RunLock
 
@@ -128,7 +128,7 @@ def _run(
     from pipeline.beam import beam_pipeline_args, choose_beam_mode, data_size_bytes
     from pipeline.local.run import new_run_id
     from pipeline.local.scheduler import run_locally
-    from pipeline.scoring import create_scoring_pipeline
+    from pipeline.scoring_pipeline import create_scoring_pipeline
     from pipeline.steps import SCORING_STEPS
 
     records = output_dir / PIPELINE_DIR
@@ -199,10 +199,10 @@ def write_scoring_run_report(
     training run's report, writing it never changes the run's outcome: a
     failure to write is said on stderr.
     """
-    from components.report.scoring import build_scoring_report, write_scoring_report
-    from components.served_version import choose_version
+    from components.report.scoring_report import build_scoring_report, write_scoring_report
+    from components.serving.served_version import choose_version
     from pipeline.local.run import error_text
-    from pipeline.scoring import scoring_pipeline_name
+    from pipeline.scoring_pipeline import scoring_pipeline_name
 
     pipeline_name = scoring_pipeline_name(options.dataset)
     try:

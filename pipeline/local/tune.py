@@ -247,7 +247,7 @@ def search_provenance(
 
 
 def freeze(options: TuneOptions, result: SearchResult, examples, tuning_dir: Path) -> TuneOutcome:
-    from components.report.tuning import render_tuning_html, write_tuning_report
+    from components.report.tuning_report import render_tuning_html, write_tuning_report
     from trainer.hyperparameters import (
         HYPERPARAMETERS_FILE_NAME,
         FrozenHyperparameters,

@@ -34,9 +34,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import get_args
 
-from components.input_files import left_out_line
-from components.parquet_columns import ParquetError
-from components.spans import SpanPattern
+from components.example_gen.input_files import left_out_line
+from components.example_gen.parquet_columns import ParquetError
+from components.example_gen.spans import SpanPattern
 from pipeline.inputs import InputDataError, check_data_root
 from schemas.draft.features import choose_slices, close_columns, decide_column, drift_measure
 from schemas.draft.noise import NOISE_ROWS, drift_thresholds

@@ -32,7 +32,7 @@ def drift_thresholds(
     import numpy as np
     import tensorflow_data_validation as tfdv
 
-    from components.drift_check import compare
+    from components.gates.drift.executor import compare
 
     frame = sample_frame(data, {c: types[c] for c in measures})
     spec = DriftSpec(features={c: FeatureDrift(m, 1.0, "warn") for c, m in measures.items()})

@@ -1,7 +1,7 @@
 """The draft's pass over Parquet files: the rows the CSV path's pass takes.
 
 Each row group is read and cast as ExampleGen casts it
-(components/parquet_columns.py), over every file the run reads, so each
+(components/example_gen/parquet_columns.py), over every file the run reads, so each
 column's type is the one merged over all of them. The rows reach the
 profiles as cell text, as a CSV's would, except that a missing value is None:
 a Parquet `""` is a value, as ExampleGen writes it (a CSV's empty cell is
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from components.parquet_columns import ParquetPlan, footer_schema, read_row_group
+from components.example_gen.parquet_columns import ParquetPlan, footer_schema, read_row_group
 from pipeline import object_store
 from schemas.draft.profiles import DataRead, RowCollector
 

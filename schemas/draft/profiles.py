@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from components.csv_header import csv_reader
+from components.example_gen.csv_header import csv_reader
 from pipeline import object_store
 from pipeline.inputs import InputDataError, check_utf8
 

@@ -5,7 +5,7 @@ TFDV's `generate_statistics_from_csv` reads CSV a line at a time (Beam's
 ReadFromText): a quoted cell holding a line break, or a file whose lines end in
 CR alone (Excel's "CSV (Macintosh)"), fails there with a traceback, and a quoted
 header or a byte-order mark names the columns differently from the run. Here
-the rows go through ExampleGen's own reader (components/csv_to_examples.py,
+the rows go through ExampleGen's own reader (components/example_gen/csv_to_examples.py,
 pyarrow) and are encoded as its tf.Examples, so the draft types what the run
 reads, and a file the run cannot read is a DraftError naming it.
 
@@ -49,9 +49,9 @@ def example_statistics(
     import apache_beam as beam
     import tensorflow_data_validation as tfdv
 
-    from components.csv_to_examples import CsvError
-    from components.parquet_columns import ParquetError
-    from components.read_examples import ReadExamples
+    from components.example_gen.csv_to_examples import CsvError
+    from components.example_gen.parquet_columns import ParquetError
+    from components.example_gen.read_examples import ReadExamples
 
     with tempfile.TemporaryDirectory() as scratch:
         output = os.path.join(scratch, "statistics.tfrecord")

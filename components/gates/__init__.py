@@ -1,0 +1,1 @@
+"""The data gates: each stops a run whose data a model must not see."""

@@ -1,0 +1,1 @@
+"""DataValidationGate: stops the run when ExampleValidator found anomalies."""

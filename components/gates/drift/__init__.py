@@ -1,0 +1,1 @@
+"""DataDriftGate: new data against the data that trained the model being served."""

@@ -1,0 +1,1 @@
+"""ServingDataGate: a scoring run's rows against the schema's SERVING environment."""

@@ -1,0 +1,1 @@
+"""Batch scoring: the served model over ExampleGen's examples, into one committed partition."""

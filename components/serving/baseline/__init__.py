@@ -1,0 +1,1 @@
+"""LatestServedModel: the model currently served, as the Evaluator's baseline."""

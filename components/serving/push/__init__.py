@@ -1,0 +1,1 @@
+"""The Pusher: TFX's, taught not to push the model already served."""

@@ -1,0 +1,1 @@
+"""Deploy: the pushed version to a KServe InferenceService (with `serving:`)."""

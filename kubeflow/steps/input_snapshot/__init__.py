@@ -1,0 +1,1 @@
+"""InputSnapshot: the first step; fingerprints the input for KFP's cache key."""

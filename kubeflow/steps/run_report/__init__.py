@@ -1,0 +1,1 @@
+"""RunReport: the last step; the HTML run report and the KFP UI's metrics."""

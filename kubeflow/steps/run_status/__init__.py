@@ -1,0 +1,1 @@
+"""RunStatus: the exit handler; a report for every run, failed ones included."""

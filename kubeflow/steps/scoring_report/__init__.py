@@ -1,0 +1,1 @@
+"""ScoringReport: the scoring package's exit handler."""
