@@ -319,7 +319,11 @@ def gate_files(anomalous: bool = False, served: bool = False) -> dict[str, str |
 _FARE_DRIFT = json.dumps({"fare": {"measure": "quantile_shift", "threshold": 0.2, "mode": "fail"}})
 _DRIFT_GATE = {
     # Nothing served yet: the gate passes and says so, without TFDV (so without TensorFlow).
-    "parameters": {"serving_model_dir": f"{ROOT}/serving", "thresholds": _FARE_DRIFT},
+    "parameters": {
+        "serving_model_dir": f"{ROOT}/serving",
+        "thresholds": _FARE_DRIFT,
+        "rolled_out_record": "",
+    },
     "files": gate_files,
     "inputs": {"statistics": (_STATISTICS, _SPLITS), "schema": (_SCHEMA, {})},
     "outputs": {"drift": {"instanceSchema": "title: components.DataDrift\ntype: object\n"}},
@@ -536,7 +540,7 @@ LIGHT_STEP_INPUTS: dict[str, dict[str, Any]] = {
         "shows": {"schema/schema.pbtxt": ['name: "fare"']},
     },
     "components.serving.baseline.component.LatestServedModel_Executor": {
-        "parameters": {"serving_model_dir": f"{ROOT}/serving"},
+        "parameters": {"serving_model_dir": f"{ROOT}/serving", "rolled_out_record": ""},
         "files": served_versions,
         "dirs": SERVING_EMPTY_DIRS,
         "inputs": {"candidate_model": (_MODEL, {})},

@@ -64,6 +64,7 @@ from typing import Any
 
 import yaml
 
+from components.serving.rollout_record import rolled_out_record
 from kubeflow import backend
 from kubeflow.settings import DEFAULT_SETTINGS_FILE, KubeflowSettings, load_settings
 from kubeflow.settings.fields import SettingsError
@@ -233,6 +234,11 @@ def build_tfx_pipeline(settings: KubeflowSettings):
         beam_pipeline_args_by_step={
             step: beam_args_for(settings, step) for step in DAG_STEPS.beam_ids
         },
+        # With KServe, the served version is the one its rollout recorded: the baseline,
+        # the drift gate and the Pusher read it (components/serving/served_version.py).
+        rolled_out_record=(
+            rolled_out_record(settings.serving.storage_root) if settings.serving else None
+        ),
         # An input snapshot first, the Trainer on a TFJob where set, the run report last.
         runner_steps=KubeflowSteps(
             tfjob=tfjob_spec(settings),
@@ -492,7 +498,6 @@ def build_scoring_pipeline(settings: KubeflowSettings, schema_dir: Path | None =
     from tfx.orchestration.data_types import RuntimeParameter
 
     from components.scoring.executor import ScoringSettings
-    from components.serving.rollout_record import rolled_out_record
     from pipeline.scoring_pipeline import create_scoring_pipeline
     from schemas import load_schema_dir
 

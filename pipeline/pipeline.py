@@ -185,6 +185,7 @@ def create_pipeline(
     beam_pipeline_args_by_step: Mapping[str, Sequence[str]] | None = None,
     materialize_transform: bool = True,
     runner_steps: RunnerSteps | None = None,
+    rolled_out_record: str | None = None,
 ) -> Pipeline:
     """Builds the DAG. Pure: reads no data and no environment; it only hashes the
     project's own source for the cache key (see pipeline/fingerprint.py).
@@ -211,6 +212,12 @@ def create_pipeline(
     before ExampleGen, the Trainer component, and steps after the DAG. None
     adds nothing, as the local runner wants; the Kubeflow compile passes
     `kubeflow.pipeline_steps.KubeflowSteps`.
+
+    `rolled_out_record`: where a serving layer records the version that takes
+    traffic (the KServe rollout's `rolled_out.json`, on Kubeflow with `serving:`).
+    The baseline, the drift gate and the Pusher's "already served" take the served
+    model from it (components/serving/served_version.py); None: the newest
+    complete version under `serving_model_dir` is served, TF Serving's rule.
     """
     runner_steps = runner_steps or RunnerSteps()
     per_step_beam_args = DAG_STEPS.beam_args_by_step(beam_pipeline_args_by_step)
@@ -249,6 +256,7 @@ def create_pipeline(
         schema=schema_importer.outputs["schema"],
         serving_model_dir=serving_model_dir,
         thresholds=json.dumps(dataset.drift.to_dict(), sort_keys=True),
+        rolled_out_record=rolled_out_record or "",
     ).with_id(DRIFT_GATE)
 
     # Its transformed_examples stay tf.Examples (components/transform/executor.py).
@@ -305,6 +313,7 @@ def create_pipeline(
     baseline = LatestServedModel(
         candidate_model=trainer.outputs["model"],
         serving_model_dir=serving_model_dir,
+        rolled_out_record=rolled_out_record or "",
     ).with_id(BASELINE)
 
     evaluator = Evaluator(
@@ -324,6 +333,7 @@ def create_pipeline(
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=serving_model_dir)
         ),
+        rolled_out_record=rolled_out_record,
     ).with_id(PUSHER)
 
     steps += [

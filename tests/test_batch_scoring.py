@@ -92,7 +92,9 @@ def test_with_a_rollout_record_the_rolled_out_version_scores_and_a_pin_still_win
     assert choose_version(str(serving), "3", record).version == "3"
     assert choose_version(str(serving)).version == "20"  # locally: no record, the newest
     record_rolled_out(record, "7", str(tmp_path / "kserve" / "7"), "models/taxi")
-    with pytest.raises(ModelChoiceError, match="names the rolled-out version; model version 7"):
+    with pytest.raises(
+        ModelChoiceError, match=r"rolled-out version 7, and .* holds no complete version 7"
+    ):
         choose_version(str(serving), None, record)
     record_rolled_out(record, None, "", "models/taxi")  # a first version that failed
     with pytest.raises(ModelChoiceError, match="no model has been rolled out yet"):

@@ -20,10 +20,10 @@ from components.gates.drift.executor import (
 from components.gates.drift.result import DriftResult, FeatureComparison
 from components.serving.push.component import NoDuplicatePushExecutor
 from components.serving.push.executor import served_duplicate
+from components.serving.rollout_record import record_rolled_out, rolled_out_record
 from components.serving.serving_dir import (
     PUSH_RECORD_FILE,
     TRAINING_STATISTICS_FILE,
-    served_statistics,
 )
 from tests.conftest import load_schema
 from tests.span_data import SHIFTED_FEATURE, shifted, span_rows
@@ -112,9 +112,20 @@ def test_the_baseline_is_the_newest_served_version_and_its_statistics(tmp_path, 
     stats_file = serving / "100" / TRAINING_STATISTICS_FILE
     stats_file.parent.mkdir(parents=True)
     stats_file.write_bytes(span_statistics["one"].SerializeToString())
-    assert served_statistics(str(serving)) == ("100", str(stats_file))
     result = check_against_served(current, load_schema(), DRIFT, str(serving))
-    assert result.baseline_statistics == str(stats_file) and len(result.comparisons) == 3
+    assert result.baseline_version == "100" and result.baseline_statistics == str(stats_file)
+    assert len(result.comparisons) == 3
+    # With the KServe rollout's record, the version it names: 100, not a newer 200 whose
+    # rollout never happened.
+    (serving / "200").mkdir()
+    (serving / "200" / "saved_model.pb").write_bytes(b"model")
+    record = rolled_out_record(str(tmp_path / "kserve"))
+    record_rolled_out(record, "100", str(tmp_path / "kserve" / "100"), "models/taxi")
+    assert check_against_served(current, load_schema(), DRIFT, str(serving)).baseline_version == (
+        "200"
+    )
+    result = check_against_served(current, load_schema(), DRIFT, str(serving), record)
+    assert result.baseline_version == "100" and result.baseline_statistics == str(stats_file)
     # Without thresholds nothing is read or compared.
     empty = check_against_served(current, load_schema(), DriftSpec(features={}), str(serving))
     assert empty.comparisons == () and "not checked" in empty.note

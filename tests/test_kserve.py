@@ -995,3 +995,19 @@ def test_the_compiled_deploy_step_runs_after_the_pusher_every_time_and_never_ret
     assert "retryPolicy" not in deploy
     serving = json.loads(deploy["inputs"]["parameters"]["serving"]["runtimeValue"]["constant"])
     assert serving["inference_service"] == "taxi" and serving["canary_traffic_percent"] == 10
+    # With KServe, every step that reads the served model reads the rollout's record
+    # (components/serving/served_version.py); without `serving:`, none is handed one.
+    record = rolled_out_record(settings.serving.storage_root)
+    for step in (dag.BASELINE, dag.DRIFT_GATE, dag.PUSHER):
+        parameter = tasks[step]["inputs"]["parameters"]["rolled_out_record"]
+        assert parameter["runtimeValue"]["constant"] == record, step
+    plain_settings = parse_settings(
+        yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text()), pipeline_step_ids(),
+        set(dag.DAG_STEPS.beam_ids), kfp_compile.pipeline_retry_roles(),
+    )  # fmt: skip
+    plain, _ = kfp_compile.compile_pipeline(plain_settings)
+    plain_tasks = all_tasks(plain)
+    for step in (dag.BASELINE, dag.DRIFT_GATE):
+        parameter = plain_tasks[step]["inputs"]["parameters"]["rolled_out_record"]
+        assert parameter["runtimeValue"]["constant"] == "", step
+    assert "rolled_out_record" not in plain_tasks[dag.PUSHER]["inputs"].get("parameters", {})

@@ -233,6 +233,23 @@ OTHER_CASES = {
         LATEST_SERVED,
         {**LIGHT_STEP_INPUTS[LATEST_SERVED], "files": {}, "dirs": ()},
     ),
+    # With KServe: the version the rollout's record names (3), not a newer complete one.
+    "the rollout's record": (
+        LATEST_SERVED,
+        {
+            **LIGHT_STEP_INPUTS[LATEST_SERVED],
+            "parameters": {
+                "serving_model_dir": f"{ROOT}/serving",
+                "rolled_out_record": f"{ROOT}/kserve/rolled_out.json",
+            },
+            "files": {
+                **LIGHT_STEP_INPUTS[LATEST_SERVED]["files"](),
+                "serving/20/saved_model.pb": b"\x08\x01a newer version, never rolled out",
+                "kserve/rolled_out.json": '{"version": "3", "storage_uri": "s3://m/3", '
+                '"inference_service": "taxi"}',
+            },
+        },
+    ),
     # A run without Deploy whose later steps wrote nothing the report reads (no Trainer
     # logs, no evaluation, not blessed, not pushed): the optional `deployment` absent.
     "later steps did not run": (
@@ -267,7 +284,10 @@ def test_the_light_runner_writes_what_tfx_entrypoint_writes_in_other_cases(
     light = _run(tmp_path / "light", class_path, compiled, None, given=given)
     assert light == reference
     outputs = reference["executor_output"]["artifacts"]
-    if class_path == LATEST_SERVED:
+    if case == "the rollout's record":
+        metadata = outputs["baseline_model"]["artifacts"][0]["metadata"]
+        assert metadata["has_model"] == 1.0 and metadata["served_version"] == "3"
+    elif class_path == LATEST_SERVED:
         assert outputs["baseline_model"]["artifacts"][0]["metadata"]["has_model"] == 0.0
         assert reference["written"]["baseline_model"] == {}
     else:

@@ -18,7 +18,9 @@ import pytest
 
 from components import store_files
 from components.serving.push import executor as model_push
-from components.serving.serving_dir import PUSH_RECORD_FILE, latest_served_version
+from components.serving.rollout_record import record_rolled_out, rolled_out_record
+from components.serving.served_version import newest_complete_version
+from components.serving.serving_dir import PUSH_RECORD_FILE
 from kubeflow.light_step import StepArtifact
 
 # A served version 3 and a candidate unlike it, with the train split's statistics.
@@ -41,7 +43,12 @@ def _destination(root: str) -> str:
     return json.dumps({"filesystem": {"base_directory": f"{root}/serving"}})
 
 
-def _push(root: str, blessing: dict | None, statistics: str = "statistics") -> StepArtifact:
+def _push(
+    root: str,
+    blessing: dict | None,
+    statistics: str = "statistics",
+    rolled_out_record: str | None = None,
+) -> StepArtifact:
     """`push_model` on the tree under `root`, as the light runner hands it its artifacts."""
     pushed = StepArtifact(uri=f"{root}/pushed_model")
     model_push.push_model(
@@ -52,8 +59,54 @@ def _push(root: str, blessing: dict | None, statistics: str = "statistics") -> S
         training_statistics=StepArtifact(
             uri=f"{root}/{statistics}", metadata={"split_names": '["train"]'}
         ),
+        rolled_out_record=rolled_out_record,
     )
     return pushed
+
+
+def _candidate_pushed_as(root: Path, version: str, by: str) -> None:
+    """A version holding the candidate's model, as a Pusher execution at `by` pushed it."""
+    _write(root, {f"serving/{version}/variables/variables.index": b"candidate index"})
+    _write(
+        root, {f"serving/{version}/{PUSH_RECORD_FILE}": json.dumps({"pushed_model": by}).encode()}
+    )
+    _write(root, {f"serving/{version}/saved_model.pb": b"candidate"})
+
+
+def test_a_pushed_version_whose_rollout_never_happened_is_handed_to_the_rollout(tmp_path):
+    """On Kubeflow with `serving:`, version 7 holds the candidate but KServe serves 3 (the
+    Deploy step of the run that pushed 7 was interrupted before the rollout, and rejected
+    nothing). The rerun's Pusher records 7 as its push, so the Deploy step after it rolls 7
+    out; it writes no second copy. Without the record, 7 is the served version: already
+    served, nothing pushed."""
+    _write(tmp_path, TREE)
+    _candidate_pushed_as(tmp_path, "7", by="an-earlier-run/pushed_model")
+    record = rolled_out_record(str(tmp_path / "kserve"))
+    record_rolled_out(record, "3", str(tmp_path / "kserve" / "3"), "models/taxi")
+    pushed = _push(str(tmp_path), {"blessed": 1.0}, rolled_out_record=record)
+    assert pushed.metadata == {
+        "pushed": 1.0,
+        "pushed_destination": str(tmp_path / "serving" / "7"),
+        "pushed_version": "7",
+    }
+    assert sorted(p.name for p in (tmp_path / "serving").iterdir()) == ["3", "7"]
+    assert (tmp_path / "pushed_model" / "saved_model.pb").read_bytes() == b"candidate"
+    local = _push(str(tmp_path), {"blessed": 1.0})
+    assert local.metadata["pushed"] == 0.0
+    assert local.metadata["already_served"] == str(tmp_path / "serving" / "7")
+
+
+def test_a_candidate_the_rollout_serves_is_not_pushed_again_whatever_was_pushed_after(tmp_path):
+    """KServe serves 7, which is the candidate; a later, different version 9 was pushed and
+    never rolled out. The candidate already takes traffic: nothing is pushed."""
+    _write(tmp_path, TREE)
+    _candidate_pushed_as(tmp_path, "7", by="an-earlier-run/pushed_model")
+    _write(tmp_path, {"serving/9/saved_model.pb": b"another model"})
+    record = rolled_out_record(str(tmp_path / "kserve"))
+    record_rolled_out(record, "7", str(tmp_path / "kserve" / "7"), "models/taxi")
+    pushed = _push(str(tmp_path), {"blessed": 1.0}, rolled_out_record=record)
+    assert pushed.metadata == {"pushed": 0.0, "already_served": str(tmp_path / "serving" / "7")}
+    assert sorted(p.name for p in (tmp_path / "serving").iterdir()) == ["3", "7", "9"]
 
 
 def test_a_push_cut_short_leaves_the_served_model_as_it_was(tmp_path):
@@ -73,7 +126,7 @@ def test_a_push_cut_short_leaves_the_served_model_as_it_was(tmp_path):
                 uri=str(tmp_path / "statistics"), metadata={"split_names": '["train"]'}
             ),
         )
-    assert latest_served_version(str(tmp_path / "serving")) == "3"
+    assert newest_complete_version(str(tmp_path / "serving")) == "3"
     (cut,) = [p for p in (tmp_path / "serving").iterdir() if p.name != "3"]
     assert (cut / "variables" / "variables.index").read_bytes() == b"candidate index"
     assert not (cut / "saved_model.pb").exists()
@@ -112,7 +165,7 @@ def test_without_a_blessing_the_model_is_pushed(tmp_path):
     assert pushed.metadata["pushed"] == 1.0
     version = Path(pushed.metadata["pushed_destination"])
     assert (version / "saved_model.pb").read_bytes() == b"candidate"
-    assert latest_served_version(str(tmp_path / "serving")) == version.name
+    assert newest_complete_version(str(tmp_path / "serving")) == version.name
 
 
 def test_a_destination_other_than_a_filesystem_is_refused_once_blessed(tmp_path):

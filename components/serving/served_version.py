@@ -1,16 +1,25 @@
-"""Which served model a batch scoring run uses: the served version, or a pinned one.
+"""Which model is served: the one answer every step that reads the served model takes.
 
-The served version is, locally, the newest complete version under the
-serving directory: "complete" is what `components.serving.baseline.component.
-latest_served_version` says, the rule the Evaluator's baseline and the drift
-gate already follow (a numeric version directory holding `saved_model.pb`,
-which the Pusher writes last). With KServe (Kubeflow's Deploy step) it is the
-version the rollout last rolled out, which the Deploy step records in
-`rolled_out.json` under its storage root, beside the copies KServe serves
-from: the newest pushed version may still be a canary, or be rejected.
-A pinned version must be a complete one, and lie inside the serving
-directory: scores name a version, and a version is only meaningful under the
-directory the Pusher writes.
+Two things can say what takes traffic, and this module is the one place that
+knows which speaks where:
+
+* **TF Serving's rule** (locally, and on Kubeflow without `serving:`): the
+  newest complete version under the serving directory, a numeric version
+  directory holding `saved_model.pb`, which the Pusher writes last and the
+  Deploy step sets aside in a version it rejects (`newest_complete_version`).
+* **The KServe rollout's record** (Kubeflow with `serving:`): `rolled_out.json`,
+  which the Deploy step writes under its storage root each time it learns or
+  changes what its InferenceService has rolled out
+  (components/serving/rollout_record.py). The newest pushed version may still
+  be a canary, or a version whose Deploy was interrupted before it took
+  traffic; the record names the one that serves.
+
+`served_version` gives that answer, and the Evaluator's baseline
+(LatestServedModel), the drift gate, the Pusher's "already served" check and
+batch scoring (`choose_version`, which may also pin a version) all read it;
+each is handed the record's path where the DAG has one. A pinned version must
+be a complete one, and lie inside the serving directory: scores name a version,
+and a version is only meaningful under the directory the Pusher writes.
 """
 
 from __future__ import annotations
@@ -21,12 +30,46 @@ from dataclasses import dataclass
 
 from components import store_files
 from components.serving.rollout_record import rolled_out_version
-from components.serving.serving_dir import latest_served_version, model_digest
+from components.serving.serving_dir import is_complete, model_digest
 from trainer.dataset_spec import SPEC_ASSET, DatasetSpec, parse_spec
 
 
 class ModelChoiceError(ValueError):
     """No served model to score with, or a version that cannot be used."""
+
+
+def newest_complete_version(serving_model_dir: str) -> str | None:
+    """The newest numeric version directory holding a complete SavedModel, or None:
+    the version TF Serving loads, and the one the Pusher pushed last."""
+    if not store_files.exists(serving_model_dir):
+        return None
+    versions = [
+        int(name)
+        for name in (entry.rstrip("/") for entry in store_files.listdir(serving_model_dir))
+        if name.isdigit() and is_complete(os.path.join(serving_model_dir, name))
+    ]
+    return str(max(versions)) if versions else None
+
+
+def served_version(serving_model_dir: str, rolled_out_record: str | None = None) -> str | None:
+    """The version that takes traffic, or None while nothing does.
+
+    With `rolled_out_record` (the KServe rollout's record, on Kubeflow with
+    `serving:`): the version it names, None before the first rollout; else the
+    newest complete version (TF Serving's rule). ModelChoiceError when the record
+    names a version the serving directory holds no complete copy of.
+    """
+    if not rolled_out_record:
+        return newest_complete_version(serving_model_dir)
+    version = rolled_out_version(rolled_out_record)
+    if version is not None and not is_complete(os.path.join(serving_model_dir, version)):
+        raise ModelChoiceError(
+            f"{rolled_out_record} names the rolled-out version {version}, and "
+            f"{serving_model_dir} holds no complete version {version} (the newest is "
+            f"{newest_complete_version(serving_model_dir) or 'none'}): restore that version "
+            "directory, or delete the record if nothing serves"
+        )
+    return version
 
 
 @dataclass(frozen=True)
@@ -38,34 +81,27 @@ class ServedVersion:
     spec: DatasetSpec
 
     def digest(self) -> str:
-        """The model's digest, as the Pusher compares versions (`served_model.model_digest`)."""
+        """The model's digest, as the Pusher compares versions (`serving_dir.model_digest`)."""
         return model_digest(self.path)
 
 
 def choose_version(
     serving_model_dir: str, version: str | None = None, rolled_out: str | None = None
 ) -> ServedVersion:
-    """`version` when given; else the version the record at `rolled_out` names (the
-    Deploy step's, kubeflow/kserve/rollout.py) when one is given; else the newest
-    complete version under `serving_model_dir`.
+    """`version` when given; else the served version (`served_version`, with the
+    rollout's record at `rolled_out` where one is given).
 
     ModelChoiceError when nothing is served or rolled out, when `version` is not
     a version number (a path, `..`), or when it is not a complete version there.
     """
-    if version is None and rolled_out is not None:
-        version = rolled_out_version(rolled_out)
-        if version is None:
+    if version is None:
+        chosen = served_version(serving_model_dir, rolled_out)
+        if chosen is None and rolled_out:
             raise ModelChoiceError(
                 f"no model has been rolled out yet: {rolled_out} does not exist (the Deploy "
                 "step writes it when a version takes the InferenceService's traffic); pin a "
                 "version with the run's model_version parameter to score before that"
             )
-        try:
-            return choose_version(serving_model_dir, version)
-        except ModelChoiceError as err:
-            raise ModelChoiceError(f"{rolled_out} names the rolled-out version; {err}") from None
-    if version is None:
-        chosen = latest_served_version(serving_model_dir)
         if chosen is None:
             raise ModelChoiceError(
                 f"no model is served under {serving_model_dir} (no numeric version directory "
@@ -79,10 +115,10 @@ def choose_version(
                 f"model version {version!r}: a version is a directory number under the "
                 f"serving directory {serving_model_dir}; a model from elsewhere is refused"
             )
-        if not store_files.exists(os.path.join(serving_model_dir, chosen, "saved_model.pb")):
+        if not is_complete(os.path.join(serving_model_dir, chosen)):
             raise ModelChoiceError(
                 f"model version {chosen}: {serving_model_dir} holds no complete version {chosen} "
-                f"(the newest is {latest_served_version(serving_model_dir) or 'none'})"
+                f"(the newest is {newest_complete_version(serving_model_dir) or 'none'})"
             )
     path = os.path.join(serving_model_dir, chosen)
     return ServedVersion(version=chosen, path=path, spec=served_spec(path))

@@ -1,11 +1,11 @@
-"""What a serving directory holds, read without TensorFlow: its versions, the files the Pusher
-adds to each, and a model's digest.
+"""What a serving directory holds, read without TensorFlow: the files the Pusher adds to
+each version, whether a version is complete, and a model's digest.
 
-The steps that write a serving directory (the Pusher) and read it
-(LatestServedModel, the Evaluator's baseline, the drift gate, the batch
-scorer) share these with the reports and the light ScoringReport step, which
-load no TFX (docs/kubeflow.md, "What a step loads"); components/serving/baseline/component.py
-defines LatestServedModel.
+Which version is served is components/serving/served_version.py's answer. The
+steps that write a serving directory (the Pusher) and read it (LatestServedModel,
+the Evaluator's baseline, the drift gate, the batch scorer) share these with the
+reports and the light ScoringReport step, which load no TFX (docs/kubeflow.md,
+"What a step loads").
 """
 
 from __future__ import annotations
@@ -36,34 +36,17 @@ SERVED_EVALUATION_FILE = "assets.extra/evaluation.json"
 PUSHER_FILES = (TRAINING_STATISTICS_FILE, PUSH_RECORD_FILE, SERVED_EVALUATION_FILE)
 
 
-def latest_served_version(serving_model_dir: str) -> str | None:
-    """Newest numeric version directory holding a complete SavedModel, or None.
-
-    TF Serving loads the highest version number; the Pusher writes
-    saved_model.pb last, so a version without it is still being copied.
-    """
-    if not store_files.exists(serving_model_dir):
-        return None
-    versions = []
-    for name in store_files.listdir(serving_model_dir):
-        name = name.rstrip("/")
-        if name.isdigit() and store_files.exists(
-            os.path.join(serving_model_dir, name, "saved_model.pb")
-        ):
-            versions.append(int(name))
-    return str(max(versions)) if versions else None
+def training_statistics_file(version_dir: str) -> str | None:
+    """The training statistics a served version carries, or None: it was pushed before
+    the Pusher kept them."""
+    path = os.path.join(version_dir, TRAINING_STATISTICS_FILE)
+    return path if store_files.exists(path) else None
 
 
-def served_statistics(serving_model_dir: str) -> tuple[str, str | None] | None:
-    """(newest served version, its training statistics file or None), or None if none is served.
-
-    None for the file: the version was pushed before the Pusher kept statistics.
-    """
-    version = latest_served_version(serving_model_dir)
-    if version is None:
-        return None
-    path = os.path.join(serving_model_dir, version, TRAINING_STATISTICS_FILE)
-    return version, path if store_files.exists(path) else None
+def is_complete(version_dir: str) -> bool:
+    """Whether a version directory holds a whole SavedModel: the Pusher writes
+    `saved_model.pb` last, and the Deploy step sets it aside in a version it rejects."""
+    return store_files.exists(os.path.join(version_dir, "saved_model.pb"))
 
 
 def read_served_record(baseline_dir: str) -> dict[str, Any] | None:

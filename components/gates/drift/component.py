@@ -53,6 +53,8 @@ def DataDriftGate(
     drift: OutputArtifact[DataDrift],
     serving_model_dir: Parameter[str],
     thresholds: Parameter[str],
+    rolled_out_record: Parameter[str],
 ) -> None:
-    """Fails the run when a feature drifted beyond its `fail` threshold; see the module doc."""
-    check_drift_gate(statistics, schema, drift, serving_model_dir, thresholds)
+    """Fails the run when a feature drifted beyond its `fail` threshold; see the module doc.
+    `rolled_out_record`: the KServe rollout's record of the served version, or ""."""
+    check_drift_gate(statistics, schema, drift, serving_model_dir, thresholds, rolled_out_record)

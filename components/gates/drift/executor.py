@@ -28,7 +28,8 @@ from components.gates.data_validation.executor import (
     read_schema,
 )
 from components.gates.drift.result import DRIFT_FILE, DriftResult, FeatureComparison
-from components.serving.serving_dir import served_statistics
+from components.serving.served_version import served_version
+from components.serving.serving_dir import training_statistics_file
 from trainer.dataset_spec import DriftSpec
 
 # TFDV's measurement types, by our measure names.
@@ -132,16 +133,19 @@ def check_drift(result: DriftResult) -> None:
         )
 
 
-def check_against_served(current, schema, drift: DriftSpec, serving_model_dir: str) -> DriftResult:
-    """The drift check of `current` (train split statistics) against the served model's data."""
+def check_against_served(
+    current, schema, drift: DriftSpec, serving_model_dir: str, rolled_out_record: str = ""
+) -> DriftResult:
+    """The drift check of `current` (train split statistics) against the served model's data
+    (served_version.py's answer; `rolled_out_record`: the KServe rollout's record, or "")."""
     if not drift.features:
         return DriftResult(note="no drift thresholds in the dataset spec (drift:); not checked")
-    served = served_statistics(serving_model_dir)
-    if served is None:
+    version = served_version(serving_model_dir, rolled_out_record or None)
+    if version is None:
         return DriftResult(
             note=f"nothing served under {serving_model_dir} yet: no previous statistics"
         )
-    version, path = served
+    path = training_statistics_file(os.path.join(serving_model_dir, version))
     if path is None:
         return DriftResult(
             baseline_version=version,
@@ -157,7 +161,12 @@ def check_against_served(current, schema, drift: DriftSpec, serving_model_dir: s
 
 
 def check_drift_gate(
-    statistics: Any, schema: Any, drift: Any, serving_model_dir: str, thresholds: str
+    statistics: Any,
+    schema: Any,
+    drift: Any,
+    serving_model_dir: str,
+    thresholds: str,
+    rolled_out_record: str = "",
 ) -> None:
     """DataDriftGate's work: the train split of `statistics` (an ExampleStatistics artifact)
     against the served model's data, with `schema` (a Schema artifact) and `thresholds` (the
@@ -169,6 +178,7 @@ def check_drift_gate(
         read_schema(schema),
         DriftSpec.from_dict(json.loads(thresholds)),
         serving_model_dir,
+        rolled_out_record,
     )
     store_files.write_text(os.path.join(drift.uri, DRIFT_FILE), result.to_json())
     if result.baseline_version:

@@ -3,8 +3,9 @@
 TFX's `Resolver(LatestBlessedModelStrategy)` compiles, for Kubeflow, to a
 resolver executor that open-source Kubeflow Pipelines v2 does not implement.
 This component does the same job as an ordinary container step, locally and
-on Kubeflow alike: it finds the newest version under the Pusher's serving
-directory (the one TF Serving loads) and hands a copy to the Evaluator as a
+on Kubeflow alike: it finds the served version (components/serving/served_version.py:
+the newest under the Pusher's serving directory, the one TF Serving loads, or the
+one the KServe rollout's record names) and hands a copy to the Evaluator as a
 Model artifact. With nothing served yet it emits an empty artifact marked
 `has_model = 0`, which `components.evaluator.component.Evaluator` treats as "no
 baseline" (so only absolute thresholds apply, as on a first run).
@@ -48,11 +49,12 @@ def LatestServedModel(
     candidate_model: InputArtifact[standard_artifacts.Model],
     baseline_model: OutputArtifact[standard_artifacts.Model],
     serving_model_dir: Parameter[str],
+    rolled_out_record: Parameter[str],
 ):
-    """Copies the newest served model into `baseline_model`, or marks it empty
-    (served_baseline.copy_latest_served)."""
+    """Copies the served model into `baseline_model`, or marks it empty (executor.py's
+    `copy_latest_served`; `rolled_out_record`: the KServe rollout's record, or "")."""
     del candidate_model  # Only orders this step after Trainer; see the module docstring.
-    copy_latest_served(serving_model_dir, baseline_model)
+    copy_latest_served(serving_model_dir, baseline_model, rolled_out_record)
 
 
 def signature_defs(model_dir: str) -> "dict[str, Any]":

@@ -16,17 +16,21 @@ from absl import logging
 from components import store_files
 from components.artifact_names import HAS_MODEL_PROPERTY, SERVED_PATH_PROPERTY
 from components.artifact_views import OutputArtifact
-from components.serving.serving_dir import latest_served_version
+from components.serving.served_version import served_version
 
 SERVED_VERSION_PROPERTY = "served_version"
 # Where the Evaluator looks for a SavedModel inside a Model artifact.
 SERVING_SUBDIR = "Format-Serving"
 
 
-def copy_latest_served(serving_model_dir: str, baseline_model: OutputArtifact) -> None:
-    """Copies the newest version served under `serving_model_dir` into `baseline_model`
-    (`has_model` 1, its version and path), or marks it empty (`has_model` 0)."""
-    version = latest_served_version(serving_model_dir)
+def copy_latest_served(
+    serving_model_dir: str, baseline_model: OutputArtifact, rolled_out_record: str = ""
+) -> None:
+    """Copies the version served under `serving_model_dir` (served_version.py's answer,
+    with the KServe rollout's record where `rolled_out_record` names one) into
+    `baseline_model` (`has_model` 1, its version and path), or marks it empty
+    (`has_model` 0)."""
+    version = served_version(serving_model_dir, rolled_out_record or None)
     if version is None:
         logging.info("Nothing served under %s yet: no baseline.", serving_model_dir)
         baseline_model.set_int_custom_property(HAS_MODEL_PROPERTY, 0)

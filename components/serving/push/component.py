@@ -11,7 +11,7 @@ and records `pushed = 0` with `already_served = <path>` instead.
 Given `training_statistics` (StatisticsGen's output), a push writes the train
 split's statistics into the new version at
 `components.serving.serving_dir.TRAINING_STATISTICS_FILE`, before `saved_model.pb`,
-which TF Serving and `latest_served_version` take as "this version is
+which TF Serving and `newest_complete_version` take as "this version is
 complete". The drift gate reads them back. The copy is the stock executor's
 (ported), otherwise unchanged.
 
@@ -42,12 +42,14 @@ from tfx.components.pusher import component as pusher_component
 from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
-from tfx.types.component_spec import ChannelParameter
+from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
 from components.serving.push.executor import push_model
 
 TRAINING_STATISTICS_KEY = "training_statistics"
 EVALUATION_KEY = standard_component_specs.EVALUATION_KEY
+# The KServe rollout's record of the served version (Kubeflow with `serving:`).
+ROLLED_OUT_RECORD_KEY = "rolled_out_record"
 
 
 def _only(artifacts: list[types.Artifact] | None) -> types.Artifact | None:
@@ -76,6 +78,7 @@ class NoDuplicatePushExecutor(base_executor.BaseExecutor):
             model_blessing=_only(input_dict.get(standard_component_specs.MODEL_BLESSING_KEY)),
             training_statistics=_only(input_dict.get(TRAINING_STATISTICS_KEY)),
             evaluation=_only(input_dict.get(EVALUATION_KEY)),
+            rolled_out_record=exec_properties.get(ROLLED_OUT_RECORD_KEY) or None,
         )
 
 
@@ -87,11 +90,16 @@ class PusherSpec(standard_component_specs.PusherSpec):
         ),
         EVALUATION_KEY: ChannelParameter(type=standard_artifacts.ModelEvaluation, optional=True),
     }
+    PARAMETERS: ClassVar[dict[str, ExecutionParameter]] = {
+        **standard_component_specs.PusherSpec.PARAMETERS,
+        ROLLED_OUT_RECORD_KEY: ExecutionParameter(type=str, optional=True),
+    }
 
 
 class Pusher(pusher_component.Pusher):
-    """`tfx.components.Pusher` with `NoDuplicatePushExecutor`, `training_statistics` and
-    `evaluation`."""
+    """`tfx.components.Pusher` with `NoDuplicatePushExecutor`, `training_statistics`,
+    `evaluation`, and `rolled_out_record` (the KServe rollout's record of the served version,
+    where the DAG has one)."""
 
     SPEC_CLASS = PusherSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(NoDuplicatePushExecutor)
@@ -104,6 +112,7 @@ class Pusher(pusher_component.Pusher):
         push_destination: pusher_pb2.PushDestination,
         training_statistics: types.BaseChannel | None = None,
         evaluation: types.BaseChannel | None = None,
+        rolled_out_record: str | None = None,
     ):
         spec = PusherSpec(
             model=model,
@@ -111,6 +120,7 @@ class Pusher(pusher_component.Pusher):
             push_destination=push_destination,
             training_statistics=training_statistics,
             evaluation=evaluation,
+            rolled_out_record=rolled_out_record,
             pushed_model=types.Channel(type=standard_artifacts.PushedModel),
         )
         # pusher_component.Pusher.__init__ builds TFX's own spec; ours has two more inputs.

@@ -43,16 +43,16 @@ from components.artifact_names import (
 )
 from components.artifact_views import InputArtifact, OutputArtifact, split_uri
 from components.serving.baseline.executor import SERVING_SUBDIR
+from components.serving.served_version import newest_complete_version, served_version
 from components.serving.serving_dir import (
     EVALUATED_FILE,
     PUSH_RECORD_FILE,
     SERVED_EVALUATION_FILE,
     TRAINING_STATISTICS_FILE,
-    latest_served_version,
     model_digest,
 )
 
-# The file TF Serving and `latest_served_version` take as "this version is complete".
+# The file TF Serving and `newest_complete_version` take as "this version is complete".
 SAVED_MODEL_FILE = "saved_model.pb"
 # Lines 202-203: the copy that leaves it out, by this pattern on each file's full path.
 _SAVED_MODEL_PATTERN = r"saved_model\.pb"
@@ -87,13 +87,30 @@ def serving_model_path(model_uri: str) -> str:
     return model_dir
 
 
-def served_duplicate(model_path: str, serving_model_dir: str) -> str | None:
-    """The served version directory that holds exactly `model_path`, or None."""
-    version = latest_served_version(serving_model_dir)
+def served_duplicate(
+    model_path: str, serving_model_dir: str, rolled_out_record: str | None = None
+) -> str | None:
+    """The served version directory (served_version.py's answer) that holds exactly
+    `model_path`, or None."""
+    version = served_version(serving_model_dir, rolled_out_record)
     if version is None:
         return None
     served_path = os.path.join(serving_model_dir, version)
     return served_path if model_digest(served_path) == model_digest(model_path) else None
+
+
+def pushed_not_served(
+    model_path: str, serving_model_dir: str, rolled_out_record: str | None = None
+) -> str | None:
+    """The newest pushed version directory when it holds exactly `model_path` and is not
+    the served one, or None: a push whose rollout did not happen (an earlier attempt of
+    this step, or a run whose Deploy step was interrupted before the version took
+    traffic)."""
+    newest = newest_complete_version(serving_model_dir)
+    if newest is None or newest == served_version(serving_model_dir, rolled_out_record):
+        return None
+    newest_path = os.path.join(serving_model_dir, newest)
+    return newest_path if model_digest(newest_path) == model_digest(model_path) else None
 
 
 def pushed_by(served_path: str) -> str | None:
@@ -141,7 +158,7 @@ def mark_pushed(pushed_model: OutputArtifact, pushed_destination: str, pushed_ve
 
 def write_version(model_path: str, serving_path: str, extras: dict[str, str], pushed: str) -> None:
     """The model copied into the new version, `saved_model.pb` last (lines 198-209: TF
-    Serving and `latest_served_version` take it for "this version is complete", so a push
+    Serving and `newest_complete_version` take it for "this version is complete", so a push
     cut short leaves a version nobody serves). With `extras`, they and the push record (the
     execution's output URI `pushed`) are written before it."""
     store_files.copy_dir(model_path, serving_path, deny_regex_patterns=[_SAVED_MODEL_PATTERN])
@@ -167,10 +184,14 @@ def push_model(
     model_blessing: InputArtifact | None = None,
     training_statistics: Any | None = None,
     evaluation: InputArtifact | None = None,
+    rolled_out_record: str | None = None,
 ) -> None:
     """Pushes the blessed `model` to the filesystem destination `push_destination` (TFX's
     PushDestination as JSON) unless it is already served, and records what it did on
-    `pushed_model` (`pushed`, `pushed_destination`, `pushed_version`, `already_served`)."""
+    `pushed_model` (`pushed`, `pushed_destination`, `pushed_version`, `already_served`).
+
+    "Served" is served_version.py's answer: with `rolled_out_record` (the KServe
+    rollout's record, on Kubeflow with `serving:`), the version it names."""
     # utils/proto_utils.py, `json_to_proto` (lines 74-76): unknown fields ignored.
     destination = json_format.Parse(
         push_destination, pusher_pb2.PushDestination(), ignore_unknown_fields=True
@@ -186,11 +207,27 @@ def push_model(
     if kind != "filesystem":  # Lines 180-181 and 211-213.
         raise NotImplementedError(f"Invalid push destination {kind}")
     base_directory = destination.filesystem.base_directory
-    duplicate = served_duplicate(model_path, base_directory)
-    if duplicate is not None and pushed_by(duplicate) == pushed_model.uri:
-        logging.info("An earlier attempt of this step pushed %s; recording it.", duplicate)
+    rolled_out_record = rolled_out_record or None
+    duplicate = served_duplicate(model_path, base_directory, rolled_out_record)
+    # The same model pushed and not (or not yet) taking traffic: by an earlier attempt
+    # of this step (found by its push record; locally that version is also the served
+    # one), or by a run whose rollout never happened. It is this push: the Deploy
+    # step after it takes it to traffic, and no second copy is written.
+    pending = pushed_not_served(model_path, base_directory, rolled_out_record)
+    if pending is None and duplicate is not None and pushed_by(duplicate) == pushed_model.uri:
+        pending = duplicate
+    if pending is not None:
+        if pushed_by(pending) == pushed_model.uri:
+            logging.info("An earlier attempt of this step pushed %s; recording it.", pending)
+        else:
+            logging.info(
+                "%s holds the candidate, pushed by %s and not taking traffic; recording it "
+                "as this push.",
+                pending,
+                pushed_by(pending) or "an earlier run",
+            )
         store_files.copy_dir(model_path, pushed_model.uri)
-        mark_pushed(pushed_model, duplicate, os.path.basename(duplicate.rstrip("/")))
+        mark_pushed(pushed_model, pending, os.path.basename(pending.rstrip("/")))
         return
     if duplicate is not None:
         logging.info("The candidate is already served at %s; not pushing.", duplicate)
