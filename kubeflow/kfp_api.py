@@ -1,7 +1,7 @@
 """What `kubeflow.submit` and `kubeflow.release` share: reading a compiled package,
 and connecting to the KFP API with its backend's release checked.
 
-Runs in the current-KFP-SDK environment (kubeflow/reference/); nothing here
+Runs in the current-KFP-SDK environment (kubeflow/kfp_sdk/); nothing here
 imports TFX, and kfp only inside `connect`.
 """
 

@@ -5,7 +5,7 @@
     ./dev release --host URL --rollback [VERSION]
     ./dev release --host URL --status
 
-Runs in the current-KFP-SDK environment (kubeflow/reference/), as
+Runs in the current-KFP-SDK environment (kubeflow/kfp_sdk/), as
 `kubeflow.submit` does, and connects as it does (kubeflow/kfp_api.py: the
 backend's release checked, kfp's own authentication). The walk-through, the
 two GitHub workflows and the KFP facts behind each rule are in

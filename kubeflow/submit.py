@@ -4,7 +4,7 @@
         [--data-root gs://bucket/data/2026-11] [--train-steps 5000] [--schedule] \
         [--pipeline-root gs://bucket/tfx/root] [--model-version V (the scoring package)]
 
-Runs in the current-KFP-SDK environment (kubeflow/reference/), not the
+Runs in the current-KFP-SDK environment (kubeflow/kfp_sdk/), not the
 project's: TFX 1.16 holds the project's kfp at 2.5, whose client cannot read
 the resource fields today's clusters use. Nothing here imports TFX.
 

@@ -3,7 +3,7 @@
 The compiled spec is TFX's (`KubeflowV2DagRunner`); these functions walk its
 DAGs and correct it where the open-source backend's driver would fail a
 task or the KFP UI would not show an artifact. Each is checked against what
-today's kfp SDK compiles (tests/test_kubeflow_reference.py) or by executing
+today's kfp SDK compiles (tests/test_kubeflow_sdk_check.py) or by executing
 the spec (tests/test_kubeflow_executed.py).
 """
 

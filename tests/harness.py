@@ -361,11 +361,13 @@ def instances(served, serialized: list[bytes]) -> list[dict]:
     return found
 
 
-# --- the current-kfp reference environment (kubeflow/reference/) ---
-# For the tests that check the compiled package with a current kfp SDK, or run it.
+# --- the stand-in harness (kubeflow/standin_harness/), in the current-KFP-SDK environment
+# (kubeflow/kfp_sdk/): for the tests that check the compiled package with a current kfp
+# SDK, or run it.
 
 
-REFERENCE_PROJECT = REPO_ROOT / "kubeflow" / "reference"
+KFP_SDK_PROJECT = REPO_ROOT / "kubeflow" / "kfp_sdk"
+STANDIN_HARNESS = REPO_ROOT / "kubeflow" / "standin_harness"
 
 
 def uv_binary() -> str:
@@ -376,11 +378,11 @@ def uv_binary() -> str:
     return found
 
 
-def run_in_reference_env(script: str, *args: str, timeout: int) -> subprocess.CompletedProcess:
-    """`python kubeflow/reference/SCRIPT ARGS...` in the current-kfp environment."""
-    command = [uv_binary(), "run", "--project", str(REFERENCE_PROJECT), "--locked", "python"]
+def run_in_standin_harness(script: str, *args: str, timeout: int) -> subprocess.CompletedProcess:
+    """`python kubeflow/standin_harness/SCRIPT ARGS...` in the current-KFP-SDK environment."""
+    command = [uv_binary(), "run", "--project", str(KFP_SDK_PROJECT), "--locked", "python"]
     return subprocess.run(
-        [*command, str(REFERENCE_PROJECT / script), *args],
+        [*command, str(STANDIN_HARNESS / script), *args],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -512,7 +514,7 @@ def execute(
 ) -> dict:
     """The package executed by run_compiled.py; `options` are its further flags."""
     summary_file = tmp / f"{name}.json"
-    proc = run_in_reference_env(
+    proc = run_in_standin_harness(
         "run_compiled.py",
         "--package", str(package),
         "--pipeline-root", str(tmp / "pipeline_root"),

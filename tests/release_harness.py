@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, golden_path
-from tests.harness import REFERENCE_PROJECT, uv_binary
+from tests.harness import KFP_SDK_PROJECT, uv_binary
 from tests.kfp_standin import KfpStandIn
 
 TAGGED = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())["image"]
@@ -104,7 +104,7 @@ def release_arguments(
 def in_reference_env(*python_args: str) -> tuple[list[str], dict[str, str]]:
     """The command running `python PYTHON_ARGS` in the current-kfp environment, and its
     environment: the tests' own VIRTUAL_ENV is the project's, and uv would warn on stderr."""
-    command = [uv_binary(), "run", "--project", str(REFERENCE_PROJECT), "--locked", "python"]
+    command = [uv_binary(), "run", "--project", str(KFP_SDK_PROJECT), "--locked", "python"]
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     return [*command, *python_args], env
 

@@ -28,13 +28,14 @@ MYPY = Path(sys.executable).parent / "mypy"
 def copy_project(project: Path) -> Path:
     """The packages, the runner and pyproject.toml, copied to break on purpose.
 
-    kubeflow/reference/ is left out: a project of its own (the current kfp SDK).
+    kubeflow/standin_harness/ and kubeflow/kfp_sdk/ are left out: the harness runs in an
+    environment of its own, which kfp_sdk/ is.
     """
     for package in PACKAGES:
         shutil.copytree(
             REPO_ROOT / package,
             project / package,
-            ignore=shutil.ignore_patterns(".venv", "__pycache__", "reference"),
+            ignore=shutil.ignore_patterns(".venv", "__pycache__", "standin_harness", "kfp_sdk"),
         )
     for name in ("local_runner.py", "pyproject.toml"):
         shutil.copy(REPO_ROOT / name, project / name)
@@ -191,14 +192,14 @@ def test_test_modules_import_helpers_from_the_harness_not_from_each_other():
     source = (
         "from tests.{t}pipeline import build\n"
         "import tests.{t}run_report\n"
-        "from tests import {t}kubeflow_reference, harness\n"
+        "from tests import {t}kubeflow_sdk_check, harness\n"
         "def helper():\n"
         "    from tests.{t}example_gen import split_records\n"
         "from tests.harness import parse\n"
     ).format(t="test_")
     assert sorted(imported_test_modules(source)) == [
         "tests.test_example_gen",
-        "tests.test_kubeflow_reference",
+        "tests.test_kubeflow_sdk_check",
         "tests.test_pipeline",
         "tests.test_run_report",
     ]

@@ -1,4 +1,4 @@
-"""Argo's retry rules as run_compiled.py plays them (kubeflow/reference/argo_retry.py).
+"""Argo's retry rules as run_compiled.py plays them (kubeflow/standin_harness/argo_retry.py).
 
 Each case is a rule read in argo-workflows v4.0.5 and kubeflow/pipelines
 2.17.0, cited in the module; the executed tests then run on these rules.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from kubeflow.reference import argo_retry as argo
 from kubeflow.settings.retries import DEFAULT_RETRY
+from kubeflow.standin_harness import argo_retry as argo
 
 TRAINER_POLICY = {
     "maxRetryCount": 2,

@@ -1,4 +1,4 @@
-"""The fault that preempts a step in the middle of its search (kubeflow/reference/faults.py),
+"""The fault that preempts a step in the middle of its search (kubeflow/standin_harness/faults.py),
 on a local pipeline root: when it strikes, what it kills, what it records.
 
 tests/test_kubeflow_tuning_executed.py plays it on the Tune step, its search on the
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kubeflow.reference.output_probe import half_done, is_trial_file
+from kubeflow.standin_harness.output_probe import half_done, is_trial_file
 from tests.conftest import REPO_ROOT
 
 SEARCH = "root/tuning/abc/search"
@@ -72,7 +72,7 @@ STEP = textwrap.dedent(
 def faults(monkeypatch):
     # faults.py imports its neighbours as run_compiled.py runs it: a script, its directory
     # on sys.path.
-    monkeypatch.syspath_prepend(str(REPO_ROOT / "kubeflow" / "reference"))
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "kubeflow" / "standin_harness"))
     import faults
 
     return faults

@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from kubeflow.reference.kfp_local_hooks import KFP_RELEASE, Hook, HookError, KfpLocalHooks
+from kubeflow.standin_harness.kfp_local_hooks import KFP_RELEASE, Hook, HookError, KfpLocalHooks
 
 
 def internals() -> types.ModuleType:

@@ -36,7 +36,7 @@ from kubeflow.settings import parse_settings
 from kubeflow.settings.fields import SettingsError
 from kubeflow.settings.serving import parse_serving
 from tests.conftest import TEMPLATE_SETTINGS_FILE
-from tests.harness import examples, instances, rows_with_gaps, run_in_reference_env
+from tests.harness import examples, instances, rows_with_gaps, run_in_standin_harness
 from tests.kubernetes_standin import KubernetesStandin
 from trainer.json_signature import JSON_SIGNATURE
 
@@ -204,7 +204,7 @@ def test_the_inference_service_is_one_kserves_models_take_unchanged(tmp_path):
         path = tmp_path / f"isvc-{i}.json"
         path.write_text(json.dumps(service))
         files.append(str(path))
-    proc = run_in_reference_env("check_inferenceservice.py", *files, timeout=300)
+    proc = run_in_standin_harness("check_inferenceservice.py", *files, timeout=300)
     results = [json.loads(line) for line in proc.stdout.strip().splitlines()]
     assert [r["differences"] for r in results] == [[], []], proc.stderr[-2000:]
     assert proc.returncode == 0
@@ -216,7 +216,7 @@ def test_a_field_kserve_does_not_have_is_caught(tmp_path):
     service["spec"]["predictor"]["model"]["storageURI"] = "gs://typo"
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(service))
-    proc = run_in_reference_env("check_inferenceservice.py", str(path), timeout=300)
+    proc = run_in_standin_harness("check_inferenceservice.py", str(path), timeout=300)
     assert proc.returncode == 1
     assert "spec.predictor.model.storageURI: not a field" in proc.stdout
 

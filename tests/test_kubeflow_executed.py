@@ -1,6 +1,6 @@
 """The compiled Kubeflow package, executed step by step as KFP's backend would.
 
-`kubeflow/reference/run_compiled.py` runs the package with KFP's own local
+`kubeflow/standin_harness/run_compiled.py` runs the package with KFP's own local
 executor (kfp.local, current kfp): it builds every step's executor input from
 the spec and resolves the container's placeholders; each container command runs
 as a subprocess in this project's environment (the image's). Steps are cached
@@ -59,7 +59,7 @@ from tests.harness import (
     local_settings,
     output_metadata,
     parse,
-    run_in_reference_env,
+    run_in_standin_harness,
     schema_dir_in_project,
     status_report,
     step_record,
@@ -381,7 +381,7 @@ def test_the_report_and_metrics_are_where_kfps_own_artifact_classes_put_them(exe
     (report,) = step["outputs"]["report"]
     given = tmp_path / "artifacts.json"
     given.write_text(json.dumps({"metrics": metrics, "html_uri": report}))
-    proc = run_in_reference_env("check_spec.py", "--kfp-artifacts", str(given), timeout=300)
+    proc = run_in_standin_harness("check_spec.py", "--kfp-artifacts", str(given), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     reference = json.loads(proc.stdout.strip().splitlines()[-1])
     assert reference["metrics_metadata"] == metrics

@@ -1,12 +1,12 @@
 """The batch scoring package, executed step by step as KFP's backend would, on the S3 stand-in.
 
-`kubeflow/reference/run_compiled.py` runs the package compiled by
+`kubeflow/standin_harness/run_compiled.py` runs the package compiled by
 `python -m kubeflow.compile --scoring` (docs/batch-scoring.md), each step with
 only the environment its pod would get and the store's secret, as
 tests/test_kubeflow_cluster_services.py runs the training package. The served
 model (the session's small one, not trained here), the new data and the
 scores are in the bucket; the pipeline root stays on this machine, where the
-executor's fault sees a step's first output file (kubeflow/reference/faults.py
+executor's fault sees a step's first output file (kubeflow/standin_harness/faults.py
 watches local paths).
 
 One execution, shared by the tests: the scorer's first attempt is preempted once

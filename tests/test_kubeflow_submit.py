@@ -11,7 +11,7 @@ import yaml
 from kubeflow import backend
 from kubeflow.tfx_spec import all_tasks
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, golden_path
-from tests.harness import REFERENCE_PROJECT, uv_binary
+from tests.harness import KFP_SDK_PROJECT, uv_binary
 from tests.kfp_standin import KfpStandIn
 
 pytestmark = pytest.mark.slow
@@ -20,7 +20,7 @@ PACKAGE = golden_path("kubeflow_pipeline.yaml")
 
 
 def submit(host: str, *args: str, package: Path = PACKAGE) -> subprocess.CompletedProcess:
-    command = [uv_binary(), "run", "--project", str(REFERENCE_PROJECT), "--locked"]
+    command = [uv_binary(), "run", "--project", str(KFP_SDK_PROJECT), "--locked"]
     command += ["python", "-m", "kubeflow.submit", "--host", host, "--package", str(package), *args]
     return subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
 

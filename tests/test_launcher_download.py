@@ -1,6 +1,6 @@
 """The KFP launcher's input download, as run_compiled.py plays it, against the S3 stand-in.
 
-kubeflow/reference/launcher_download.py ports `DownloadBlob` and
+kubeflow/standin_harness/launcher_download.py ports `DownloadBlob` and
 `downloadFile` (kubeflow/pipelines 2.17.0); the executed package on s3://
 (tests/test_kubeflow_cluster_services.py) runs every step behind it.
 """
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from kubeflow.reference import launcher_download, output_probe
+from kubeflow.standin_harness import launcher_download, output_probe
 from tests.s3_standin import s3_standin
 
 SCRIPT = launcher_download.__file__
@@ -100,7 +100,7 @@ def test_a_marker_at_the_artifact_root_fails_at_its_first_file(store, tmp_path):
     ("run", "written"), [("dir", "hyperparameters/hyperparameters.yaml"), ("file", "metrics")]
 )
 def test_the_faults_output_probe_sees_a_write_into_the_artifact_itself(store, run, written):
-    """kubeflow/reference/output_probe.py, which `--preempt` watches an s3:// output through:
+    """kubeflow/standin_harness/output_probe.py, which `--preempt` watches an s3:// output through:
     a sibling whose name starts with the artifact's is no write into it; a file under
     a directory artifact, or the file artifact itself, is."""
     artifact = written.split("/")[0]

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 # Top-level folders of Python code that are not the program: they stay in the checkout.
 NOT_THE_PROGRAM = ("tests", "benchmarks")
 # A separate project with its own environment (the current kfp SDK), for the tests.
-REFERENCE_PROJECT = "kubeflow/reference/"
+STANDIN_HARNESS_DIRS = ("kubeflow/standin_harness/", "kubeflow/kfp_sdk/")
 PIP = (sys.executable, "-m", "pip")
 # Nothing is fetched: no index, and the build uses the environment's setuptools.
 OFFLINE = ("--no-index", "--quiet")
@@ -52,7 +52,7 @@ def should_ship(files: list[str]) -> set[str]:
                 shipped.add(name)
         elif parts[0] in code_folders and parts[0] not in NOT_THE_PROGRAM:
             copier_template = name.endswith(".jinja") or "{{" in name
-            if not copier_template and not name.startswith(REFERENCE_PROJECT):
+            if not copier_template and not name.startswith(STANDIN_HARNESS_DIRS):
                 shipped.add(name)
     return shipped
 
@@ -165,7 +165,7 @@ def test_the_wheel_holds_every_module_and_data_file_of_the_tree(installed):
         "components/report/report.html.j2",
     } <= shipped
     assert not any(
-        n.startswith(("tests/", "benchmarks/", "data/", REFERENCE_PROJECT)) for n in shipped
+        n.startswith(("tests/", "benchmarks/", "data/", *STANDIN_HARNESS_DIRS)) for n in shipped
     )
 
 

@@ -20,10 +20,10 @@ from tests.conftest import REPO_ROOT
 
 REGISTER = Path("docs") / "ports.md"
 MARKER = "Port register: docs/ports.md"
-# The project's own code; kubeflow/reference/ is the current-KFP-SDK environment's, and
+# The project's own code; kubeflow/standin_harness/ runs in the current-KFP-SDK environment, and
 # the stand-ins under tests/ are registered in docs/tests.md.
 CODE_DIRS = ("components", "pipeline", "trainer", "kubeflow")
-NOT_CODE = (Path("kubeflow") / "reference",)
+NOT_CODE = (Path("kubeflow") / "standin_harness",)
 REGISTER_HEADING = "## The register"
 COLUMNS = (
     "upstream (project, files, version)",
@@ -210,10 +210,11 @@ def test_a_row_whose_module_lacks_the_marker_is_named(tmp_path):
     ]
 
 
-def test_kubeflow_reference_is_not_the_projects_code(tmp_path):
+def test_the_standin_harness_is_not_the_projects_code(tmp_path):
     project = _project(tmp_path)
-    (project / "kubeflow" / "reference").mkdir()
-    (project / "kubeflow" / "reference" / "probe.py").write_text(f'"""A probe.\n\n{MARKER}\n"""\n')
+    harness = project / "kubeflow" / "standin_harness"
+    harness.mkdir()
+    (harness / "probe.py").write_text(f'"""A probe.\n\n{MARKER}\n"""\n')
     assert register_problems(project) == []
 
 

@@ -18,7 +18,7 @@ from kubeflow.settings.fields import SettingsError
 from kubeflow.settings.retries import DEFAULT_RETRY, RetryPolicy
 from pipeline import steps as dag
 from tests.conftest import TEMPLATE_SETTINGS_FILE
-from tests.harness import run_in_reference_env
+from tests.harness import run_in_standin_harness
 
 STEP_IDS = kfp_compile.pipeline_step_ids()
 ROLES = kfp_compile.pipeline_retry_roles()
@@ -328,7 +328,7 @@ def run_one_step(tmp_path, retry_policy: dict, *options: str, writes_outputs: bo
     """The one-step package executed by run_compiled.py; its step's summary."""
     package = one_step_package(tmp_path, retry_policy, writes_outputs)
     summary = tmp_path / "summary.json"
-    run_in_reference_env(
+    run_in_standin_harness(
         "run_compiled.py",
         "--package", str(package),
         "--pipeline-root", str(tmp_path / "root"),

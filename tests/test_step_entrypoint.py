@@ -5,7 +5,7 @@ The driver hands input artifacts typed `instanceSchema: ""` and adds an
 `as_declared`, cites the source). TFX 1.16's own parser fails on both; the
 entrypoint puts the executor input back into the shape the component
 declares. The whole package runs on that shape in the executed tests
-(kubeflow/reference/run_compiled.py plays the driver).
+(kubeflow/standin_harness/run_compiled.py plays the driver).
 """
 
 from __future__ import annotations

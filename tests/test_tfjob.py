@@ -39,7 +39,7 @@ from kubeflow.tfjob.manifest import (
 from kubeflow.tfjob.spec import TFJobSpec, TFJobSpecError
 from pipeline import steps as dag
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE
-from tests.harness import MINIO, check_multi_node, multi_node_settings, run_in_reference_env
+from tests.harness import MINIO, check_multi_node, multi_node_settings, run_in_standin_harness
 from tests.kubernetes_standin import KubernetesStandin, webhook_errors
 
 STEP_IDS = kfp_compile.pipeline_step_ids()
@@ -248,7 +248,7 @@ def test_the_rendered_job_is_valid_for_the_training_operators_own_models(tmp_pat
     ] = "2222"
     for name, manifest in (("good", good), ("misspelled", misspelled)):
         (tmp_path / f"{name}.json").write_text(json.dumps(manifest))
-    proc = run_in_reference_env(
+    proc = run_in_standin_harness(
         "check_tfjob.py",
         str(tmp_path / "good.json"),
         str(tmp_path / "misspelled.json"),

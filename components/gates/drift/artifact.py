@@ -18,5 +18,5 @@ class DataDrift(types.Artifact):
     # must be `<namespace>.<Title>`, and its container entrypoint imports the
     # class back from that title. So it is an import path: `components`
     # exports this class. (A title that is no import path compiles, and the
-    # step then fails; kubeflow/reference/run_compiled.py caught one.)
+    # step then fails; kubeflow/standin_harness/run_compiled.py caught one.)
     TYPE_NAME = "components.DataDrift"

@@ -1,6 +1,6 @@
 """Executes a compiled pipeline package step by step, as the KFP v2 backend would, on this machine.
 
-    uv run --project kubeflow/reference --locked python kubeflow/reference/run_compiled.py \
+    uv run --project kubeflow/kfp_sdk --locked python kubeflow/standin_harness/run_compiled.py \
         --package build/pipeline.yaml --pipeline-root /tmp/root --python .venv/bin/python \
         --parameter data_root=/path/to/csv --parameter 'train_args={"num_steps": 20}' \
         --summary /tmp/summary.json [--isolated-env --secret NAME=secret.json] \

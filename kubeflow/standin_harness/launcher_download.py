@@ -1,6 +1,6 @@
 """The KFP launcher's download of a step's input artifacts, before its command runs.
 
-    python kubeflow/reference/launcher_download.py POD_DIR < executor_input.json
+    python kubeflow/standin_harness/launcher_download.py POD_DIR < executor_input.json
 
 Prints the bytes downloaded. Run by run_compiled.py with the project's
 interpreter (boto3) and the step's environment (its store's endpoint and

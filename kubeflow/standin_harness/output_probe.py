@@ -1,8 +1,8 @@
 """Waits until a step has written into one of its s3:// output artifacts, or until a
 search under the pipeline root is half done: for faults.py.
 
-    python kubeflow/reference/output_probe.py s3://B/K [s3://B/K2 ...]
-    python kubeflow/reference/output_probe.py --search s3://B/ROOT
+    python kubeflow/standin_harness/output_probe.py s3://B/K [s3://B/K2 ...]
+    python kubeflow/standin_harness/output_probe.py --search s3://B/ROOT
 
 Exits 0 once a key exists at or under any of the URIs. Run by run_compiled.py
 with the project's interpreter (boto3) and the step's environment (its store's

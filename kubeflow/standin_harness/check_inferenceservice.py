@@ -1,7 +1,7 @@
 """Checks InferenceService manifests against KServe's own models (the `kserve` SDK, 0.15+).
 
-    uv run --project kubeflow/reference --locked python \
-        kubeflow/reference/check_inferenceservice.py MANIFEST.json [MANIFEST.json ...]
+    uv run --project kubeflow/kfp_sdk --locked python \
+        kubeflow/standin_harness/check_inferenceservice.py MANIFEST.json [MANIFEST.json ...]
 
 The SDK's `V1beta1InferenceService` and the models under it are generated from
 the OpenAPI schema of KServe's Go types, the ones the InferenceService CRD is

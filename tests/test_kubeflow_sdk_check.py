@@ -2,7 +2,7 @@
 
 The project's kfp is held at 2.5 by TFX's protobuf pin, and its kfp-kubernetes
 (1.0.0) has no tolerations; a cluster today speaks a newer SDK. This test
-builds the second locked environment in kubeflow/reference/ (once; uv reuses
+builds the second locked environment in kubeflow/kfp_sdk/ (once; uv reuses
 it), parses our package with that SDK's protos (unknown fields rejected) and
 compares our resources and platform entries with what that SDK itself writes
 for the same settings through `set_*_limit`, `kubernetes.add_node_selector`
@@ -23,7 +23,7 @@ from kubeflow import tfx_spec
 from kubeflow.settings import parse_settings
 from pipeline import steps as dag
 from tests.conftest import TEMPLATE_SETTINGS_FILE
-from tests.harness import MINIO, run_in_reference_env
+from tests.harness import MINIO, run_in_standin_harness
 
 pytestmark = pytest.mark.slow
 
@@ -84,7 +84,7 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
 
 def checked_by_reference(tmp_path, settings, spec, platform, steps, deadlines=None) -> dict:
     """The package parsed by the current kfp, and what that SDK writes for each step's
-    settings (kubeflow/reference/check_spec.py). `deadlines`: the steps' (default: the
+    settings (kubeflow/standin_harness/check_spec.py). `deadlines`: the steps' (default: the
     training package's)."""
     deadlines = kfp_compile.step_deadlines(settings) if deadlines is None else deadlines
     package = tmp_path / "pipeline.yaml"
@@ -109,7 +109,7 @@ def checked_by_reference(tmp_path, settings, spec, platform, steps, deadlines=No
     placements_file = tmp_path / "placements.json"
     placements_file.write_text(json.dumps(placements))
 
-    proc = run_in_reference_env(
+    proc = run_in_standin_harness(
         "check_spec.py", "--package", str(package), "--placements", str(placements_file),
         timeout=600,
     )  # fmt: skip

@@ -1,6 +1,6 @@
 """Checks a compiled package with today's KFP SDK; run in this directory's environment.
 
-    uv run --project kubeflow/reference --locked python kubeflow/reference/check_spec.py \
+    uv run --project kubeflow/kfp_sdk --locked python kubeflow/standin_harness/check_spec.py \
         --package build/pipeline.yaml --placements placements.json
 
 1. Parses the pipeline spec into kfp's `PipelineSpec` and every executor of the
@@ -19,7 +19,7 @@
    the exit task's trigger policy, and how the body's sub-DAG gets the
    parameter.
 
-    uv run --project kubeflow/reference --locked python kubeflow/reference/check_spec.py \
+    uv run --project kubeflow/kfp_sdk --locked python kubeflow/standin_harness/check_spec.py \
         --kfp-artifacts artifacts.json
 
 4. For a JSON object of metric values and an HTML artifact's URI

@@ -1,6 +1,6 @@
 """Checks TFJob manifests against the Training Operator's own TFJob models (release-1.9 SDK).
 
-    uv run --project kubeflow/reference --locked python kubeflow/reference/check_tfjob.py \
+    uv run --project kubeflow/kfp_sdk --locked python kubeflow/standin_harness/check_tfjob.py \
         MANIFEST.json [MANIFEST.json ...]
 
 `kubeflow-training` 1.9.x holds the TFJob's OpenAPI models, generated from

@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 # The kfp release whose kfp.local run_compiled.py's replacements were written for;
-# kubeflow/reference/pyproject.toml pins it.
+# kubeflow/kfp_sdk/pyproject.toml pins it.
 KFP_RELEASE = "2.17.0"
 
 
@@ -80,7 +80,7 @@ class KfpLocalHooks:
         if self._installed != self._release:
             raise HookError(
                 f"kfp {self._installed} is installed; run_compiled.py replaces kfp.local "
-                f"internals of kfp {self._release} (kubeflow/reference/pyproject.toml pins it)"
+                f"internals of kfp {self._release} (kubeflow/kfp_sdk/pyproject.toml pins it)"
             )
         resolved = []
         for hook in self._hooks:  # Every check before any change.
