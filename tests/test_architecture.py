@@ -75,7 +75,7 @@ def lint_imports(project: Path) -> subprocess.CompletedProcess:
 def test_the_project_keeps_its_import_contracts():
     proc = lint_imports(REPO_ROOT)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "8 kept, 0 broken" in proc.stdout
+    assert "10 kept, 0 broken" in proc.stdout
 
 
 def test_an_upward_import_a_runner_import_a_cycle_a_heavy_light_step_or_draft_each_break_a_contract(
@@ -106,10 +106,20 @@ def test_an_upward_import_a_runner_import_a_cycle_a_heavy_light_step_or_draft_ea
     # The machinery reading a fork file outside trainer/fork/ (tests/test_fork_boundary.py).
     scoring = project / "components" / "scoring" / "executor.py"
     scoring.write_text(scoring.read_text() + "\nfrom trainer.model import build_model  # noqa\n")
+    # docs/layout.md's rooms: serving would import a gate above it, and ExampleGen a
+    # room it must not use.
+    serving_dir = project / "components" / "serving" / "serving_dir.py"
+    serving_dir.write_text(
+        serving_dir.read_text() + "\nfrom components.gates.drift import result  # noqa\n"
+    )
+    spans = project / "components" / "example_gen" / "spans.py"
+    spans.write_text(spans.read_text() + "\nfrom components.serving import serving_dir  # noqa\n")
     proc = lint_imports(project)
     assert proc.returncode != 0
     report = proc.stdout
-    assert "0 kept, 8 broken" in report
+    assert "0 kept, 10 broken" in report
+    assert "components.serving.serving_dir -> components.gates.drift.result" in report
+    assert "components.example_gen.spans -> components.serving.serving_dir" in report
     assert "components.scoring.executor -> trainer.model" in report
     assert "trainer.upward -> pipeline.pipeline" in report
     assert "pipeline.runner_import -> local_runner" in report
