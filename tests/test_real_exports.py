@@ -103,7 +103,8 @@ def test_csv_keys_are_read_as_written(tmp_path):
     import tensorflow as tf
     from tfx.utils import proto_utils
 
-    from components.example_gen.executor import SpanResolvingExecutor, input_config, input_window
+    from components.example_gen.executor import SpanResolvingExecutor
+    from components.example_gen.input_settings import input_config, input_window
     from tests.harness import run_example_gen, split_records
 
     root = exported(tmp_path, "csv_keys")
@@ -229,7 +230,8 @@ def example_gen_features(tmp_path: Path, folder: str, **window) -> list:
     import tensorflow as tf
     from tfx.utils import proto_utils
 
-    from components.example_gen.executor import SpanResolvingExecutor, input_config, input_window
+    from components.example_gen.executor import SpanResolvingExecutor
+    from components.example_gen.input_settings import input_config, input_window
     from tests.harness import run_example_gen, split_records
 
     properties = {
