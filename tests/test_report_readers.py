@@ -382,8 +382,9 @@ def test_curves_and_evaluation_read_the_same_on_s3(tmp_path, monkeypatch):
 @pytest.mark.e2e
 def test_a_served_models_signatures_read_as_tensorflow_reads_them(two_local_runs, tmp_path):
     """`serving_dir.serving_signatures` (tensorboard's MetaGraphDef, no TensorFlow) and
-    TensorFlow's SavedModel proto (`served_model.signature_defs`) on every version the
-    runs served: the same signatures with the same inputs; none without saved_model.pb."""
+    TensorFlow's SavedModel proto (`signature_defs`, components/serving/baseline/component.py)
+    on every version the runs served: the same signatures with the same inputs; none without
+    saved_model.pb."""
     from components.serving.baseline.component import signature_defs
     from components.serving.serving_dir import serving_signatures
 
