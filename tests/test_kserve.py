@@ -26,12 +26,14 @@ import pytest
 import tensorflow as tf
 import yaml
 
+from components.serving.push.executor import push_model
 from components.serving.rollout_record import rolled_out_record, rolled_out_version
-from components.serving.served_version import choose_version
+from components.serving.served_version import choose_version, served_version
 from kubeflow.kserve import layout, manifest, smoke
 from kubeflow.kserve import serving_runtime as runtime
 from kubeflow.kserve.cluster import ServingCluster
 from kubeflow.kserve.rollout import DeployError, Rollout
+from kubeflow.light_step import StepArtifact
 from kubeflow.settings import parse_settings
 from kubeflow.settings.fields import SettingsError
 from kubeflow.settings.serving import parse_serving
@@ -613,6 +615,50 @@ def test_a_promotion_that_runs_late_fails_the_step_but_does_not_reject_the_versi
         f"timed out after 10s waiting for revision {serving_one.name}-predictor"
     )
     assert not raised.value.rejects
+
+
+def test_a_version_whose_promotion_ran_late_is_handed_to_the_next_run_s_deploy(
+    cluster, serving_one, served, tmp_path
+):
+    """The served model is what the rollout's record names (components/serving/served_version.py),
+    end to end on the stand-in: a late promotion leaves version 2 pushed and not rejected,
+    and the record still naming 1. The next run trains the same model: its Pusher hands
+    version 2 to the Deploy step (the newest complete version would have made it "already
+    served", and nothing would have deployed it), and the Deploy step promotes it."""
+    standin, _ = cluster
+    serving = tmp_path / "serving"
+    # Version 2: another model than 1 (one more asset), so that "the same model" means 2.
+    shutil.copytree(served["base"] / "1", serving / "2")
+    (serving / "2" / "assets" / "retrained.txt").parent.mkdir(exist_ok=True)
+    (serving / "2" / "assets" / "retrained.txt").write_text("version 2")
+
+    def hold(message: str) -> None:
+        if message.startswith("Giving revision"):
+            standin.kserve.hold_routes()
+
+    try:
+        with pytest.raises(DeployError) as raised:
+            serving_one.go("2", log=hold, ready_timeout="10s").run()
+    finally:
+        standin.kserve.hold_routes(False)
+    assert not raised.value.rejects
+    record = rolled_out_record(str(tmp_path / "kserve"))
+    assert served_version(str(serving), record) == "1"
+    assert served_version(str(serving)) == "2"  # TF Serving's rule would say 2
+    candidate = tmp_path / "rerun" / "model"
+    shutil.copytree(serving / "2", candidate / "Format-Serving")
+    pushed = StepArtifact(uri=str(tmp_path / "rerun" / "pushed_model"))
+    push_model(
+        json.dumps({"filesystem": {"base_directory": str(serving)}}),
+        model=StepArtifact(uri=str(candidate)),
+        pushed_model=pushed,
+        model_blessing=StepArtifact(uri="blessing", metadata={"blessed": 1}),
+        rolled_out_record=record,
+    )
+    assert pushed.metadata["pushed"] == 1 and pushed.metadata["pushed_version"] == "2"
+    assert sorted(p.name for p in serving.iterdir()) == ["1", "2"]  # no second copy
+    assert serving_one.go("2").run().outcome == "promoted"
+    assert served_version(str(serving), record) == "2"
 
 
 # --- KServe's rollback of the rolled-out revision (previousRolledoutRevision) ---------------
