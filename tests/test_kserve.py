@@ -594,27 +594,33 @@ def test_a_step_killed_mid_rollout_then_a_failing_version_returns_to_the_rolled_
     assert standin.kserve.serving_storage_uri(NAMESPACE, serving_one.name).endswith("/kserve/1")
 
 
-def test_a_promotion_that_runs_late_fails_the_step_but_does_not_reject_the_version(
-    cluster, serving_one
-):
-    standin, _ = cluster
+def promoted_late(standin, serving_one: OwnService, version: str) -> DeployError:
+    """Version `version`'s rollout, its routes held once it is given the traffic: the
+    Deploy step's error. The timeout is long enough for the new revision to start first on
+    a loaded machine (its TF Serving stand-in loads the model), so that the wait that runs
+    out is the promotion's."""
 
     def hold(message: str) -> None:
         if message.startswith("Giving revision"):
             standin.kserve.hold_routes()
 
-    # Long enough for the new revision to start first on a loaded machine (its TF
-    # Serving stand-in loads the model), so that the wait that runs out is the
-    # promotion's.
     try:
         with pytest.raises(DeployError) as raised:
-            serving_one.go("2", log=hold, ready_timeout="10s").run()
+            serving_one.go(version, log=hold, ready_timeout="10s").run()
     finally:
         standin.kserve.hold_routes(False)
-    assert str(raised.value).startswith(
+    return raised.value
+
+
+def test_a_promotion_that_runs_late_fails_the_step_but_does_not_reject_the_version(
+    cluster, serving_one
+):
+    standin, _ = cluster
+    error = promoted_late(standin, serving_one, "2")
+    assert str(error).startswith(
         f"timed out after 10s waiting for revision {serving_one.name}-predictor"
     )
-    assert not raised.value.rejects
+    assert not error.rejects
 
 
 def test_a_version_whose_promotion_ran_late_is_handed_to_the_next_run_s_deploy(
@@ -631,17 +637,7 @@ def test_a_version_whose_promotion_ran_late_is_handed_to_the_next_run_s_deploy(
     shutil.copytree(served["base"] / "1", serving / "2")
     (serving / "2" / "assets" / "retrained.txt").parent.mkdir(exist_ok=True)
     (serving / "2" / "assets" / "retrained.txt").write_text("version 2")
-
-    def hold(message: str) -> None:
-        if message.startswith("Giving revision"):
-            standin.kserve.hold_routes()
-
-    try:
-        with pytest.raises(DeployError) as raised:
-            serving_one.go("2", log=hold, ready_timeout="10s").run()
-    finally:
-        standin.kserve.hold_routes(False)
-    assert not raised.value.rejects
+    assert not promoted_late(standin, serving_one, "2").rejects
     record = rolled_out_record(str(tmp_path / "kserve"))
     assert served_version(str(serving), record) == "1"
     assert served_version(str(serving)) == "2"  # TF Serving's rule would say 2
