@@ -25,9 +25,9 @@ from components.serving.serving_dir import (
     TRAINING_STATISTICS_FILE,
     served_statistics,
 )
+from contract.dataset.sections import DriftSpec, FeatureDrift
 from tests.conftest import load_schema
 from tests.span_data import SHIFTED_FEATURE, shifted, span_rows
-from trainer.dataset_spec import DriftSpec, FeatureDrift
 
 DRIFT = DriftSpec(
     features={

@@ -22,7 +22,7 @@ REGISTER = Path("docs") / "ports.md"
 MARKER = "Port register: docs/ports.md"
 # The project's own code; kubeflow/reference/ is the current-KFP-SDK environment's, and
 # the stand-ins under tests/ are registered in docs/tests.md.
-CODE_DIRS = ("components", "pipeline", "trainer", "kubeflow")
+CODE_DIRS = ("components", "pipeline", "trainer", "contract", "kubeflow")
 NOT_CODE = (Path("kubeflow") / "reference",)
 REGISTER_HEADING = "## The register"
 COLUMNS = (

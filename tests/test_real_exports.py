@@ -180,7 +180,7 @@ def test_the_draft_ignores_a_struct_column_asked_with_ignore(tmp_path):
 def test_ignore_alone_lets_a_run_read_a_struct_column_s_folder(tmp_path):
     """`ignore: [trip]` in dataset.yaml, with no schema entry for `trip` (a struct has
     none): the spec's check against the schema and the runner's check both pass."""
-    from trainer.dataset_spec import parse_spec
+    from contract.dataset.parse import parse_spec
 
     checked = check_data_root(EXPORTS / "struct_column", ignore=("trip",))
     assert checked.parquet is not None and checked.parquet.skipped == ("trip",)
@@ -618,9 +618,9 @@ def test_the_draft_with_ignore_never_reads_the_column(tmp_path, folder):
 def test_a_schema_that_requires_an_ignored_column_is_refused_with_the_fix(tmp_path):
     """An ignored column is never in the examples: a schema entry that requires it would
     be "Column dropped" at validation; the schema dir's check says what to write."""
+    from contract.dataset.error import DatasetSpecError
     from schemas import load_schema_dir
     from tests.harness import taxi_schema_dir_copy
-    from trainer.dataset_spec import DatasetSpecError
 
     schema_dir = taxi_schema_dir_copy(tmp_path)
     load_schema_dir(schema_dir)  # the example's: its ignored columns are DEPRECATED

@@ -39,7 +39,7 @@ from components.example_gen.spans import (
     present_spans,
     span_to_date,
 )
-from trainer.dataset_spec import DATE_PLACEHOLDERS
+from contract.dataset.span_grammar import DATE_PLACEHOLDERS
 
 # utils.py, lines 40-62: the placeholders and the regexes that find them, with the width.
 SPAN_NAME = "span"

@@ -2,7 +2,7 @@
 
 The dataset spec's `input.pattern` uses TFX's placeholders (`{SPAN}`,
 `{SPAN:N}`, `{YYYY}`/`{MM}`/`{DD}`, `{VERSION}`, `{VERSION:N}`; see
-`trainer.dataset_spec.InputSpec`). Which span a run reads is decided by TFX's own
+`contract.dataset.sections.InputSpec`). Which span a run reads is decided by TFX's own
 code: its ExampleGen driver locally, our ExampleGen executor on Kubeflow
 (components/example_gen/executor.py). This module only lists the spans present, for
 two callers TFX has nothing for: the runner's check of the data root before
@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from trainer.dataset_spec import DATE_PLACEHOLDERS, SPAN_PLACEHOLDER, VERSION_PLACEHOLDER
+from contract.dataset.span_grammar import DATE_PLACEHOLDERS, SPAN_PLACEHOLDER, VERSION_PLACEHOLDER
 
 _EPOCH = datetime.date(1970, 1, 1)
 _DATE_GROUPS = {"{YYYY}": ("year", 4), "{MM}": ("month", 2), "{DD}": ("day", 2)}
@@ -63,7 +63,7 @@ def _glob_piece_to_regex(piece: str) -> str:
 
 @dataclass(frozen=True)
 class SpanPattern:
-    """A checked `input.pattern` (trainer.dataset_spec validates it when the spec is read)."""
+    """A checked `input.pattern` (contract.dataset.parse validates it when the spec is read)."""
 
     pattern: str
 

@@ -29,7 +29,7 @@ from components.gates.data_validation.executor import (
 )
 from components.gates.drift.result import DRIFT_FILE, DriftResult, FeatureComparison
 from components.serving.serving_dir import served_statistics
-from trainer.dataset_spec import DriftSpec
+from contract.dataset.sections import DriftSpec
 
 # TFDV's measurement types, by our measure names.
 _TFDV_MEASURES = {
