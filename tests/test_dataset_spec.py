@@ -100,6 +100,11 @@ def test_the_valid_spec_parses_and_round_trips():
         ("input", {"pattern": "{YYYY}-{MM}/*.csv"}, r"needs all of \{YYYY\}, \{MM\}, \{DD\}"),
         ("input", {"pattern": "{SPAN}/{YYYY}-{MM}-{DD}"}, r"both \{SPAN\} and date"),
         ("input", {"pattern": "{SPAN}/{HOUR}/*.csv"}, r"a placeholder other than"),
+        # What TFX's ExampleGen refuses or cannot read (contract/dataset/span_grammar.py).
+        ("input", {"pattern": "s{SPAN:0}/*.csv"}, r"a placeholder other than .*a width of 1"),
+        ("input", {"pattern": "s{SPAN}/a|b.csv"}, r"input\.pattern: .* reads no span: .*'\|'"),
+        ("input", {"pattern": "s{SPAN}/[!_]*.csv"}, r"reads no span: it holds '\[!'"),
+        ("input", {"pattern": "s[0/{SPAN}/*.csv"}, r"reads no span: a '\[' with no '\]'"),
         ("input", {"pattern": "{SPAN}/*.csv", "spans": 0}, r"input\.spans: expected an integer"),
         ("input", {"spans": 3}, r"input\.spans: a window of spans needs input\.pattern"),
         ("input", {"span": 3}, r"input: unknown field\(s\) span"),

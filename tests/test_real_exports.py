@@ -103,7 +103,8 @@ def test_csv_keys_are_read_as_written(tmp_path):
     import tensorflow as tf
     from tfx.utils import proto_utils
 
-    from components.example_gen.executor import SpanResolvingExecutor, input_config, input_window
+    from components.example_gen.executor import SpanResolvingExecutor
+    from components.example_gen.input_settings import input_config, input_window
     from tests.harness import run_example_gen, split_records
 
     root = exported(tmp_path, "csv_keys")
@@ -229,7 +230,8 @@ def example_gen_features(tmp_path: Path, folder: str, **window) -> list:
     import tensorflow as tf
     from tfx.utils import proto_utils
 
-    from components.example_gen.executor import SpanResolvingExecutor, input_config, input_window
+    from components.example_gen.executor import SpanResolvingExecutor
+    from components.example_gen.input_settings import input_config, input_window
     from tests.harness import run_example_gen, split_records
 
     properties = {
@@ -755,9 +757,11 @@ def test_the_left_out_line_reaches_the_run_summary_and_its_report():
 
 # --- Issue 71: hostile text in what the data names ------------------------------
 
-# A folder name a writer (or a user) can make (anything but a slash): markup, shell and
-# regex characters, a terminal's escape sequence, a newline and a Unicode line separator.
-HOSTILE = "src=<blink>&\"'$(id)\\[#\x1b[2J\n\u2028"
+# A folder name a writer (or a user) can make: markup, shell and regex characters, a
+# terminal's escape sequence, a newline and a Unicode line separator. Not a backslash:
+# TFX's span regex reads a `*` as `[^\\/]*`, so TFX's ExampleGen, and the check with it,
+# reads no span under such a folder (tests/test_span_resolution.py READINGS).
+HOSTILE = "src=<blink>&\"'$(id)[#\x1b[2J\n\u2028"
 
 
 def test_hostile_folder_names_in_the_left_out_line_stay_one_line_and_are_escaped(tmp_path):
@@ -783,7 +787,7 @@ def test_hostile_folder_names_in_the_left_out_line_stay_one_line_and_are_escaped
     assert [p.folder for p in checked.left_out] == [f"{HOSTILE}/dt=2024-01-03"]
     line = left_out_line(str(root), checked.left_out)
     assert line.isprintable(), repr(line)
-    assert "src=<blink>&\"'$(id)\\[#\\x1b[2J\\n\\u2028/dt=2024-01-03" in line
+    assert "src=<blink>&\"'$(id)[#\\x1b[2J\\n\\u2028/dt=2024-01-03" in line
     assert "root<b>\\x1b[31m:" in line
     data = InputData.from_properties({"span": 19724, "spans": "19723,19724", "left_out": line})
     report = RunReport(pipeline_name="p", run_id="r", steps=(), input=data)

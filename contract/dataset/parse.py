@@ -27,9 +27,10 @@ from contract.dataset.sections import (
     Task,
 )
 from contract.dataset.span_grammar import (
-    DATE_PLACEHOLDERS,
+    DATE_SPECS,
     SPAN_PLACEHOLDER,
     VERSION_PLACEHOLDER,
+    unreadable,
 )
 from contract.dataset.spec import CUSTOM_CONFIG_KEY, PIPELINE_NAME_PATTERN, DatasetSpec
 from contract.fields import field_names
@@ -144,7 +145,7 @@ def parse_input(values: object) -> InputSpec:
             "e.g. span-{SPAN}/*.csv"
         )
     span_specs = SPAN_PLACEHOLDER.findall(pattern)
-    dates = [pattern.count(d) for d in DATE_PLACEHOLDERS]
+    dates = [pattern.count(d) for d in DATE_SPECS]
     if len(span_specs) > 1 or max(dates) > 1:
         raise DatasetSpecError(f"input.pattern: {pattern!r} names the span more than once")
     if span_specs and any(dates):
@@ -153,24 +154,26 @@ def parse_input(values: object) -> InputSpec:
         )
     if any(dates) and not all(dates):
         raise DatasetSpecError(
-            f"input.pattern: {pattern!r} needs all of {', '.join(DATE_PLACEHOLDERS)} "
-            "for a date span"
+            f"input.pattern: {pattern!r} needs all of {', '.join(DATE_SPECS)} for a date span"
+        )
+    if len(VERSION_PLACEHOLDER.findall(pattern)) > 1:
+        raise DatasetSpecError(f"input.pattern: {pattern!r} has {{VERSION}} more than once")
+    leftover = VERSION_PLACEHOLDER.sub("", SPAN_PLACEHOLDER.sub("", pattern))
+    for date in DATE_SPECS:
+        leftover = leftover.replace(date, "")
+    if "{" in leftover or "}" in leftover:
+        raise DatasetSpecError(
+            f"input.pattern: {pattern!r} has a placeholder other than {{SPAN}}, {{SPAN:N}}, "
+            "{VERSION}, {VERSION:N} (N a width of 1 or more), {YYYY}, {MM}, {DD}"
         )
     if not span_specs and not any(dates):
         raise DatasetSpecError(
             f"input.pattern: {pattern!r} has no span placeholder: add {{SPAN}} or "
             "{YYYY}-{MM}-{DD}, or leave input.pattern out to read every CSV under the data root"
         )
-    if len(VERSION_PLACEHOLDER.findall(pattern)) > 1:
-        raise DatasetSpecError(f"input.pattern: {pattern!r} has {{VERSION}} more than once")
-    leftover = VERSION_PLACEHOLDER.sub("", SPAN_PLACEHOLDER.sub("", pattern))
-    for date in DATE_PLACEHOLDERS:
-        leftover = leftover.replace(date, "")
-    if "{" in leftover or "}" in leftover:
-        raise DatasetSpecError(
-            f"input.pattern: {pattern!r} has a placeholder other than {{SPAN}}, {{SPAN:N}}, "
-            "{VERSION}, {VERSION:N}, {YYYY}, {MM}, {DD}"
-        )
+    problem = unreadable(pattern)
+    if problem:
+        raise DatasetSpecError(f"input.pattern: {pattern!r} reads no span: {problem}")
     return data_input
 
 
