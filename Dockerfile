@@ -38,7 +38,7 @@ COPY . .
 # MPLCONFIGDIR, instead of in the RunReport step of every run.
 RUN uv sync --locked --no-dev --extra gpu \
     && python -m compileall -q /pipeline/pipeline /pipeline/components /pipeline/trainer \
-       /pipeline/schemas /pipeline/kubeflow /pipeline/local_runner.py \
+       /pipeline/contract /pipeline/schemas /pipeline/kubeflow /pipeline/local_runner.py \
     && python -c "import trainer.run, pipeline.pipeline, components.gates.data_validation.component, components.serving.baseline.component, kubeflow.steps.run_report.component" \
     && python -c "import kubeflow.step_entrypoint, pipeline.s3_plugin, pipeline.beam_runner, apache_beam.io.aws.s3filesystem" \
     && python -c "import components.report.plots"

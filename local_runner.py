@@ -154,8 +154,8 @@ def main(argv: list[str] | None = None, *, warm: bool = False) -> int:
 
     `warm`: this process is a run that `--watch` forked (pipeline/local/watch.py).
     """
+    from contract.fields import one_line
     from pipeline.local.run import NotBlessedError, configure_logging, error_text, run_local
-    from trainer.fields import one_line
 
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)

@@ -113,10 +113,11 @@ def options_from_args(args: argparse.Namespace) -> ScoreOptions:
     """The run the flags ask for: the dataset directory loaded, the keys from the flags
     or the dataset spec, the data root resolved."""
     from components.scoring.executor import ScoringSettings
+    from contract.dataset.error import DatasetSpecError
+    from contract.dataset.parse import parse_input
     from pipeline.local.score import ScoreOptions
     from pipeline.object_store import uri_scheme
     from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir
-    from trainer.dataset_spec import DatasetSpecError, parse_input
 
     schema_dir = load_schema_dir(args.schema_dir or DEFAULT_SCHEMA_DIR)
     keys = tuple(args.keys or schema_dir.spec.keys)

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.dataset_spec import LABEL_KEY, load_spec
+from contract.dataset.names import LABEL_KEY
+from contract.dataset.parse import load_spec
 from trainer.model_support import random_model_inputs
 
 # The embedded taxi task's model (read as a plain file: no TensorFlow needed here).

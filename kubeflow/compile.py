@@ -333,7 +333,7 @@ def write_training_runtime(
 
 def image_schema_path(settings: KubeflowSettings) -> str:
     """The schema file's path inside the pipeline image."""
-    from trainer.dataset_spec import SCHEMA_FILE_NAME
+    from contract.dataset.spec import SCHEMA_FILE_NAME
 
     return f"{settings.project_root_in_image}/{settings.schema_dir}/{SCHEMA_FILE_NAME}"
 

@@ -37,6 +37,7 @@ from tfx.orchestration.kubeflow.decorators import FinalStatusStr
 from tfx.orchestration.pipeline import Pipeline
 
 from components.example_gen.input_settings import input_config, input_window
+from contract.dataset.spec import DatasetSpec
 from kubeflow.settings.retries import RetryRoles
 from kubeflow.settings.serving import Serving
 from kubeflow.step_ids import DEPLOY, INPUT_SNAPSHOT, RUN_REPORT, RUN_STATUS, SCORING_REPORT
@@ -52,7 +53,6 @@ from kubeflow.trainjob.component import TrainJobTrainer
 from kubeflow.trainjob.spec import TrainJobSpec
 from pipeline.runner_steps import DagSteps, FirstSteps, RunnerSteps
 from pipeline.steps import BATCH_SCORER, DAG_STEPS, EXAMPLE_GEN, PUSHER, Retry, Step, Steps
-from trainer.dataset_spec import DatasetSpec
 
 # The input snapshot and Deploy read state outside the pipeline (the input
 # data, the InferenceService), so they run every time.

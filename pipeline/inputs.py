@@ -47,7 +47,7 @@ from components.example_gen.parquet_columns import (
     check_values,
     plan_files,
 )
-from components.example_gen.spans import Span, SpanPattern, latest_spans
+from components.example_gen.spans import Span, SpanPattern, latest_spans, root_problem
 from components.example_gen.text_encoding import non_utf8_line
 from pipeline import object_store
 
@@ -187,16 +187,19 @@ def _checked(
 
 
 def _check_spans(root: str, pattern: SpanPattern, count: int, reading: _Reading) -> DataRoot:
-    if "*" in root or "?" in root:
+    problem = root_problem(root)
+    if problem:
         # TFX's ExampleGen matches span files with a regex made from root and pattern
-        # alike (tfx 1.16, example_gen/utils.py `_glob_to_regex`); an escaped `*` breaks it.
+        # alike (contract/dataset/span_grammar.py `glob_and_regex`).
         raise InputDataError(
-            f"data root {root} holds '*' or '?', which TFX's ExampleGen cannot read as a "
+            f"data root {root} holds {problem}, which TFX's ExampleGen cannot read as a "
             "folder name beside an input pattern; rename the folder"
         )
     paths = pattern.relative_matches(root, object_store.glob)
-    not_spans = [p for p in paths if pattern.match(p) is None and not is_leftover(p)]
-    unpadded = [p for p in not_spans if pattern.matches_unpadded(p)]
+    # TFX's ExampleGen fails on any file its glob lists that it reads no span from, a
+    # writer's marker too: the check reads each as it does.
+    refused = {p: reason for p in paths if (reason := pattern.refusal(p)) is not None}
+    unpadded = [p for p in refused if pattern.matches_unpadded(p)]
     if unpadded:
         raise InputDataError(
             f"{root}: {unpadded[0]} has its date unpadded (Spark writes month=1, day=5), and "
@@ -204,11 +207,12 @@ def _check_spans(root: str, pattern: SpanPattern, count: int, reading: _Reading)
             "TFX does: write the partitions by one date column formatted yyyy-MM-dd "
             "(partitionBy('dt')) and use the pattern 'dt={YYYY}-{MM}-{DD}/*.parquet'"
         )
-    if not_spans:
-        # TFX's ExampleGen fails on any file its glob finds without a span number.
+    if refused:
+        first, reason = next(iter(refused.items()))
         raise InputDataError(
-            f"{root}: {', '.join(not_spans[:3])} match(es) input pattern {pattern.pattern!r} "
-            "but hold no span number in its place; move them out of the data root"
+            f"{root}: {', '.join(list(refused)[:3])} match(es) input pattern "
+            f"{pattern.pattern!r} but hold no span number in its place as TFX's ExampleGen "
+            f"reads it ({first}: {reason}); move them out of the data root"
         )
     days = read_days(pattern, root, object_store.glob, count)
     if days.empty:

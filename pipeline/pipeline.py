@@ -33,6 +33,9 @@ from components.gates.drift.component import DataDriftGate
 from components.serving.baseline.component import LatestServedModel
 from components.serving.push.component import Pusher
 from components.transform.component import Transform
+from contract.dataset.names import LABEL_KEY
+from contract.dataset.spec import DatasetSpec
+from contract.dataset.task_metrics import TASK_METRICS
 from pipeline import fingerprint
 from pipeline.runner_steps import DagSteps, RunnerSteps
 from pipeline.steps import (
@@ -50,14 +53,12 @@ from pipeline.steps import (
     TRANSFORM,
 )
 from trainer.config import TrainerConfig
-from trainer.dataset_spec import LABEL_KEY, DatasetSpec
 from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 from trainer.fork.config_file import extra_steps
 from trainer.model_support import output_name
 from trainer.preprocessing import FORCE_TF_COMPAT_V1, preprocessing_fn
 from trainer.run import EXAMPLES_KEY as TRAINER_EXAMPLES_KEY
 from trainer.run import run_fn
-from trainer.task_metrics import TASK_METRICS
 
 
 def function_path(fn: Callable) -> str:

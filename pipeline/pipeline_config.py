@@ -23,7 +23,7 @@ def _trainer_config() -> TrainerConfig:
 @dataclass(frozen=True)
 class PipelineConfig:
     """Everything about the DAG that is neither a path (the runner's job) nor about the
-    dataset (its spec, `trainer/dataset_spec.py`, names the pipeline and sets the blessing
+    dataset (its spec, `contract/dataset/spec.py`, names the pipeline and sets the blessing
     rules)."""
 
     train_steps: int = 200

@@ -27,7 +27,7 @@ from tfx.components import Trainer
 from tfx.dsl.components.base.base_component import BaseComponent
 from tfx.orchestration.data_types import RuntimeParameter
 
-from trainer.dataset_spec import DatasetSpec
+from contract.dataset.spec import DatasetSpec
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from components.example_gen.executor import PARQUET_EXAMPLES_KEY
 from components.gates.serving_data.component import ServingDataGate
 from components.scoring.component import BatchScorer
 from components.scoring.executor import ScoringSettings
+from contract.dataset.spec import DatasetSpec
 from pipeline.steps import (
     BATCH_SCORER,
     EXAMPLE_GEN,
@@ -33,7 +34,6 @@ from pipeline.steps import (
     SERVING_GATE,
     STATISTICS_GEN,
 )
-from trainer.dataset_spec import DatasetSpec
 
 # The scoring pipeline's name: the dataset's, so both pipelines' runs sit side by side.
 SCORING_SUFFIX = "-scoring"

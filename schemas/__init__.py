@@ -2,7 +2,7 @@
 
 A schema directory holds `schema.pbtxt` (what the data must look like; the
 ExampleValidator checks it) and `dataset.yaml` (label, task, feature kinds,
-slices, thresholds: `trainer/dataset_spec.py`). `python -m schemas.draft` writes
+slices, thresholds: `contract/dataset/spec.py`). `python -m schemas.draft` writes
 both from a CSV directory. The embedded taxi task's are in `chicago_taxi/`,
 shipped with the package so an installed image has them too.
 """
@@ -12,13 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.dataset_spec import (
-    SCHEMA_FILE_NAME,
-    SPEC_FILE_NAME,
-    DatasetSpec,
-    DatasetSpecError,
-    load_spec,
-)
+from contract.dataset.error import DatasetSpecError
+from contract.dataset.parse import load_spec
+from contract.dataset.spec import SCHEMA_FILE_NAME, SPEC_FILE_NAME, DatasetSpec
 from trainer.hyperparameters import (
     HYPERPARAMETERS_FILE_NAME,
     FrozenHyperparameters,

@@ -37,6 +37,7 @@ from tfx.utils import proto_utils
 
 from components.report.contents import OVERALL_SLICE
 from components.serving.serving_dir import SERVED_EVALUATION_FILE
+from contract.dataset.parse import load_spec
 from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow.steps.step_records import RECORD_FILE, StepRecord
 from pipeline import steps as dag
@@ -48,7 +49,6 @@ from tests import suite_profile
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE, load_schema
 from tests.raw_examples import serialize_rows
 from tests.span_data import span_schema_dir
-from trainer.dataset_spec import load_spec
 from trainer.export import SERVING_SIGNATURE, SPEC_ASSET
 from trainer.json_signature import CONTRACT_ASSET, contract_from_dicts, instance_from_example
 from trainer.model_support import PROBABILITIES_OUTPUT

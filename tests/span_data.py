@@ -12,9 +12,9 @@ from pathlib import Path
 
 import yaml
 
+from contract.dataset.spec import SPEC_FILE_NAME
 from schemas import DEFAULT_SCHEMA_DIR
 from tests.conftest import read_taxi_rows, write_csv
-from trainer.dataset_spec import SPEC_FILE_NAME
 
 SPAN_PATTERN = "span-{SPAN}/*.csv"
 # Enough rows that two samples of one distribution stay well within the

@@ -1,9 +1,10 @@
 """The layering is a contract the suite checks (import-linter, configured in pyproject.toml).
 
 Kubeflow and the local runner on top, then dataset directories (`schemas`),
-the DAG (`pipeline`), `components`, and `trainer` at the bottom; nothing
-imports the local runner, and no package's modules import each other in a
-circle. Every import is declared (deptry), and the annotations hold (mypy).
+the DAG (`pipeline`), `components`, `trainer`, and `contract` (what a user's
+files declare and how they are read) at the bottom; nothing imports the local
+runner, and no package's modules import each other in a circle. Every import is
+declared (deptry), and the annotations hold (mypy).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
-PACKAGES = ("kubeflow", "schemas", "pipeline", "components", "trainer", "benchmarks")
+PACKAGES = ("kubeflow", "schemas", "pipeline", "components", "trainer", "contract", "benchmarks")
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 DEPTRY = Path(sys.executable).parent / "deptry"
 MYPY = Path(sys.executable).parent / "mypy"
@@ -83,6 +84,7 @@ def test_an_upward_import_a_runner_import_a_cycle_a_heavy_light_step_or_draft_ea
 ):
     project = copy_project(tmp_path / "project")
     (project / "trainer" / "upward.py").write_text("import pipeline.pipeline\n")
+    (project / "contract" / "upward.py").write_text("import trainer.config\n")
     (project / "pipeline" / "runner_import.py").write_text("import local_runner\n")
     (project / "pipeline" / "kubeflow_import.py").write_text("import kubeflow.pipeline_steps\n")
     (project / "components" / "circle_a.py").write_text("from components import circle_b\n")
@@ -122,6 +124,7 @@ def test_an_upward_import_a_runner_import_a_cycle_a_heavy_light_step_or_draft_ea
     assert "components.example_gen.spans -> components.serving.serving_dir" in report
     assert "components.scoring.executor -> trainer.model" in report
     assert "trainer.upward -> pipeline.pipeline" in report
+    assert "contract.upward -> trainer.config" in report
     assert "pipeline.runner_import -> local_runner" in report
     assert "pipeline.kubeflow_import -> kubeflow.pipeline_steps" in report
     assert "circle_a" in report and "circle_b" in report

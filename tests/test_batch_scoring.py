@@ -814,8 +814,9 @@ def test_scoring_settings_refuse_bad_values_naming_the_field(settings, message):
 def test_keys_in_the_dataset_spec_are_read_and_checked_naming_the_field(taxi_spec):
     import yaml
 
+    from contract.dataset.error import DatasetSpecError
+    from contract.dataset.parse import parse_spec
     from schemas import load_schema_dir
-    from trainer.dataset_spec import DatasetSpecError, parse_spec
 
     values = yaml.safe_load(load_schema_dir().spec_file.read_text())
     assert parse_spec({**values, "keys": ["trip_id", "day"]}).keys == ("trip_id", "day")

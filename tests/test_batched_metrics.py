@@ -30,10 +30,11 @@ from tfx.components.evaluator import executor as stock_evaluator
 from components.evaluator import batched_metrics
 from components.evaluator.executor import batched_arguments, batched_metrics_in_tfx
 from components.evaluator.extractors import PRUNE_STAGE_NAME
+from contract.dataset.parse import parse_spec
+from contract.dataset.spec import DatasetSpec
 from pipeline.beam import IN_MEMORY_RUNNER_ARG
 from pipeline.pipeline import build_eval_config
 from tests.harness import assert_same_evaluation, read_evaluation
-from trainer.dataset_spec import DatasetSpec, parse_spec
 
 LABELS = {
     "binary": {"task": "binary", "column": "y", "classes": ["no", "yes"]},
@@ -411,11 +412,11 @@ def test_the_eval_split_is_read_in_batches_of_up_to_8192_rows_while_do_builds_it
 
 
 def test_every_metric_class_of_the_task_table_is_computed_on_whole_batches():
-    """trainer/task_metrics.py names each task's metrics once; the Evaluator's batched
+    """contract/dataset/task_metrics.py names each task's metrics once; the Evaluator's batched
     metrics compute every class it names, so no task falls back to TFMA's per-example path."""
     from components.evaluator.batched_metrics import KINDS
-    from trainer.dataset_spec import GATE_METRICS
-    from trainer.task_metrics import TASK_METRICS
+    from contract.dataset.sections import GATE_METRICS
+    from contract.dataset.task_metrics import TASK_METRICS
 
     assert {c for m in TASK_METRICS.values() for c in m.classes} <= set(KINDS)
     assert {t: (m.gate, m.higher_is_better) for t, m in TASK_METRICS.items()} == GATE_METRICS

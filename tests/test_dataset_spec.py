@@ -13,6 +13,9 @@ import yaml
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 import local_runner
+from contract.dataset.error import DatasetSpecError
+from contract.dataset.parse import parse_spec
+from contract.dataset.reference import field_reference
 from pipeline.local import run as local_run
 from schemas import DEFAULT_SCHEMA_DIR, load_schema_dir, read_schema
 from schemas.draft import DraftError, draft, main
@@ -21,7 +24,6 @@ from schemas.draft.profiles import read_profiles
 from schemas.draft.task import infer_task
 from tests.conftest import REPO_ROOT, update_goldens
 from tests.synthetic import TASK_LABELS, write_dataset
-from trainer.dataset_spec import DatasetSpecError, field_reference, parse_spec
 
 VALID = {
     "name": "shop",
@@ -98,6 +100,11 @@ def test_the_valid_spec_parses_and_round_trips():
         ("input", {"pattern": "{YYYY}-{MM}/*.csv"}, r"needs all of \{YYYY\}, \{MM\}, \{DD\}"),
         ("input", {"pattern": "{SPAN}/{YYYY}-{MM}-{DD}"}, r"both \{SPAN\} and date"),
         ("input", {"pattern": "{SPAN}/{HOUR}/*.csv"}, r"a placeholder other than"),
+        # What TFX's ExampleGen refuses or cannot read (contract/dataset/span_grammar.py).
+        ("input", {"pattern": "s{SPAN:0}/*.csv"}, r"a placeholder other than .*a width of 1"),
+        ("input", {"pattern": "s{SPAN}/a|b.csv"}, r"input\.pattern: .* reads no span: .*'\|'"),
+        ("input", {"pattern": "s{SPAN}/[!_]*.csv"}, r"reads no span: it holds '\[!'"),
+        ("input", {"pattern": "s[0/{SPAN}/*.csv"}, r"reads no span: a '\[' with no '\]'"),
         ("input", {"pattern": "{SPAN}/*.csv", "spans": 0}, r"input\.spans: expected an integer"),
         ("input", {"spans": 3}, r"input\.spans: a window of spans needs input\.pattern"),
         ("input", {"span": 3}, r"input: unknown field\(s\) span"),
@@ -144,7 +151,7 @@ def test_the_docs_field_reference_is_the_declarations():
     added to the spec without its docs fails here (UPDATE_GOLDENS=1 rewrites it)."""
     page = REPO_ROOT / "docs" / "dataset-spec.md"
     begin, end = (
-        "<!-- fields: generated from trainer/dataset_spec.py -->\n",
+        "<!-- fields: generated from contract/dataset/reference.py -->\n",
         "<!-- end of fields -->\n",
     )
     before, rest = page.read_text().split(begin)
@@ -667,8 +674,8 @@ YAML_HOSTILE = (
 
 @pytest.mark.parametrize("value", YAML_HOSTILE, ids=lambda v: repr(v[:12]))
 def test_drafted_yaml_values_keys_and_comments_read_back_as_written(value):
+    from contract.fields import one_line
     from schemas.draft.render import yaml_key, yaml_scalar
-    from trainer.fields import one_line
 
     text = (
         f"# from {one_line(value)}\n"
@@ -704,7 +711,7 @@ def test_columns_that_share_a_model_name_are_refused_naming_both(columns, messag
 
 
 def test_every_column_gets_a_model_name_of_its_own():
-    from trainer.dataset_spec import model_name, model_names
+    from contract.dataset.names import model_name, model_names
 
     names = model_names(["価格", "数量", "Größe", "Body Mass (g)", "2024", "a.b"])
     assert names == {

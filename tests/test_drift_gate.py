@@ -25,9 +25,9 @@ from components.serving.serving_dir import (
     PUSH_RECORD_FILE,
     TRAINING_STATISTICS_FILE,
 )
+from contract.dataset.sections import DriftSpec, FeatureDrift
 from tests.conftest import load_schema
 from tests.span_data import SHIFTED_FEATURE, shifted, span_rows
-from trainer.dataset_spec import DriftSpec, FeatureDrift
 
 DRIFT = DriftSpec(
     features={

@@ -19,6 +19,7 @@ from components.evaluator.extractors import (
     prune,
     slice_columns,
 )
+from contract.dataset.parse import load_spec
 from pipeline.pipeline import build_eval_config
 from tests.harness import (
     assert_same_evaluation,
@@ -27,7 +28,6 @@ from tests.harness import (
     read_evaluation,
     without_evaluation_record,
 )
-from trainer.dataset_spec import load_spec
 
 SPEC = Path(__file__).resolve().parents[1] / "schemas" / "chicago_taxi" / "dataset.yaml"
 

@@ -18,7 +18,8 @@ from components.example_gen.component import ExampleGen
 from components.example_gen.executor import INPUT_WINDOW_KEY, SpanResolvingExecutor
 from components.example_gen.input_settings import input_config, input_window
 from components.example_gen.span_resolution import InputPatternError, resolve_input
-from components.example_gen.spans import SpanPattern, date_to_span, latest_spans, present_spans
+from components.example_gen.spans import SpanPattern, latest_spans, present_spans
+from contract.dataset.span_grammar import date_to_span
 from tests.conftest import read_taxi_rows, write_csv
 from tests.harness import run_example_gen, split_records
 
@@ -38,6 +39,8 @@ def touch(root: Path, *paths: str) -> Path:
         ("span-{SPAN:3}/*.csv", "span-12/part.csv", None),  # not three digits
         ("span-{SPAN}/*.csv", "span-x/part.csv", None),  # no number: not a span
         ("span-{SPAN}/*.csv", "span-1/sub/part.csv", None),  # * stays in one directory
+        ("span-{SPAN}/part-[0-9].csv", "span-3/part-2.csv", (3, None)),  # a class
+        ("events-{SPAN}-*.csv", "events-7-part-0.csv", None),  # TFX's {SPAN}: `7-part`
         ("{YYYY}-{MM}-{DD}/*.csv", "2024-02-29/a.csv", (date_to_span(2024, 2, 29), None)),
         ("{YYYY}-{MM}-{DD}/*.csv", "2023-02-29/a.csv", None),  # no such day
         ("span-{SPAN}/v{VERSION}/*.csv", "span-3/v10/a.csv", (3, 10)),

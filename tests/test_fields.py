@@ -1,4 +1,4 @@
-"""The field kit (trainer/fields.py) the dataset spec and the Kubeflow settings both read with.
+"""The field kit (contract/fields.py) the dataset spec and the Kubeflow settings both read with.
 
 A field declared once is read, checked, defaulted, refused when misspelled and
 written back; each family words the shared problems as it always has.
@@ -10,11 +10,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from kubeflow.settings.fields import SettingsError
-from kubeflow.settings.fields import check as settings_check
-from trainer.dataset_spec import DatasetSpecError
-from trainer.dataset_spec import check as spec_check
-from trainer.fields import (
+from contract.dataset.error import DatasetSpecError
+from contract.dataset.error import check as spec_check
+from contract.fields import (
     NUMBER,
     STRINGS,
     choice,
@@ -27,6 +25,8 @@ from trainer.fields import (
     reference_rows,
     without_defaults,
 )
+from kubeflow.settings.fields import SettingsError
+from kubeflow.settings.fields import check as settings_check
 
 
 @dataclass(frozen=True)

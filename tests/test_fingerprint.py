@@ -133,8 +133,8 @@ def test_project_fingerprints_cover_the_right_modules():
     assert {
         "trainer.preprocessing",
         "trainer.custom",
-        "trainer.dataset_spec",
-        "trainer.fields",
+        "contract.dataset.spec",
+        "contract.fields",
     } <= transform_code
     assert "trainer.model" not in transform_code
     assert {"trainer.run", "trainer.model", "trainer.data", "trainer.export"} <= trainer_code

@@ -362,8 +362,8 @@ def test_a_config_file_from_before_the_interface_runs_with_its_own_class(monkeyp
 
 
 def test_adjust_features_may_replace_or_drop_a_spec_feature_but_add_none(monkeypatch):
+    from contract.dataset.error import DatasetSpecError
     from trainer import custom
-    from trainer.dataset_spec import DatasetSpecError
     from trainer.fork.custom_file import adjust_features
 
     features = {"fare_xf": 1.0, "company_xf": 2}
@@ -376,8 +376,8 @@ def test_adjust_features_may_replace_or_drop_a_spec_feature_but_add_none(monkeyp
 
 
 def test_a_derived_label_is_any_public_function_of_custom_py_and_nothing_else():
+    from contract.dataset.error import DatasetSpecError
     from trainer.custom import big_tipper
-    from trainer.dataset_spec import DatasetSpecError
     from trainer.fork.custom_file import derived_label
 
     assert derived_label("big_tipper") is big_tipper

@@ -106,7 +106,29 @@ def test_span_data_roots_that_cannot_be_read_are_named(tmp_path, layout, message
 def test_a_data_root_tfx_cannot_match_spans_under_is_named(tmp_path):
     layout = {"span-1/a.csv": "fare\n1\n"}
     for folder in ("data*", "data?"):
-        with pytest.raises(InputDataError, match=r"data root .*data\S holds '\*' or '\?'"):
+        with pytest.raises(InputDataError, match=r"data root .*data\S holds '[*?]', which TFX"):
             check_data_root(write_spans(tmp_path / folder, layout), "span-{SPAN}/*")
     # Without a pattern TFX globs the root escaped, and reads it.
     assert check_data_root(write_spans(tmp_path / "data*", {"a.csv": "fare\n1\n"})).files
+
+
+def test_the_check_reads_span_numbers_as_tfxs_example_gen_reads_them(tmp_path):
+    """The check before the run and ExampleGen read a span pattern with one rule, TFX's: a
+    `[0-9]` is a character class, and `{SPAN}` takes as much of a name as the rest allows
+    (utils.py `_create_matching_glob_and_regex`), `7-part` of `events-7-part-0.csv`."""
+    rows = "fare,tips\n1,2\n"
+    classes = write_spans(
+        tmp_path / "classes", {"span-1/part-0.csv": rows, "span-2/part-1.csv": rows}
+    )
+    window = check_data_root(classes, "span-{SPAN}/part-[0-9].csv", spans=2)
+    assert [s.span for s in window.spans] == [1, 2]
+    dashes = write_spans(
+        tmp_path / "dashes", {"events-7-part-0.csv": rows, "events-8-part-0.csv": rows}
+    )
+    with pytest.raises(
+        InputDataError,
+        match=r"events-7-part-0\.csv, events-8-part-0\.csv match\(es\) input pattern "
+        r"'events-\{SPAN\}-\*\.csv' but hold no span number in its place .*Cannot find span "
+        r"number from events-7-part-0\.csv",
+    ):
+        check_data_root(dashes, "events-{SPAN}-*.csv")

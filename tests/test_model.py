@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from contract.dataset.names import LABEL_KEY
+from contract.dataset.parse import parse_spec
 from schemas import load_schema_dir
 from trainer.config import ModelConfig
 from trainer.custom_loop import per_example_loss, per_example_score
-from trainer.dataset_spec import LABEL_KEY, parse_spec
 from trainer.model import build_model, loss_and_metrics
 from trainer.model_support import compile_model, model_input_sizes, random_model_inputs
 

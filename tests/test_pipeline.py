@@ -9,13 +9,15 @@ import json
 import pytest
 import tensorflow_model_analysis as tfma
 
+from contract.dataset.parse import spec_from_custom_config
+from contract.dataset.sections import DriftSpec, FeatureDrift, InputSpec
+from contract.dataset.spec import DatasetSpec
 from kubeflow import pipeline_steps as kubeflow_steps
 from pipeline import steps as dag
 from pipeline.pipeline import build_eval_config
 from pipeline.pipeline_config import PipelineConfig
 from tests.harness import EXPECTED_EDGES, RUN_REPORT_EDGES, build
 from trainer.config import TrainerConfig
-from trainer.dataset_spec import DatasetSpec, DriftSpec, FeatureDrift, InputSpec
 from trainer.run import EXAMPLES_KEY
 
 
@@ -180,7 +182,7 @@ def test_transform_and_trainer_receive_the_dataset_spec(tmp_path, taxi_spec):
     for component_id in (dag.TRANSFORM, dag.TRAINER):
         custom = json.loads(by_id[component_id].exec_properties["custom_config"])
         # The model's part of the spec; input and drift are not theirs to read.
-        assert DatasetSpec.from_custom_config(custom).to_dict() == taxi_spec.to_dict()
+        assert spec_from_custom_config(custom).to_dict() == taxi_spec.to_dict()
 
 
 def test_thresholds_gate_the_overall_slice_only(taxi_spec):
@@ -240,7 +242,7 @@ def test_multiclass_reports_accuracy_and_per_class_metrics():
 
 
 def regression_spec(**changes) -> DatasetSpec:
-    from trainer.dataset_spec import parse_spec
+    from contract.dataset.parse import parse_spec
 
     values = {
         "name": "houses",

@@ -22,7 +22,7 @@ REGISTER = Path("docs") / "ports.md"
 MARKER = "Port register: docs/ports.md"
 # The project's own code; kubeflow/standin_harness/ runs in the current-KFP-SDK environment, and
 # the stand-ins under tests/ are registered in docs/tests.md.
-CODE_DIRS = ("components", "pipeline", "trainer", "kubeflow")
+CODE_DIRS = ("components", "pipeline", "trainer", "contract", "kubeflow")
 NOT_CODE = (Path("kubeflow") / "standin_harness",)
 REGISTER_HEADING = "## The register"
 COLUMNS = (

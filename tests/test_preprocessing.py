@@ -9,10 +9,10 @@ import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from contract.dataset.names import LABEL_KEY, transformed_name
 from tests.conftest import analyze_and_transform, golden_path, load_schema, update_goldens
 from tests.raw_examples import serialize_rows
 from trainer.custom import big_tipper
-from trainer.dataset_spec import LABEL_KEY, transformed_name
 from trainer.preprocessing import class_index, fill_in_missing
 from trainer.transform_graph import TransformGraph
 

@@ -22,9 +22,9 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
+from contract.dataset.error import DatasetSpecError
 from tests.harness import ROWS, contract, examples, instances, rows_with_gaps
 from tests.tf_serving_standin import ModelServer, served_version
-from trainer.dataset_spec import DatasetSpecError
 from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE, _parsed_spec
 from trainer.json_signature import (
     JSON_SIGNATURE,
@@ -252,7 +252,7 @@ def test_tf_serving_finds_no_version_in_a_directory_holding_the_model_itself(ser
 def test_column_names_that_tensors_cannot_hold_become_input_names(taxi_spec):
     import dataclasses
 
-    from trainer.dataset_spec import FeatureSpec
+    from contract.dataset.sections import FeatureSpec
 
     inputs = json_inputs(
         dataclasses.replace(

@@ -18,7 +18,8 @@ import pytest
 
 from components.example_gen import span_resolution
 from components.example_gen.span_resolution import SpanRead, Split
-from components.example_gen.spans import glob_root
+from components.example_gen.spans import SpanPattern, glob_root
+from contract.dataset import span_grammar
 
 # A fixed modification time (whole seconds) and one with a fraction, which TFX truncates.
 MTIME = 1_704_164_645
@@ -191,6 +192,75 @@ def test_a_window_resolves_each_span_as_tfx_does(tmp_path):
     for span in resolved.spans[:-1]:
         assert span == tfx_resolve_span(root, one(pattern), span.span)
     assert resolved.latest == tfx_resolve_span(root, one(pattern), None)
+
+
+@pytest.mark.slow  # TFX's processor imports TensorFlow
+def test_a_window_reads_its_earlier_spans_with_the_matcher_of_its_latest(tmp_path):
+    """One resolution, one matcher: the latest span and the window's earlier spans are read
+    from the files by TFX's rule. A `[0-9]` of the pattern is a character class to TFX's
+    regex (utils.py `_glob_to_regex` leaves `[` and `]` as they are); a matcher that read it
+    as the three characters found no earlier span, and the window held the latest alone."""
+    pattern = "span-{SPAN}/part-[0-9].csv"
+    files = {"span-1/part-0.csv": "a", "span-2/part-1.csv": "bb", "span-3/part-2.csv": "c",
+             "span-3/part-x.csv": "not listed"}  # fmt: skip
+    root = str(write_tree(tmp_path / "data[1]", files))
+    config = span_resolution.InputSplits(splits=tuple(one(pattern)))
+    resolved = span_resolution.resolve_input(root, config, {"pattern": pattern, "spans": 3})
+    assert [s.span for s in resolved.spans] == [1, 2, 3]
+    for span in resolved.spans[:-1]:
+        assert span == tfx_resolve_span(root, one(pattern), span.span)
+    assert resolved.latest == tfx_resolve_span(root, one(pattern), None)
+
+
+# A pattern and a path its glob lists: TFX's regex reads the span and the version out of
+# it, or fails (then TFX's resolution fails for the whole data root).
+READINGS = [
+    ("span-{SPAN}/*.csv", "span-12/part.csv"),
+    ("span-{SPAN:3}/*.csv", "span-012/part.csv"),
+    ("span-{SPAN:3}/*.csv", "span-12x/part.csv"),  # three characters, not a number
+    ("span-{SPAN}/*.csv", "span-x/part.csv"),
+    ("span-{SPAN}/*.csv", "span--1/part.csv"),  # a number to int(): span -1
+    ("span-{SPAN}/part-[0-9].csv", "span-3/part-2.csv"),  # a class, as the glob's
+    ("events-{SPAN}-*.csv", "events-7-part-0.csv"),  # `.*` takes `7-part`
+    ("s{SPAN}/[!a]*.csv", "s1/b.csv"),  # `[!a]`: a class of `!` and `a` to the regex
+    ("src=*/{SPAN}.csv", "src=a\\b/1.csv"),  # `*` is `[^\\/]*` to the regex: no backslash
+    ("{YYYY}-{MM}-{DD}/*.csv", "2024-02-29/a.csv"),
+    ("{YYYY}-{MM}-{DD}/*.csv", "2023-02-29/a.csv"),  # no such day
+    ("{YYYY}{MM}{DD}/*", "2024ab01/a"),
+    ("span-{SPAN}/v{VERSION}/*.csv", "span-3/v10/a.csv"),
+    ("span-{SPAN}/v{VERSION:2}/*.csv", "span-3/vxx/a.csv"),
+]
+
+
+def outcome(read):
+    try:
+        return read()
+    except ValueError as err:
+        return str(err)
+
+
+@pytest.mark.slow  # TFX's utils.py imports TensorFlow
+@pytest.mark.parametrize(("pattern", "path"), READINGS)
+def test_the_matcher_reads_a_path_as_tfx_reads_it(pattern, path):
+    """contract/dataset/span_grammar.py makes TFX's glob and regex of a pattern, and reads a
+    listed path with them as TFX does; the runner's check (SpanPattern) reads it alike."""
+    from tfx.components.example_gen import utils
+    from tfx.proto import example_gen_pb2
+
+    split = example_gen_pb2.Input.Split(name="single_split", pattern=pattern)
+    root, listed = glob_root("data[1]"), f"data[1]/{path}"
+    tfx_specs = utils.verify_split_pattern_specs(split)
+    tfx_glob, tfx_regex = utils._create_matching_glob_and_regex(root, split, *tfx_specs, None)
+    tfx_read = outcome(
+        lambda: utils._find_matched_span_version_from_path(listed, tfx_regex, *tfx_specs)
+    )
+    specs = span_grammar.pattern_specs(pattern)
+    assert (specs.span, specs.date, specs.version) == tfx_specs
+    assert span_grammar.glob_and_regex(root, pattern, specs, None) == (tfx_glob, tfx_regex)
+    assert outcome(lambda: span_grammar.read_span_version(listed, tfx_regex, specs)) == tfx_read
+    read = None if isinstance(tfx_read, str) else (tfx_read[1], tfx_read[3])
+    assert SpanPattern(pattern).match(path) == read
+    assert (SpanPattern(pattern).refusal(path) is None) == (read is not None)
 
 
 def test_the_input_config_is_read_from_its_json():

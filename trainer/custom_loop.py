@@ -18,7 +18,7 @@ from collections.abc import Callable
 import keras
 import tensorflow as tf
 
-from trainer.dataset_spec import GATE_METRICS, LabelSpec
+from contract.dataset.sections import GATE_METRICS, LabelSpec
 from trainer.fork.model_file import loss_and_metrics
 
 logger = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from trainer.dataset_spec import SPEC_ASSET, DatasetSpec
+from contract.dataset.spec import SPEC_ASSET, DatasetSpec
 from trainer.json_signature import CONTRACT_ASSET, JSON_SIGNATURE, JsonInput, json_inputs
 from trainer.model_support import output_name
 from trainer.transform_graph import TransformGraph

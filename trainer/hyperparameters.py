@@ -178,7 +178,7 @@ def check_provenance(values: object) -> None:
 
 def load_frozen(path: str | Path) -> FrozenHyperparameters | None:
     """The frozen hyperparameters at `path`, or None where there is no such file."""
-    import yaml  # Here, not at the top: as trainer/dataset_spec.py.
+    import yaml  # Here, not at the top: as contract/dataset/parse.py.
 
     path = Path(path)
     if not path.is_file():

@@ -39,7 +39,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from trainer.dataset_spec import DatasetSpec, DatasetSpecError, model_names
+from contract.dataset.error import DatasetSpecError
+from contract.dataset.names import model_names
+from contract.dataset.spec import DatasetSpec
 
 JSON_SIGNATURE = "serving_json"
 CONTRACT_ASSET = "assets.extra/serving_json.json"
@@ -54,7 +56,7 @@ class JsonInput:
     """One input of the JSON signature.
 
     name: the signature's input name: the column's model name
-      (trainer.dataset_spec.model_name), as its Transform output and
+      (contract.dataset.names.model_name), as its Transform output and
       vocabulary file have it.
     column: the raw column (the tf.Example feature) it stands for.
     dtype: float (float32), int (int64) or string.

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import keras
 
+from contract.dataset.sections import GATE_METRICS, LabelSpec
 from trainer.config import ModelConfig
-from trainer.dataset_spec import GATE_METRICS, LabelSpec
 
 
 def build_model(

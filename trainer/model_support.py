@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trainer.dataset_spec import LABEL_KEY, LabelSpec
+from contract.dataset.names import LABEL_KEY
+from contract.dataset.sections import LabelSpec
 
 if TYPE_CHECKING:
     import keras

@@ -2,7 +2,7 @@
 
 The same graph runs in the Transform component (full pass over the data) and,
 through the exported serving signature, on every raw example at inference time.
-What it computes follows the dataset spec (`trainer/dataset_spec.py`), which TFX
+What it computes follows the dataset spec (`contract/dataset/spec.py`), which TFX
 hands over in the Transform's `custom_config`.
 """
 
@@ -14,13 +14,11 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer.dataset_spec import (
-    LABEL_KEY,
-    DatasetSpec,
-    DatasetSpecError,
-    LabelSpec,
-    transformed_name,
-)
+from contract.dataset.error import DatasetSpecError
+from contract.dataset.names import LABEL_KEY, transformed_name
+from contract.dataset.parse import spec_from_custom_config
+from contract.dataset.sections import LabelSpec
+from contract.dataset.spec import DatasetSpec
 from trainer.fork import custom_file
 
 # tf.Transform traces `preprocessing_fn` as one TF1-style graph instead of as
@@ -140,7 +138,7 @@ def preprocessing_fn(
     TFX binds `custom_config` (the Transform's, holding the dataset spec)
     because this function's signature asks for it.
     """
-    spec = DatasetSpec.from_custom_config(custom_config)
+    spec = spec_from_custom_config(custom_config)
     return transform_features(spec, inputs)
 
 

@@ -13,10 +13,12 @@ import keras
 import tensorflow as tf
 import tensorflow_transform as tft
 
+from contract.dataset.names import LABEL_KEY
+from contract.dataset.parse import spec_from_custom_config
+from contract.dataset.spec import DatasetSpec
 from trainer.config import ModelConfig, TrainerConfig
 from trainer.custom_loop import fit_with_custom_loop
 from trainer.data import distributed_dataset
-from trainer.dataset_spec import LABEL_KEY, DatasetSpec
 from trainer.export import export_serving_model
 from trainer.fork.model_file import build_model
 from trainer.fork.search_space_file import hyperparameters_class
@@ -246,7 +248,7 @@ def run_fn(fn_args: FnArgs) -> None:
     """Called by the TFX Trainer. Reads `fn_args`, trains and exports."""
     train_and_export(
         config=TrainerConfig.from_custom_config(fn_args.custom_config, hyperparameters_class()),
-        spec=DatasetSpec.from_custom_config(fn_args.custom_config),
+        spec=spec_from_custom_config(fn_args.custom_config),
         train_files=fn_args.train_files,
         eval_files=fn_args.eval_files,
         transform_output=fn_args.transform_output,

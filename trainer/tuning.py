@@ -35,8 +35,10 @@ from typing import Any
 import keras
 import keras_tuner
 
+from contract.dataset.parse import spec_from_custom_config
+from contract.dataset.sections import GATE_METRICS
+from contract.dataset.spec import DatasetSpec
 from trainer.config import ModelConfig, TrainerConfig
-from trainer.dataset_spec import GATE_METRICS, DatasetSpec
 from trainer.fork.search_space_file import hyperparameters_class, search_space
 from trainer.run import InputFiles, TrainingInputs, compiled_model, training_inputs
 from trainer.runtime import resolve_runtime
@@ -484,7 +486,7 @@ def worker_main(job_file: str) -> int:
         job = json.loads(f.read())
     tuner, _, _ = _tuner(
         TrainerConfig.from_custom_config(job["config"], hyperparameters_class()),
-        DatasetSpec.from_custom_config(job["spec"]),
+        spec_from_custom_config(job["spec"]),
         InputFiles(**job["files"]),
         SearchSettings(**job["settings"]),
         search_space(),

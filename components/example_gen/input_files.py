@@ -33,7 +33,7 @@ from typing import IO
 from components.example_gen.csv_header import read_header
 from components.example_gen.parquet_columns import values_in
 from components.example_gen.spans import SpanPattern, glob_root
-from trainer.fields import one_line
+from contract.fields import one_line
 
 # Format -> the file name endings it is known by.
 FORMATS: dict[str, tuple[str, ...]] = {

@@ -9,8 +9,12 @@ hence TFMA and TensorFlow, and both reach files through `fileio`, hence
 TensorFlow again. This module is a port of that code as this project uses it
 (one span at a time, latest or a static one), each rule citing the TFX 1.16
 line it reproduces, reaching files through components/store_files.py: local
-paths through the OS, s3:// through boto3. tests/test_span_resolution.py runs
-TFX's processor and this port on the same trees and compares the answers.
+paths through the OS, s3:// through boto3. The placeholders, a pattern's glob and
+regex and the reading of each listed path are contract/dataset/span_grammar.py's,
+the one matcher the runner's check reads with too: here it resolves the latest span
+(or a static one) and finds the window's earlier spans among the same files.
+tests/test_span_resolution.py runs TFX's processor and this port on the same trees
+and compares the answers.
 
 `resolve_input` is the one resolution ExampleGen's executor
 (components/example_gen/executor.py) and the InputSnapshot step
@@ -32,24 +36,18 @@ from typing import Any, Protocol
 
 from components import store_files
 from components.example_gen.input_files import Days, Partition, empty_day_message, read_days
-from components.example_gen.spans import (
-    SpanPattern,
-    date_to_span,
-    glob_root,
-    present_spans,
-    span_to_date,
+from components.example_gen.spans import SpanPattern, glob_root
+from contract.dataset.span_grammar import (
+    DATE_SPECS,
+    SPAN_FULL_REGEX,
+    VERSION_FULL_REGEX,
+    PatternSpecs,
+    glob_and_regex,
+    pattern_for_span_version,
+    pattern_specs,
+    read_span_version,
 )
-from trainer.dataset_spec import DATE_PLACEHOLDERS
 
-# utils.py, lines 40-62: the placeholders and the regexes that find them, with the width.
-SPAN_NAME = "span"
-SPAN_SPEC = "{SPAN}"
-SPAN_FULL_REGEX = "{SPAN}|{SPAN:(?P<width>.*?)}"
-VERSION_NAME = "version"
-VERSION_SPEC = "{VERSION}"
-VERSION_FULL_REGEX = "{VERSION}|{VERSION:(?P<width>.*?)}"
-DATE_SPECS = DATE_PLACEHOLDERS  # The dataset spec's own, in TFX's order.
-_DATE_GROUPS = ("year", "month", "day")
 # io_utils.py, line 32.
 NANO_PER_SEC = 1000 * 1000 * 1000
 
@@ -128,80 +126,12 @@ class ResolvedInput:
         return cls(spans=tuple(SpanRead(**s) for s in json.loads(text)))
 
 
-@dataclass(frozen=True)
-class _Specs:
-    """Which placeholders a split pattern holds (utils.py, `verify_split_pattern_specs`)."""
-
-    span: bool
-    date: bool
-    version: bool
-
-
-def _glob_to_regex(glob_pattern: str) -> str:
-    """utils.py, lines 240-250, in its order."""
-    regex = glob_pattern.replace("\\", "\\\\")
-    regex = regex.replace(".", r"\.")
-    regex = regex.replace("+", r"\+")
-    regex = regex.replace("*", r"[^\\/]*")
-    regex = regex.replace("?", r"[^\\/]")
-    regex = regex.replace("(", r"\(")
-    return regex.replace(")", r"\)")
-
-
-def _zero_padded(spec_full_regex: str, pattern: str, value: int | None) -> str:
-    """utils.py, `_make_zero_padding_spec_value` (lines 264-283)."""
-    match = re.search(spec_full_regex, pattern)
-    assert match, f"No {spec_full_regex} found in split {pattern}"
-    width_str = match.group("width")
-    if not width_str:
-        return str(value)
-    try:
-        width = int(width_str)
-    except ValueError:
-        raise ValueError(f"Width modifier is not a integer: {pattern}") from None
-    if width <= 0:
-        raise ValueError(f"Width modifier is not positive: {pattern}")
-    if width < len(str(value)):
-        raise ValueError(f"Spec width is less than number of digits in spec: ({width}, {value})")
-    return str(value).zfill(width)
-
-
-def _specs(pattern: str) -> _Specs:
-    """utils.py, `verify_split_pattern_specs` (lines 286-325), its checks in its order."""
-    span_matches = re.findall(SPAN_FULL_REGEX, pattern)
-    version_matches = re.findall(VERSION_FULL_REGEX, pattern)
-    specs = _Specs(
-        span=bool(span_matches),
-        date=any(spec in pattern for spec in DATE_SPECS),
-        version=bool(version_matches),
-    )
-    if specs.span and specs.date:
-        raise ValueError(
-            f"Either span spec or date specs must be specified exclusively in {pattern}"
-        )
-    if specs.span and len(span_matches) != 1:
-        raise ValueError(f"Only one {SPAN_SPEC} is allowed in {pattern}")
-    if specs.date and not all(pattern.count(spec) == 1 for spec in DATE_SPECS):
-        raise ValueError(
-            "Exactly one of each date spec ({}, {}, {}) is required in {}".format(
-                *DATE_SPECS, pattern
-            )
-        )
-    if specs.version and not (specs.span or specs.date):
-        raise ValueError(
-            f"Version spec provided, but Span or Date spec is not present in {pattern}"
-        )
-    if specs.version and len(version_matches) != 1:
-        raise ValueError(f"Only one {VERSION_SPEC} is allowed in {pattern}")
-    return specs
-
-
-def _checked_specs(splits: Iterable[Split], static_span: int | None) -> _Specs | None:
+def _checked_specs(splits: Iterable[Split], static_span: int | None) -> PatternSpecs | None:
     """input_processor.py, `FileBasedInputProcessor.__init__` (lines 137-156): every split
     holds the same placeholders, and a static span needs a span or date placeholder."""
     found = None
     for split in splits:
-        specs = _specs(split.pattern)
+        specs = pattern_specs(split.pattern)
         if found is None:
             found = specs
         elif found != specs:
@@ -213,125 +143,14 @@ def _checked_specs(splits: Iterable[Split], static_span: int | None) -> _Specs |
     return found
 
 
-def pattern_for_span_version(pattern: str, span: int, version: int | None) -> str:
-    """utils.py, `get_pattern_for_span_version` (lines 328-345): the placeholders filled,
-    zero-padded to their width; the date's parts to 4, 2 and 2 digits."""
-    specs = _specs(pattern)
-    if specs.span:
-        pattern = re.sub(SPAN_FULL_REGEX, _zero_padded(SPAN_FULL_REGEX, pattern, span), pattern)
-    elif specs.date:
-        date = span_to_date(span)
-        tokens = (str(date.year).zfill(4), str(date.month).zfill(2), str(date.day).zfill(2))
-        for spec, value in zip(DATE_SPECS, tokens, strict=True):
-            pattern = pattern.replace(spec, value)
-    if specs.version:
-        token = _zero_padded(VERSION_FULL_REGEX, pattern, version)
-        pattern = re.sub(VERSION_FULL_REGEX, token, pattern)
-    return pattern
-
-
-def _spec_width(spec_full_regex: str, name: str, pattern: str) -> str | None:
-    """utils.py, `_get_spec_width` (lines 409-424)."""
-    match = re.search(spec_full_regex, pattern)
-    assert match, f"No {name} found in split {pattern}"
-    width_str = match.group("width")
-    if width_str:
-        try:
-            if int(width_str) <= 0:
-                raise ValueError("Not a positive integer.")
-        except ValueError:
-            raise ValueError(
-                f"Width modifier in {name} spec is not a positive integer: {pattern}"
-            ) from None
-    return width_str
-
-
-def _glob_and_regex(
-    uri: str, split: Split, specs: _Specs, static_span: int | None
-) -> tuple[str, str]:
-    """utils.py, `_create_matching_glob_and_regex` (lines 460-562) and, for a static span,
-    `_get_span_replace_glob_and_regex` (lines 427-457): the glob to list, and the regex
-    whose groups take the span (or the date) and the version out of each path."""
-    split_pattern = os.path.join(uri, split.pattern)  # Line 497.
-    glob_pattern, regex = split_pattern, _glob_to_regex(split_pattern)
-    if specs.span:  # Lines 501-522: greedy `.*`, or `.{width}`.
-        glob_replace, regex_replace = "*", ".*"
-        width_str = _spec_width(SPAN_FULL_REGEX, SPAN_NAME, split.pattern)
-        if width_str:
-            regex_replace = f".{{{width_str}}}"
-        if static_span is not None:  # Lines 432-444: the span, zero-padded to the width.
-            span_str = str(static_span)
-            if width_str:
-                if int(width_str) < len(span_str):
-                    raise ValueError(
-                        "Span spec width is less than number of digits in span: "
-                        f"({int(width_str)}, {span_str})"
-                    )
-                span_str = span_str.zfill(int(width_str))
-            glob_replace = regex_replace = span_str
-        glob_pattern = re.sub(SPAN_FULL_REGEX, glob_replace, glob_pattern)
-        regex = re.sub(SPAN_FULL_REGEX, f"(?P<{SPAN_NAME}>{regex_replace})", regex)
-    elif specs.date:  # Lines 524-544.
-        glob_replaces: tuple[str, ...] = ("*", "*", "*")
-        regex_replaces: tuple[str, ...] = (".{4}", ".{2}", ".{2}")
-        if static_span is not None:  # Lines 446-452.
-            date = span_to_date(static_span)
-            glob_replaces = regex_replaces = (
-                str(date.year).zfill(4),
-                str(date.month).zfill(2),
-                str(date.day).zfill(2),
-            )
-        for spec, replace in zip(DATE_SPECS, glob_replaces, strict=True):
-            glob_pattern = glob_pattern.replace(spec, replace)
-        for spec, replace, group in zip(DATE_SPECS, regex_replaces, _DATE_GROUPS, strict=True):
-            regex = regex.replace(spec, f"(?P<{group}>{replace})")
-    if specs.version:  # Lines 546-560.
-        width_regex = ".*"
-        width_str = _spec_width(VERSION_FULL_REGEX, VERSION_NAME, split.pattern)
-        if width_str:
-            width_regex = f".{{{width_str}}}"
-        glob_pattern = re.sub(VERSION_FULL_REGEX, "*", glob_pattern)
-        regex = re.sub(VERSION_FULL_REGEX, f"(?P<{VERSION_NAME}>{width_regex})", regex)
-    return glob_pattern, regex
-
-
-def _matched(path: str, regex: str, specs: _Specs) -> tuple[list[str], int, str | None, int | None]:
-    """utils.py, `_find_matched_span_version_from_path` (lines 361-406): the span's tokens
-    and number, the version's token and number, of one listed path (`re.search`). Called
-    for a pattern with a span or a date (`_target_span_version` returns before, else)."""
-    result = re.search(regex, path)
-    if result is None:
-        raise ValueError("Glob pattern does not match regex pattern")
-    version_token, version = None, None
-    if specs.span:
-        tokens = [result.group(SPAN_NAME)]
-        try:
-            span = int(tokens[0])
-        except ValueError:
-            raise ValueError(
-                f"Cannot find {SPAN_NAME} number from {path} based on {regex}"
-            ) from None
-    else:
-        tokens = [result.group(name) for name in _DATE_GROUPS]
-        try:
-            numbers = [int(token) for token in tokens]
-        except ValueError:
-            raise ValueError(
-                f"Cannot find {SPAN_NAME} number using date from {path} based on {regex}"
-            ) from None
-        try:
-            span = date_to_span(*numbers)
-        except ValueError:
-            raise ValueError(f"Retrieved date is invalid for file: {path}") from None
-    if specs.version:
-        version_token = result.group(VERSION_NAME)
-        try:
-            version = int(version_token)
-        except ValueError:
-            raise ValueError(
-                f"Cannot find {VERSION_NAME} number from {path} based on {regex}"
-            ) from None
-    return tokens, span, version_token, version
+def _listed(
+    uri: str, pattern: str, specs: PatternSpecs, static_span: int | None
+) -> list[tuple[list[str], int, str | None, int | None]]:
+    """utils.py, `_get_target_span_version` (lines 609-631): every path TFX's glob lists
+    under `uri`, read by its regex (contract/dataset/span_grammar.py), in the listing's
+    order; TFX's ValueError at the first it reads no span from."""
+    glob_pattern, regex = glob_and_regex(uri, pattern, specs, static_span)
+    return [read_span_version(path, regex, specs) for path in store_files.glob(glob_pattern)]
 
 
 def _target_span_version(
@@ -340,16 +159,16 @@ def _target_span_version(
     """utils.py, `_get_target_span_version` (lines 565-659): the latest span among the
     listed paths and, for it, the latest version; `split.pattern` gets their tokens as
     matched (zero padding and all)."""
-    specs = _specs(split.pattern)
+    specs = pattern_specs(split.pattern)
     if not specs.span and not specs.date:
         return None, None
-    glob_pattern, regex = _glob_and_regex(uri, split, specs, static_span)
     latest_tokens: list[str] = []
     latest_span: int | None = None
     latest_version: str | None = None
     latest_version_int: int | None = None
-    for path in store_files.glob(glob_pattern):  # Lines 626-642.
-        tokens, span, version, version_int = _matched(path, regex, specs)
+    for tokens, span, version, version_int in _listed(  # Lines 626-642.
+        uri, split.pattern, specs, static_span
+    ):
         if latest_span is None or span > latest_span:
             latest_tokens, latest_span = tokens, span
             latest_version, latest_version_int = version, version_int
@@ -450,10 +269,13 @@ def _resolve_span(input_base: str, splits: list[Split], span: int | None) -> Spa
 
 
 def _earlier_spans(input_base: str, pattern: str, latest: int, count: int) -> list[int]:
-    """Up to `count` (>= 1) span numbers present below `latest`, oldest first."""
-    span_pattern = SpanPattern(pattern)
-    paths = span_pattern.relative_matches(input_base, store_files.glob)
-    return [s.span for s in present_spans(span_pattern, paths) if s.span < latest][-count:]
+    """Up to `count` (>= 1) span numbers below `latest` among the files, oldest first: read
+    with the rule that resolved the latest (`_listed`), so that both see the same spans."""
+    try:
+        listed = _listed(glob_root(input_base), pattern, pattern_specs(pattern), None)
+    except ValueError as err:
+        raise pattern_error(input_base, [Split("", pattern)], err, store_files.glob) from None
+    return sorted({span for _, span, _, _ in listed if span < latest})[-count:]
 
 
 def resolve_input(

@@ -2,43 +2,48 @@
 
 The dataset spec's `input.pattern` uses TFX's placeholders (`{SPAN}`,
 `{SPAN:N}`, `{YYYY}`/`{MM}`/`{DD}`, `{VERSION}`, `{VERSION:N}`; see
-`trainer.dataset_spec.InputSpec`). Which span a run reads is decided by TFX's own
-code: its ExampleGen driver locally, our ExampleGen executor on Kubeflow
-(components/example_gen/executor.py). This module only lists the spans present, for
-two callers TFX has nothing for: the runner's check of the data root before
-anything heavy is imported, and the rolling window of the last N spans
-(TFX's ExampleGen reads one span per run).
+`contract.dataset.sections.InputSpec`). Which span a run reads is decided by TFX's
+resolution: its ExampleGen driver locally, our ExampleGen executor on Kubeflow
+(components/example_gen/span_resolution.py, the window's earlier spans too).
+This module lists the spans present for the runner's check of the data root
+before anything heavy is imported (the latest, or the window of the last N) and
+for the schema draft.
 
-Paths are matched as TFX matches them: the pattern is a glob relative to the
-data root, and the span and version are the numbers in the placeholders'
-places. Paths that match the glob but hold no number there are not spans.
-The data root itself is a path, never a pattern: `glob_root` escapes it
-wherever it is joined to one.
+A path is read as TFX reads it, by the one matcher (contract/dataset/span_grammar.py):
+the pattern's glob lists it, and the regex made from the pattern takes the span
+and the version out of it. A listed path TFX reads no span from fails TFX's
+resolution of the whole data root; `SpanPattern.refusal` says why, so that the
+check says it before the run. The data root itself is a path, never a pattern:
+`glob_root` escapes it wherever it is joined to one, and `root_problem` names a
+root that TFX's regex, made from the escaped root and the pattern together,
+would not read as itself.
 """
 
 from __future__ import annotations
 
-import datetime
+import fnmatch
 import glob
 import posixpath
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
-from trainer.dataset_spec import DATE_PLACEHOLDERS, SPAN_PLACEHOLDER, VERSION_PLACEHOLDER
+from contract.dataset.span_grammar import (
+    DATE_SPECS,
+    SPAN_FULL_REGEX,
+    VERSION_FULL_REGEX,
+    PatternSpecs,
+    glob_and_regex,
+    glob_to_regex,
+    pattern_for_span_version,
+    pattern_specs,
+    read_span_version,
+)
 
-_EPOCH = datetime.date(1970, 1, 1)
-_DATE_GROUPS = {"{YYYY}": ("year", 4), "{MM}": ("month", 2), "{DD}": ("day", 2)}
-_TOKEN = re.compile(r"\{SPAN(?::\d+)?\}|\{VERSION(?::\d+)?\}|\{YYYY\}|\{MM\}|\{DD\}")
-
-
-def date_to_span(year: int, month: int, day: int) -> int:
-    """TFX's span number for a date: days since 1970-01-01."""
-    return (datetime.date(year, month, day) - _EPOCH).days
-
-
-def span_to_date(span: int) -> datetime.date:
-    return _EPOCH + datetime.timedelta(days=span)
+# The characters of a root that TFX's regex reads as its own (`*` and `?` even escaped:
+# `glob.escape` makes them `[*]`, which `glob_to_regex` rewrites).
+_ROOT_REGEX_CHARACTERS = "*?^$|{}"
 
 
 def glob_root(root: str) -> str:
@@ -48,64 +53,58 @@ def glob_root(root: str) -> str:
     return glob.escape(root)
 
 
-def _glob_piece_to_regex(piece: str) -> str:
-    """A glob fragment (no placeholders) as a regex; `*` and `?` stay within a directory."""
-    out = []
-    for char in piece:
-        if char == "*":
-            out.append("[^/]*")
-        elif char == "?":
-            out.append("[^/]")
-        else:
-            out.append(re.escape(char))
-    return "".join(out)
+def root_problem(root: str) -> str | None:
+    """What of `root` TFX's ExampleGen would not read as the folder's name beside a span
+    pattern, which it makes into one regex with the escaped root (`glob_and_regex`), its
+    placeholders filled wherever they are: the characters that regex reads as its own, or a
+    placeholder; None when it reads the root as it is."""
+    full_regexes = (SPAN_FULL_REGEX, VERSION_FULL_REGEX)
+    if any(re.search(r, root) for r in full_regexes) or any(d in root for d in DATE_SPECS):
+        return "a span placeholder"
+    try:
+        if re.fullmatch(glob_to_regex(glob_root(root)), root):
+            return None
+    except re.error:
+        pass
+    return ", ".join(repr(c) for c in _ROOT_REGEX_CHARACTERS if c in root) or repr(root)
 
 
 @dataclass(frozen=True)
 class SpanPattern:
-    """A checked `input.pattern` (trainer.dataset_spec validates it when the spec is read)."""
+    """A checked `input.pattern` (contract.dataset.parse validates it when the spec is read),
+    read as TFX reads it."""
 
     pattern: str
 
+    @cached_property
+    def specs(self) -> PatternSpecs:
+        return pattern_specs(self.pattern)
+
+    @cached_property
+    def _glob_and_regex(self) -> tuple[str, str]:
+        # The pattern alone: relative paths, under a root that reads as itself (root_problem).
+        return glob_and_regex("", self.pattern, self.specs, None)
+
     @property
     def is_date(self) -> bool:
-        return DATE_PLACEHOLDERS[0] in self.pattern
+        return self.specs.date
 
     @property
     def has_version(self) -> bool:
-        return VERSION_PLACEHOLDER.search(self.pattern) is not None
+        return self.specs.version
 
     def glob(self) -> str:
-        """The pattern with every placeholder as `*`: what to list under the data root."""
-        return _TOKEN.sub("*", self.pattern)
+        """The pattern with every placeholder as `*`: what TFX lists under the data root."""
+        return self._glob_and_regex[0]
 
     def folder(self) -> SpanPattern | None:
         """The pattern of the folders that hold a span's files (`dt={YYYY}-{MM}-{DD}` of
         `dt={YYYY}-{MM}-{DD}/*.parquet`): when the span's number (or its whole date) is
         in a folder's name, the folder is the span's partition; else None."""
         folder = posixpath.dirname(self.pattern)
-        if SPAN_PLACEHOLDER.search(folder) or all(d in folder for d in DATE_PLACEHOLDERS):
+        if re.search(SPAN_FULL_REGEX, folder) or all(d in folder for d in DATE_SPECS):
             return SpanPattern(folder)
         return None
-
-    def _regex(self) -> re.Pattern[str]:
-        parts = []
-        position = 0
-        for match in _TOKEN.finditer(self.pattern):
-            parts.append(_glob_piece_to_regex(self.pattern[position : match.start()]))
-            token = match.group(0)
-            width = token.split(":")[1].rstrip("}") if ":" in token else None
-            digits = rf"\d{{{width}}}" if width else r"\d+"
-            if token.startswith("{SPAN"):
-                parts.append(rf"(?P<span>{digits})")
-            elif token.startswith("{VERSION"):
-                parts.append(rf"(?P<version>{digits})")
-            else:
-                group, size = _DATE_GROUPS[token]
-                parts.append(rf"(?P<{group}>\d{{{size}}})")
-            position = match.end()
-        parts.append(_glob_piece_to_regex(self.pattern[position:]))
-        return re.compile("".join(parts))
 
     def relative_matches(self, root: str, glob: Callable[[str], Iterable[str]]) -> list[str]:
         """Paths under `root` that `glob()` finds (`glob`: the filesystem's), relative to it,
@@ -113,55 +112,49 @@ class SpanPattern:
         base = root.rstrip("/")
         return sorted(path[len(base) + 1 :] for path in glob(f"{glob_root(base)}/{self.glob()}"))
 
+    def lists(self, relative_path: str) -> bool:
+        """Whether the glob lists the path: each of its names matches the glob's, whose `*`,
+        `?` and `[...]` match within one name (fnmatch, as TensorFlow's file systems)."""
+        names, globs = relative_path.split("/"), self.glob().split("/")
+        return len(names) == len(globs) and all(
+            fnmatch.fnmatchcase(name, part) for name, part in zip(names, globs, strict=True)
+        )
+
+    def refusal(self, relative_path: str) -> str | None:
+        """TFX's reason for reading no span from a path its glob lists (TFX's resolution then
+        fails for the whole data root: span_grammar.read_span_version); None where it reads
+        one."""
+        try:
+            read_span_version(relative_path, self._glob_and_regex[1], self.specs)
+        except ValueError as err:
+            return str(err)
+        return None
+
+    def match(self, relative_path: str) -> tuple[int, int | None] | None:
+        """(span, version) of a path relative to the data root, or None if it is no span's:
+        the glob does not list it, or TFX reads no span from it (`refusal`)."""
+        if not self.lists(relative_path):
+            return None
+        try:
+            _, span, _, version = read_span_version(
+                relative_path, self._glob_and_regex[1], self.specs
+            )
+        except ValueError:
+            return None
+        return span, version
+
     def matches_unpadded(self, relative_path: str) -> bool:
         """Whether the path would be a date span with {MM} and {DD} of one digit too
         (Spark's `month=1/day=5`), which TFX's placeholders do not match."""
         if not self.is_date:
             return False
-        loose = self._regex().pattern.replace(r"(?P<month>\d{2})", r"(?P<month>\d{1,2})")
-        loose = loose.replace(r"(?P<day>\d{2})", r"(?P<day>\d{1,2})")
+        loose = self._glob_and_regex[1].replace("(?P<month>.{2})", r"(?P<month>\d{1,2})")
+        loose = loose.replace("(?P<day>.{2})", r"(?P<day>\d{1,2})")
         return re.fullmatch(loose, relative_path) is not None
-
-    def match(self, relative_path: str) -> tuple[int, int | None] | None:
-        """(span, version) of a path relative to the data root, or None if it is no span's."""
-        found = self._regex().fullmatch(relative_path)
-        if found is None:
-            return None
-        if self.is_date:
-            try:
-                span = date_to_span(
-                    int(found.group("year")), int(found.group("month")), int(found.group("day"))
-                )
-            except ValueError:  # Not a calendar date (2024-13-40).
-                return None
-        else:
-            span = int(found.group("span"))
-        return span, int(found.group("version")) if self.has_version else None
 
     def for_span(self, span: int, version: int | None) -> str:
         """The pattern with the span (and version) filled in, zero-padded as TFX pads them."""
-
-        def number(spec: re.Pattern[str], value: int, text: str) -> str:
-            match = spec.search(text)
-            width = match.group(1) if match else None
-            return str(value).zfill(int(width)) if width else str(value)
-
-        resolved = self.pattern
-        if self.is_date:
-            date = span_to_date(span)
-            for token, value in zip(
-                DATE_PLACEHOLDERS, (date.year, date.month, date.day), strict=True
-            ):
-                resolved = resolved.replace(token, str(value).zfill(_DATE_GROUPS[token][1]))
-        else:
-            resolved = SPAN_PLACEHOLDER.sub(number(SPAN_PLACEHOLDER, span, resolved), resolved)
-        if self.has_version:
-            if version is None:
-                raise ValueError(f"{self.pattern}: span {span} needs a version")
-            resolved = VERSION_PLACEHOLDER.sub(
-                number(VERSION_PLACEHOLDER, version, resolved), resolved
-            )
-        return resolved
+        return pattern_for_span_version(self.pattern, span, version)
 
 
 @dataclass(frozen=True)

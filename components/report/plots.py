@@ -7,7 +7,7 @@ browser draws it with a local font and fetches nothing.
 
 Text from the data (category values, slice names, step ids) is only text:
 matplotlib's mathtext is off (`text.parse_math`), so `$0_to_$10` draws as
-written, and `shown()` (trainer.fields.one_line) turns each character an SVG
+written, and `shown()` (contract.fields.one_line) turns each character an SVG
 document cannot hold (XML 1.0 has no control characters) or a label should
 not break on (line breaks) into a visible escape such as `\\x07` before any
 renderer sees it.
@@ -33,7 +33,7 @@ from components.report.contents import (
     StepRun,
     TrainingCurves,
 )
-from trainer.fields import one_line as shown
+from contract.fields import one_line as shown
 
 _STYLE = {
     "svg.fonttype": "none",

@@ -17,7 +17,7 @@ from absl import logging
 
 from components.report import plots
 from components.report.contents import RunReport
-from trainer.fields import one_line
+from contract.fields import one_line
 
 TEMPLATE = "report.html.j2"
 LATEST = "latest.html"
@@ -65,7 +65,7 @@ def _environment() -> jinja2.Environment:
     env.filters["svg"] = _svg_data_uri
     env.filters["pct"] = lambda v: NO_VALUE if v is None else f"{100 * v:.1f}%"
     # Text from the data as one printable line: control and line-break characters
-    # as their escapes (trainer.fields.one_line).
+    # as their escapes (contract.fields.one_line).
     env.filters["line"] = one_line
     return env
 

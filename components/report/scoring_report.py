@@ -34,7 +34,7 @@ from components.report.render import _chart, _environment, write_pages
 from components.scoring.output import ERRORS_FILE, PART_PREFIX, Manifest
 from components.scoring.settings import CLASS_COLUMN, PREDICTION_COLUMN
 from components.serving.served_version import ServedVersion
-from trainer.dataset_spec import DatasetSpec
+from contract.dataset.spec import DatasetSpec
 
 TEMPLATE = "scoring.html.j2"
 REPORTS_DIR = "_reports"

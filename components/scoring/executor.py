@@ -57,7 +57,7 @@ from components.scoring.settings import (
     ScoringSettings,
 )
 from components.serving.served_version import ServedVersion
-from trainer.dataset_spec import DatasetSpec
+from contract.dataset.spec import DatasetSpec
 from trainer.export import SERVING_SIGNATURE
 from trainer.model_support import output_name
 

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from components import store_files
 from components.serving.rollout_record import rolled_out_version
 from components.serving.serving_dir import is_complete, model_digest
-from trainer.dataset_spec import SPEC_ASSET, DatasetSpec, parse_spec
+from contract.dataset.parse import parse_spec
+from contract.dataset.spec import SPEC_ASSET, DatasetSpec
 
 
 class ModelChoiceError(ValueError):

@@ -4,7 +4,7 @@ Every mistake is reported at compile time with the field that holds it
 (`components.Trainer.resources.gpu: must be >= 0, got -1`), instead of as a
 pod that never schedules. One module per section of the file:
 
-* fields.py        SettingsError, and the field kit (trainer/fields.py) bound to it
+* fields.py        SettingsError, and the field kit (contract/fields.py) bound to it
 * placement.py     `defaults:`, `components:`: resources, GPUs, node selectors, tolerations
 * object_store.py  `object_store:`: the S3 store behind s3:// paths, its credentials secret
 * beam.py          `beam:`: where each Beam step runs its Beam pipeline

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from contract.fields import field_names
 from kubeflow.settings.fields import SettingsError, check
-from trainer.fields import field_names
 
 _BEAM_OPTION = re.compile(r"^[a-z][a-z0-9_]*$")
 _HOST_PORT = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?:[0-9]{1,5}$")

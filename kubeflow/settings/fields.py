@@ -1,7 +1,7 @@
 """The Kubeflow settings' error, the field kit bound to it, and what the sections
 share beyond it: a few field forms and the name patterns Kubernetes allows.
 
-The kit itself (checks, declarations) is trainer/fields.py, the one the dataset
+The kit itself (checks, declarations) is contract/fields.py, the one the dataset
 spec reads with too; SettingsError words its messages as the settings always
 have (`must be a int, got 'x'`, `unknown field(s) ['replicas']`).
 """
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from trainer.fields import Checks, FieldError, Kind
+from contract.fields import Checks, FieldError, Kind
 
 LABEL_NAME = re.compile(
     r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from contract.fields import choice, declare, field_names, typed
 from kubeflow.settings.fields import NAMESPACE, SettingsError, check
-from trainer.fields import choice, declare, field_names, typed
 
 # Where a release uploads its pipelines in multi-user mode: the profile's own
 # (`?namespace=` on upload, pipeline_upload_server.go 2.15.0 to 2.17.0 L117-123) or

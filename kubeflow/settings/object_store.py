@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from contract.fields import field_names
 from kubeflow.settings.fields import (
     SECRET_NAME,
     SettingsError,
@@ -14,7 +15,6 @@ from kubeflow.settings.fields import (
     namespace_and_service_account,
 )
 from pipeline import object_store as store
-from trainer.fields import field_names
 
 _ENDPOINT = re.compile(r"^https?://[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?(:[0-9]{1,5})?/?$")
 _REGION = re.compile(r"^[a-z0-9][-a-z0-9]*$")

@@ -16,8 +16,8 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
+from contract.fields import choice, field_names
 from kubeflow.settings.fields import LABEL_NAME, SettingsError, check
-from trainer.fields import choice, field_names
 
 # What open-source KFP and the NVIDIA device plugin call a GPU.
 DEFAULT_ACCELERATOR = "nvidia.com/gpu"

@@ -66,8 +66,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from contract.fields import field_names
 from kubeflow.settings.fields import SettingsError, check, component_entries
-from trainer.fields import field_names
 
 DURATION = re.compile(r"^([0-9]+)(s|m|h|d)$")
 _SECONDS_PER_UNIT = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from contract.fields import declare, field_names, typed
 from kubeflow import cron
 from kubeflow.settings.fields import SettingsError, check, required_str
-from trainer.fields import declare, field_names, typed
 
 # The API server's bounds (backend/src/apiserver/server/api_converter.go 2.16.1 L1970-1972).
 MAX_CONCURRENCY = (1, 10)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from importlib.metadata import version as version_of
 from typing import Any, Literal
 
+from contract.fields import declare, field_names, typed
 from kubeflow.kserve import serving_runtime as tf_serving
 from kubeflow.settings.fields import (
     NAMESPACE,
@@ -28,7 +29,6 @@ from kubeflow.settings.fields import (
 from kubeflow.settings.placement import Placement, parse_placement
 from kubeflow.settings.retries import duration_seconds
 from pipeline import object_store as store
-from trainer.fields import declare, field_names, typed
 
 # An InferenceService's name: a DNS-1035 label. KServe derives
 # `<name>-predictor-<revision>` from it, which must stay within 63 characters.

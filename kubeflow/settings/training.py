@@ -17,12 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from contract.fields import field_names
 from kubeflow.settings.fields import SettingsError, check, namespace_and_service_account
 from kubeflow.settings.placement import Placement, parse_placement
 from kubeflow.settings.retries import DURATION, duration_seconds
 from kubeflow.tfjob.spec import CLEAN_POD_POLICIES, TFJobSpec
 from kubeflow.trainjob.spec import RUNTIME_KINDS, TrainJobSpec
-from trainer.fields import field_names
 
 _DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from contract.fields import field_names
 from kubeflow.settings.fields import SettingsError, check, namespace_and_service_account
 from kubeflow.settings.placement import Placement, parse_placement
 from kubeflow.settings.retries import DURATION, duration_seconds
-from trainer.fields import field_names
 
 
 @dataclass(frozen=True)

@@ -47,12 +47,12 @@ def Tune(
     from absl import logging
     from tfx.dsl.io import fileio
 
+    from contract.dataset.parse import spec_from_custom_config
     from kubeflow.tuning.pods import PodCluster, pod_launcher, search_name
     from kubeflow.tuning.spec import TuningSpec
     from pipeline.fingerprint import code_fingerprint
     from pipeline.local.tune import search_provenance, trial_table
     from trainer.config import TrainerConfig
-    from trainer.dataset_spec import DatasetSpec
     from trainer.fork.search_space_file import hyperparameters_class, search_space
     from trainer.hyperparameters import (
         HYPERPARAMETERS_FILE_NAME,
@@ -65,7 +65,7 @@ def Tune(
     spec = TuningSpec.from_json(tuning)
     custom_config = json.loads(trainer_config)
     config = TrainerConfig.from_custom_config(custom_config, hyperparameters_class())
-    dataset = DatasetSpec.from_custom_config(custom_config)
+    dataset = spec_from_custom_config(custom_config)
     properties = {
         key: examples.get_custom_property(key) for key in examples.mlmd_artifact.custom_properties
     }

@@ -30,18 +30,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contract.fields import one_line
 from pipeline.beam import BeamMode
-from trainer.fields import one_line
 
 if TYPE_CHECKING:
     from ml_metadata.proto import metadata_store_pb2
     from tfx.orchestration.pipeline import Pipeline
 
     from components.report.contents import RunReport
+    from contract.dataset.spec import DatasetSpec
     from pipeline.inputs import DataRoot
     from pipeline.local.node_process import NodeProcess
     from pipeline.pipeline_config import PipelineConfig
-    from trainer.dataset_spec import DatasetSpec
     from trainer.hyperparameters import FrozenHyperparameters
 
 # The pipeline that owns an output directory; another one gets a clear refusal.

@@ -26,7 +26,7 @@ from pipeline.beam import BeamMode
 
 if TYPE_CHECKING:
     from components.scoring.executor import ScoringSettings
-    from trainer.dataset_spec import DatasetSpec
+    from contract.dataset.spec import DatasetSpec
 
 PIPELINE_DIR = "_pipeline"
 

@@ -45,8 +45,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from contract.fields import one_line
 from pipeline.fingerprint import PROJECT_ROOT, is_first_party_file
-from trainer.fields import one_line
 
 # Imported once by the supervisor: what every run loads before its first step.
 # Whatever a run imports beyond these, the child reports and the supervisor

@@ -37,6 +37,11 @@ from typing import get_args
 from components.example_gen.input_files import left_out_line
 from components.example_gen.parquet_columns import ParquetError
 from components.example_gen.spans import SpanPattern
+from contract.dataset.error import DatasetSpecError
+from contract.dataset.parse import parse_input
+from contract.dataset.sections import DriftMeasure, InputSpec, Task
+from contract.dataset.spec import PIPELINE_NAME_PATTERN, SCHEMA_FILE_NAME, SPEC_FILE_NAME
+from contract.fields import one_line
 from pipeline.inputs import InputDataError, check_data_root
 from schemas.draft.features import choose_slices, close_columns, decide_column, drift_measure
 from schemas.draft.noise import NOISE_ROWS, drift_thresholds
@@ -46,17 +51,6 @@ from schemas.draft.render import render_spec
 from schemas.draft.schema import curate_schema, schema_text, widen_schema
 from schemas.draft.statistics import example_statistics
 from schemas.draft.task import infer_task
-from trainer.dataset_spec import (
-    PIPELINE_NAME_PATTERN,
-    SCHEMA_FILE_NAME,
-    SPEC_FILE_NAME,
-    DatasetSpecError,
-    DriftMeasure,
-    InputSpec,
-    Task,
-    parse_input,
-)
-from trainer.fields import one_line
 
 __all__ = ["DraftError", "draft", "main"]
 

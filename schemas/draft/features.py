@@ -1,7 +1,7 @@
 """Feature decisions: each column's kind (or why it is ignored), the slices, the drift measure.
 
 Decided from the column's profile alone; the settings written for each kind
-start from the dataset spec's declared defaults (trainer/dataset_spec.py).
+start from the dataset spec's declared defaults (contract/dataset/sections.py).
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from contract.dataset.sections import FEATURE_SETTINGS, DriftMeasure
 from schemas.draft.profiles import ColumnProfile, DraftError
-from trainer.dataset_spec import FEATURE_SETTINGS, DriftMeasure
 
 # Int columns with at most this many values are categories (codes, levels).
 MAX_INT_CATEGORIES = 10

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 
+from contract.dataset.sections import DRIFT_MEASURE_MAXIMUM, DriftMeasure, DriftSpec, FeatureDrift
 from schemas.draft.profiles import DataRead
-from trainer.dataset_spec import DRIFT_MEASURE_MAXIMUM, DriftMeasure, DriftSpec, FeatureDrift
 
 NOISE_ROWS = 50_000
 NOISE_REPEATS = 5

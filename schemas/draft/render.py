@@ -17,12 +17,18 @@ from typing import Any, get_args
 import jinja2
 import yaml
 
+from contract.dataset.sections import (
+    FEATURE_SETTINGS,
+    GATE_METRICS,
+    EvaluationSpec,
+    InputSpec,
+    Task,
+)
+from contract.fields import declared_fields, one_line
 from schemas.draft.features import Decision
 from schemas.draft.noise import DRIFT_FLOORS, NOISE_MULTIPLE, NOISE_REPEATS, ONE_STEP_MARGIN
 from schemas.draft.profiles import ColumnProfile, number
 from schemas.draft.task import class_names, naive_value
-from trainer.dataset_spec import FEATURE_SETTINGS, GATE_METRICS, EvaluationSpec, InputSpec, Task
-from trainer.fields import declared_fields, one_line
 
 TEMPLATE = "dataset.yaml.j2"
 # YAML's limit on an implicit (`key: value`) key; a longer one must be explicit (`? key`).

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
+from contract.fields import one_line
 from schemas.draft.profiles import ColumnProfile, finite
-from trainer.fields import one_line
 
 
 def widen_schema(schema, widened: dict[str, str]) -> None:

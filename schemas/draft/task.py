@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import statistics
 
+from contract.dataset.sections import Task
 from schemas.draft.profiles import ColumnProfile, DraftError, finite, number
-from trainer.dataset_spec import Task
 
 # An int label with at most this many values is a class; more is a quantity.
 MAX_INT_CLASSES = 20

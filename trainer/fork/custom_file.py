@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from trainer.dataset_spec import DatasetSpecError
+from contract.dataset.error import DatasetSpecError
 from trainer.fork import FORK_FILES, take_callable
 
 

@@ -10,8 +10,8 @@ from trainer.fork import ForkInterfaceError, retired_compile_model, take_callabl
 if TYPE_CHECKING:
     import keras
 
+    from contract.dataset.sections import LabelSpec
     from trainer.config import ModelConfig
-    from trainer.dataset_spec import LabelSpec
 
 
 def build_model(

@@ -8,7 +8,7 @@ statistics are the ones the Pusher wrote into the served version
 under the serving directory, on both runners, as `LatestServedModel` finds the
 model.
 
-Thresholds come from the dataset spec's `drift:` section (trainer.dataset_spec.
+Thresholds come from the dataset spec's `drift:` section (contract.dataset.sections.
 DriftSpec): L-infinity distance for string features; for numeric ones,
 Jensen-Shannon divergence over quantile histograms, or the quantile shift.
 TFDV measures the first two. Its equal-width histograms make the divergence

@@ -30,7 +30,7 @@ from components.gates.data_validation.executor import (
 from components.gates.drift.result import DRIFT_FILE, DriftResult, FeatureComparison
 from components.serving.served_version import served_version
 from components.serving.serving_dir import training_statistics_file
-from trainer.dataset_spec import DriftSpec
+from contract.dataset.sections import DriftSpec
 
 # TFDV's measurement types, by our measure names.
 _TFDV_MEASURES = {

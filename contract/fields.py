@@ -1,6 +1,6 @@
 """Reading the fields of a file a user writes, with errors that name the field.
 
-One kit for both such files: the dataset spec (trainer/dataset_spec.py) and the
+One kit for both such files: the dataset spec (contract/dataset/spec.py) and the
 Kubeflow settings (kubeflow/settings/). Pure Python, so a file is checked
 before anything heavy starts.
 
