@@ -423,7 +423,7 @@ def multi_node_settings(engine: str, **changes):
     removes a key)."""
     import copy
 
-    from kubeflow.compile import pipeline_step_ids
+    from kubeflow.package_settings import pipeline_step_ids
     from kubeflow.settings import parse_settings
 
     raw = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())

@@ -45,7 +45,7 @@ import pytest
 import yaml
 
 from components.store_files import CONNECT_TIMEOUT_S
-from kubeflow.compile import pipeline_step_ids
+from kubeflow.package_settings import pipeline_step_ids
 from kubeflow.settings import KubeflowSettings, load_settings
 from kubeflow.worker_pool import sidecar_container
 from pipeline.beam import beam_pipeline_args
