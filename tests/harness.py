@@ -35,7 +35,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import proto_utils
 
-from components.report.contents import OVERALL_SLICE
+from components.report.evaluation import OVERALL_SLICE
 from components.serving.serving_dir import SERVED_EVALUATION_FILE
 from kubeflow import pipeline_steps as kubeflow_steps
 from kubeflow.steps.step_records import RECORD_FILE, StepRecord

@@ -314,7 +314,7 @@ def test_example_gen_read_the_parquet_files_on_s3_as_they_are_read_locally(
 
 
 def test_second_execution_finds_the_first_model_as_its_baseline(executions, store, tmp_path):
-    from components.report.contents import read_evaluation
+    from components.report.evaluation import read_evaluation
 
     steps = executions["second"]["steps"]
     assert steps["Trainer"]["status"] == "CACHED" and steps["Evaluator"]["status"] == "SUCCESS"
