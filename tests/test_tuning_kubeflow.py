@@ -92,7 +92,7 @@ def test_a_worker_pod_is_a_keras_tuner_worker_of_the_steps_chief(tmp_path):
     from kubeflow import package_dags
     from kubeflow.tuning.component import search_directory
     from kubeflow.tuning.pods import WORKER_COMMAND, search_name, worker_pod
-    from trainer.tuning import ORACLE_IP, ORACLE_PORT, TUNER_ID
+    from trainer.tuning_workers import ORACLE_IP, ORACLE_PORT, TUNER_ID
 
     settings = _settings(
         tmp_path, resources={"cpu_request": "2", "memory_limit": "4Gi"},
