@@ -163,8 +163,10 @@ def compiled_specs(tmp: Path) -> dict[str, dict]:
     this process from kubeflow/pipeline.yaml with `serving:` set (the Deploy step) and the
     embedded dataset keyed on `trip_id` (scoring needs a key)."""
     from kubeflow import compile as kfp_compile
+    from kubeflow import package_settings
+    from kubeflow.settings import DEFAULT_SETTINGS_FILE
 
-    raw = yaml.safe_load(kfp_compile.DEFAULT_SETTINGS_FILE.read_text())
+    raw = yaml.safe_load(DEFAULT_SETTINGS_FILE.read_text())
     raw["serving"] = {"inference_service": "taxi", "service_account": "kserve-models"}
     settings_file = tmp / "pipeline.yaml"
     settings_file.write_text(yaml.safe_dump(raw))
@@ -174,11 +176,13 @@ def compiled_specs(tmp: Path) -> dict[str, dict]:
         (schema_dir / name).write_text((REPO_ROOT / "schemas" / "chicago_taxi" / name).read_text())
     with (schema_dir / "dataset.yaml").open("a") as f:
         f.write("keys: [trip_id]\n")
-    training = kfp_compile.compile_pipeline(kfp_compile.load_package_settings(settings_file))
+    training = kfp_compile.compile_pipeline(package_settings.load_package_settings(settings_file))
     scoring = kfp_compile.compile_scoring_pipeline(
-        kfp_compile.load_scoring_settings(settings_file), schema_dir
+        package_settings.load_scoring_settings(settings_file), schema_dir
     )
-    tuning = kfp_compile.compile_tuning_pipeline(kfp_compile.load_tuning_settings(settings_file))
+    tuning = kfp_compile.compile_tuning_pipeline(
+        package_settings.load_tuning_settings(settings_file)
+    )
     return {"training": training[0], "scoring": scoring[0], "tuning": tuning[0]}
 
 

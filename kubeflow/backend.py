@@ -7,7 +7,7 @@ itself was not read in source):
 
 * **2.15.0 at least.** With object-store credentials the platform spec's
   `secretAsEnv` carries `optional: false`, as kfp-kubernetes writes it
-  (kubeflow/compile.py, `secret_as_env`). The field came in 2.15.0
+  (kubeflow/spec_completion.py, `secret_as_env`). The field came in 2.15.0
   (commit 55ec8469d5, #12216; kubeflow/pipelines 2.15.0,
   kubernetes_platform/proto/kubernetes_executor_config.proto:77). 2.14.x's
   Argo compiler parses each executor's platform config strictly

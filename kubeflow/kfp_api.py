@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from kubeflow import backend
-from kubeflow.compile import SCORES_ROOT_PARAMETER
+from kubeflow.run_parameters import SCORES_ROOT_PARAMETER
 from kubeflow.settings.fields import SettingsError
 from kubeflow.settings.object_store import ObjectStore, store_path
 from kubeflow.step_ids import TUNE

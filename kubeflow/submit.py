@@ -38,18 +38,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from kubeflow.compile import (
-    DATA_ROOT_PARAMETER,
-    MODEL_VERSION_PARAMETER,
-    TRAIN_ARGS_PARAMETER,
-    train_args_value,
-)
 from kubeflow.kfp_api import (
     connect,
     is_scoring_package,
     is_tuning_package,
     package_spec,
     pipeline_root,
+)
+from kubeflow.run_parameters import (
+    DATA_ROOT_PARAMETER,
+    MODEL_VERSION_PARAMETER,
+    TRAIN_ARGS_PARAMETER,
+    train_args_value,
 )
 from kubeflow.settings import DEFAULT_SETTINGS_FILE, load_settings
 from kubeflow.settings.fields import SettingsError

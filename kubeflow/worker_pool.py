@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from kubeflow.compile import load_package_settings
+from kubeflow.package_settings import load_package_settings
 from kubeflow.settings import DEFAULT_SETTINGS_FILE, KubeflowSettings
 from kubeflow.settings.beam import WORKER_POOL_PORT
 from kubeflow.settings.fields import SettingsError

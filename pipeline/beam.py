@@ -62,7 +62,7 @@ def data_size_bytes(files: Iterable[str | os.PathLike], input_format: str = "csv
     threshold counts it: a CSV file's bytes, a Parquet file's values (its footer's
     rows times columns) at PARQUET_BYTES_PER_VALUE."""
     if input_format == "parquet":
-        from components.example_gen.parquet_columns import values_in
+        from components.example_gen.parquet_files import values_in
 
         return sum(
             PARQUET_BYTES_PER_VALUE * values_in(os.fspath(f), object_store.open_binary)

@@ -41,12 +41,8 @@ from components.example_gen.input_files import (
     no_rows_message,
     read_days,
 )
-from components.example_gen.parquet_columns import (
-    ParquetError,
-    ParquetPlan,
-    check_values,
-    plan_files,
-)
+from components.example_gen.parquet_columns import ParquetPlan, check_values, plan_files
+from components.example_gen.parquet_files import ParquetError
 from components.example_gen.spans import Span, SpanPattern, latest_spans, root_problem
 from components.example_gen.text_encoding import non_utf8_line
 from pipeline import object_store

@@ -199,7 +199,7 @@ def create_pipeline(
     `data_root` and `train_steps` may be RuntimeParameters (Kubeflow), set per
     run. TFX cannot put a parameter inside the TrainArgs proto, so a
     `train_steps` parameter must be a str parameter holding TrainArgs JSON,
-    `{"num_steps": N}` (see kubeflow/compile.py).
+    `{"num_steps": N}` (see kubeflow/run_parameters.py).
 
     `beam_pipeline_args_by_step` adds Beam arguments to single Beam steps
     (`DAG_STEPS.beam_ids`, pipeline/steps.py), after the pipeline-wide `beam_pipeline_args`:

@@ -35,7 +35,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import proto_utils
 
-from components.report.contents import OVERALL_SLICE
+from components.report.evaluation import OVERALL_SLICE
 from components.serving.serving_dir import SERVED_EVALUATION_FILE
 from contract.dataset.parse import load_spec
 from kubeflow import pipeline_steps as kubeflow_steps
@@ -425,7 +425,7 @@ def multi_node_settings(engine: str, **changes):
     removes a key)."""
     import copy
 
-    from kubeflow.compile import pipeline_step_ids
+    from kubeflow.package_settings import pipeline_step_ids
     from kubeflow.settings import parse_settings
 
     raw = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())

@@ -928,7 +928,7 @@ def test_the_scoring_package_compiles_as_the_training_package_does(tmp_path):
     import yaml
 
     from kubeflow import compile as kfp_compile
-    from kubeflow import tfx_spec
+    from kubeflow import package_settings, spec_completion, tfx_spec
     from kubeflow.settings.fields import SettingsError
     from kubeflow.step_ids import SCORING_REPORT
     from pipeline.steps import BATCH_SCORER, SCORING_STEPS, SERVING_GATE
@@ -936,7 +936,7 @@ def test_the_scoring_package_compiles_as_the_training_package_does(tmp_path):
     from tests.harness import taxi_schema_dir_copy
 
     schema_dir = taxi_schema_dir_copy(tmp_path)
-    settings = kfp_compile.load_scoring_settings(TEMPLATE_SETTINGS_FILE)
+    settings = package_settings.load_scoring_settings(TEMPLATE_SETTINGS_FILE)
     spec, platform = kfp_compile.compile_scoring_pipeline(settings, schema_dir)
     tasks = tfx_spec.all_tasks(spec)
     executors = {
@@ -949,7 +949,7 @@ def test_the_scoring_package_compiles_as_the_training_package_does(tmp_path):
     assert "final_status" in tasks[SCORING_REPORT]["inputs"]["parameters"]
     for task_id, executor in executors.items():
         container = executor["container"]
-        assert container["command"] == kfp_compile.STEP_COMMAND, task_id
+        assert container["command"] == spec_completion.STEP_COMMAND, task_id
         assert container["resources"], task_id
     assert SERVING_GATE in tasks[BATCH_SCORER]["dependentTasks"]
     # Every run reads what is there now: no step comes from cache.
@@ -967,7 +967,7 @@ def test_the_scoring_package_compiles_as_the_training_package_does(tmp_path):
     raw["retries"]["components"][SERVING_GATE] = {"max_retries": 1}
     (tmp_path / "gate.yaml").write_text(yaml.safe_dump(raw))
     with pytest.raises(SettingsError, match="ServingDataGate must not retry"):
-        kfp_compile.load_scoring_settings(tmp_path / "gate.yaml")
+        package_settings.load_scoring_settings(tmp_path / "gate.yaml")
     keyless = taxi_schema_dir_copy(tmp_path / "keyless", keys=False)
     with pytest.raises(SettingsError, match="keys: the scoring package needs the id columns"):
         kfp_compile.compile_scoring_pipeline(settings, keyless)
@@ -988,13 +988,13 @@ def test_the_scoring_package_matches_its_golden_and_reads_the_rollout_record(tmp
 
     from components.serving.rollout_record import rolled_out_record
     from kubeflow import compile as kfp_compile
-    from kubeflow import tfx_spec
+    from kubeflow import package_settings, tfx_spec
     from kubeflow.step_ids import SCORING_REPORT
     from tests.conftest import TEMPLATE_SETTINGS_FILE, golden_path, update_goldens
     from tests.harness import taxi_schema_dir_copy
 
     schema_dir = taxi_schema_dir_copy(tmp_path)
-    plain = kfp_compile.load_scoring_settings(TEMPLATE_SETTINGS_FILE)
+    plain = package_settings.load_scoring_settings(TEMPLATE_SETTINGS_FILE)
     assert (
         scorer_constant(
             kfp_compile.compile_scoring_pipeline(plain, schema_dir)[0], "rolled_out_record"
@@ -1004,7 +1004,7 @@ def test_the_scoring_package_matches_its_golden_and_reads_the_rollout_record(tmp
     raw = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
     raw["serving"] = {"inference_service": "taxi"}
     (tmp_path / "serving.yaml").write_text(yaml.safe_dump(raw))
-    settings = kfp_compile.load_scoring_settings(tmp_path / "serving.yaml")
+    settings = package_settings.load_scoring_settings(tmp_path / "serving.yaml")
     spec, platform = kfp_compile.compile_scoring_pipeline(settings, schema_dir)
     record = rolled_out_record(settings.serving.storage_root)
     assert scorer_constant(spec, "rolled_out_record") == record

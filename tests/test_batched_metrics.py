@@ -27,7 +27,7 @@ from tensorflow_model_analysis.evaluators import evaluator, metrics_plots_and_va
 from tensorflow_model_analysis.extractors import slice_key_extractor, unbatch_extractor
 from tfx.components.evaluator import executor as stock_evaluator
 
-from components.evaluator import batched_metrics
+from components.evaluator import batch_slices, batched_metrics
 from components.evaluator.executor import batched_arguments, batched_metrics_in_tfx
 from components.evaluator.extractors import PRUNE_STAGE_NAME
 from contract.dataset.parse import parse_spec
@@ -328,7 +328,7 @@ def test_a_batch_is_sliced_as_tfma_slices_each_example():
         tfma.SlicingSpec(feature_values={"color": "red"}, feature_keys=["visits"]),
         tfma.SlicingSpec(feature_keys=["missing"]),
     ]
-    masks = batched_metrics.slice_masks(
+    masks = batch_slices.slice_masks(
         {"features": features},
         [tfma.slicer.SingleSliceSpec(spec=s) for s in specs],
         model_names=[""],

@@ -408,13 +408,13 @@ def test_a_fork_step_joins_the_dag_after_the_templates(tmp_path, fork_step):
 
 def test_a_fork_step_is_in_the_kubeflow_package(fork_step):
     from kubeflow import compile as kfp_compile
-    from kubeflow import tfx_spec
-    from kubeflow.compile import pipeline_step_ids
+    from kubeflow import package_settings, tfx_spec
+    from kubeflow.package_settings import pipeline_step_ids
     from kubeflow.settings import load_settings
     from tests.conftest import TEMPLATE_SETTINGS_FILE
 
     settings = load_settings(
-        TEMPLATE_SETTINGS_FILE, pipeline_step_ids(), None, kfp_compile.pipeline_retry_roles()
+        TEMPLATE_SETTINGS_FILE, pipeline_step_ids(), None, package_settings.pipeline_retry_roles()
     )
     spec, _ = kfp_compile.compile_pipeline(settings)
     tasks = tfx_spec.all_tasks(spec)

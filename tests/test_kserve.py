@@ -124,7 +124,7 @@ def test_a_serving_section_that_cannot_work_is_refused_naming_the_field(
 
 
 def test_the_settings_file_reads_a_serving_section():
-    from kubeflow.compile import pipeline_step_ids
+    from kubeflow.package_settings import pipeline_step_ids
 
     raw = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
     raw["serving"] = dict(SERVING)
@@ -1017,8 +1017,9 @@ def test_smoke_disagreement_names_the_row():
 
 def test_the_compiled_deploy_step_runs_after_the_pusher_every_time_and_never_retries():
     from kubeflow import compile as kfp_compile
+    from kubeflow import package_settings
     from kubeflow import pipeline_steps as kubeflow_steps
-    from kubeflow.compile import pipeline_step_ids
+    from kubeflow.package_settings import pipeline_step_ids
     from kubeflow.tfx_spec import all_tasks
     from pipeline import steps as dag
 
@@ -1026,7 +1027,7 @@ def test_the_compiled_deploy_step_runs_after_the_pusher_every_time_and_never_ret
     raw["serving"] = dict(SERVING)
     settings = parse_settings(
         raw, pipeline_step_ids(), set(dag.DAG_STEPS.beam_ids),
-        kfp_compile.pipeline_retry_roles(),
+        package_settings.pipeline_retry_roles(),
     )  # fmt: skip
     spec, _ = kfp_compile.compile_pipeline(settings)
     tasks = all_tasks(spec)

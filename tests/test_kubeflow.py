@@ -12,11 +12,12 @@ import pytest
 import yaml
 
 from kubeflow import compile as kfp_compile
+from kubeflow import package_settings, run_parameters, spec_completion, tfx_spec
 from kubeflow import pipeline_steps as kubeflow_steps
-from kubeflow import tfx_spec
-from kubeflow.compile import pipeline_step_ids
+from kubeflow.package_settings import pipeline_step_ids
 from kubeflow.settings import load_settings, parse_settings
 from kubeflow.settings.fields import SettingsError
+from kubeflow.step_ids import TUNE
 from pipeline import fingerprint
 from pipeline import steps as dag
 from pipeline.beam import MULTI_PROCESSING_RUNNER_ARG
@@ -35,7 +36,7 @@ RAW_SETTINGS = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
 @pytest.fixture(scope="module")
 def settings():
     return load_settings(
-        TEMPLATE_SETTINGS_FILE, STEP_IDS, BEAM_STEPS, kfp_compile.pipeline_retry_roles()
+        TEMPLATE_SETTINGS_FILE, STEP_IDS, BEAM_STEPS, package_settings.pipeline_retry_roles()
     )
 
 
@@ -91,7 +92,7 @@ def test_a_cached_step_that_reads_the_data_has_the_data_in_its_cache_key(compile
         t: body["inputs"]["parameters"]
         for t, body in tasks.items()
         if any(
-            p.get("componentInputParameter") == kfp_compile.DATA_ROOT_PARAMETER
+            p.get("componentInputParameter") == run_parameters.DATA_ROOT_PARAMETER
             for p in body.get("inputs", {}).get("parameters", {}).values()
         )
     }
@@ -242,7 +243,7 @@ def test_the_projects_own_settings_compile():
     from kubeflow.settings import DEFAULT_SETTINGS_FILE
 
     own = load_settings(
-        DEFAULT_SETTINGS_FILE, STEP_IDS, BEAM_STEPS, kfp_compile.pipeline_retry_roles()
+        DEFAULT_SETTINGS_FILE, STEP_IDS, BEAM_STEPS, package_settings.pipeline_retry_roles()
     )
     spec, _ = kfp_compile.compile_pipeline(own)
     assert spec["defaultPipelineRoot"] == own.pipeline_root
@@ -265,7 +266,7 @@ def test_compiled_spec_matches_golden(compiled, tmp_path):
 def test_resource_quantities_convert_like_kfp():
     from kubeflow.settings.placement import Placement, Resources
 
-    spec = kfp_compile.resource_spec(
+    spec = spec_completion.resource_spec(
         Placement(resources=Resources(cpu_limit="500m", memory_limit="32Gi", memory_request="16G"))
     )
     assert spec == {
@@ -448,7 +449,7 @@ def test_quantities_compile_as_kubernetes_reads_them():
         {"cpu_request": "1k", "cpu_limit": "2k", "memory_request": "1.5Gi", "memory_limit": "2G"},
     )
     placement = parse_settings(raw, STEP_IDS).placement_for(dag.TRAINER)
-    spec = kfp_compile.resource_spec(placement)
+    spec = spec_completion.resource_spec(placement)
     assert (spec["cpuRequest"], spec["cpuLimit"], spec["resourceCpuRequest"]) == (
         1000.0,
         2000.0,
@@ -904,7 +905,7 @@ def test_every_step_gets_the_store_for_tensorflow_and_beam(compiled_minio):
     for task, executor in _executors(spec).items():
         container = executor["container"]
         assert {e["name"]: e["value"] for e in container["env"]} == expected_env, task
-        assert container["command"] == kfp_compile.STEP_COMMAND, task
+        assert container["command"] == spec_completion.STEP_COMMAND, task
         assert platforms[task]["secretAsEnv"] == [secret], task
         # No secret value, and no secret name as a plain variable, is ever in the spec.
         assert "AWS_ACCESS_KEY_ID" not in {e["name"] for e in container["env"]}
@@ -935,7 +936,7 @@ def test_gcs_settings_add_no_environment_but_the_step_command(compiled):
     spec, platform = compiled
     for task, executor in _executors(spec).items():
         assert "env" not in executor["container"], task
-        assert executor["container"]["command"] == kfp_compile.STEP_COMMAND, task
+        assert executor["container"]["command"] == spec_completion.STEP_COMMAND, task
         assert "secretAsEnv" not in _platform(spec, platform)[task]
 
 
@@ -948,12 +949,12 @@ def test_one_settings_file_places_the_steps_of_all_three_packages(tmp_path):
     scorer_resources = {"cpu_request": "3", "cpu_limit": "3", "memory_request": "5Gi",
                         "memory_limit": "5Gi"}  # fmt: skip
     raw.setdefault("components", {})[dag.BATCH_SCORER] = {"resources": scorer_resources}
-    raw["components"][kfp_compile.TUNE] = {"resources": scorer_resources}
+    raw["components"][TUNE] = {"resources": scorer_resources}
     both = tmp_path / "pipeline.yaml"
     both.write_text(yaml.safe_dump(raw))
 
-    plain = kfp_compile.load_package_settings(TEMPLATE_SETTINGS_FILE)
-    more = kfp_compile.load_package_settings(both)
+    plain = package_settings.load_package_settings(TEMPLATE_SETTINGS_FILE)
+    more = package_settings.load_package_settings(both)
     training = [kfp_compile.compile_pipeline(s)[0] for s in (plain, more)]
     assert _volatile_removed(training[0]) == _volatile_removed(training[1])
     from tests.harness import taxi_schema_dir_copy
@@ -962,11 +963,13 @@ def test_one_settings_file_places_the_steps_of_all_three_packages(tmp_path):
     for step, spec in [
         (
             dag.BATCH_SCORER,
-            kfp_compile.compile_scoring_pipeline(kfp_compile.load_scoring_settings(both), keyed)[0],
+            kfp_compile.compile_scoring_pipeline(
+                package_settings.load_scoring_settings(both), keyed
+            )[0],
         ),
         (
-            kfp_compile.TUNE,
-            kfp_compile.compile_tuning_pipeline(kfp_compile.load_tuning_settings(both))[0],
+            TUNE,
+            kfp_compile.compile_tuning_pipeline(package_settings.load_tuning_settings(both))[0],
         ),
     ]:
         executor = spec["deploymentSpec"]["executors"][f"{step}_executor"]
@@ -975,4 +978,4 @@ def test_one_settings_file_places_the_steps_of_all_three_packages(tmp_path):
     raw["components"]["Tuner"] = {"resources": scorer_resources}
     both.write_text(yaml.safe_dump(raw))
     with pytest.raises(SettingsError, match="Tuner"):
-        kfp_compile.load_package_settings(both)
+        package_settings.load_package_settings(both)

@@ -45,7 +45,7 @@ import pytest
 import yaml
 
 from components.store_files import CONNECT_TIMEOUT_S
-from kubeflow.compile import pipeline_step_ids
+from kubeflow.package_settings import pipeline_step_ids
 from kubeflow.settings import KubeflowSettings, load_settings
 from kubeflow.worker_pool import sidecar_container
 from pipeline.beam import beam_pipeline_args
@@ -314,7 +314,7 @@ def test_example_gen_read_the_parquet_files_on_s3_as_they_are_read_locally(
 
 
 def test_second_execution_finds_the_first_model_as_its_baseline(executions, store, tmp_path):
-    from components.report.contents import read_evaluation
+    from components.report.evaluation import read_evaluation
 
     steps = executions["second"]["steps"]
     assert steps["Trainer"]["status"] == "CACHED" and steps["Evaluator"]["status"] == "SUCCESS"

@@ -266,7 +266,7 @@ def test_first_execution_pushes_a_blessed_model_that_scores_raw_rows(executions,
 
 
 def test_second_execution_evaluates_against_the_served_model(executions):
-    from components.report.contents import read_evaluation
+    from components.report.evaluation import read_evaluation
 
     first, second = executions["first"]["steps"], executions["second"]["steps"]
     (evaluation,) = first["Evaluator"]["outputs"]["evaluation"]

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from kubeflow import compile as kfp_compile
+from kubeflow import package_dags, package_settings, spec_completion
 from kubeflow.kubernetes_api import STEP_CALLS, ApiCall
 from kubeflow.settings import parse_settings
 from kubeflow.settings.fields import SettingsError
@@ -42,28 +43,28 @@ def _platform_raw(**changes) -> dict:
 
 
 def _platform(**changes):
-    return parse_settings(_platform_raw(**changes), kfp_compile.pipeline_step_ids())
+    return parse_settings(_platform_raw(**changes), package_settings.pipeline_step_ids())
 
 
 def test_the_preset_puts_every_path_a_package_writes_under_the_namespaces_prefix():
     settings = _platform()
     for package in PACKAGES:
-        paths = kfp_compile.store_paths(settings, package)
+        paths = package_settings.store_paths(settings, package)
         assert paths, package
         for where, path, _ in paths:
             assert path.startswith(HOME), (package, where, path)
-        kfp_compile.check_store_paths(settings, package)
+        package_settings.check_store_paths(settings, package)
     # Drift statistics go inside each served version, under serving_model_dir.
     assert settings.pipeline_root == f"{HOME}v2/artifacts"
     assert settings.serving_model_dir == f"{HOME}serving"
     assert settings.serving.storage_root == f"{HOME}serving-kserve"
-    assert kfp_compile.scores_root(settings) == f"{HOME}scores"
+    assert package_dags.scores_root(settings) == f"{HOME}scores"
     # The launcher's own root is the same bucket and key, as minio://.
     assert launcher_root(NAMESPACE) == "minio://" + settings.pipeline_root.removeprefix("s3://")
     store = settings.object_store
     assert store.environment()["AWS_ENDPOINT_URL_S3"] == "http://seaweedfs.kubeflow:8333"
-    assert kfp_compile.secret_as_env(store)[0]["secretName"] == "mlpipeline-minio-artifact"
-    assert [k["secretKey"] for k in kfp_compile.secret_as_env(store)[0]["keyToEnv"]] == [
+    assert spec_completion.secret_as_env(store)[0]["secretName"] == "mlpipeline-minio-artifact"
+    assert [k["secretKey"] for k in spec_completion.secret_as_env(store)[0]["keyToEnv"]] == [
         "accesskey",
         "secretkey",
     ]
@@ -72,12 +73,12 @@ def test_the_preset_puts_every_path_a_package_writes_under_the_namespaces_prefix
 def test_the_presets_namespace_is_kfp_namespace_when_not_given_and_must_agree_with_it():
     raw = _platform_raw(**{"kfp.namespace": NAMESPACE})
     del raw["object_store"]["namespace"]
-    settings = parse_settings(raw, kfp_compile.pipeline_step_ids())
+    settings = parse_settings(raw, package_settings.pipeline_step_ids())
     assert settings.object_store.namespace == NAMESPACE == settings.kfp.namespace
     assert settings.pipeline_root == f"{HOME}v2/artifacts"
     other = _platform_raw(**{"kfp.namespace": "team-b"})
     with pytest.raises(SettingsError, match=r"object_store.namespace: .* is not kfp.namespace"):
-        parse_settings(other, kfp_compile.pipeline_step_ids())
+        parse_settings(other, package_settings.pipeline_step_ids())
 
 
 def test_the_preset_keeps_roots_set_inside_the_prefixes_the_secret_may_write():
@@ -87,7 +88,7 @@ def test_the_preset_keeps_roots_set_inside_the_prefixes_the_secret_may_write():
     )
     assert settings.pipeline_root == f"s3://mlpipeline/private/{NAMESPACE}/tfx"
     for package in PACKAGES:
-        kfp_compile.check_store_paths(settings, package)
+        package_settings.check_store_paths(settings, package)
 
 
 @pytest.mark.parametrize(
@@ -184,7 +185,7 @@ def test_the_compile_says_which_root_a_run_really_uses():
         f"minio://mlpipeline/private-artifacts/{NAMESPACE}/v2/artifacts" in note
     )
     # Without the preset, the platform's value is named with a placeholder.
-    plain = parse_settings(RAW_SETTINGS, kfp_compile.pipeline_step_ids())
+    plain = parse_settings(RAW_SETTINGS, package_settings.pipeline_step_ids())
     assert "minio://mlpipeline/private-artifacts/NAMESPACE/v2/artifacts" in (
         kfp_compile.pipeline_root_note(plain)
     )

@@ -280,9 +280,10 @@ def test_release_compiles_with_the_digest(checkout, tmp_path):
 @pytest.mark.slow
 def test_the_tuning_package_is_a_version_for_manual_runs_never_scheduled(checkout, tmp_path):
     from kubeflow import compile as kfp_compile
+    from kubeflow import package_settings
 
     packages = write_packages(tmp_path / "packages", digest(1))
-    settings = kfp_compile.load_tuning_settings(TEMPLATE_SETTINGS_FILE)
+    settings = package_settings.load_tuning_settings(TEMPLATE_SETTINGS_FILE)
     settings = dataclasses.replace(settings, image=digest(1))
     spec, platform = kfp_compile.compile_tuning_pipeline(settings)
     kfp_compile.write_package(packages / "tuning.yaml", spec, platform)

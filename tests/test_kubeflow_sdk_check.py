@@ -18,9 +18,10 @@ import pytest
 import yaml
 
 from kubeflow import compile as kfp_compile
+from kubeflow import package_dags, package_settings, tfx_spec
 from kubeflow import pipeline_steps as kubeflow_steps
-from kubeflow import tfx_spec
 from kubeflow.settings import parse_settings
+from kubeflow.step_ids import TUNE
 from pipeline import steps as dag
 from tests.conftest import TEMPLATE_SETTINGS_FILE
 from tests.harness import MINIO, run_in_standin_harness
@@ -35,13 +36,15 @@ def test_package_parses_and_placement_matches_current_kfp(tmp_path, store):
         # With serving on KServe: the Deploy step, checked like every other.
         raw.update(MINIO, serving={"inference_service": "taxi", "service_account": "kserve-minio"})
     settings = parse_settings(
-        raw, kfp_compile.pipeline_step_ids(), retry_roles=kfp_compile.pipeline_retry_roles()
+        raw,
+        package_settings.pipeline_step_ids(),
+        retry_roles=package_settings.pipeline_retry_roles(),
     )
     spec, platform = kfp_compile.compile_pipeline(settings)
     package = tmp_path / "pipeline.yaml"
     kfp_compile.write_package(package, spec, platform)
     labels = tfx_spec.executor_labels(spec)
-    steps = sorted(set(kfp_compile.pipeline_step_ids()) & set(labels))
+    steps = sorted(set(package_settings.pipeline_step_ids()) & set(labels))
     assert (kubeflow_steps.DEPLOY in steps) == (store == "minio")
     reference = checked_by_reference(tmp_path, settings, spec, platform, steps)
     assert_placed_as_reference(spec, platform, steps, reference)
@@ -86,7 +89,7 @@ def checked_by_reference(tmp_path, settings, spec, platform, steps, deadlines=No
     """The package parsed by the current kfp, and what that SDK writes for each step's
     settings (kubeflow/standin_harness/check_spec.py). `deadlines`: the steps' (default: the
     training package's)."""
-    deadlines = kfp_compile.step_deadlines(settings) if deadlines is None else deadlines
+    deadlines = package_dags.step_deadlines(settings) if deadlines is None else deadlines
     package = tmp_path / "pipeline.yaml"
     kfp_compile.write_package(package, spec, platform)
     placements = {
@@ -138,7 +141,7 @@ def test_the_scoring_package_parses_and_places_as_current_kfp(tmp_path):
     from tests.harness import taxi_schema_dir_copy
 
     schema_dir = taxi_schema_dir_copy(tmp_path)
-    settings = kfp_compile.load_scoring_settings(TEMPLATE_SETTINGS_FILE)
+    settings = package_settings.load_scoring_settings(TEMPLATE_SETTINGS_FILE)
     spec, platform = kfp_compile.compile_scoring_pipeline(settings, schema_dir)
     steps = sorted(dag.SCORING_STEPS.ids)
     reference = checked_by_reference(tmp_path, settings, spec, platform, steps)
@@ -165,12 +168,12 @@ def test_the_tuning_package_parses_and_places_as_current_kfp(tmp_path):
     raw["components"]["Tune"] = {"resources": {"cpu_request": "2", "memory_limit": "8Gi"}}
     path = tmp_path / "settings.yaml"
     path.write_text(yaml.safe_dump(raw))
-    settings = kfp_compile.load_tuning_settings(path)
+    settings = package_settings.load_tuning_settings(path)
     spec, platform = kfp_compile.compile_tuning_pipeline(settings)
     steps = sorted(tfx_spec.executor_labels(spec))
-    assert kfp_compile.TUNE in steps
-    deadlines = {kfp_compile.TUNE: settings.tuning.deadline_seconds}
+    assert TUNE in steps
+    deadlines = {TUNE: settings.tuning.deadline_seconds}
     reference = checked_by_reference(tmp_path, settings, spec, platform, steps, deadlines)
     assert_placed_as_reference(spec, platform, steps, reference)
     # Unnamed in retries:, Tune retries (a retry resumes the search), within its deadline.
-    assert tfx_spec.all_tasks(spec)[kfp_compile.TUNE]["retryPolicy"]["maxRetryCount"] == 2
+    assert tfx_spec.all_tasks(spec)[TUNE]["retryPolicy"]["maxRetryCount"] == 2

@@ -77,10 +77,11 @@ def scoring_package(tmp_path_factory) -> Path:
     """The batch scoring package compiled from the checked-in settings, the dataset's
     spec naming its key."""
     from kubeflow import compile as kfp_compile
+    from kubeflow import package_settings
     from tests.harness import taxi_schema_dir_copy
 
     tmp = tmp_path_factory.mktemp("scoring_package")
-    settings = kfp_compile.load_scoring_settings(TEMPLATE_SETTINGS_FILE)
+    settings = package_settings.load_scoring_settings(TEMPLATE_SETTINGS_FILE)
     spec, platform = kfp_compile.compile_scoring_pipeline(settings, taxi_schema_dir_copy(tmp))
     kfp_compile.write_package(tmp / "scoring.yaml", spec, platform)
     return tmp / "scoring.yaml"
@@ -277,8 +278,9 @@ def test_the_tuning_package_is_never_scheduled(tmp_path):
     """Scheduled runs never tune (docs/tuning.md): `--schedule` refuses the tuning
     package in one line, before any call; one run of it is submitted."""
     from kubeflow import compile as kfp_compile
+    from kubeflow import package_settings
 
-    settings = kfp_compile.load_tuning_settings(TEMPLATE_SETTINGS_FILE)
+    settings = package_settings.load_tuning_settings(TEMPLATE_SETTINGS_FILE)
     spec, platform = kfp_compile.compile_tuning_pipeline(settings)
     kfp_compile.write_package(tmp_path / "tuning.yaml", spec, platform)
     with KfpStandIn() as kfp:

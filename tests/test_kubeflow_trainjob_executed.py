@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubeflow.compile import load_package_settings, node_job_spec
+from kubeflow.package_dags import node_job_spec
+from kubeflow.package_settings import load_package_settings
 from kubeflow.trainjob.manifest import runtime_manifest
 from pipeline import steps as dag
 from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE

@@ -28,12 +28,12 @@ from components.example_gen.executor import SpanResolvingExecutor
 from components.example_gen.input_settings import input_config, input_window
 from components.example_gen.parquet_columns import (
     FeatureType,
-    ParquetError,
     feature_column,
     feature_type,
     plan_files,
     read_row_group,
 )
+from components.example_gen.parquet_files import ParquetError
 from components.example_gen.parquet_footer import footer_for_pyarrow_10, unknown_logical_types
 from components.example_gen.span_resolution import resolve_input
 from kubeflow.steps.input_snapshot.component import InputSnapshot

@@ -697,7 +697,7 @@ def test_the_run_refuses_a_bad_value_before_any_step_in_one_line(tmp_path, capsy
 def test_examplegen_refuses_the_same_value_where_no_runner_checked(tmp_path):
     """Kubeflow: ExampleGen's reader runs the same check before its pipeline runs, so its
     line has no Beam `[while running ...]` suffix."""
-    from components.example_gen.parquet_columns import ParquetError
+    from components.example_gen.parquet_files import ParquetError
 
     with pytest.raises(ParquetError) as raised:
         example_gen_features(tmp_path, "refuse_decimal")
@@ -726,7 +726,7 @@ def test_a_bad_value_past_the_check_s_scan_stops_examplegen_with_the_same_line(
     0 here; 2^20 rows a file) the check lets the file through, and ExampleGen's read
     stops on the value with the check's line, the cast, and no Beam step in it."""
     from components.example_gen import parquet_columns
-    from components.example_gen.parquet_columns import ParquetError
+    from components.example_gen.parquet_files import ParquetError
 
     monkeypatch.setattr(parquet_columns, "SCAN_ROWS", 0)
     check_data_root(EXPORTS / "refuse_ns_timestamp")  # nothing scanned, nothing refused

@@ -263,6 +263,6 @@ def test_a_descriptor_cron_is_released(checkout):
 def test_a_remote_names_one_project_however_it_is_spelled(url):
     """A release from CI (https) and one from a laptop (ssh) sweep the same project's
     schedules; a token in the URL never reaches a schedule's description."""
-    from kubeflow.release import project_of_url
+    from kubeflow.release_packages import project_of_url
 
     assert project_of_url(url) == "github.com/org/repo"

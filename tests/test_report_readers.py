@@ -22,7 +22,9 @@ from tensorflow_model_analysis.proto import config_pb2, metrics_for_slice_pb2, v
 from tensorflow_model_analysis.writers import eval_config_writer
 
 from components.report import contents, tfma_records
+from components.report.evaluation import OVERALL_SLICE, MetricComparison, read_evaluation
 from components.report.event_scalars import scalar_events
+from components.report.training import read_training_curves
 from components.tfrecords import RecordError, read_records, tfrecord_frames
 from tests.s3_standin import s3_standin
 
@@ -282,20 +284,20 @@ def test_an_evaluation_reads_as_tfma_reads_it(tmp_path):
     write_evaluation(tmp_path / "evaluation")
     uri = str(tmp_path / "evaluation")
     assert_same_as_tfma(uri)
-    evaluation = contents.read_evaluation(uri)
+    evaluation = read_evaluation(uri)
     overall = evaluation.slices[0].metrics
     assert evaluation.has_baseline and evaluation.validation_ok is False
-    assert overall["accuracy"] == contents.MetricComparison(0.75, 0.8, -0.05)
+    assert overall["accuracy"] == MetricComparison(0.75, 0.8, -0.05)
     assert overall["auc (class 1)"].candidate == 0.9
     assert overall["example_count"].candidate is None  # not finite
     assert [s.slice_name for s in evaluation.slices] == [
-        contents.OVERALL_SLICE,
+        OVERALL_SLICE,
         "payment_type = Cash",
         "trip_start_hour = 7",
     ]
     assert [(t.metric, t.slice_name, t.kind, t.bound, t.passed) for t in evaluation.thresholds] == [
-        ("accuracy", contents.OVERALL_SLICE, "value", ">= 0.5", True),
-        ("accuracy", contents.OVERALL_SLICE, "change", "change >= -0.001", False),
+        ("accuracy", OVERALL_SLICE, "value", ">= 0.5", True),
+        ("accuracy", OVERALL_SLICE, "change", "change >= -0.001", False),
         ("auc", "payment_type (each slice)", "value", "<= 0.99", True),
         ("auc", "payment_type (each slice)", "change", "relative change <= +0.1", True),
     ]
@@ -346,11 +348,11 @@ def test_a_local_runs_trainer_and_evaluator_outputs_read_as_tensorflow_and_tfma_
         directory = str(model_run / "train")
         expected = scalar_events_by_tensorflow(directory)
         assert expected and list(scalar_events(directory)) == expected
-        assert contents.read_training_curves(str(model_run)).metrics
+        assert read_training_curves(str(model_run)).metrics
     has_baseline = []
     for evaluation in evaluations:
         assert_same_as_tfma(str(evaluation))
-        has_baseline.append(contents.read_evaluation(str(evaluation)).has_baseline)
+        has_baseline.append(read_evaluation(str(evaluation)).has_baseline)
     assert has_baseline == [False, True]
 
 
@@ -370,10 +372,10 @@ def test_curves_and_evaluation_read_the_same_on_s3(tmp_path, monkeypatch):
                 key = f"run/{path.relative_to(tmp_path)}"
                 client.put_object(Bucket=store.bucket, Key=key, Body=path.read_bytes())
         remote = f"s3://{store.bucket}/run"
-        local_curves = contents.read_training_curves(str(tmp_path / "model_run"))
+        local_curves = read_training_curves(str(tmp_path / "model_run"))
         assert local_curves.metrics
-        assert contents.read_training_curves(f"{remote}/model_run") == local_curves
-        assert contents.read_evaluation(f"{remote}/evaluation") == contents.read_evaluation(
+        assert read_training_curves(f"{remote}/model_run") == local_curves
+        assert read_evaluation(f"{remote}/evaluation") == read_evaluation(
             str(tmp_path / "evaluation")
         )
 

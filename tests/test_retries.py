@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from kubeflow import compile as kfp_compile
+from kubeflow import package_settings, tfx_spec
 from kubeflow import pipeline_steps as kubeflow_steps
-from kubeflow import tfx_spec
 from kubeflow.settings import parse_settings
 from kubeflow.settings.fields import SettingsError
 from kubeflow.settings.retries import DEFAULT_RETRY, RetryPolicy
@@ -20,8 +20,8 @@ from pipeline import steps as dag
 from tests.conftest import TEMPLATE_SETTINGS_FILE
 from tests.harness import run_in_standin_harness
 
-STEP_IDS = kfp_compile.pipeline_step_ids()
-ROLES = kfp_compile.pipeline_retry_roles()
+STEP_IDS = package_settings.pipeline_step_ids()
+ROLES = package_settings.pipeline_retry_roles()
 RAW_SETTINGS = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
 
 

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from components.report import contents, render
+from components.report import render
 from components.report.contents import RunReport, StepRun
+from components.report.evaluation import OVERALL_SLICE, _metric_name
+from components.report.training import read_training_curves
 from tests.harness import (
     HOSTILE_VALUES,
     assert_models_differ,
@@ -44,7 +46,7 @@ from trainer.run import epoch_plan
     ],
 )
 def test_metric_names_follow_tfma(class_name, config, expected):
-    assert contents._metric_name(class_name, config) == expected
+    assert _metric_name(class_name, config) == expected
 
 
 def test_report_file_name_keeps_the_run_id_and_nothing_a_path_cannot_hold():
@@ -66,11 +68,11 @@ def test_training_curves_read_both_keras_and_custom_loop_logs(tmp_path):
         tf.summary.scalar("epoch_loss", 0.5, step=0)
         tf.summary.scalar("epoch_val_loss", 0.6, step=0)
 
-    keras = contents.read_training_curves(str(tmp_path / "keras"))
+    keras = read_training_curves(str(tmp_path / "keras"))
     assert keras.metrics == ["loss"]  # learning_rate is not a curve worth a chart
     assert [v for _, v in keras.train["loss"]] == pytest.approx([0.5, 0.4])
     assert [e for e, _ in keras.validation["loss"]] == [1, 2]
-    loop = contents.read_training_curves(str(tmp_path / "loop"))
+    loop = read_training_curves(str(tmp_path / "loop"))
     assert loop.train["loss"] == ((1, pytest.approx(0.5)),)
     assert loop.validation["loss"] == ((1, pytest.approx(0.6)),)
 
@@ -101,7 +103,7 @@ def test_feature_charts_draw_every_bar_and_escape_values():
     from xml.etree import ElementTree
 
     from components.report import plots
-    from components.report.contents import FeatureStatistics, HistogramBucket
+    from components.report.data_statistics import FeatureStatistics, HistogramBucket
 
     svg_ns = "{http://www.w3.org/2000/svg}"
     buckets = tuple(HistogramBucket(low, low + 1.0, count) for low, count in ((0, 5), (1, 3)))
@@ -127,14 +129,9 @@ def test_feature_charts_draw_every_bar_and_escape_values():
 
 def hostile_report() -> RunReport:
     """A report whose every drawn name and value holds one of HOSTILE_VALUES."""
-    from components.report.contents import (
-        Evaluation,
-        FeatureStatistics,
-        MetricComparison,
-        SliceMetrics,
-        SplitStatistics,
-        TrainingCurves,
-    )
+    from components.report.data_statistics import FeatureStatistics, SplitStatistics
+    from components.report.evaluation import Evaluation, MetricComparison, SliceMetrics
+    from components.report.training import TrainingCurves
 
     top = tuple((value, 3.0) for value in HOSTILE_VALUES)
     return RunReport(
@@ -490,10 +487,10 @@ def test_report_evaluation_equals_tfma_candidate_vs_baseline(two_local_runs, sec
     for (slice_name, name), value in first.items():
         assert tfma_values[slice_name, name, "baseline"] == pytest.approx(value)
     assert summary.metrics["binary_accuracy"] == pytest.approx(
-        tfma_values[contents.OVERALL_SLICE, "binary_accuracy", "candidate"]
+        tfma_values[OVERALL_SLICE, "binary_accuracy", "candidate"]
     )
     slices = {a["data-slice"] for a in with_attr(elements, "data-slice")}
-    assert contents.OVERALL_SLICE in slices and any(s.startswith("payment_type = ") for s in slices)
+    assert OVERALL_SLICE in slices and any(s.startswith("payment_type = ") for s in slices)
     # Each threshold's outcome is TFMA's validation of it (value, or change vs. baseline).
     validation = tfma.load_validation_result(uri)
     failed = {
@@ -640,7 +637,7 @@ def test_kubeflow_run_report_step_writes_the_report_from_its_input_artifacts(
     overall = {
         (name, model): value
         for (slice_name, name, model), value in tfma_values.items()
-        if slice_name == contents.OVERALL_SLICE and model != "diff"
+        if slice_name == OVERALL_SLICE and model != "diff"
     }
     expected = {
         (BASELINE_PREFIX if model == "baseline" else "") + name: value

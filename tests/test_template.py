@@ -134,7 +134,7 @@ GKE, EKS = "cloud.google.com/gke-", "eks.amazonaws.com/nodegroup"
 def test_the_answers_set_the_kubeflow_settings_and_the_dataset_directory(
     template, tmp_path, cloud, cpu_label, gpu_label
 ):
-    from kubeflow.compile import pipeline_retry_roles, pipeline_step_ids
+    from kubeflow.package_settings import pipeline_retry_roles, pipeline_step_ids
     from kubeflow.settings import load_settings
     from pipeline.steps import DAG_STEPS
     from schemas import load_schema_dir

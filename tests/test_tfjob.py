@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from kubeflow import compile as kfp_compile
+from kubeflow import package_dags, package_settings
 from kubeflow.settings import parse_settings
 from kubeflow.settings.fields import SettingsError
 from kubeflow.settings.training import REPLICA_COMMAND, TrainingSettingsError
@@ -42,7 +43,7 @@ from tests.conftest import REPO_ROOT, TEMPLATE_SETTINGS_FILE
 from tests.harness import MINIO, check_multi_node, multi_node_settings, run_in_standin_harness
 from tests.kubernetes_standin import KubernetesStandin, webhook_errors
 
-STEP_IDS = kfp_compile.pipeline_step_ids()
+STEP_IDS = package_settings.pipeline_step_ids()
 RAW_SETTINGS = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
 NAMESPACE = "team-a"
 TOKEN = "token"
@@ -64,7 +65,7 @@ checked = check_multi_node
 def test_checked_in_settings_train_in_the_pod_and_hold_a_valid_tfjob_section():
     settings = parse_settings(RAW_SETTINGS, STEP_IDS)
     assert settings.training.engine == "pod"
-    assert kfp_compile.tfjob_spec(settings) is None
+    assert package_dags.tfjob_spec(settings) is None
     tfjob = settings.training.tfjob
     assert tfjob.workers == 3 and tfjob.placement.resources.gpu == 4
     checked(settings)
@@ -73,7 +74,7 @@ def test_checked_in_settings_train_in_the_pod_and_hold_a_valid_tfjob_section():
 def test_tfjob_settings_become_the_replicas_pod_in_kubernetes_form():
     settings = settings_with(**MINIO, **{"parameters.data_root": "s3://mlpipeline/data"})
     checked(settings)
-    spec = kfp_compile.tfjob_spec(settings)
+    spec = package_dags.tfjob_spec(settings)
     assert spec.image == settings.image and spec.command == REPLICA_COMMAND
     assert spec.working_dir == "/pipeline" and spec.workers == 3
     assert spec.resources == {
@@ -194,7 +195,7 @@ def test_job_names_are_dns_labels_stable_per_task_and_unique_across_tasks():
 
 
 def test_the_rendered_job_passes_the_operators_webhook():
-    spec = kfp_compile.tfjob_spec(settings_with(**{"training.tfjob.backoff_limit": 2}))
+    spec = package_dags.tfjob_spec(settings_with(**{"training.tfjob.backoff_limit": 2}))
     manifest = tfjob_manifest(
         spec, name=job_name("m"), namespace=NAMESPACE, args=["--inputs", "{}"]
     )
@@ -206,7 +207,7 @@ def test_the_rendered_job_passes_the_operators_webhook():
     assert {
         v["restartPolicy"]
         for v in tfjob_manifest(
-            kfp_compile.tfjob_spec(settings_with()), name="t", namespace=NAMESPACE, args=[]
+            package_dags.tfjob_spec(settings_with()), name="t", namespace=NAMESPACE, args=[]
         )["spec"]["tfReplicaSpecs"].values()
     } == {"Never"}
     assert replica_pod_names(manifest)[0].endswith("-chief-0")
@@ -234,7 +235,7 @@ def test_a_spec_with_one_replica_or_a_bad_policy_is_refused():
 
 def test_the_rendered_job_is_valid_for_the_training_operators_own_models(tmp_path):
     """kubeflow-training 1.9's TFJob models (the operator's OpenAPI types) take it unchanged."""
-    spec = kfp_compile.tfjob_spec(
+    spec = package_dags.tfjob_spec(
         settings_with(**{"training.tfjob.namespace": "team-a", "training.tfjob.backoff_limit": 0})
     )
     good = tfjob_manifest(

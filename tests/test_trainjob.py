@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from kubeflow import compile as kfp_compile
+from kubeflow import package_dags
 from kubeflow.settings.fields import SettingsError
 from kubeflow.settings.training import NODE_COMMAND, TrainingSettingsError
 from kubeflow.training_job import Timing
@@ -62,7 +63,7 @@ def settings_with(**changes):
 def test_checked_in_settings_hold_a_valid_trainjob_section():
     settings = settings_with()
     checked(settings)
-    spec = kfp_compile.trainjob_spec(settings)
+    spec = package_dags.trainjob_spec(settings)
     assert spec.command == NODE_COMMAND and spec.nodes == 4
     assert (spec.runtime, spec.runtime_kind, spec.port) == (
         "tfx-multi-worker", "ClusterTrainingRuntime", 2222,
@@ -71,7 +72,7 @@ def test_checked_in_settings_hold_a_valid_trainjob_section():
     assert spec.service_account == "default-editor"
     assert spec.active_deadline_seconds == 6 * 3600
     assert TrainJobSpec.from_custom_config(spec.to_custom_config()) == spec
-    assert kfp_compile.tfjob_spec(settings) is None
+    assert package_dags.tfjob_spec(settings) is None
 
 
 @pytest.mark.parametrize(

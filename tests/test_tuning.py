@@ -684,7 +684,7 @@ def test_the_training_package_compiles_the_frozen_values_and_has_no_tuning_step(
     tmp_path, monkeypatch
 ):
     from kubeflow import compile as kfp_compile
-    from kubeflow import tfx_spec
+    from kubeflow import package_dags, package_settings, tfx_spec
     from kubeflow.pipeline_steps import DEPLOY
     from kubeflow.settings import load_settings
     from kubeflow.step_ids import RUN_REPORT
@@ -705,12 +705,12 @@ def test_the_training_package_compiles_the_frozen_values_and_has_no_tuning_step(
         },
     )
     write_frozen(schema_dir / "hyperparameters.yaml", frozen)
-    monkeypatch.setattr(kfp_compile, "PROJECT_ROOT", project)
+    monkeypatch.setattr(package_dags, "PROJECT_ROOT", project)
     settings = load_settings(
         TEMPLATE_SETTINGS_FILE,
-        kfp_compile.pipeline_step_ids(),
+        package_settings.pipeline_step_ids(),
         set(DAG_STEPS.beam_ids),
-        kfp_compile.pipeline_retry_roles(),
+        package_settings.pipeline_retry_roles(),
     )
     spec, _ = kfp_compile.compile_pipeline(settings)
     tasks = tfx_spec.all_tasks(spec)
@@ -722,7 +722,7 @@ def test_the_training_package_compiles_the_frozen_values_and_has_no_tuning_step(
     assert frozen_from_json(report["constant"]) == frozen
     assert "read_at" not in json.dumps(tasks[TRAINER])
     # Exactly the training DAG's steps and Kubeflow's own: nothing tunes.
-    assert set(tfx_spec.executor_labels(spec)) == kfp_compile.pipeline_step_ids() - {DEPLOY}
+    assert set(tfx_spec.executor_labels(spec)) == package_settings.pipeline_step_ids() - {DEPLOY}
     assert "keras_tuner" not in json.dumps(spec)
 
 

@@ -19,20 +19,20 @@ TOKEN = "tune-step-token"
 
 
 def _settings(tmp_path, **tuning):
-    from kubeflow import compile as kfp_compile
+    from kubeflow import package_settings
     from tests.conftest import TEMPLATE_SETTINGS_FILE
 
     raw = yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text())
     raw.setdefault("tuning", {}).update(tuning)
     path = tmp_path / "settings.yaml"
     path.write_text(yaml.safe_dump(raw))
-    return kfp_compile.load_tuning_settings(path)
+    return package_settings.load_tuning_settings(path)
 
 
 @pytest.mark.slow  # two TFX compiles of the DAG
 def test_the_tuning_package_is_the_training_dag_up_to_transform_then_tune(tmp_path):
     from kubeflow import compile as kfp_compile
-    from kubeflow import tfx_spec
+    from kubeflow import spec_completion, tfx_spec
     from kubeflow.tuning.spec import TuningSpec
     from pipeline.steps import EXAMPLE_GEN, SCHEMA_IMPORTER, TRANSFORM
 
@@ -52,7 +52,7 @@ def test_the_tuning_package_is_the_training_dag_up_to_transform_then_tune(tmp_pa
             == training["deploymentSpec"]["executors"][training_labels[step]]
         ), step
     for label in labels.values():
-        assert executors[label]["container"]["command"] == kfp_compile.STEP_COMMAND
+        assert executors[label]["container"]["command"] == spec_completion.STEP_COMMAND
     tune_parameters = tasks["Tune"]["inputs"]["parameters"]
     tuning = TuningSpec.from_json(tune_parameters["tuning"]["runtimeValue"]["constant"])
     assert (tuning.workers, tuning.max_trials) == (3, 7)
@@ -89,16 +89,16 @@ def test_tuning_settings_are_refused_by_field(tmp_path, tuning, named):
 
 
 def test_a_worker_pod_is_a_keras_tuner_worker_of_the_steps_chief(tmp_path):
-    from kubeflow import compile as kfp_compile
+    from kubeflow import package_dags
     from kubeflow.tuning.component import search_directory
     from kubeflow.tuning.pods import WORKER_COMMAND, search_name, worker_pod
-    from trainer.tuning import ORACLE_IP, ORACLE_PORT, TUNER_ID
+    from trainer.tuning_workers import ORACLE_IP, ORACLE_PORT, TUNER_ID
 
     settings = _settings(
         tmp_path, resources={"cpu_request": "2", "memory_limit": "4Gi"},
         node_selector={"pool": "cpu"}, service_account="default-editor",
     )  # fmt: skip
-    spec = kfp_compile.tuning_spec(settings)
+    spec = package_dags.tuning_spec(settings)
     directory = search_directory(spec.search_root, "split:abc", "space1")
     # Keyed by the data and the space: the same for a retry, another for new data.
     assert directory == search_directory(spec.search_root, "split:abc", "space1")

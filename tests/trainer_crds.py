@@ -153,12 +153,12 @@ def template_spec():
     """The template's `training.trainjob`, with MinIO's env (a secret ref among it)."""
     import dataclasses
 
-    from kubeflow import compile as kfp_compile
+    from kubeflow import package_dags
     from tests.harness import MINIO, multi_node_settings
 
     changes = {**MINIO, "parameters.data_root": "s3://mlpipeline/data"}
     settings = multi_node_settings("trainjob", **changes)
-    return dataclasses.replace(kfp_compile.trainjob_spec(settings), image=DIGEST_IMAGE)
+    return dataclasses.replace(package_dags.trainjob_spec(settings), image=DIGEST_IMAGE)
 
 
 def template_manifests() -> dict[str, list[dict[str, Any]]]:

@@ -14,10 +14,11 @@ the same search picks the same best trial. A deadline (wall clock) stops
 the search between batches; the trial then running is left for a resumed
 search, and the best completed trial is the result, marked partial.
 
-Parallel trials use KerasTuner's own chief/worker protocol: `serve_workers`
-is the chief, serving the oracle with KerasTuner's gRPC servicer, and each
-worker (`python -m trainer.tuning`, with `KERASTUNER_ORACLE_IP`,
-`KERASTUNER_ORACLE_PORT` and `KERASTUNER_TUNER_ID` set) asks it for trials.
+Parallel trials use KerasTuner's own chief/worker protocol
+(trainer/tuning_workers.py): `serve_workers` is the chief, serving the oracle
+with KerasTuner's gRPC servicer, and each worker (`python -m trainer.tuning`,
+with `KERASTUNER_ORACLE_IP`, `KERASTUNER_ORACLE_PORT` and `KERASTUNER_TUNER_ID`
+set) asks it for trials.
 
 Port register: docs/ports.md
 """
@@ -42,6 +43,7 @@ from trainer.config import ModelConfig, TrainerConfig
 from trainer.fork.search_space_file import hyperparameters_class, search_space
 from trainer.run import InputFiles, TrainingInputs, compiled_model, training_inputs
 from trainer.runtime import resolve_runtime
+from trainer.tuning_workers import EXIT_DEADLINE, serve_workers
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +151,8 @@ def search(
     # Workers elsewhere (`serving`: the Kubeflow step's pods) are workers however many.
     if (parallel > 1 or serving) and not finished:
         before = {t for t, trial in tuner.oracle.trials.items() if trial.status == "COMPLETED"}
-        partial = serve_workers(tuner.oracle, parallel, config, spec, files, settings, **serving)
+        job = _worker_job(config, spec, files, settings)
+        partial = serve_workers(tuner.oracle, parallel, job, settings.directory, **serving)
         ran = sorted((t for t in tuner.oracle.trials if t not in before), key=int)
         return _result(tuner.oracle, space, gate_metric, ran, partial)
     return _result(tuner.oracle, space, gate_metric, ran, partial=not _search(tuner))
@@ -371,108 +374,16 @@ def _tuner(
     return tuner, ran, gate_metric
 
 
-# KerasTuner's distributed tuning reads these (keras_tuner/src/distribute/utils.py, 1.4.8).
-ORACLE_IP = "KERASTUNER_ORACLE_IP"
-ORACLE_PORT = "KERASTUNER_ORACLE_PORT"
-TUNER_ID = "KERASTUNER_TUNER_ID"
-WORKER_JOB_FILE = "worker_job.json"
-
-
-def worker_environment(oracle_ip: str, oracle_port: int, index: int) -> dict[str, str]:
-    """What KerasTuner reads to make a process worker `index` of the chief at ip:port."""
-    return {ORACLE_IP: oracle_ip, ORACLE_PORT: str(oracle_port), TUNER_ID: f"tuner{index}"}
-
-
-def local_workers(job_file: str, oracle_ip: str, oracle_port: int, workers: int) -> list[int]:
-    """Runs `workers` worker processes on this machine; returns their exit codes."""
-    import subprocess
-    import sys
-
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "trainer.tuning", job_file],
-            env=os.environ | worker_environment(oracle_ip, oracle_port, i),
-        )
-        for i in range(workers)
-    ]
-    try:
-        return [process.wait() for process in processes]
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-
-
-# Starts the workers of the chief at (ip, port) on the job file, waits; their exit codes.
-WorkerLauncher = Callable[[str, str, int, int], list[int]]
-
-
-def serve_workers(
-    oracle,
-    workers: int,
-    config: TrainerConfig,
-    spec: DatasetSpec,
-    files: InputFiles,
-    settings: SearchSettings,
-    *,
-    launch: WorkerLauncher = local_workers,
-    bind: str = "127.0.0.1",
-    advertise: str = "127.0.0.1",
-) -> bool:
-    """Serves `oracle` with KerasTuner's own gRPC servicer on `bind` while `workers`
-    KerasTuner workers (`launch`: local processes, or pods on Kubeflow) run trials, asking
-    it at `advertise`; returns whether the deadline stopped one.
-
-    KerasTuner's chief (`KERASTUNER_TUNER_ID=chief`) would serve until a
-    worker is told the budget is spent, and so wait forever for workers a
-    deadline or a crash ended; here the server stops when the workers have.
-    """
-    import json
-    from concurrent import futures
-
-    import grpc
-    import tensorflow as tf
-
-    # The servicer KerasTuner's chief serves (keras_tuner/src/distribute/oracle_chief.py,
-    # 1.4.8): its workers' OracleClient speaks to exactly this.
-    from keras_tuner.src import protos
-    from keras_tuner.src.distribute.oracle_chief import OracleServicer
-
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
-    protos.get_service_grpc().add_OracleServicer_to_server(OracleServicer(oracle), server)
-    port = server.add_insecure_port(f"{bind}:0")
-    server.start()
-    # The search's directory may be on an object store (the Kubeflow tuning step's).
-    job = f"{settings.directory.rstrip('/')}/{WORKER_JOB_FILE}"
-    with tf.io.gfile.GFile(job, "w") as f:
-        f.write(
-            json.dumps(
-                {
-                    "config": config.to_custom_config(),
-                    "spec": spec.to_custom_config(),
-                    "files": dataclasses.asdict(files),
-                    "settings": dataclasses.asdict(settings),
-                }
-            )
-        )
-    try:
-        codes = launch(job, advertise, port, workers)
-    finally:
-        server.stop(grace=None)
-        # The oracle saves its state before it drops a trial that ended from its
-        # ongoing ones (Oracle.end_trial, keras-tuner 1.4.8); KerasTuner's sequential
-        # tuner saves again after, a worker does not save the chief's oracle. Without
-        # this save a resumed search would run the last trial again.
-        oracle.save()
-    failed = [
-        f"tuner{i} exited {code}" for i, code in enumerate(codes) if code not in (0, EXIT_DEADLINE)
-    ]
-    if failed:
-        raise RuntimeError(f"tuning workers failed: {', '.join(failed)}; their logs are above")
-    return EXIT_DEADLINE in codes
-
-
-EXIT_DEADLINE = 3
+def _worker_job(
+    config: TrainerConfig, spec: DatasetSpec, files: InputFiles, settings: SearchSettings
+) -> dict[str, Any]:
+    """What a worker builds the search's tuner from (`worker_main` reads it back)."""
+    return {
+        "config": config.to_custom_config(),
+        "spec": spec.to_custom_config(),
+        "files": dataclasses.asdict(files),
+        "settings": dataclasses.asdict(settings),
+    }
 
 
 def worker_main(job_file: str) -> int:

@@ -38,7 +38,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from components.evaluator import batched_metrics
+from components.evaluator import batch_slices, batched_metrics
 from components.evaluator import extractors as evaluation_extractors
 from components.serving.baseline.component import signature_defs
 from components.serving.serving_dir import add_directory, model_digest
@@ -96,9 +96,10 @@ def config_digest(exec_properties: Mapping[str, Any]) -> str:
 
 
 def evaluator_digest() -> str:
-    """SHA-256 over TFMA's version and the source of the batched metrics and extractors."""
+    """SHA-256 over TFMA's version and the source of the batched metrics (their slicing
+    too) and extractors."""
     digest = hashlib.sha256(tfma.__version__.encode() + b"\0")
-    for module in (batched_metrics, evaluation_extractors):
+    for module in (batched_metrics, batch_slices, evaluation_extractors):
         digest.update(Path(str(module.__file__)).read_bytes())
     return digest.hexdigest()
 

@@ -66,7 +66,7 @@ from components.example_gen.blocks import (
 )
 from components.example_gen.csv_to_examples import CsvError
 from components.example_gen.input_files import left_out_line
-from components.example_gen.parquet_columns import ParquetError
+from components.example_gen.parquet_files import ParquetError
 from components.example_gen.read_examples import ReadExamples, ReadExamplesWithColumns
 from components.example_gen.span_resolution import ResolvedInput, SpanRead, resolve_input
 

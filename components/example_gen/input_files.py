@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from components.example_gen.csv_header import read_header
-from components.example_gen.parquet_columns import values_in
+from components.example_gen.parquet_files import values_in
 from components.example_gen.spans import SpanPattern, glob_root
 from contract.fields import one_line
 

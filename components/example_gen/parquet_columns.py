@@ -17,7 +17,8 @@ column by column):
 - float16, float32, float64 -> FLOAT (rounded to float32, as the CSV path);
   pyarrow 15 and later write float16 with Parquet's FLOAT16 type, which pyarrow
   10 cannot parse: such a file is opened with that type cut from its footer
-  (components/example_gen/parquet_footer.py) and its half floats decoded here (`_opened`);
+  (components/example_gen/parquet_footer.py) and its half floats decoded
+  (components/example_gen/parquet_files.py);
 - decimal128/256: scale 0 -> INT (beyond int64 stops the run), else FLOAT;
 - string, large_string, binary, large_binary, fixed_size_binary -> STRING;
 - dictionary -> as its values;
@@ -47,7 +48,6 @@ Each row group is a Beam element, so a large file is read by several workers.
 
 from __future__ import annotations
 
-import dataclasses
 import decimal
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -56,14 +56,8 @@ from typing import IO, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from components.example_gen.parquet_footer import (
-    FLOAT16,
-    LOGICAL_TYPE_NAMES,
-    footer_for_pyarrow_10,
-    unknown_logical_types,
-)
+from components.example_gen.parquet_files import ParquetError, is_list_type, opened_parquet
 
 # Rows per record batch read from a row group (~ the CSV reader's blocks).
 BATCH_ROWS = 8192
@@ -78,10 +72,6 @@ VALUE_TYPES = {
     "FLOAT": pa.float64(),
     "STRING": pa.binary(),
 }
-
-
-class ParquetError(ValueError):
-    """A Parquet file or column ExampleGen cannot read as features; names the file and column."""
 
 
 @dataclass(frozen=True)
@@ -123,13 +113,9 @@ def _scalar_type(arrow_type: pa.DataType) -> FeatureType | None:
     return None
 
 
-def _is_list(t: pa.DataType) -> bool:
-    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
-
-
 def feature_type(arrow_type: pa.DataType) -> FeatureType | None:
     """The feature an Arrow type becomes (module doc's table), or None: unsupported."""
-    if _is_list(arrow_type):
+    if is_list_type(arrow_type):
         inner = _scalar_type(arrow_type.value_type)
         return None if inner is None else FeatureType(inner.family, inner.kind, is_list=True)
     return _scalar_type(arrow_type)
@@ -190,7 +176,7 @@ def plan_files(
     not_read: dict[str, None] = {}
     for path in files:
         with open_binary(path) as f:
-            opened = _opened(path, f)
+            opened = opened_parquet(path, f)
             metadata = opened.parquet.metadata
             schema = opened.schema
         for field in schema:
@@ -253,7 +239,7 @@ SCAN_ROWS = 1 << 20
 
 def _values_type(arrow_type: pa.DataType) -> pa.DataType:
     """A column's values' type: a list's elements', a dictionary's values'."""
-    t = arrow_type.value_type if _is_list(arrow_type) else arrow_type
+    t = arrow_type.value_type if is_list_type(arrow_type) else arrow_type
     return t.value_type if pa.types.is_dictionary(t) else t
 
 
@@ -334,7 +320,7 @@ def check_values(
     scan_rows = SCAN_ROWS if scan_rows is None else scan_rows
     for path in files:
         with open_binary(path) as f:
-            opened = _opened(path, f)
+            opened = opened_parquet(path, f)
             parquet, schema, metadata = opened.parquet, opened.schema, opened.parquet.metadata
             paths = [
                 metadata.schema.column(i).path.split(".")[0] for i in range(metadata.num_columns)
@@ -357,7 +343,7 @@ def check_values(
                         batch_size=BATCH_ROWS, row_groups=[group], columns=[name], use_threads=False
                     ):
                         column = batch.column(0)
-                        if _is_list(column.type):
+                        if is_list_type(column.type):
                             column = column.flatten()
                         if pa.types.is_dictionary(column.type):
                             column = column.dictionary_decode()
@@ -376,124 +362,6 @@ def _fix_for(arrow_type: pa.DataType) -> str:
     if pa.types.is_time(arrow_type) or pa.types.is_duration(arrow_type):
         return "cast it to an integer (seconds or microseconds)"
     return "flatten it into columns"
-
-
-def values_in(path: str, open_binary: Callable[[str], IO[bytes]]) -> int:
-    """Rows times columns of a Parquet file, from its footer (no rows read)."""
-    with open_binary(path) as f:
-        metadata = _opened(path, f).parquet.metadata
-    return metadata.num_rows * metadata.num_columns
-
-
-@dataclass(frozen=True)
-class _OpenedParquet:
-    """A Parquet file as pyarrow 10 reads it, with what its own footer parser could not
-    take (components/example_gen/parquet_footer.py): `halves`, the float16 columns, which it reads
-    as their 2-byte values (fixed_size_binary[2]), and `newer`, the columns of another
-    logical type newer than it (VARIANT, GEOMETRY, GEOGRAPHY), by that type's name."""
-
-    parquet: pq.ParquetFile
-    halves: frozenset[str] = frozenset()
-    newer: dict[str, str] = dataclasses.field(default_factory=dict)
-
-    @property
-    def schema(self) -> pa.Schema:
-        """The file's Arrow schema, its float16 columns float16 again."""
-        schema = self.parquet.schema_arrow
-        for name in self.halves:
-            i = schema.get_field_index(name)
-            schema = schema.set(i, schema.field(i).with_type(_half_type(schema.field(i).type)))
-        return schema
-
-    def columns(self, batch: pa.RecordBatch) -> dict[str, pa.Array]:
-        """A batch read from the file, by column, its float16 columns decoded."""
-        return {
-            name: _half_floats(column) if name in self.halves else column
-            for name, column in zip(batch.schema.names, batch.columns, strict=True)
-        }
-
-
-def _half_type(t: pa.DataType) -> pa.DataType:
-    if pa.types.is_fixed_size_list(t):
-        return pa.list_(_half_type(t.value_type), t.list_size)
-    if _is_list(t):
-        return pa.list_(_half_type(t.value_type))
-    return pa.float16() if t == pa.binary(2) else t
-
-
-def _half_floats(column: pa.Array) -> pa.Array:
-    """A float16 column pyarrow 10 read as fixed_size_binary[2], as half floats: the
-    bytes are IEEE 754 binary16, little-endian (Parquet's FLOAT16, parquet-format
-    2.10.0 LogicalTypes.md)."""
-    if pa.types.is_fixed_size_list(column.type):
-        size = column.type.list_size
-        values = column.values.slice(column.offset * size, len(column) * size)
-        offsets = pa.array(np.arange(len(column) + 1, dtype=np.int32) * size)
-        return pa.ListArray.from_arrays(offsets, _half_floats(values), mask=column.is_null())
-    if _is_list(column.type):
-        return pa.ListArray.from_arrays(
-            column.offsets, _half_floats(column.values), mask=column.is_null()
-        )
-    if column.type != pa.binary(2):
-        return column
-    halves = np.frombuffer(
-        column.buffers()[1], dtype="<f2", count=len(column), offset=column.offset * 2
-    )
-    return pa.array(halves, mask=column.is_null().to_numpy(zero_copy_only=False))
-
-
-def _not_parquet(path: str, err: Exception) -> str:
-    return f"{path} is not a Parquet file pyarrow can read: {err}"
-
-
-def _opened(path: str, f: IO[bytes]) -> _OpenedParquet:
-    """A file opened for its footer and rows; where pyarrow 10 cannot parse the footer for
-    a logical type newer than its own, opened with that type cut from it. ParquetError
-    for a file that is neither."""
-    try:
-        parquet = pq.ParquetFile(_ArrowReadable(f))
-        parquet.schema_arrow  # noqa: B018 -- a schema pyarrow cannot convert fails here
-        return _OpenedParquet(parquet)
-    except (pa.ArrowException, OSError) as err:
-        rewritten = footer_for_pyarrow_10(f)
-        if rewritten is None:
-            newer = unknown_logical_types(f)
-            if not newer:
-                raise ParquetError(_not_parquet(path, err)) from None
-            column, member = newer[0]
-            fix = (
-                f"write float32 instead (pandas: df[{column!r}] = df[{column!r}]"
-                ".astype('float32'); pyarrow: cast the column to pa.float32())"
-                if member == FLOAT16
-                else "write that column as a type the table in docs/parquet-and-partitions.md "
-                "lists, or leave it out of the file"
-            )
-            raise ParquetError(
-                f"column {column!r} in {path} has Parquet's "
-                f"{LOGICAL_TYPE_NAMES.get(member, f'logical type {member}')} type, newer than "
-                "this pyarrow (10, TFX's), in a footer the template cannot rewrite for it (so "
-                f"no column of the file can be read): {fix}"
-            ) from None
-    tail, columns = rewritten
-    try:
-        metadata = pq.read_metadata(pa.BufferReader(tail))
-        parquet = pq.ParquetFile(_ArrowReadable(f), metadata=metadata)
-        parquet.schema_arrow  # noqa: B018
-    except (pa.ArrowException, OSError) as err:
-        raise ParquetError(_not_parquet(path, err)) from None
-    newer_members = {c: m for c, m in columns if m != FLOAT16}
-    return _OpenedParquet(
-        parquet,
-        halves=frozenset(c for c, m in columns if c not in newer_members),
-        newer={c: LOGICAL_TYPE_NAMES.get(m, f"logical type {m}") for c, m in newer_members.items()},
-    )
-
-
-def footer_schema(path: str, open_binary: Callable[[str], IO[bytes]]) -> pa.Schema:
-    """A Parquet file's Arrow schema (with pandas' metadata, if any), from its footer;
-    ParquetError as `_opened` says."""
-    with open_binary(path) as f:
-        return _opened(path, f).schema
 
 
 # --- casting a column to its feature ------------------------------------------
@@ -565,7 +433,7 @@ def _whole_numbers_as_floats(values: pa.Array, where: str) -> pa.Array:
 def feature_column(column: pa.Array, feature: FeatureType, path: str, name: str) -> pa.Array:
     """One column (`name`) of a batch of file `path`, as the encoder takes it
     (components/example_gen/encoding.py)."""
-    if not _is_list(column.type):
+    if not is_list_type(column.type):
         return _as_kind(column, feature.kind, path, name)
     flat = column.flatten()
     parents = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
@@ -580,7 +448,7 @@ def read_row_group(
     """One row group of one file, in batches of columns cast to their features."""
     path, index = unit
     with open_binary(path) as f:
-        opened = _opened(path, f)
+        opened = opened_parquet(path, f)
         present = [n for n in opened.schema.names if n in plan.types]
         for batch in opened.parquet.iter_batches(
             batch_size=BATCH_ROWS, row_groups=[index], columns=present, use_threads=False
@@ -590,29 +458,3 @@ def read_row_group(
                 [feature_column(columns[name], plan.types[name], path, name) for name in present],
                 present,
             )
-
-
-class _ArrowReadable:
-    """A binary file as pyarrow reads one: tf.io.gfile's GFile (s3://, gs://) has no `closed`."""
-
-    def __init__(self, file: IO[bytes]):
-        self._file = file
-        self.closed = False
-
-    def read(self, size: int = -1) -> bytes:
-        return self._file.read(size)
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self._file.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._file.tell()
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        self.closed = True

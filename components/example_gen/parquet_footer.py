@@ -16,7 +16,7 @@ again without those logical types (`footer_for_pyarrow_10`): each such leaf is
 then its physical type to pyarrow 10 (a float16, FIXED_LEN_BYTE_ARRAY of 2
 bytes, is fixed_size_binary[2]), and every other column of the file reads as
 it always did, for the caller's own decoding
-(components/example_gen/parquet_columns.py). Field ids from
+(components/example_gen/parquet_files.py). Field ids from
 apache/parquet-format tag apache-parquet-format-2.12.0,
 src/main/thrift/parquet.thrift: FileMetaData `2: required list<SchemaElement>
 schema` (line 1116 at 2.10.0); SchemaElement `4: required string name`,

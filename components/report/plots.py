@@ -27,12 +27,10 @@ matplotlib.use("Agg")  # No display; before pyplot is imported anywhere.
 from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 
-from components.report.contents import (
-    FeatureStatistics,
-    SliceMetrics,
-    StepRun,
-    TrainingCurves,
-)
+from components.report.contents import StepRun
+from components.report.data_statistics import FeatureStatistics
+from components.report.evaluation import SliceMetrics
+from components.report.training import TrainingCurves
 from contract.fields import one_line as shown
 
 _STYLE = {

@@ -29,7 +29,7 @@ from typing import Any
 
 from components import store_files
 from components.report import plots
-from components.report.contents import FeatureStatistics, HistogramBucket
+from components.report.data_statistics import FeatureStatistics, HistogramBucket
 from components.report.render import _chart, _environment, write_pages
 from components.scoring.output import ERRORS_FILE, PART_PREFIX, Manifest
 from components.scoring.settings import CLASS_COLUMN, PREDICTION_COLUMN

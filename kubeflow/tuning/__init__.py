@@ -2,7 +2,7 @@
 
 `python -m kubeflow.compile --tuning` compiles the training DAG's steps up to
 Transform, then Tune (component.py): the step's pod serves the oracle with
-trainer/tuning.py's `serve_workers`, as `tune_runner.py --parallel K` does
+trainer/tuning_workers.py's `serve_workers`, as `tune_runner.py --parallel K` does
 on loopback, and starts K worker pods (pods.py) instead of processes, each
 with `KERASTUNER_ORACLE_IP/PORT` and `KERASTUNER_TUNER_ID`. The search's
 directory is on the object store, keyed by the data's fingerprint and the

@@ -16,7 +16,7 @@ from typing import Any
 from kubeflow.kubernetes_api import ClusterError, KubernetesApi
 from kubeflow.tfjob.manifest import POD_ANNOTATIONS, job_name, placed_pod_spec
 from kubeflow.tuning.spec import TuningSpec
-from trainer.tuning import worker_environment
+from trainer.tuning_workers import worker_environment
 
 CONTAINER_NAME = "tuner"
 # Every worker pod of one Tune task carries this label, its value the task's name.
@@ -126,9 +126,9 @@ def pod_launcher(
     poll_seconds: float = 5.0,
     log: Callable[[str], None] = print,
 ) -> Callable[[str, str, int, int], list[int]]:
-    """trainer.tuning's WorkerLauncher as pods: creates them, waits for each to end, deletes them
-    (whatever ends the wait), and returns their exit codes. A pod an earlier attempt of the
-    step left is deleted first: its chief, and so its oracle address, is gone."""
+    """trainer.tuning_workers' WorkerLauncher as pods: creates them, waits for each to end,
+    deletes them (whatever ends the wait), and returns their exit codes. A pod an earlier
+    attempt of the step left is deleted first: its chief, and so its oracle address, is gone."""
 
     def launch(job_file: str, oracle_ip: str, oracle_port: int, workers: int) -> list[int]:
         pods = [

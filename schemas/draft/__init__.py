@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import get_args
 
 from components.example_gen.input_files import left_out_line
-from components.example_gen.parquet_columns import ParquetError
+from components.example_gen.parquet_files import ParquetError
 from components.example_gen.spans import SpanPattern
 from contract.dataset.error import DatasetSpecError
 from contract.dataset.parse import parse_input

@@ -19,7 +19,8 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from components.example_gen.parquet_columns import ParquetPlan, footer_schema, read_row_group
+from components.example_gen.parquet_columns import ParquetPlan, read_row_group
+from components.example_gen.parquet_files import footer_schema
 from pipeline import object_store
 from schemas.draft.profiles import DataRead, RowCollector
 

@@ -50,7 +50,7 @@ def example_statistics(
     import tensorflow_data_validation as tfdv
 
     from components.example_gen.csv_to_examples import CsvError
-    from components.example_gen.parquet_columns import ParquetError
+    from components.example_gen.parquet_files import ParquetError
     from components.example_gen.read_examples import ReadExamples
 
     with tempfile.TemporaryDirectory() as scratch:
