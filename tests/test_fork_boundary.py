@@ -502,6 +502,44 @@ def test_a_fork_file_that_cannot_run_is_refused_before_the_run_in_one_line(
         check_fork_files(root)
 
 
+@pytest.mark.parametrize(
+    ("old_import", "message"),
+    [
+        (
+            "from trainer.dataset_spec import GATE_METRICS, LabelSpec, parse_spec",
+            "trainer/model.py, line 1: imports trainer.dataset_spec, which the template moved: "
+            "import GATE_METRICS and LabelSpec from contract.dataset.sections; import "
+            'parse_spec from contract.dataset.parse (CHANGELOG.md, "Migrating a fork")',
+        ),
+        (
+            "import trainer.fields",
+            "trainer/model.py, line 1: imports trainer.fields, which the template moved: "
+            'import contract.fields instead (CHANGELOG.md, "Migrating a fork")',
+        ),
+        (
+            "from trainer.task_metrics import TASK_METRICS",
+            "trainer/model.py, line 1: imports trainer.task_metrics, which the template moved: "
+            "import TASK_METRICS from contract.dataset.task_metrics "
+            '(CHANGELOG.md, "Migrating a fork")',
+        ),
+    ],
+)
+def test_a_fork_file_importing_a_moved_module_is_told_where_its_names_went(
+    tmp_path, old_import, message
+):
+    """`copier update` keeps a fork's trainer/model.py, and the template's own imported
+    trainer.dataset_spec before the contract/ room: the check before the run says where
+    each name is now, from the source, where the Trainer step would fail on the import."""
+    from trainer.fork import ForkInterfaceError, check_fork_files
+
+    root = fork_copy(tmp_path)
+    model = root / "trainer" / "model.py"
+    model.write_text(old_import + "\n" + model.read_text())
+    with pytest.raises(ForkInterfaceError) as raised:
+        check_fork_files(root)
+    assert str(raised.value) == message
+
+
 @pytest.mark.slow  # real tf.Transform, in this process
 def test_adjust_features_reaches_the_transform_graph_serving_replays(tmp_path, monkeypatch):
     """trainer/custom.py's `adjust_features`, as a fork writes it: `fare_xf` replaced by a

@@ -1046,7 +1046,7 @@ def test_the_compiled_deploy_step_runs_after_the_pusher_every_time_and_never_ret
         assert parameter["runtimeValue"]["constant"] == record, step
     plain_settings = parse_settings(
         yaml.safe_load(TEMPLATE_SETTINGS_FILE.read_text()), pipeline_step_ids(),
-        set(dag.DAG_STEPS.beam_ids), kfp_compile.pipeline_retry_roles(),
+        set(dag.DAG_STEPS.beam_ids), package_settings.pipeline_retry_roles(),
     )  # fmt: skip
     plain, _ = kfp_compile.compile_pipeline(plain_settings)
     plain_tasks = all_tasks(plain)

@@ -89,6 +89,18 @@ RETIRED: dict[str, tuple[str, ...]] = {
     "pipeline.config": ("PipelineConfig", "variant"),
 }
 
+# Template modules a fork file may import that moved (CHANGELOG.md, "Migrating a fork"):
+# the old module -> the package (or module) its names are in now. `copier update` keeps a
+# fork's file, import and all, so the check before a run says where each name went.
+MOVED_MODULES: dict[str, str] = {
+    "trainer.dataset_spec": "contract.dataset",
+    "trainer.fields": "contract.fields",
+    "trainer.task_metrics": "contract.dataset.task_metrics",
+}
+# The project these files sit in (trainer/fork/__init__.py's grandparent): where the moved
+# names are looked up, from the source, as the check reads everything.
+_PROJECT = Path(__file__).resolve().parents[2]
+
 _MISSING: Any = object()
 
 
@@ -139,7 +151,9 @@ def retired_compile_model() -> str:
     )
 
 
-def _defined_names(tree: ast.Module) -> set[str]:
+def _defined_names(tree: ast.Module, imported: bool = True) -> set[str]:
+    """A module's top-level names; with `imported`, those it imports too (a fork file may
+    take a hook from elsewhere and so define it by its import)."""
     names: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -148,15 +162,53 @@ def _defined_names(tree: ast.Module) -> set[str]:
             names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             names.add(node.target.id)
-        elif isinstance(node, ast.ImportFrom | ast.Import):
+        elif imported and isinstance(node, ast.ImportFrom | ast.Import):
             names |= {(a.asname or a.name).split(".")[0] for a in node.names}
     return names
 
 
+def _defining_module(package: str, name: str) -> str:
+    """The module under `package` (a package or a module of the project) whose source
+    defines `name` at its top level; `package` itself when none does."""
+    base = _PROJECT.joinpath(*package.split("."))
+    if not base.is_dir():
+        return package
+    for path in sorted(base.glob("*.py")):
+        if name in _defined_names(ast.parse(path.read_text(), str(path)), imported=False):
+            return package if path.stem == "__init__" else f"{package}.{path.stem}"
+    return package
+
+
+def moved_import(file: str, tree: ast.Module) -> str | None:
+    """The line that tells a fork file importing a moved template module (MOVED_MODULES)
+    where its names are now, or None."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in MOVED_MODULES:
+            old = node.module
+            by_module: dict[str, list[str]] = {}
+            for alias in node.names:
+                home = _defining_module(MOVED_MODULES[old], alias.name)
+                by_module.setdefault(home, []).append(alias.name)
+            where = "; ".join(
+                f"import {' and '.join(names)} from {home}" for home, names in by_module.items()
+            )
+        elif isinstance(node, ast.Import) and any(a.name in MOVED_MODULES for a in node.names):
+            old = next(a.name for a in node.names if a.name in MOVED_MODULES)
+            where = f"import {MOVED_MODULES[old]} instead"
+        else:
+            continue
+        return (
+            f"{file}, line {node.lineno}: imports {old}, which the template moved: {where} "
+            '(CHANGELOG.md, "Migrating a fork")'
+        )
+    return None
+
+
 def check_fork_files(root: Path | None = None) -> None:
     """Before a run starts (the runners, the Kubeflow compile): each fork file parses and
-    defines every required name, and a model file from before the interface is told what to
-    move, in one line (ForkInterfaceError), instead of a step failing minutes in. Reads the
+    defines every required name, and a model file from before the interface, or a file
+    importing a template module that moved, is told what to change, in one line
+    (ForkInterfaceError), instead of a step failing minutes in. Reads the
     files' source only: nothing is imported, so TensorFlow is not loaded for it. `root`: the
     project the files are in (default: where Python finds them)."""
     for module, hooks in DECLARED.items():
@@ -175,6 +227,9 @@ def check_fork_files(root: Path | None = None) -> None:
         except SyntaxError as err:
             # Still a SyntaxError (what --watch and a user look for), in one line.
             raise SyntaxError(f"{FORK_FILES[module]}, line {err.lineno}: {err.msg}") from None
+        moved = moved_import(FORK_FILES[module], tree)
+        if moved is not None:
+            raise ForkInterfaceError(moved)
         defined = _defined_names(tree)
         for name, hook in hooks.items():
             if not hook.optional and name not in defined:
