@@ -53,23 +53,20 @@ def newest_complete_version(serving_model_dir: str) -> str | None:
 
 
 def served_version(serving_model_dir: str, rolled_out_record: str | None = None) -> str | None:
-    """The version that takes traffic, or None while nothing does.
+    """The version of ours that takes traffic, or None while none does.
 
     With `rolled_out_record` (the KServe rollout's record, on Kubeflow with
-    `serving:`): the version it names, None before the first rollout; else the
-    newest complete version (TF Serving's rule). ModelChoiceError when the record
-    names a version the serving directory holds no complete copy of.
+    `serving:`): the version it names, when the serving directory holds it
+    complete; None before the first rollout, and when the InferenceService serves
+    a model this pipeline did not push there (one it was created with, say): then
+    no model of ours is served, as on a first run. Else the newest complete version
+    (TF Serving's rule).
     """
     if not rolled_out_record:
         return newest_complete_version(serving_model_dir)
     version = rolled_out_version(rolled_out_record)
-    if version is not None and not is_complete(os.path.join(serving_model_dir, version)):
-        raise ModelChoiceError(
-            f"{rolled_out_record} names the rolled-out version {version}, and "
-            f"{serving_model_dir} holds no complete version {version} (the newest is "
-            f"{newest_complete_version(serving_model_dir) or 'none'}): restore that version "
-            "directory, or delete the record if nothing serves"
-        )
+    if version is None or not is_complete(os.path.join(serving_model_dir, version)):
+        return None
     return version
 
 
@@ -97,6 +94,15 @@ def choose_version(
     """
     if version is None:
         chosen = served_version(serving_model_dir, rolled_out)
+        rolled = rolled_out_version(rolled_out) if rolled_out and chosen is None else None
+        if rolled is not None:
+            raise ModelChoiceError(
+                f"{rolled_out} names the rolled-out version {rolled}, and {serving_model_dir} "
+                f"holds no complete version {rolled} (the newest is "
+                f"{newest_complete_version(serving_model_dir) or 'none'}): the "
+                "InferenceService serves a model this pipeline did not push there; pin a "
+                "version with the run's model_version parameter, or roll one of ours out"
+            )
         if chosen is None and rolled_out:
             raise ModelChoiceError(
                 f"no model has been rolled out yet: {rolled_out} does not exist (the Deploy "
