@@ -5,8 +5,11 @@ A rerun with nothing changed takes Transform and Trainer from cache, so its
 candidate is the very model pushed last time; the Evaluator blesses it again
 (it equals its baseline). The stock Pusher would then copy it into a new
 version directory: a duplicate that TF Serving reloads for nothing. This
-executor compares the candidate with the newest served version, file by file,
-and records `pushed = 0` with `already_served = <path>` instead.
+executor compares the candidate with the served version (components/serving/
+served_version.py's answer), file by file, and records `pushed = 0` with
+`already_served = <path>` instead. A newest version holding the candidate that is
+not the served one (its rollout never happened) is recorded as this push, so
+that the Deploy step after it takes it to traffic.
 
 Given `training_statistics` (StatisticsGen's output), a push writes the train
 split's statistics into the new version at
@@ -18,14 +21,14 @@ complete". The drift gate reads them back. The copy is the stock executor's
 Given `evaluation` (the Evaluator's output), a push also copies what that
 Evaluator recorded (components/evaluator/record.py: what it evaluated and
 the candidate's metric sums per slice) into the new version at
-`components.serving.baseline.component.SERVED_EVALUATION_FILE`, so that the next run's
+`components.serving.serving_dir.SERVED_EVALUATION_FILE`, so that the next run's
 Evaluator can take the baseline's metrics from it instead of scoring the
 served model again.
 
-A push also writes `components.serving.baseline.component.PUSH_RECORD_FILE`, naming the
+A push also writes `components.serving.serving_dir.PUSH_RECORD_FILE`, naming the
 execution's own output URI. On Kubeflow a Pusher whose pod died after the
 copy is run again (a retry, with the same output URI); it then finds the
-served duplicate is its own earlier push and records that push, instead of
+version holding the candidate is its own earlier push and records that push, instead of
 "already served by an earlier run", and never copies twice.
 
 The work is components/serving/push/executor.py's (TFX's Pusher executor ported, and the
@@ -123,5 +126,6 @@ class Pusher(pusher_component.Pusher):
             rolled_out_record=rolled_out_record,
             pushed_model=types.Channel(type=standard_artifacts.PushedModel),
         )
-        # pusher_component.Pusher.__init__ builds TFX's own spec; ours has two more inputs.
+        # pusher_component.Pusher.__init__ builds TFX's own spec; ours has two more inputs
+        # and a parameter.
         base_component.BaseComponent.__init__(self, spec=spec)

@@ -87,30 +87,25 @@ def serving_model_path(model_uri: str) -> str:
     return model_dir
 
 
+def _holding(candidate_digest: str, serving_model_dir: str, version: str | None) -> str | None:
+    """The directory of `version` when it holds the model whose digest is
+    `candidate_digest`, or None (no such version, or another model)."""
+    if version is None:
+        return None
+    path = os.path.join(serving_model_dir, version)
+    return path if model_digest(path) == candidate_digest else None
+
+
 def served_duplicate(
     model_path: str, serving_model_dir: str, rolled_out_record: str | None = None
 ) -> str | None:
     """The served version directory (served_version.py's answer) that holds exactly
     `model_path`, or None."""
-    version = served_version(serving_model_dir, rolled_out_record)
-    if version is None:
-        return None
-    served_path = os.path.join(serving_model_dir, version)
-    return served_path if model_digest(served_path) == model_digest(model_path) else None
-
-
-def pushed_not_served(
-    model_path: str, serving_model_dir: str, rolled_out_record: str | None = None
-) -> str | None:
-    """The newest pushed version directory when it holds exactly `model_path` and is not
-    the served one, or None: a push whose rollout did not happen (an earlier attempt of
-    this step, or a run whose Deploy step was interrupted before the version took
-    traffic)."""
-    newest = newest_complete_version(serving_model_dir)
-    if newest is None or newest == served_version(serving_model_dir, rolled_out_record):
-        return None
-    newest_path = os.path.join(serving_model_dir, newest)
-    return newest_path if model_digest(newest_path) == model_digest(model_path) else None
+    return _holding(
+        model_digest(model_path),
+        serving_model_dir,
+        served_version(serving_model_dir, rolled_out_record),
+    )
 
 
 def pushed_by(served_path: str) -> str | None:
@@ -207,24 +202,30 @@ def push_model(
     if kind != "filesystem":  # Lines 180-181 and 211-213.
         raise NotImplementedError(f"Invalid push destination {kind}")
     base_directory = destination.filesystem.base_directory
-    rolled_out_record = rolled_out_record or None
-    duplicate = served_duplicate(model_path, base_directory, rolled_out_record)
-    # The same model pushed and not (or not yet) taking traffic: by an earlier attempt
+    # Each digest reads every byte of a model: the candidate's is taken once.
+    candidate = model_digest(model_path)
+    served = served_version(base_directory, rolled_out_record or None)
+    newest = newest_complete_version(base_directory)
+    duplicate = _holding(candidate, base_directory, served)
+    # The same model pushed and not (or not yet) taking traffic: by a run whose rollout
+    # never happened (the newest version, not the served one), or by an earlier attempt
     # of this step (found by its push record; locally that version is also the served
-    # one), or by a run whose rollout never happened. It is this push: the Deploy
-    # step after it takes it to traffic, and no second copy is written.
-    pending = pushed_not_served(model_path, base_directory, rolled_out_record)
-    if pending is None and duplicate is not None and pushed_by(duplicate) == pushed_model.uri:
-        pending = duplicate
+    # one). It is this push: the Deploy step after it takes it to traffic, and no
+    # second copy is written.
+    pending = _holding(candidate, base_directory, newest) if newest != served else None
+    pending_by = pushed_by(pending) if pending is not None else None
+    if pending is None and duplicate is not None:
+        pending_by = pushed_by(duplicate)
+        pending = duplicate if pending_by == pushed_model.uri else None
     if pending is not None:
-        if pushed_by(pending) == pushed_model.uri:
+        if pending_by == pushed_model.uri:
             logging.info("An earlier attempt of this step pushed %s; recording it.", pending)
         else:
             logging.info(
                 "%s holds the candidate, pushed by %s and not taking traffic; recording it "
                 "as this push.",
                 pending,
-                pushed_by(pending) or "an earlier run",
+                pending_by or "an earlier run",
             )
         store_files.copy_dir(model_path, pushed_model.uri)
         mark_pushed(pushed_model, pending, os.path.basename(pending.rstrip("/")))
