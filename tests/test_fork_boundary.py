@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO_ROOT
-from trainer.fork import DECLARED, FORK_FILES, RETIRED
+from trainer.fork import DECLARED, FORK_FILES, RETIRED, top_level_names
 
 FORK_MODULES = set(FORK_FILES)
 INTERFACE = "trainer/fork"
@@ -116,25 +116,11 @@ def names_taken(source: str, fork_module: str) -> set[str]:
     return taken
 
 
-def defined_names(tree: ast.Module) -> set[str]:
-    """The top-level names a file defines itself (functions, classes, assignments; what it
-    imports is not its own)."""
-    defined = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.ClassDef):
-            defined.add(node.name)
-        elif isinstance(node, ast.Assign):
-            defined |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            defined.add(node.target.id)
-    return defined
-
-
 def undeclared_definitions(source: str, declared: set[str], spec_names: set[str]) -> set[str]:
     """Public top-level names a fork file defines that neither the file itself uses, nor the
     interface declares, nor a spec names (`label.derive`): the machinery's, left there."""
     tree = ast.parse(source)
-    defined = defined_names(tree)
+    defined = top_level_names(tree, imported=False)
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     return {
         name
@@ -188,7 +174,7 @@ def test_each_fork_file_holds_only_what_a_fork_writes(module):
     source = (REPO_ROOT / FORK_FILES[module]).read_text()
     assert undeclared_definitions(source, set(DECLARED[module]), spec_derived_labels()) == set()
     # The template's own fork files show every hook, and none of the retired names.
-    top = defined_names(ast.parse(source))
+    top = top_level_names(ast.parse(source), imported=False)
     assert set(DECLARED[module]) <= top
     assert not top & set(RETIRED.get(module, ()))
 

@@ -151,7 +151,7 @@ def retired_compile_model() -> str:
     )
 
 
-def _defined_names(tree: ast.Module, imported: bool = True) -> set[str]:
+def top_level_names(tree: ast.Module, imported: bool = True) -> set[str]:
     """A module's top-level names; with `imported`, those it imports too (a fork file may
     take a hook from elsewhere and so define it by its import)."""
     names: set[str] = set()
@@ -167,16 +167,19 @@ def _defined_names(tree: ast.Module, imported: bool = True) -> set[str]:
     return names
 
 
-def _defining_module(package: str, name: str) -> str:
-    """The module under `package` (a package or a module of the project) whose source
-    defines `name` at its top level; `package` itself when none does."""
+def _homes(package: str) -> dict[str, str]:
+    """Each top-level name the modules of `package` (a package or a module of the project)
+    define themselves -> the module that defines it, read from their source."""
     base = _PROJECT.joinpath(*package.split("."))
     if not base.is_dir():
-        return package
+        return {}
+    homes: dict[str, str] = {}
     for path in sorted(base.glob("*.py")):
-        if name in _defined_names(ast.parse(path.read_text(), str(path)), imported=False):
-            return package if path.stem == "__init__" else f"{package}.{path.stem}"
-    return package
+        module = package if path.stem == "__init__" else f"{package}.{path.stem}"
+        tree = ast.parse(path.read_text(), str(path))
+        for name in top_level_names(tree, imported=False):
+            homes.setdefault(name, module)
+    return homes
 
 
 def moved_import(file: str, tree: ast.Module) -> str | None:
@@ -185,9 +188,10 @@ def moved_import(file: str, tree: ast.Module) -> str | None:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module in MOVED_MODULES:
             old = node.module
+            homes = _homes(MOVED_MODULES[old])
             by_module: dict[str, list[str]] = {}
             for alias in node.names:
-                home = _defining_module(MOVED_MODULES[old], alias.name)
+                home = homes.get(alias.name, MOVED_MODULES[old])
                 by_module.setdefault(home, []).append(alias.name)
             where = "; ".join(
                 f"import {' and '.join(names)} from {home}" for home, names in by_module.items()
@@ -230,7 +234,7 @@ def check_fork_files(root: Path | None = None) -> None:
         moved = moved_import(FORK_FILES[module], tree)
         if moved is not None:
             raise ForkInterfaceError(moved)
-        defined = _defined_names(tree)
+        defined = top_level_names(tree)
         for name, hook in hooks.items():
             if not hook.optional and name not in defined:
                 raise _missing_name(module, name)
